@@ -1,0 +1,23 @@
+"""CPU implementations of vLLM's sampling and speculative-decoding Triton kernels.
+
+Each kernel takes the Triton kernel's arguments in its order and under its names, reads int32 or
+int64 buffers in place and writes outputs in the caller's dtype. ``vllm_overrides()`` maps vLLM's
+qualified kernel names to these functions for ``register_kernels``.
+"""
+import torch  # noqa: F401  -- load torch's libgomp before ours: one OpenMP runtime per process
+
+from ._parallel import (  # noqa: E402
+    get_num_threads,
+    openmp_enabled,
+    parallel_threshold,
+    set_num_threads,
+    set_parallel_threshold,
+)
+
+__all__ = [
+    "get_num_threads",
+    "openmp_enabled",
+    "parallel_threshold",
+    "set_num_threads",
+    "set_parallel_threshold",
+]
