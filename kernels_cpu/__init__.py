@@ -6,6 +6,7 @@ qualified kernel names to these functions for ``register_kernels``.
 """
 import torch  # noqa: F401  -- load torch's libgomp before ours: one OpenMP runtime per process
 
+from ._overrides import VLLM_KERNEL_NAMES, vllm_overrides  # noqa: E402
 from ._parallel import (  # noqa: E402
     get_num_threads,
     openmp_enabled,
@@ -15,6 +16,8 @@ from ._parallel import (  # noqa: E402
 )
 
 __all__ = [
+    "VLLM_KERNEL_NAMES",
+    "vllm_overrides",
     "get_num_threads",
     "openmp_enabled",
     "parallel_threshold",
