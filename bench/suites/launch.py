@@ -1,0 +1,180 @@
+"""Launch overhead: what a kernel launch costs before the kernel does any work.
+
+Two groups, each anchored on a direct Python call of the same no-op with the same arguments:
+
+* ``launch/override`` — ``override[grid](**kw)`` with 10 launch kwargs and an implementation whose
+  parameter names differ from the kernel's (so every launch is reordered into positional
+  arguments, as vLLM's C++ shims require): fastdispatch compiled, fastdispatch's pure-Python twin,
+  vLLM's ``KernelOverride``.
+* ``launch/owner_chain`` — the whole path a vLLM launch takes: launch owner → dispatch function →
+  binding plan (``x`` → ``x_ptr``) → override → no-op, for an ``expand_kernel``-shaped kernel:
+  ``fastdispatch.kernel_dispatcher`` (compiled and twin) vs vLLM's
+  ``triton_kernel_dispatcher_with_warmup`` owner.
+
+The kernels are plain functions, as they are when Triton is absent (vLLM's CPU path).
+"""
+from __future__ import annotations
+
+import importlib
+
+from .._model import Built, GroupSpec, Unavailable
+from .._timing import Case
+
+N_KW = 10
+DIRECT = "direct call of the no-op"
+
+
+# -- the fake kernels and no-op implementations (names differ -> positional forwarding) ---------
+def _kernel10(out_ptr, in_ptr, cu_ptr, draft_ptr, probs_ptr, bonus_ptr, uniform_ptr, max_spec_len,
+              vocab_size, BLOCK_SIZE):  # pragma: no cover - never launched, only introspected
+    raise AssertionError("the original kernel must never run: the override replaces it")
+
+
+def _impl10(a, b, c, d, e, f, g, h, i, j):
+    return None
+
+
+def expand_like_kernel(output_ptr, input_ptr, cu_num_tokens_ptr, replace_from, replace_to,
+                       MAX_NUM_TOKENS):  # pragma: no cover
+    raise AssertionError("the original kernel must never run: the override replaces it")
+
+
+def _impl6(out, inp, cu, rf, rt, mx):
+    return None
+
+
+def _dispatch(output, input, cu_num_tokens, replace_from, replace_to):
+    return (input.shape[0],), dict(MAX_NUM_TOKENS=8)
+
+
+def _fastdispatch_modules():
+    """(compiled module or None, twin module or None, reason) for the fastdispatch runtime."""
+    try:
+        fd = importlib.import_module("fastdispatch")
+    except Exception as exc:
+        raise Unavailable(f"fastdispatch not importable: {type(exc).__name__}: {exc}")
+    try:
+        twin = importlib.import_module("fastdispatch._core_py")
+    except Exception as exc:
+        twin = None
+        twin_reason = f"fastdispatch._core_py not importable: {type(exc).__name__}: {exc}"
+    else:
+        twin_reason = None
+    backend = getattr(fd, "BACKEND", None)
+    return fd, backend, twin, twin_reason
+
+
+def _override_group(ctx) -> Built:
+    import torch
+
+    args = tuple(torch.empty(1) for _ in range(7)) + (4, 32000, 1024)
+    names = tuple(_kernel10.__code__.co_varnames[:N_KW])
+    kw = dict(zip(names, args))
+    grid = (4,)
+    b = Built(info={"launch_kwargs": N_KW, "forward": "positional (impl names differ)"})
+    b.add(DIRECT, lambda: Case(DIRECT, stmt="impl(*args)", namespace={"impl": _impl10, "args": args},
+                               meta={"note": "impl(*args) with the same 10 values"}))
+
+    def ours(compiled: bool):
+        fd, backend, twin, twin_reason = _fastdispatch_modules()
+        if compiled:
+            if backend != "cython":
+                raise Unavailable(f"fastdispatch.BACKEND is {backend!r}: compiled extension not loaded")
+            cls = getattr(fd, "KernelOverride", None)
+        else:
+            if twin is None:
+                raise Unavailable(twin_reason)
+            cls = getattr(twin, "KernelOverride", None)
+        if cls is None:
+            raise Unavailable("no KernelOverride in fastdispatch")
+        ov = cls(_kernel10, _impl10)
+        return Case("", stmt="ov[grid](**kw)", namespace={"ov": ov, "grid": grid, "kw": kw},
+                    meta={"class": f"{type(ov).__module__}.{type(ov).__qualname__}"})
+
+    b.add("fastdispatch KernelOverride (compiled)", lambda: ours(True))
+    b.add("fastdispatch KernelOverride (pure-Python twin)", lambda: ours(False))
+
+    def vllm_override():
+        ctx.vllm.require()
+        from vllm.triton_utils.dispatcher import KernelOverride
+
+        ov = KernelOverride(_kernel10, _impl10)
+        return Case("", stmt="ov[grid](**kw)", namespace={"ov": ov, "grid": grid, "kw": kw},
+                    meta={"class": "vllm.triton_utils.dispatcher.KernelOverride"})
+
+    b.add("vLLM KernelOverride", vllm_override)
+    return b
+
+
+def _owner_group(ctx) -> Built:
+    import torch
+
+    output, inp, cu = torch.empty(8), torch.empty(4), torch.arange(1, 5, dtype=torch.int32)
+    call_args = (output, inp, cu, 0, 0)
+    b = Built(info={"kernel": "expand_kernel-shaped, 6 arguments, plain function"})
+    b.add(DIRECT, lambda: Case(DIRECT, stmt="impl(o, i, c, 0, 0, 8)",
+                               namespace={"impl": _impl6, "o": output, "i": inp, "c": cu}))
+
+    def ours(compiled: bool):
+        fd, backend, twin, twin_reason = _fastdispatch_modules()
+        if compiled:
+            if backend != "cython":
+                raise Unavailable(f"fastdispatch.BACKEND is {backend!r}: compiled extension not loaded")
+            mod = fd
+        else:
+            if twin is None:
+                raise Unavailable(twin_reason)
+            mod = twin
+        kd = getattr(mod, "kernel_dispatcher", None)
+        ko = getattr(mod, "KernelOverride", None)
+        if kd is None or ko is None:
+            raise Unavailable(f"{mod.__name__} has no kernel_dispatcher/KernelOverride")
+        owner = kd(kernel=ko(expand_like_kernel, _impl6))(_dispatch)
+        return Case("", stmt="owner(*a)", namespace={"owner": owner, "a": call_args},
+                    meta={"owner": f"{type(owner).__module__}.{type(owner).__qualname__}"})
+
+    b.add("fastdispatch owner chain (compiled)", lambda: ours(True))
+    b.add("fastdispatch owner chain (pure-Python twin)", lambda: ours(False))
+
+    def vllm_chain():
+        ctx.vllm.require()
+        from vllm.model_executor.warmup.jit_warmup_triton_helper import (
+            triton_kernel_dispatcher_with_warmup,
+        )
+        from vllm.triton_utils.dispatcher import KernelOverride
+
+        owner = triton_kernel_dispatcher_with_warmup(
+            kernel=KernelOverride(expand_like_kernel, _impl6), warmup_inputs=lambda **_: {}
+        )(_dispatch)
+        return Case("", stmt="owner(*a)", namespace={"owner": owner, "a": call_args},
+                    meta={"owner": "vllm triton_kernel_dispatcher_with_warmup"})
+
+    b.add("vLLM owner chain", vllm_chain)
+    return b
+
+
+def groups(ctx):
+    return [
+        GroupSpec(
+            id="launch/override",
+            suite="launch",
+            title=f"override[grid](**kw), {N_KW} launch kwargs, positional forward (ns per launch)",
+            rows=(DIRECT, "fastdispatch KernelOverride (compiled)",
+                  "fastdispatch KernelOverride (pure-Python twin)", "vLLM KernelOverride"),
+            anchor=(DIRECT,),
+            build=_override_group,
+            needs_vllm=True,
+            params={"launch_kwargs": N_KW},
+        ),
+        GroupSpec(
+            id="launch/owner_chain",
+            suite="launch",
+            title="launch owner → dispatch fn → binding plan → override → no-op (ns per launch)",
+            rows=(DIRECT, "fastdispatch owner chain (compiled)",
+                  "fastdispatch owner chain (pure-Python twin)", "vLLM owner chain"),
+            anchor=(DIRECT,),
+            build=_owner_group,
+            needs_vllm=True,
+            params={"kernel_args": 6},
+        ),
+    ]
