@@ -1,0 +1,59 @@
+"""fastdispatch: a compiled dispatch runtime for Triton kernels and their CPU overrides.
+
+    import fastdispatch
+    fastdispatch.register_kernels({"vllm.v1.sample.rejection_sampler.expand_kernel": my_impl})
+    assert not any(fastdispatch.verify().values())   # nothing still launches the original
+
+A drop-in for vLLM's ``vllm.triton_utils.dispatcher`` (``register_kernels``, ``KernelOverride``,
+``_registry``, ``_resolve_kernel``, ``_rebind_kernels``, ``_kernel_arg_names``) whose launch path
+-- ``override[grid](**kwargs)`` and the launch owner's dispatch -> bind -> launch chain -- is
+compiled (``BACKEND == "cython"``), with a pure-Python twin of identical behaviour
+(``BACKEND == "python"``, forced by ``FASTDISPATCH_PURE_PYTHON=1``). Beyond vLLM: a
+registration-time bind check, ``unregister_kernels``, scoped ``overrides``, ``verify`` and a
+thread-safe registry.
+"""
+from ._backend import BACKEND
+from ._backend import core as _backend_core
+from ._registration import (
+    RegistryEntry,
+    _rebind_kernels,
+    _registry,
+    _resolve_kernel,
+    overrides,
+    register_kernels,
+    unregister_kernels,
+    verify,
+)
+
+KernelOverride = _backend_core.KernelOverride
+Launcher = _backend_core.Launcher
+LaunchArgumentError = _backend_core.LaunchArgumentError
+LaunchBindingPlan = _backend_core.LaunchBindingPlan
+LaunchOwner = _backend_core.LaunchOwner
+PlanCache = _backend_core.PlanCache
+kernel_dispatcher = _backend_core.kernel_dispatcher
+launch_binding_plan = _backend_core.launch_binding_plan
+launch_owner = _backend_core.launch_owner
+prepare_launch_kwargs = _backend_core.prepare_launch_kwargs
+_kernel_arg_names = _backend_core._kernel_arg_names
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BACKEND",
+    "KernelOverride",
+    "LaunchArgumentError",
+    "LaunchBindingPlan",
+    "LaunchOwner",
+    "Launcher",
+    "PlanCache",
+    "RegistryEntry",
+    "kernel_dispatcher",
+    "launch_binding_plan",
+    "launch_owner",
+    "overrides",
+    "prepare_launch_kwargs",
+    "register_kernels",
+    "unregister_kernels",
+    "verify",
+]

@@ -1,0 +1,31 @@
+"""Pick the launch hot path: the compiled ``_core`` or its pure-Python twin ``_core_py``.
+
+``FASTDISPATCH_PURE_PYTHON=1`` (any value but empty or ``0``) forces the twin, e.g. to debug or to
+compare. Without it the compiled extension is used; if it cannot be imported (a source checkout
+that was never built, a platform without a compiler) the twin takes over after one
+``RuntimeWarning`` -- slower, same behaviour.
+"""
+import os
+import warnings
+
+if os.environ.get("FASTDISPATCH_PURE_PYTHON", "") not in ("", "0"):
+    from . import _core_py as core
+
+    BACKEND = "python"
+else:
+    try:
+        from . import _core as core
+    except ImportError as exc:
+        warnings.warn(
+            f"fastdispatch: compiled extension unavailable ({exc}); using the pure-Python twin. "
+            "Build it with `python setup.py build_ext --inplace` or `pip install .`.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        from . import _core_py as core
+
+        BACKEND = "python"
+    else:
+        BACKEND = "cython"
+
+__all__ = ["BACKEND", "core"]

@@ -1,0 +1,364 @@
+"""Registry of kernel overrides, name resolution and the rebinding pass over ``sys.modules``.
+
+    import fastdispatch
+    fastdispatch.register_kernels({"pkg.mod.my_kernel": my_cpu_impl})
+    assert not any(fastdispatch.verify().values())
+
+Same contract as vLLM's ``vllm.triton_utils.dispatcher`` (``register_kernels``, ``_registry``,
+``_resolve_kernel``, ``_rebind_kernels``), plus a way back (``unregister_kernels``), scoped
+overrides (``overrides``), a check that nothing still launches the original (``verify``), and a
+lock: registry operations may race with each other and with launches in other threads.
+
+Why a pass over ``sys.modules``: a kernel object is referenced from more places than its
+defining attribute -- ``from mod import kernel`` copies in other modules, and launch owners that
+keep it as ``.kernel`` (with cached argument names). Every one of them must launch the override,
+or the override is silently dead for that call site.
+"""
+import contextlib
+import importlib
+import sys
+import threading
+import types
+import warnings
+
+from ._backend import core
+
+__all__ = [
+    "RegistryEntry",
+    "_registry",
+    "_rebind_kernels",
+    "_resolve_kernel",
+    "overrides",
+    "register_kernels",
+    "unregister_kernels",
+    "verify",
+]
+
+_lock = threading.RLock()
+
+
+class RegistryEntry(tuple):
+    """``_registry`` value: the pair ``(original, impl)`` -- vLLM's meaning, so
+    ``original, impl = _registry[name]`` works -- plus ``override`` (the installed
+    :class:`KernelOverride`) and ``host``/``attr`` (where the name resolved)."""
+
+    def __new__(cls, original, impl, override, host, attr):
+        self = tuple.__new__(cls, (original, impl))
+        self.override = override
+        self.host = host
+        self.attr = attr
+        return self
+
+    @property
+    def original(self):
+        return self[0]
+
+    @property
+    def impl(self):
+        return self[1]
+
+
+#: Qualified kernel name -> :class:`RegistryEntry` ``(original, impl)``.
+_registry = {}
+
+
+def _import(module_name, kernel_name):
+    try:
+        importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise ModuleNotFoundError(
+            f"Kernel {kernel_name!r} not found for override: cannot import module "
+            f"{module_name!r} ({exc})",
+            name=exc.name,
+        ) from exc
+    return sys.modules[module_name]
+
+
+def _resolve_kernel(name):
+    """Return the ``(host, attribute)`` holding the kernel ``name``.
+
+    ``pkg.mod.attr`` resolves to the module ``pkg.mod``; ``pkg.mod.Class.attr`` (a capitalised
+    second-to-last part, vLLM's convention) to the class ``Class`` of ``pkg.mod``. A module that
+    cannot be imported raises ``ModuleNotFoundError`` and a missing attribute ``ValueError``,
+    both naming the kernel and what is missing.
+    """
+    if not isinstance(name, str) or name.count(".") < 1:
+        raise ValueError(f"Kernel name {name!r} must be qualified: 'pkg.module.attr'")
+    module_name, attr = name.rsplit(".", 1)
+    parts = module_name.split(".")
+    if len(parts) > 1 and parts[-1][:1].isupper():
+        class_module = ".".join(parts[:-1])
+        module = _import(class_module, name)
+        cls = getattr(module, parts[-1], None)
+        if cls is None:
+            raise ValueError(
+                f"Kernel {name!r} not found for override: module {class_module!r} has no "
+                f"attribute {parts[-1]!r}"
+            )
+        if not hasattr(cls, attr):
+            raise ValueError(
+                f"Kernel {name!r} not found for override: {class_module}.{parts[-1]} has no "
+                f"attribute {attr!r}"
+            )
+        return cls, attr
+    module = _import(module_name, name)
+    if hasattr(module, attr):
+        return module, attr
+    raise ValueError(
+        f"Kernel {name!r} not found for override: module {module_name!r} has no attribute {attr!r}"
+    )
+
+
+# -- the scan ----------------------------------------------------------------------------------
+# Everything below reads namespaces through the C-level descriptors of ``module``/``type``/
+# ``object`` rather than attribute access: a module ``__getattr__``, a lazy module, a property
+# named ``__dict__`` or a deprecated attribute (torch's FutureWarning) must never run, and foreign
+# objects are compared by ``id`` only -- never hashed, never ``==``.
+
+_MODULE_DICT = types.ModuleType.__dict__["__dict__"]
+_TYPE_DICT = type.__dict__["__dict__"]
+_TYPE_MRO = type.__dict__["__mro__"]
+_TYPE_SETATTR = type.__setattr__
+
+
+def _namespaces():
+    """Yield ``(module name, namespace dict, snapshot of its items)`` for every real module."""
+    for mod_name, module in list(sys.modules.items()):
+        if not issubclass(type(module), types.ModuleType):
+            continue
+        try:
+            namespace = _MODULE_DICT.__get__(module)
+            if type(namespace) is not dict:
+                continue
+            items = list(namespace.items())
+        except Exception:
+            continue
+        yield mod_name, namespace, items
+
+
+def _holder_dict(value, descr_cache):
+    """The namespace where ``value`` would keep a ``kernel`` attribute, or None.
+
+    A class: its class ``__dict__`` (class-attribute kernels). An instance: its instance
+    ``__dict__``, read through the C getset descriptor its type inherits -- types whose
+    ``__dict__`` is anything else (a property, ``__slots__`` only) are skipped.
+    """
+    tp = type(value)
+    if issubclass(tp, type):
+        try:
+            return _TYPE_DICT.__get__(value)
+        except Exception:
+            return None
+    hit = descr_cache.get(id(tp))
+    if hit is None:
+        descr = None
+        try:
+            for klass in _TYPE_MRO.__get__(tp):
+                class_dict = _TYPE_DICT.__get__(klass)
+                if "__dict__" in class_dict:
+                    descr = class_dict["__dict__"]
+                    break
+        except Exception:
+            descr = None
+        if type(descr) is not types.GetSetDescriptorType:
+            descr = None
+        hit = descr_cache[id(tp)] = (tp, descr)
+    descr = hit[1]
+    if descr is None:
+        return None
+    try:
+        d = descr.__get__(value)
+    except Exception:
+        return None
+    return d if type(d) is dict else None
+
+
+def _scan(by_id):
+    """Yield ``(kind, where, holder, container, key, value)`` for every reference to a watched object.
+
+    ``by_id`` maps ``id(obj) -> (obj, ...)`` for the objects looked for. ``kind`` is ``"attr"``
+    (``container[key]`` is a module attribute) or ``"owner"`` (``holder`` keeps it as ``kernel``
+    in ``container``, its instance or class dict).
+    """
+    descr_cache = {}
+    for mod_name, namespace, items in _namespaces():
+        for attr, value in items:
+            hit = by_id.get(id(value))
+            if hit is not None and hit[0] is value:
+                yield "attr", f"{mod_name}.{attr}", None, namespace, attr, value
+                continue
+            d = _holder_dict(value, descr_cache)
+            if d is None:
+                continue
+            try:
+                kernel = d.get("kernel")
+            except Exception:
+                continue
+            if kernel is None:
+                continue
+            hit = by_id.get(id(kernel))
+            if hit is not None and hit[0] is kernel:
+                yield "owner", f"{mod_name}.{attr}.kernel", value, d, "kernel", kernel
+
+
+def _rebind_kernels(overrides):
+    """Point every reference to each original kernel at its wrapper, in one pass.
+
+    ``overrides`` is a list of ``(original, wrapper)`` pairs (vLLM's signature; any replacement
+    works, which is how ``unregister_kernels`` restores originals). Module attributes that *are*
+    an original are rebound; launch owners and classes whose own ``__dict__`` holds it as
+    ``kernel`` get the wrapper, and instances drop their cached ``_kernel_arg_names`` so the
+    launch binding re-derives it from the wrapper.
+    """
+    by_id = {id(original): (original, wrapper) for original, wrapper in overrides}
+    if not by_id:
+        return
+    for kind, _where, holder, container, key, value in list(_scan(by_id)):
+        wrapper = by_id[id(value)][1]
+        if kind == "attr":
+            if container.get(key) is value:
+                container[key] = wrapper
+        elif issubclass(type(holder), type):
+            _TYPE_SETATTR(holder, key, wrapper)
+        else:
+            if container.get(key) is value:
+                container[key] = wrapper
+            container.pop("_kernel_arg_names", None)
+
+
+def _set_host(host, attr, value):
+    if issubclass(type(host), type):
+        _TYPE_SETATTR(host, attr, value)
+    else:
+        setattr(host, attr, value)
+
+
+def _install(mapping, warn):
+    """Resolve, bind-check and build every wrapper first, then rebind: all or nothing."""
+    planned = []
+    for name, impl in mapping.items():
+        host, attr = _resolve_kernel(name)
+        current = getattr(host, attr)
+        entry = _registry.get(name)
+        original = current
+        if entry is not None:
+            if warn:
+                warnings.warn(f"Kernel {name} is already registered. Overwriting.",
+                              RuntimeWarning, stacklevel=3)
+            if current is entry.override:
+                original = entry.original
+        if not callable(impl):
+            raise TypeError(f"override for kernel {name!r} is not callable: {impl!r}")
+        wrapper = core.KernelOverride(original, impl)
+        planned.append((name, host, attr, current, original, impl, wrapper))
+    pairs = []
+    for _name, _host, _attr, current, original, _impl, wrapper in planned:
+        pairs.append((current, wrapper))
+        if original is not current:
+            pairs.append((original, wrapper))
+    # Rebind every other holder before the defining attributes: same order as vLLM.
+    _rebind_kernels(pairs)
+    for name, host, attr, _current, original, impl, wrapper in planned:
+        _set_host(host, attr, wrapper)
+        _registry[name] = RegistryEntry(original, impl, wrapper, host, attr)
+
+
+def register_kernels(overrides):
+    """Register platform implementations for Triton kernels (vLLM-compatible).
+
+    ``overrides`` maps a qualified kernel name (``"pkg.mod.kernel"`` or, for a kernel kept as a
+    class attribute, ``"pkg.mod.Class.kernel"``) to its implementation. Implementations are
+    launched like the kernels themselves: by the kernel's argument names, or positionally in
+    the kernel's order when their names differ. An implementation that cannot accept the
+    kernel's launch arguments is refused here with a ``TypeError``, and then nothing is changed.
+    Registering a name again warns and replaces the previous override (``unregister_kernels``
+    still restores the true original).
+    """
+    with _lock:
+        _install(dict(overrides), warn=True)
+
+
+def _names(names):
+    if names is None:
+        return list(_registry)
+    if isinstance(names, str):
+        return [names]
+    return list(names)
+
+
+def _restore(entries_and_targets):
+    """Point every holder of each installed override at its target (original or previous)."""
+    _rebind_kernels([(entry.override, target) for _name, entry, target, _prev in entries_and_targets])
+    for name, entry, target, prev in entries_and_targets:
+        if getattr(entry.host, entry.attr, None) is entry.override:
+            _set_host(entry.host, entry.attr, target)
+        if prev is None:
+            _registry.pop(name, None)
+        else:
+            _registry[name] = prev
+
+
+def unregister_kernels(names=None):
+    """Remove overrides (all when ``names`` is None) and restore every holder to the original.
+
+    Module attributes, ``from x import kernel`` copies, launch owners and class attributes that
+    hold the override get the original kernel back. Unknown names raise ``KeyError``.
+    """
+    with _lock:
+        names = _names(names)
+        unknown = [name for name in names if name not in _registry]
+        if unknown:
+            raise KeyError(f"kernel override(s) not registered: {unknown}")
+        _restore([(name, _registry[name], _registry[name].original, None) for name in names])
+
+
+@contextlib.contextmanager
+def overrides(mapping):
+    """Scoped registration: ``with overrides({...}):`` installs, leaving restores.
+
+    On exit each name goes back to exactly what it was before -- the original kernel, or the
+    override registered before the block -- unless the name was re-registered or unregistered
+    inside the block, in which case that later change is left alone. Yields
+    ``{name: KernelOverride}``.
+    """
+    mapping = dict(mapping)
+    with _lock:
+        previous = {name: _registry.get(name) for name in mapping}
+        _install(mapping, warn=False)
+        installed = {name: _registry[name] for name in mapping}
+    try:
+        yield {name: entry.override for name, entry in installed.items()}
+    finally:
+        with _lock:
+            todo = []
+            for name, entry in installed.items():
+                if _registry.get(name) is not entry:
+                    continue
+                prev = previous[name]
+                target = prev.override if prev is not None else entry.original
+                todo.append((name, entry, target, prev))
+            _restore(todo)
+
+
+def verify(names=None):
+    """Report, for each registered name, the holders that still point at the original kernel.
+
+    Returns ``{name: [holder, ...]}`` with holders written ``module.attr`` (a module attribute)
+    or ``module.attr.kernel`` (a launch owner or class keeping it as ``kernel``). After a
+    successful ``register_kernels`` every list is empty; a non-empty list is a call site that
+    would still launch the original.
+    """
+    with _lock:
+        names = _names(names)
+        unknown = [name for name in names if name not in _registry]
+        if unknown:
+            raise KeyError(f"kernel override(s) not registered: {unknown}")
+        report = {name: [] for name in names}
+        by_id = {}
+        for name in names:
+            original = _registry[name].original
+            by_id.setdefault(id(original), (original, []))[1].append(name)
+        for _kind, where, _holder, _container, _key, value in _scan(by_id):
+            for name in by_id[id(value)][1]:
+                report[name].append(where)
+        return report
