@@ -14,6 +14,14 @@ from ._parallel import (  # noqa: E402
     set_num_threads,
     set_parallel_threshold,
 )
+from ._spec_decode import (  # noqa: E402
+    copy_and_expand_dflash_inputs_kernel,
+    copy_and_expand_eagle_inputs_kernel,
+    eagle_prepare_inputs_padded_kernel,
+    eagle_prepare_next_token_padded_kernel,
+    eagle_step_slot_mapping_metadata_kernel,
+)
+from ._workers import batch_memcpy_kernel, compute_slot_mapping_kernel  # noqa: E402
 
 __all__ = [
     "VLLM_KERNEL_NAMES",
@@ -23,4 +31,12 @@ __all__ = [
     "parallel_threshold",
     "set_num_threads",
     "set_parallel_threshold",
+    # speculative decoding and workers
+    "eagle_step_slot_mapping_metadata_kernel",
+    "eagle_prepare_inputs_padded_kernel",
+    "eagle_prepare_next_token_padded_kernel",
+    "copy_and_expand_eagle_inputs_kernel",
+    "copy_and_expand_dflash_inputs_kernel",
+    "compute_slot_mapping_kernel",
+    "batch_memcpy_kernel",
 ]

@@ -1,0 +1,46 @@
+# cython: language_level=3
+"""Validation helpers shared by the spec-decode and worker kernels (see ``_tables.pyx``).
+
+``Rows`` is a 2-D int32/int64 table (a block table, a sampled-token matrix) addressed the way the
+Triton kernels address it: ``ptr + row * stride + col`` with a row stride the caller passes. The
+checks here make sure that stride is the tensor's own, so every read stays inside the view.
+"""
+from libc.stdint cimport int64_t
+
+from kernels_cpu._buffers cimport IBuf, iget
+
+
+cdef struct Rows:
+    IBuf buf
+    Py_ssize_t rows
+    Py_ssize_t cols
+    Py_ssize_t stride      # elements between rows (the caller's stride argument)
+
+
+cdef Rows check_rows(object t, str name, object stride, str stride_name) except *
+cdef IBuf need_index(object t, str name, Py_ssize_t n) except *
+cdef char* need_bool(object t, str name, Py_ssize_t n) except NULL
+cdef int64_t as_int(object v, str name) except? -1
+cdef bint as_flag(object v, str name) except -1
+
+
+cdef inline Py_ssize_t first_decrease(IBuf b, Py_ssize_t n) noexcept nogil:
+    """Index of the first entry of ``b[0:n]`` smaller than its predecessor (or than 0 at i=0).
+
+    Returns -1 when ``b[0:n]`` is non-negative and non-decreasing -- the shape every offset
+    array (``query_start_loc``, inclusive cumulative counts) must have before a kernel may use
+    it to index memory.
+    """
+    cdef Py_ssize_t i
+    cdef int64_t prev = 0, v
+    for i in range(n):
+        v = iget(b, i)
+        if v < prev:
+            return i
+        prev = v
+    return -1
+
+
+ctypedef void (*row_fn)(const void* args, Py_ssize_t i) noexcept nogil
+
+cdef void run_rows(row_fn fn, const void* args, Py_ssize_t n, int nthreads) noexcept nogil

@@ -1,0 +1,127 @@
+# cython: language_level=3
+"""Argument checks shared by the spec-decode and worker kernels.
+
+They complement ``_buffers`` for what those kernels need beyond a contiguous 1-D buffer: 2-D
+tables whose row stride is passed as a separate launch argument, minimum lengths, optional
+(``None``/``0``) pointers and plain integer scalars. All of them read metadata only and raise an
+exception naming the offending argument.
+"""
+from cython.parallel cimport prange
+
+import operator
+
+import torch
+
+from kernels_cpu._buffers cimport (
+    DT_INT32, DT_INT64, M_BOOL, check_index, check_tensor, dtype_code
+)
+
+cdef object _Tensor = torch.Tensor
+cdef object _index = operator.index
+cdef object _I64_MIN = -(1 << 63)
+cdef object _I64_MAX = (1 << 63) - 1
+
+
+cdef Rows check_rows(object t, str name, object stride, str stride_name) except *:
+    """Validate a 2-D int32/int64 table whose rows are ``stride`` elements apart.
+
+    Rows may be strided (a column slice of a wider buffer), columns must be unit-stride. The
+    ``stride`` argument must equal the tensor's own ``stride(0)`` whenever it matters (more than
+    one row), otherwise reads would leave the view.
+    """
+    cdef Rows r
+    cdef int code
+    cdef object shape, strides
+    cdef Py_ssize_t st0, st
+    if not isinstance(t, _Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    code = dtype_code(t.dtype)
+    if code != DT_INT32 and code != DT_INT64:
+        raise TypeError(f"{name} must have dtype int32 or int64, got {t.dtype}")
+    if not t.is_cpu:
+        raise ValueError(f"{name} must be a CPU tensor, got device {t.device}")
+    shape = t.shape
+    if len(shape) != 2:
+        raise TypeError(f"{name} must be 2-D, got shape {tuple(shape)}")
+    r.rows = shape[0]
+    r.cols = shape[1]
+    st = as_int(stride, stride_name)
+    if t.is_contiguous():
+        st0 = r.cols
+    else:
+        strides = t.stride()
+        if r.cols > 1 and strides[1] != 1:
+            raise ValueError(f"{name} must have contiguous rows (stride(1) == 1), got strides {strides}")
+        st0 = strides[0]
+    if r.rows > 1 and r.cols > 0 and st != st0:
+        raise ValueError(f"{stride_name}={st} does not match {name}.stride(0)={st0}")
+    if st < 0:
+        raise ValueError(f"{stride_name} must be >= 0, got {st}")
+    r.stride = st
+    r.buf.wide = code == DT_INT64
+    r.buf.ptr = <char*><size_t>t.data_ptr()
+    if r.buf.ptr == NULL:
+        r.buf.ptr = <char*>&r     # empty table: never dereferenced
+    return r
+
+
+cdef IBuf need_index(object t, str name, Py_ssize_t n) except *:
+    """A contiguous 1-D int32/int64 buffer with at least ``n`` elements."""
+    cdef Py_ssize_t shape[1]
+    cdef IBuf b = check_index(t, name, 1, shape)
+    if shape[0] < n:
+        raise ValueError(f"{name} has {shape[0]} elements, needs at least {n}")
+    return b
+
+
+cdef char* need_bool(object t, str name, Py_ssize_t n) except NULL:
+    """A contiguous 1-D bool buffer with at least ``n`` elements."""
+    cdef Py_ssize_t shape[1]
+    cdef char* p = check_tensor(t, name, M_BOOL, 1, NULL, shape)
+    if shape[0] < n:
+        raise ValueError(f"{name} has {shape[0]} elements, needs at least {n}")
+    return p
+
+
+cdef int64_t as_int(object v, str name) except? -1:
+    """An integer scalar argument (Python int, numpy integer, 0-d int tensor); not bool/float."""
+    if isinstance(v, bool) or isinstance(v, float):
+        raise TypeError(f"{name} must be an integer, got {type(v).__name__}")
+    try:
+        i = _index(v)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, got {type(v).__name__}") from None
+    if not (_I64_MIN <= i <= _I64_MAX):
+        raise ValueError(f"{name}={i} does not fit in int64")
+    return i
+
+
+cdef bint as_flag(object v, str name) except -1:
+    """A boolean launch flag (constexpr in the Triton kernel): bool or 0/1."""
+    if v is True or v is False:
+        return v
+    if v is None:
+        return False
+    try:
+        i = _index(v)
+    except TypeError:
+        raise TypeError(f"{name} must be a bool, got {type(v).__name__}") from None
+    if i != 0 and i != 1:
+        raise ValueError(f"{name} must be a bool, got {v!r}")
+    return i == 1
+
+
+cdef void run_rows(row_fn fn, const void* args, Py_ssize_t n, int nthreads) noexcept nogil:
+    """Call ``fn(args, i)`` for i in [0, n): serially for one thread, else an OpenMP team.
+
+    Rows (requests, chunks) are independent by construction -- the validation pass has made
+    sure their output ranges are disjoint -- so any schedule gives the serial result. Guided
+    scheduling because requests are uneven (one prefill beside many one-token decodes).
+    """
+    cdef Py_ssize_t i
+    if nthreads <= 1 or n <= 1:
+        for i in range(n):
+            fn(args, i)
+    else:
+        for i in prange(n, nogil=True, num_threads=nthreads, schedule="guided"):
+            fn(args, i)

@@ -1,0 +1,275 @@
+# cython: language_level=3
+"""CPU versions of the model-runner's Triton kernels: slot mapping and batched memcpy.
+
+``compute_slot_mapping_kernel`` is ``vllm.v1.worker.block_table.ComputeSlotMappingKernel.kernel``
+(one slot per scheduled token from the block table, context-parallel aware, padding after);
+``batch_memcpy_kernel`` is ``vllm.v1.worker.mamba_utils.batch_memcpy_kernel`` (copy regions given
+by raw addresses). Same three steps as ``_spec_decode``: metadata checks, a ``nogil`` value pass,
+then the ``nogil`` compute pass (OpenMP when large enough).
+"""
+from libc.stdint cimport int64_t, uint64_t
+from libc.string cimport memmove
+
+import torch
+
+from kernels_cpu._buffers cimport (
+    DT_INT32, DT_INT64, IBuf, check_index, dtype_code, iget, iset
+)
+from kernels_cpu._parallel cimport threads_for
+from kernels_cpu._tables cimport Rows, as_int, check_rows, first_decrease, run_rows
+
+cdef object _Tensor = torch.Tensor
+cdef object _u64 = getattr(torch, "uint64", None)
+
+# Tokens per parallel chunk of compute_slot_mapping: requests are uneven (a prefill of thousands
+# of tokens beside one-token decodes), so the team splits the token range, not the requests.
+DEF CHUNK = 2048
+
+
+# ---------------------------------------------------------------------------------------------
+# compute_slot_mapping_kernel
+# ---------------------------------------------------------------------------------------------
+
+cdef struct SlotArgs:
+    IBuf qsl
+    IBuf pos
+    IBuf out
+    Rows bt
+    Py_ssize_t R
+    int64_t first          # qsl[0]
+    int64_t last           # qsl[R]
+    int64_t kb             # KV_CACHE_BLOCK_SIZE
+    int64_t world          # TOTAL_CP_WORLD_SIZE
+    int64_t rank           # TOTAL_CP_RANK
+    int64_t inter          # CP_KV_CACHE_INTERLEAVE_SIZE
+    int64_t pad
+
+
+cdef inline Py_ssize_t _request_of(const SlotArgs* a, int64_t i) noexcept nogil:
+    """The request owning token i: the largest r < R with qsl[r] <= i (qsl non-decreasing)."""
+    cdef Py_ssize_t lo = 0, hi = a.R - 1, mid
+    while lo < hi:
+        mid = (lo + hi + 1) >> 1
+        if iget(a.qsl, mid) <= i:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+cdef inline bint _local(const SlotArgs* a, int64_t pos, int64_t* vbi, int64_t* lbo) noexcept nogil:
+    """Split ``pos`` (>= 0) into its virtual block and, when this rank owns it, the offset."""
+    cdef int64_t vbs = a.kb * a.world, vbo
+    vbi[0] = pos // vbs
+    vbo = pos - vbi[0] * vbs
+    if (vbo // a.inter) % a.world != a.rank:
+        return False
+    lbo[0] = (vbo // (a.world * a.inter)) * a.inter + vbo % a.inter
+    return True
+
+
+cdef void _slot_chunk(const void* p, Py_ssize_t c) noexcept nogil:
+    cdef const SlotArgs* a = <const SlotArgs*>p
+    cdef int64_t i = a.first + <int64_t>c * CHUNK, stop = i + CHUNK, end, pos, vbi = 0, lbo = 0
+    cdef Py_ssize_t r
+    if stop > a.last:
+        stop = a.last
+    r = _request_of(a, i)
+    while i < stop:
+        end = iget(a.qsl, r + 1)
+        if end > stop:
+            end = stop
+        while i < end:
+            pos = iget(a.pos, i)
+            if _local(a, pos, &vbi, &lbo):
+                iset(a.out, i, iget(a.bt.buf, r * a.bt.stride + vbi) * a.kb + lbo)
+            else:
+                iset(a.out, i, a.pad)
+            i += 1
+        r += 1
+
+
+cdef enum SlotBad:
+    SB_OK = 0
+    SB_NEG_POS
+    SB_BLOCK
+
+
+cdef int _slot_check(const SlotArgs* a, Py_ssize_t* at) noexcept nogil:
+    """Positions must be >= 0 and, where this rank stores them, inside the block table."""
+    cdef Py_ssize_t r
+    cdef int64_t i, pos, vbi = 0, lbo = 0
+    for r in range(a.R):
+        for i in range(iget(a.qsl, r), iget(a.qsl, r + 1)):
+            pos = iget(a.pos, i)
+            at[0] = i
+            if pos < 0:
+                return SB_NEG_POS
+            if _local(a, pos, &vbi, &lbo) and vbi >= a.bt.cols:
+                return SB_BLOCK
+    return SB_OK
+
+
+def compute_slot_mapping_kernel(
+    num_tokens, max_num_tokens, query_start_loc_ptr, positions_ptr, block_table_ptr,
+    block_table_stride, slot_mapping_ptr, KV_CACHE_BLOCK_SIZE, TOTAL_CP_WORLD_SIZE=1,
+    TOTAL_CP_RANK=0, CP_KV_CACHE_INTERLEAVE_SIZE=1, PAD_ID=-1, BLOCK_SIZE=None,
+):
+    """Slot of each scheduled token: ``block_table[r, pos // B'] * B + offset`` for the tokens of
+    request r (``query_start_loc_ptr[r]:[r+1]``), with ``B' = B * TOTAL_CP_WORLD_SIZE`` and
+    ``PAD_ID`` for tokens another context-parallel rank stores; then ``PAD_ID`` over
+    ``slot_mapping_ptr[num_tokens:max_num_tokens]`` (cudagraph padding).
+
+    The number of requests is ``query_start_loc_ptr.shape[0] - 1`` (the launch grid has one more
+    program, the padding one). A negative position or a block index beyond the table's columns
+    raises IndexError before anything is written.
+    """
+    cdef SlotArgs a
+    cdef Py_ssize_t shape[1]
+    cdef Py_ssize_t n_pos, n_out, at = 0, nchunks, i
+    cdef int64_t nt, mnt
+    cdef int bad
+    nt = as_int(num_tokens, "num_tokens")
+    mnt = as_int(max_num_tokens, "max_num_tokens")
+    a.kb = as_int(KV_CACHE_BLOCK_SIZE, "KV_CACHE_BLOCK_SIZE")
+    a.world = as_int(TOTAL_CP_WORLD_SIZE, "TOTAL_CP_WORLD_SIZE")
+    a.rank = as_int(TOTAL_CP_RANK, "TOTAL_CP_RANK")
+    a.inter = as_int(CP_KV_CACHE_INTERLEAVE_SIZE, "CP_KV_CACHE_INTERLEAVE_SIZE")
+    a.pad = as_int(PAD_ID, "PAD_ID")
+    if nt < 0:
+        raise ValueError(f"num_tokens must be >= 0, got {nt}")
+    if a.kb < 1:
+        raise ValueError(f"KV_CACHE_BLOCK_SIZE must be >= 1, got {a.kb}")
+    if a.world < 1:
+        raise ValueError(f"TOTAL_CP_WORLD_SIZE must be >= 1, got {a.world}")
+    if a.rank < 0 or a.rank >= a.world:
+        raise ValueError(f"TOTAL_CP_RANK={a.rank} must be in [0, TOTAL_CP_WORLD_SIZE={a.world})")
+    if a.inter < 1:
+        raise ValueError(f"CP_KV_CACHE_INTERLEAVE_SIZE must be >= 1, got {a.inter}")
+    a.qsl = check_index(query_start_loc_ptr, "query_start_loc_ptr", 1, shape)
+    a.R = shape[0] - 1
+    if a.R < 0:
+        raise ValueError("query_start_loc_ptr must have num_reqs + 1 >= 1 elements")
+    a.pos = check_index(positions_ptr, "positions_ptr", 1, shape)
+    n_pos = shape[0]
+    a.out = check_index(slot_mapping_ptr, "slot_mapping_ptr", 1, shape)
+    n_out = shape[0]
+    a.bt = check_rows(block_table_ptr, "block_table_ptr", block_table_stride, "block_table_stride")
+    if mnt > nt and mnt > n_out:
+        raise ValueError(f"slot_mapping_ptr has {n_out} elements, needs max_num_tokens={mnt}")
+    with nogil:
+        at = first_decrease(a.qsl, a.R + 1)
+    if at >= 0:
+        raise ValueError(f"query_start_loc_ptr must be non-negative and non-decreasing "
+                         f"(entry {at})")
+    a.first = iget(a.qsl, 0)
+    a.last = iget(a.qsl, a.R)
+    if a.last > n_pos:
+        raise ValueError(f"positions_ptr has {n_pos} elements, query_start_loc_ptr[{a.R}] "
+                         f"needs {a.last}")
+    if a.last > n_out:
+        raise ValueError(f"slot_mapping_ptr has {n_out} elements, query_start_loc_ptr[{a.R}] "
+                         f"needs {a.last}")
+    if a.last > a.first and a.bt.rows < a.R:
+        raise ValueError(f"block_table_ptr has {a.bt.rows} rows, needs num_reqs={a.R}")
+    with nogil:
+        bad = _slot_check(&a, &at)
+    if bad == SB_NEG_POS:
+        raise IndexError(f"positions_ptr[{at}]={iget(a.pos, at)} is negative")
+    if bad == SB_BLOCK:
+        raise IndexError(f"block_table_ptr: positions_ptr[{at}]={iget(a.pos, at)} needs block "
+                         f"{iget(a.pos, at) // (a.kb * a.world)}, beyond the table's "
+                         f"{a.bt.cols} columns")
+    nchunks = (a.last - a.first + CHUNK - 1) // CHUNK if a.R > 0 else 0
+    cdef int nthreads = threads_for(a.last - a.first)
+    with nogil:
+        run_rows(_slot_chunk, &a, nchunks, nthreads)
+        i = nt
+        while i < mnt:
+            iset(a.out, i, a.pad)
+            i += 1
+
+
+# ---------------------------------------------------------------------------------------------
+# batch_memcpy_kernel
+# ---------------------------------------------------------------------------------------------
+
+cdef struct CopyArgs:
+    IBuf src
+    IBuf dst
+    IBuf sizes
+
+
+cdef void _copy_row(const void* p, Py_ssize_t i) noexcept nogil:
+    cdef const CopyArgs* a = <const CopyArgs*>p
+    cdef int64_t n = iget(a.sizes, i)
+    if n > 0:
+        memmove(<void*><size_t>iget(a.dst, i), <const void*><size_t>iget(a.src, i), <size_t>n)
+
+
+cdef IBuf _address_buffer(object t, str name, Py_ssize_t* n) except *:
+    """A 1-D contiguous CPU tensor of raw addresses: int64 or uint64 (vLLM allocates uint64)."""
+    cdef IBuf b
+    if not isinstance(t, _Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    dt = t.dtype
+    if dt is not _u64 and dtype_code(dt) != DT_INT64:
+        raise TypeError(f"{name} must have dtype int64 or uint64, got {dt}")
+    if not t.is_cpu:
+        raise ValueError(f"{name} must be a CPU tensor, got device {t.device}")
+    if not t.is_contiguous():
+        raise ValueError(f"{name} must be contiguous")
+    shape = t.shape
+    if len(shape) != 1:
+        raise TypeError(f"{name} must be 1-D, got shape {tuple(shape)}")
+    n[0] = shape[0]
+    b.wide = True                      # addresses are read as 64-bit patterns either way
+    b.ptr = <char*><size_t>t.data_ptr()
+    if b.ptr == NULL:
+        b.ptr = <char*>n
+    return b
+
+
+cdef Py_ssize_t _copy_check(const CopyArgs* a, Py_ssize_t n, int64_t* total) noexcept nogil:
+    """First region with a negative size or a null address for a non-empty copy, else -1."""
+    cdef Py_ssize_t i
+    cdef int64_t s
+    total[0] = 0
+    for i in range(n):
+        s = iget(a.sizes, i)
+        if s < 0 or (s > 0 and (iget(a.src, i) == 0 or iget(a.dst, i) == 0)):
+            return i
+        total[0] += s
+    return -1
+
+
+def batch_memcpy_kernel(src_ptrs, dst_ptrs, sizes, BLOCK_SIZE=None):
+    """Copy ``sizes[i]`` bytes from address ``src_ptrs[i]`` to ``dst_ptrs[i]`` for every i.
+
+    Each copy is a ``memmove`` (a region may overlap itself, as the Triton kernel allows); copies
+    of different regions that overlap each other run in no defined order, as on the GPU. The
+    addresses are the caller's promise -- they cannot be checked for ownership -- but sizes must
+    be >= 0, the three tensors the same length, and non-empty copies need non-null addresses.
+    """
+    cdef CopyArgs a
+    cdef Py_ssize_t n, n_dst, bad
+    cdef Py_ssize_t shape[1]
+    cdef int64_t total = 0
+    a.src = _address_buffer(src_ptrs, "src_ptrs", &n)
+    a.dst = _address_buffer(dst_ptrs, "dst_ptrs", &n_dst)
+    if n_dst != n:
+        raise ValueError(f"dst_ptrs has {n_dst} elements, src_ptrs has {n}")
+    a.sizes = check_index(sizes, "sizes", 1, shape)
+    if shape[0] != n:
+        raise ValueError(f"sizes has {shape[0]} elements, src_ptrs has {n}")
+    with nogil:
+        bad = _copy_check(&a, n, &total)
+    if bad >= 0:
+        s = iget(a.sizes, bad)
+        if s < 0:
+            raise ValueError(f"sizes[{bad}]={s} is negative")
+        raise ValueError(f"{'src_ptrs' if iget(a.src, bad) == 0 else 'dst_ptrs'}[{bad}] is a null "
+                         f"address for a copy of {s} bytes")
+    cdef int nthreads = threads_for(total >> 3)
+    with nogil:
+        run_rows(_copy_row, &a, n, nthreads)

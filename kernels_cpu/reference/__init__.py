@@ -1,0 +1,1 @@
+"""Plain-torch reference implementations of the kernel contracts (slow, obviously correct)."""

@@ -1,0 +1,44 @@
+"""Plain-torch references for the worker kernels (``kernels_cpu._workers``).
+
+Same signatures and in-place semantics as the compiled kernels, no validation (valid input
+expected). ``batch_memcpy_kernel`` has no torch spelling -- its inputs are raw addresses -- so its
+reference is the obvious ``ctypes.memmove`` loop, which is also what the speed target compares
+against.
+"""
+import ctypes
+
+import torch
+
+_i64 = torch.int64
+
+
+def compute_slot_mapping_kernel(
+    num_tokens, max_num_tokens, query_start_loc_ptr, positions_ptr, block_table_ptr,
+    block_table_stride, slot_mapping_ptr, KV_CACHE_BLOCK_SIZE, TOTAL_CP_WORLD_SIZE=1,
+    TOTAL_CP_RANK=0, CP_KV_CACHE_INTERLEAVE_SIZE=1, PAD_ID=-1, BLOCK_SIZE=None,
+):
+    kb, world, rank, inter = (KV_CACHE_BLOCK_SIZE, TOTAL_CP_WORLD_SIZE, TOTAL_CP_RANK,
+                              CP_KV_CACHE_INTERLEAVE_SIZE)
+    qsl = query_start_loc_ptr.to(_i64)
+    n_reqs = qsl.shape[0] - 1
+    if n_reqs > 0:
+        first, last = int(qsl[0]), int(qsl[-1])
+        counts = qsl[1:] - qsl[:-1]
+        req = torch.repeat_interleave(torch.arange(n_reqs), counts)
+        pos = positions_ptr[first:last].to(_i64)
+        virtual = kb * world
+        vblock = pos // virtual
+        voff = pos - vblock * virtual
+        local = (voff // inter) % world == rank
+        loff = (voff // (world * inter)) * inter + voff % inter
+        block = torch.zeros_like(pos)
+        block[local] = block_table_ptr[req[local], vblock[local]].to(_i64)
+        slot = torch.where(local, block * kb + loff, torch.full_like(pos, PAD_ID))
+        slot_mapping_ptr[first:last] = slot
+    if max_num_tokens > num_tokens:
+        slot_mapping_ptr[num_tokens:max_num_tokens] = PAD_ID
+
+
+def batch_memcpy_kernel(src_ptrs, dst_ptrs, sizes, BLOCK_SIZE=None):
+    for src, dst, size in zip(src_ptrs.tolist(), dst_ptrs.tolist(), sizes.tolist()):
+        ctypes.memmove(dst, src, size)
