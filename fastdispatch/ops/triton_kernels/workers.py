@@ -70,7 +70,7 @@ def batch_memcpy_kernel(src_ptrs, dst_ptrs, sizes, BLOCK_SIZE: tl.constexpr):
     overlap = (dst < src + size) & (src < dst + size) & (dst != src)
     backward = overlap & (dst > src)
     lanes = tl.arange(0, BLOCK_SIZE)
-    n_blocks = tl.cdiv(size, BLOCK_SIZE)
+    n_blocks = (size + BLOCK_SIZE - 1) // BLOCK_SIZE
     for step in range(0, n_blocks):
         first = tl.where(backward, n_blocks - 1 - step, step) * BLOCK_SIZE
         in_range = first + lanes < size
