@@ -1,0 +1,770 @@
+# cython: language_level=3
+"""Random rejection sampling that draws its own noise: no ``[B, V]`` exponential tensor.
+
+vLLM's random path samples each recovered token as ``argmax_v prob[v] / E[v]`` with ``E`` a
+materialised ``[B, V]`` Exp(1) tensor (``q.exponential_()``); on CPU drawing that tensor is 85-90 %
+of the step. The kernels here draw the noise inside the vocabulary loop from a counter-based
+generator (Philox-4x32-10, ``_philox.pxd``), so the only memory traffic is one read of each
+probability row that is actually needed.
+
+Exponential race by blocks (why it is exact)
+--------------------------------------------
+Sampling ``v ~ p / sum(p)`` by Gumbel-max is a race of exponential clocks: ``A_v = E_v / p_v`` with
+``E_v`` iid Exp(1), the winner is ``argmin A_v``. Split the vocabulary into fixed blocks of
+``BLOCK`` = 256 ids. The first arrival inside block ``b`` is ``min_{v in b} A_v ~ Exp(P_b)`` with
+``P_b = sum_{v in b} p_v``, and *which* id in the block arrives first is independent of when, with
+probability ``p_v / P_b``. So drawing one ``E_b`` per block, taking ``b* = argmax_b P_b / E_b``
+(= argmin ``E_b / P_b``) and then ``v ~ p / P_b*`` inside ``b*`` (one more uniform) has exactly the
+per-element Gumbel-max distribution -- with 1/256 of the random numbers. The inner loop is then a
+plain vectorisable block sum (16 float lanes, fixed order: deterministic), which runs at memory
+speed; the generator runs once per four blocks.
+
+Precision: block sums are float32 (relative error ~1e-6, i.e. total variation ~1e-6 to the exact
+law); ``E_b = -log((x + 0.5) 2**-32)`` and the scores ``P_b / E_b`` are float64 (``E_b`` in
+(1.2e-10, 22.9], never 0, so scores are finite); the in-block choice accumulates in float64 with a
+53-bit uniform. Only candidate blocks pay for the ``log``: since ``-log(u) >= 1 - u``, a block whose
+``P_b <= best * (1 - u)`` cannot win and is skipped after one multiply (about ``ln(#blocks)``
+blocks per row take the ``log``); the result is identical to evaluating every block.
+
+Random stream (a pure function, so results do not depend on threads or chunking)
+------------------------------------------------------------------------------
+Per request a 64-bit key and a 32-bit stream id (``seeds[r] = (key, stream)``). Counters, with
+``j`` the position inside the request:
+
+* ``(b // 4, j, stream, 0)`` -> word ``b % 4`` is the exponential of block ``b``;
+* ``(0, j, stream, 1)``      -> words 0-1: the accept uniform; words 2-3: the in-block uniform.
+
+Work is split into (row, chunk of blocks) items run under OpenMP; each item writes its own best
+(score, block) and the items are reduced in index order with a strict ``>``, so ties go to the
+lowest block and the result is the same at any thread count and any chunk size.
+
+Semantics that follow vLLM's kernels: a draft id < 0 is rejected; accept when ``draft_prob > 0``
+and ``target_prob / draft_prob >= u`` (ratio and compare in float64; ``draft_prob = 1`` without
+draft probs); the recovered distribution is ``max(target - draft, 0)``, or ``target`` with the
+draft id masked when there are no draft probs (negative or NaN entries count as 0); an all-zero row
+yields id 0. Greedy rows take the first maximum of their score row (the first NaN, as
+``torch.argmax``).
+"""
+from cython.parallel cimport prange
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdlib cimport malloc, free
+from libc.string cimport memcpy
+from libc.math cimport log, INFINITY
+
+from kernels_cpu._buffers cimport (
+    IBuf, iget, iset, check_tensor, check_index,
+    DT_FLOAT32, DT_FLOAT64, DT_INT64, M_BOOL, M_FLOAT32, M_INDEX, M_INT64, M_REAL,
+)
+from kernels_cpu._parallel cimport threads_for
+from kernels_cpu._philox cimport (
+    philox4x32_10, u01_float, u01_open, u53_open, exp_open, exp_float,
+)
+
+cdef enum:
+    BLOCK = 256           # ids per race block: part of the stream's definition, never change it
+    LANES = 16            # float accumulators per block sum (fixed: the sum order is the result)
+    PURPOSE_BLOCKS = 0
+    PURPOSE_STEP = 1
+    KIND_RECOVER = 0
+    KIND_ARGMAX = 1
+
+#: blocks per parallel work item; any value gives the same tokens (tests vary it)
+cdef Py_ssize_t _chunk_blocks = 64
+
+
+cdef struct Job:
+    const float* t        # target (or greedy score) row
+    const float* q        # draft row, NULL without draft probs
+    int64_t skip          # id masked to 0 (no draft probs), else -1
+    uint32_t k0, k1, stream, pos
+    int kind
+    int64_t token         # result
+
+
+cdef struct Part:
+    double score          # best block score / chunk maximum (NaN: chunk holds a NaN)
+    int64_t idx           # best block / argmax index, -1 when nothing qualified
+
+
+# ---------------------------------------------------------------------------------------------
+# inner loops
+# ---------------------------------------------------------------------------------------------
+
+cdef inline float _lanes_total(float* acc) noexcept nogil:
+    cdef int w = LANES // 2
+    cdef int j
+    while w >= 1:
+        for j in range(w):
+            acc[j] = acc[j] + acc[j + w]
+        w = w // 2
+    return acc[0]
+
+
+cdef float _sum_target(const float* t, Py_ssize_t n) noexcept nogil:
+    """sum of max(t, 0) over n <= BLOCK values, in 16 fixed lanes (NaN counts as 0)."""
+    cdef float acc[LANES]
+    cdef float x
+    cdef Py_ssize_t i = 0
+    cdef int j
+    for j in range(LANES):
+        acc[j] = 0
+    while i + LANES <= n:
+        for j in range(LANES):
+            x = t[i + j]
+            acc[j] += x if x > 0 else <float>0
+        i += LANES
+    for j in range(n - i):
+        x = t[i + j]
+        acc[j] += x if x > 0 else <float>0
+    return _lanes_total(acc)
+
+
+cdef float _sum_resid(const float* t, const float* q, Py_ssize_t n) noexcept nogil:
+    """sum of max(t - q, 0) over n <= BLOCK values, in 16 fixed lanes (NaN counts as 0)."""
+    cdef float acc[LANES]
+    cdef float x
+    cdef Py_ssize_t i = 0
+    cdef int j
+    for j in range(LANES):
+        acc[j] = 0
+    while i + LANES <= n:
+        for j in range(LANES):
+            x = t[i + j] - q[i + j]
+            acc[j] += x if x > 0 else <float>0
+        i += LANES
+    for j in range(n - i):
+        x = t[i + j] - q[i + j]
+        acc[j] += x if x > 0 else <float>0
+    return _lanes_total(acc)
+
+
+cdef inline double _mass(const float* t, const float* q, Py_ssize_t i, int64_t skip) noexcept nogil:
+    cdef float x
+    if i == skip:
+        return 0.0
+    x = t[i] - q[i] if q != NULL else t[i]
+    return x if x > 0 else 0.0
+
+
+cdef float _block_sum(const float* t, const float* q, Py_ssize_t lo, Py_ssize_t n,
+                      int64_t skip) noexcept nogil:
+    cdef float tmp[BLOCK]
+    if q != NULL:
+        return _sum_resid(t + lo, q + lo, n)
+    if skip >= lo and skip < lo + n:
+        memcpy(tmp, t + lo, n * sizeof(float))
+        tmp[skip - lo] = 0
+        return _sum_target(tmp, n)
+    return _sum_target(t + lo, n)
+
+
+cdef void _race_chunk(Job* job, Py_ssize_t V, Py_ssize_t b0, Py_ssize_t b1,
+                      Part* out) noexcept nogil:
+    """Best block score P_b / E_b over blocks [b0, b1) (strict >: lowest block on ties)."""
+    cdef uint32_t w[4]
+    cdef Py_ssize_t b, lo, n, quad = -1
+    cdef double best = -1.0, gap, s
+    cdef int64_t idx = -1
+    cdef float P
+    cdef uint32_t x
+    for b in range(b0, b1):
+        lo = b * BLOCK
+        n = V - lo
+        if n > BLOCK:
+            n = BLOCK
+        P = _block_sum(job.t, job.q, lo, n, job.skip)
+        if (b >> 2) != quad:
+            quad = b >> 2
+            philox4x32_10(<uint32_t>quad, job.pos, job.stream, PURPOSE_BLOCKS,
+                          job.k0, job.k1, w)
+        x = w[b & 3]
+        # E = -log(u) >= 1 - u = gap: P / E > best needs P > best * gap (slack covers rounding)
+        if best < 0 or P > best * u01_open(<uint32_t>0xFFFFFFFFU - x) * (1.0 - 1e-9):
+            s = P / exp_open(x)
+            if s > best:
+                best = s
+                idx = b
+    out.score = best
+    out.idx = idx
+
+
+cdef void _argmax_chunk(const float* t, Py_ssize_t lo, Py_ssize_t hi, Part* out) noexcept nogil:
+    """First maximum of t[lo:hi] (the first NaN if any, as torch.argmax)."""
+    cdef float m[LANES]
+    cdef int32_t nan[LANES]
+    cdef float x, best
+    cdef Py_ssize_t i = lo
+    cdef int j
+    cdef int32_t nans = 0
+    for j in range(LANES):
+        m[j] = -INFINITY
+        nan[j] = 0
+    while i + LANES <= hi:
+        for j in range(LANES):
+            x = t[i + j]
+            m[j] = x if x > m[j] else m[j]
+            nan[j] += x != x
+        i += LANES
+    for j in range(hi - i):
+        x = t[i + j]
+        m[j] = x if x > m[j] else m[j]
+        nan[j] += x != x
+    best = m[0]
+    for j in range(LANES):
+        nans += nan[j]
+        if m[j] > best:
+            best = m[j]
+    for i in range(lo, hi):
+        x = t[i]
+        if (nans and x != x) or (not nans and x == best):
+            out.score = x
+            out.idx = i
+            return
+    out.score = -INFINITY     # unreachable: some element equals the maximum
+    out.idx = lo
+
+
+cdef void _run_item(Job* jobs, Part* parts, Py_ssize_t item, Py_ssize_t nchunks,
+                    Py_ssize_t nblocks, Py_ssize_t V, Py_ssize_t cb) noexcept nogil:
+    cdef Job* job = &jobs[item // nchunks]
+    cdef Py_ssize_t c = item % nchunks
+    cdef Py_ssize_t b0 = c * cb
+    cdef Py_ssize_t b1 = b0 + cb
+    if b1 > nblocks:
+        b1 = nblocks
+    if job.kind == KIND_RECOVER:
+        _race_chunk(job, V, b0, b1, &parts[item])
+    else:
+        _argmax_chunk(job.t, b0 * BLOCK, b1 * BLOCK if b1 * BLOCK < V else V, &parts[item])
+
+
+cdef int64_t _pick_in_block(Job* job, Py_ssize_t V, int64_t b) noexcept nogil:
+    """The id inside block b, drawn with probability mass / block mass (float64)."""
+    cdef uint32_t w[4]
+    cdef Py_ssize_t lo = b * BLOCK
+    cdef Py_ssize_t hi = lo + BLOCK if lo + BLOCK < V else V
+    cdef Py_ssize_t i, last = -1
+    cdef double total = 0.0, c = 0.0, m, target
+    for i in range(lo, hi):
+        total += _mass(job.t, job.q, i, job.skip)
+    philox4x32_10(0, job.pos, job.stream, PURPOSE_STEP, job.k0, job.k1, w)
+    target = u53_open(w[2], w[3]) * total
+    for i in range(lo, hi):
+        m = _mass(job.t, job.q, i, job.skip)
+        if m > 0:
+            c += m
+            last = i
+            if c > target:
+                return i
+    return last if last >= 0 else lo
+
+
+cdef void _finish(Job* job, Part* parts, Py_ssize_t nchunks, Py_ssize_t V) noexcept nogil:
+    cdef Py_ssize_t c
+    cdef double best
+    cdef int64_t idx = -1
+    if job.kind == KIND_RECOVER:
+        best = -1.0
+        for c in range(nchunks):
+            if parts[c].idx >= 0 and parts[c].score > best:
+                best = parts[c].score
+                idx = parts[c].idx
+        job.token = _pick_in_block(job, V, idx) if idx >= 0 else 0
+    else:
+        best = -INFINITY
+        for c in range(nchunks):
+            if parts[c].score != parts[c].score:
+                idx = parts[c].idx
+                break
+            if idx < 0 or parts[c].score > best:
+                best = parts[c].score
+                idx = parts[c].idx
+        job.token = idx
+
+
+cdef int _run_jobs(Job* jobs, Py_ssize_t njobs, Py_ssize_t V, int nt) noexcept nogil:
+    """Fill every job's token. Returns -1 when out of memory."""
+    cdef Py_ssize_t cb = _chunk_blocks
+    cdef Py_ssize_t nblocks = (V + BLOCK - 1) // BLOCK
+    cdef Py_ssize_t nchunks = (nblocks + cb - 1) // cb
+    cdef Py_ssize_t nitems = njobs * nchunks
+    cdef Py_ssize_t i
+    if njobs == 0:
+        return 0
+    cdef Part* parts = <Part*>malloc(nitems * sizeof(Part))
+    if parts == NULL:
+        return -1
+    if nt <= 1 or nitems == 1:
+        for i in range(nitems):
+            _run_item(jobs, parts, i, nchunks, nblocks, V, cb)
+    else:
+        for i in prange(nitems, num_threads=nt, schedule="dynamic"):
+            _run_item(jobs, parts, i, nchunks, nblocks, V, cb)
+    for i in range(njobs):
+        _finish(&jobs[i], parts + i * nchunks, nchunks, V)
+    free(parts)
+    return 0
+
+
+cdef inline void _set_key(Job* job, const int64_t* seeds, Py_ssize_t r, uint32_t pos) noexcept nogil:
+    cdef uint64_t key = <uint64_t>seeds[2 * r]
+    job.k0 = <uint32_t>key
+    job.k1 = <uint32_t>(key >> 32)
+    job.stream = <uint32_t>seeds[2 * r + 1]
+    job.pos = pos
+
+
+cdef inline double _accept_uniform(const int64_t* seeds, Py_ssize_t r, uint32_t pos) noexcept nogil:
+    cdef uint32_t w[4]
+    cdef uint64_t key = <uint64_t>seeds[2 * r]
+    philox4x32_10(0, pos, <uint32_t>seeds[2 * r + 1], PURPOSE_STEP,
+                  <uint32_t>key, <uint32_t>(key >> 32), w)
+    return u53_open(w[0], w[1])
+
+
+# ---------------------------------------------------------------------------------------------
+# validation
+# ---------------------------------------------------------------------------------------------
+
+cdef inline int64_t _start(IBuf cu, Py_ssize_t i) noexcept nogil:
+    return 0 if i == 0 else iget(cu, i - 1)
+
+
+cdef Py_ssize_t _check_offsets(IBuf cu, Py_ssize_t B, Py_ssize_t T, Py_ssize_t K,
+                               str name) except -1:
+    """Inclusive cumulative offsets: >= 0, non-decreasing, ending at T, each count <= K (K >= 0).
+    Returns the largest count."""
+    cdef Py_ssize_t i
+    cdef int64_t prev = 0, c, most = 0
+    for i in range(B):
+        c = iget(cu, i)
+        if c < prev:
+            if i == 0:
+                raise ValueError(f"{name}[0] = {c} is negative")
+            raise ValueError(f"{name} must be non-decreasing: [{i - 1}] = {prev}, [{i}] = {c}")
+        if K >= 0 and c - prev > K:
+            raise ValueError(f"{name}: request {i} has {c - prev} draft tokens, more than "
+                             f"max_spec_len = {K}")
+        if c - prev > most:
+            most = c - prev
+        prev = c
+    if prev != T:
+        raise ValueError(f"{name}[-1] = {prev} does not match the {T} draft tokens")
+    return most
+
+
+cdef int _check_ids(IBuf ids, Py_ssize_t n, Py_ssize_t V, str name) except -1:
+    """Draft ids must be < V (negative ids are legal: padding, always rejected)."""
+    cdef Py_ssize_t i
+    cdef int64_t v
+    for i in range(n):
+        v = iget(ids, i)
+        if v >= V:
+            raise IndexError(f"{name}[{i}] = {v} is out of range for vocab size {V}")
+    return 0
+
+
+cdef const float* _probs(object t, str name, Py_ssize_t T, Py_ssize_t V) except NULL:
+    cdef Py_ssize_t shp[2]
+    cdef char* p = check_tensor(t, name, M_FLOAT32, 2, NULL, shp)
+    if shp[0] != T or shp[1] != V:
+        raise ValueError(f"{name} must have shape ({T}, {V}), got {tuple(t.shape)}")
+    return <const float*>p
+
+
+cdef const int64_t* _seeds(object t, str name, Py_ssize_t B) except NULL:
+    cdef Py_ssize_t shp[2]
+    cdef char* p = check_tensor(t, name, M_INT64, 2, NULL, shp)
+    if shp[0] != B or shp[1] != 2:
+        raise ValueError(f"{name} must have shape ({B}, 2) (key, stream), got {tuple(t.shape)}")
+    return <const int64_t*>p
+
+
+cdef inline bint _overlap(char* a, Py_ssize_t na, char* b, Py_ssize_t nb) noexcept:
+    return na > 0 and nb > 0 and a < b + nb and b < a + na
+
+
+# ---------------------------------------------------------------------------------------------
+# recovered tokens for every draft position
+# ---------------------------------------------------------------------------------------------
+
+cdef int _recover_all(IBuf out, IBuf cu, IBuf draft, const float* q, const float* t,
+                      const int64_t* seeds, Py_ssize_t B, Py_ssize_t T, Py_ssize_t V) except -1:
+    cdef Job* jobs = <Job*>malloc((T if T > 0 else 1) * sizeof(Job))
+    cdef Py_ssize_t r, k, s, e
+    cdef int rc, nt
+    if jobs == NULL:
+        raise MemoryError()
+    with nogil:
+        for r in range(B):
+            s = _start(cu, r)
+            e = iget(cu, r)
+            for k in range(s, e):
+                _set_key(&jobs[k], seeds, r, <uint32_t>(k - s))
+                jobs[k].kind = KIND_RECOVER
+                jobs[k].t = t + k * V
+                jobs[k].q = q + k * V if q != NULL else NULL
+                jobs[k].skip = -1 if q != NULL else iget(draft, k)
+                jobs[k].token = 0
+    nt = threads_for(T * V)
+    with nogil:
+        rc = _run_jobs(jobs, T, V, nt)
+        if rc == 0:
+            for k in range(T):
+                iset(out, k, jobs[k].token)
+    free(jobs)
+    if rc != 0:
+        raise MemoryError()
+    return 0
+
+
+def recovered_tokens(output_token_ids, cu_num_draft_tokens, draft_token_ids, draft_probs,
+                     target_probs, seeds):
+    """Recovered token of every draft position, noise drawn in the loop (no inv_q).
+
+    output_token_ids [T] (int32/int64, written), cu_num_draft_tokens [B], draft_token_ids [T],
+    draft_probs [T, V] float32 or None, target_probs [T, V] float32, seeds [B, 2] int64
+    ``(key, stream)`` per request. Token at (request r, position j) ~ normalize(max(target -
+    draft, 0)) of its row (or target with the draft id masked when draft_probs is None).
+    """
+    cdef Py_ssize_t shp[2]
+    cdef IBuf out = check_index(output_token_ids, "output_token_ids", 1, shp)
+    cdef Py_ssize_t T = shp[0]
+    cdef IBuf cu = check_index(cu_num_draft_tokens, "cu_num_draft_tokens", 1, shp)
+    cdef Py_ssize_t B = shp[0]
+    cdef IBuf draft = check_index(draft_token_ids, "draft_token_ids", 1, shp)
+    if shp[0] != T:
+        raise ValueError(f"draft_token_ids has {shp[0]} entries, output_token_ids has {T}")
+    check_tensor(target_probs, "target_probs", M_FLOAT32, 2, NULL, shp)
+    cdef Py_ssize_t V = shp[1]
+    cdef const float* t = _probs(target_probs, "target_probs", T, V)
+    cdef const float* q = NULL
+    if draft_probs is not None:
+        q = _probs(draft_probs, "draft_probs", T, V)
+    cdef const int64_t* sd = _seeds(seeds, "seeds", B)
+    if V < 1 and T > 0:
+        raise ValueError("target_probs must have at least one vocab column")
+    _check_offsets(cu, B, T, -1, "cu_num_draft_tokens")
+    _check_ids(draft, T, V, "draft_token_ids")
+    if _overlap(out.ptr, T * (8 if out.wide else 4), draft.ptr, T * (8 if draft.wide else 4)):
+        raise ValueError("output_token_ids must not overlap draft_token_ids")
+    _recover_all(out, cu, draft, q, t, sd, B, T, V)
+
+
+def sample_recovered_tokens_kernel_fused(output_token_ids_ptr, cu_num_draft_tokens_ptr,
+                                         draft_token_ids_ptr, draft_probs_ptr, target_probs_ptr,
+                                         inv_q_ptr, vocab_size, BLOCK_SIZE=None,
+                                         NO_DRAFT_PROBS=None, USE_FP64_GUMBEL=None):
+    """Drop-in for vLLM's ``sample_recovered_tokens_kernel`` that ignores ``inv_q``'s values.
+
+    The noise is drawn in the loop instead; each request's key is the first 8 bytes of its
+    ``inv_q`` row, so a request whose ``inv_q`` came from its own seeded generator stays
+    reproducible (the caller still pays for drawing ``inv_q``: to avoid that, replace vLLM's
+    Python ``sample_recovered_tokens`` -- see ``fastdispatch.ops.fused``).
+    """
+    cdef Py_ssize_t shp[2]
+    cdef int code = 0
+    cdef Py_ssize_t B, V
+    check_index(cu_num_draft_tokens_ptr, "cu_num_draft_tokens_ptr", 1, shp)
+    B = shp[0]
+    check_tensor(target_probs_ptr, "target_probs_ptr", M_FLOAT32, 2, NULL, shp)
+    V = shp[1]
+    if vocab_size != V:
+        raise ValueError(f"vocab_size = {vocab_size} does not match target_probs_ptr's {V} columns")
+    cdef char* pq = check_tensor(inv_q_ptr, "inv_q_ptr", M_REAL, 2, &code, shp)
+    if shp[0] != B or shp[1] != V:
+        raise ValueError(f"inv_q_ptr must have shape ({B}, {V}), got {tuple(inv_q_ptr.shape)}")
+    if NO_DRAFT_PROBS is not None and bool(NO_DRAFT_PROBS) != (draft_probs_ptr is None):
+        raise ValueError("NO_DRAFT_PROBS disagrees with draft_probs_ptr")
+    import torch
+    seeds = torch.zeros((B, 2), dtype=torch.int64)
+    cdef int64_t* sd = <int64_t*><char*><Py_ssize_t>seeds.data_ptr()
+    cdef Py_ssize_t r
+    cdef uint64_t key
+    cdef uint32_t lo, hi
+    for r in range(B):
+        if V == 0:
+            key = 0
+        elif code == DT_FLOAT64:
+            memcpy(&key, pq + r * V * 8, 8)
+        else:
+            lo = 0
+            hi = 0
+            memcpy(&lo, pq + r * V * 4, 4)
+            if V > 1:
+                memcpy(&hi, pq + r * V * 4 + 4, 4)
+            key = (<uint64_t>hi << 32) | lo
+        sd[2 * r] = <int64_t>key
+    recovered_tokens(output_token_ids_ptr, cu_num_draft_tokens_ptr, draft_token_ids_ptr,
+                     draft_probs_ptr, target_probs_ptr, seeds)
+
+
+# ---------------------------------------------------------------------------------------------
+# the whole step
+# ---------------------------------------------------------------------------------------------
+
+cdef int _step(IBuf out, Py_ssize_t width, IBuf cu, IBuf draft, const float* q, const float* t,
+               IBuf bonus, const uint8_t* greedy, const float* gs, const float* rates,
+               const int64_t* seeds, Py_ssize_t B, Py_ssize_t T, Py_ssize_t V) except -1:
+    """Accept walk -> one row job per needed token -> parallel rows -> write outputs.
+
+    Per request, ``state[r]`` = number of accepted drafts ``a`` and ``job_of[r]`` the job giving
+    the token at position ``a`` (-1: all accepted, bonus). Greedy rows without synthetic mode
+    need the argmax of every position to walk, so they get one job per position.
+    """
+    cdef Job* jobs = <Job*>malloc((T + B + 1) * sizeof(Job))
+    cdef int64_t* acc = <int64_t*>malloc((B + 1) * sizeof(int64_t))
+    cdef int64_t* job_of = <int64_t*>malloc((B + 1) * sizeof(int64_t))
+    cdef Py_ssize_t r, j, s, n, row, nj = 0, a
+    cdef int64_t d, tok
+    cdef double u, dp, tp
+    cdef bint is_g, ok
+    cdef int rc = 0, nt
+    if jobs == NULL or acc == NULL or job_of == NULL:
+        free(jobs)
+        free(acc)
+        free(job_of)
+        raise MemoryError()
+    with nogil:
+        for r in range(B):
+            s = _start(cu, r)
+            n = iget(cu, r) - s
+            is_g = greedy != NULL and greedy[r] != 0
+            job_of[r] = -1
+            a = 0
+            if is_g and rates == NULL:
+                # plain greedy: argmax of every position (the walk needs them all)
+                job_of[r] = nj
+                for j in range(n):
+                    row = s + j
+                    _set_key(&jobs[nj], seeds, r, <uint32_t>j)
+                    jobs[nj].kind = KIND_ARGMAX
+                    jobs[nj].t = gs + row * V
+                    jobs[nj].q = NULL
+                    jobs[nj].skip = -1
+                    nj += 1
+                acc[r] = -1                    # resolved after the jobs ran
+                continue
+            for j in range(n):
+                row = s + j
+                d = iget(draft, row)
+                u = _accept_uniform(seeds, r, <uint32_t>j)
+                if rates != NULL:
+                    ok = u < rates[j] and d >= 0
+                elif d < 0:
+                    ok = False
+                else:
+                    dp = q[row * V + d] if q != NULL else 1.0
+                    tp = t[row * V + d]
+                    ok = dp > 0 and tp / dp >= u
+                if not ok:
+                    job_of[r] = nj
+                    _set_key(&jobs[nj], seeds, r, <uint32_t>j)
+                    if is_g:                   # synthetic greedy: the target argmax
+                        jobs[nj].kind = KIND_ARGMAX
+                        jobs[nj].t = gs + row * V
+                        jobs[nj].q = NULL
+                        jobs[nj].skip = -1
+                    else:
+                        jobs[nj].kind = KIND_RECOVER
+                        jobs[nj].t = t + row * V
+                        jobs[nj].q = q + row * V if q != NULL else NULL
+                        jobs[nj].skip = -1 if q != NULL else d
+                    nj += 1
+                    break
+                a += 1
+            acc[r] = a
+    nt = threads_for(nj * V)
+    with nogil:
+        rc = _run_jobs(jobs, nj, V, nt)
+        if rc == 0:
+            for r in range(B):
+                s = _start(cu, r)
+                n = iget(cu, r) - s
+                if acc[r] < 0:                 # plain greedy walk
+                    for j in range(n):
+                        tok = jobs[job_of[r] + j].token
+                        iset(out, r * width + j, tok)
+                        if tok != iget(draft, s + j):
+                            break
+                    else:
+                        iset(out, r * width + n, iget(bonus, r))
+                    continue
+                for j in range(acc[r]):
+                    iset(out, r * width + j, iget(draft, s + j))
+                if job_of[r] >= 0:
+                    iset(out, r * width + acc[r], jobs[job_of[r]].token)
+                else:
+                    iset(out, r * width + n, iget(bonus, r))
+    free(jobs)
+    free(acc)
+    free(job_of)
+    if rc != 0:
+        raise MemoryError()
+    return 0
+
+
+def rejection_sample_step(output_token_ids, cu_num_draft_tokens, draft_token_ids, draft_probs,
+                          target_probs, bonus_token_ids, is_greedy, greedy_scores, seeds,
+                          max_spec_len, synthetic_rates=None):
+    """One whole rejection-sampling step (greedy and random requests), noise drawn in the loop.
+
+    output_token_ids [B, max_spec_len + 1] int32/int64, pre-filled by the caller (-1); only the
+    emitted slots are written. cu_num_draft_tokens [B]; draft_token_ids [T]; draft_probs [T, V]
+    float32 or None; target_probs [T, V] float32 (read only for random requests); bonus_token_ids
+    with B elements; is_greedy [B] bool or None (None: every request is random); greedy_scores
+    [T, V] float32 whose row argmax is a greedy request's target token (None: target_probs);
+    seeds [B, 2] int64 (key, stream); synthetic_rates: float32 acceptance rate per position or
+    None (vLLM's synthetic mode: accept when ``u < rate[j]`` and the draft id is >= 0).
+
+    Only the rows that decide an emitted token are read: for a random request, the accept test
+    reads two floats per position and the recovered token is computed only at the first
+    rejection; greedy requests read their score rows.
+    """
+    cdef Py_ssize_t shp[2]
+    cdef IBuf out = check_index(output_token_ids, "output_token_ids", 2, shp)
+    cdef Py_ssize_t B = shp[0]
+    cdef Py_ssize_t width = shp[1]
+    cdef Py_ssize_t K = max_spec_len
+    if K < 0:
+        raise ValueError(f"max_spec_len must be >= 0, got {K}")
+    if width != K + 1:
+        raise ValueError(f"output_token_ids must have max_spec_len + 1 = {K + 1} columns, "
+                         f"got {width}")
+    cdef IBuf cu = check_index(cu_num_draft_tokens, "cu_num_draft_tokens", 1, shp)
+    if shp[0] != B:
+        raise ValueError(f"cu_num_draft_tokens has {shp[0]} entries, output_token_ids has {B} rows")
+    cdef IBuf draft = check_index(draft_token_ids, "draft_token_ids", 1, shp)
+    cdef Py_ssize_t T = shp[0]
+    check_tensor(target_probs, "target_probs", M_FLOAT32, 2, NULL, shp)
+    cdef Py_ssize_t V = shp[1]
+    cdef const float* t = _probs(target_probs, "target_probs", T, V)
+    cdef const float* q = NULL
+    if draft_probs is not None:
+        q = _probs(draft_probs, "draft_probs", T, V)
+    cdef const float* gs = t
+    if greedy_scores is not None:
+        gs = _probs(greedy_scores, "greedy_scores", T, V)
+    cdef IBuf bonus = check_index(bonus_token_ids, "bonus_token_ids", -1, shp)
+    if shp[0] != B:
+        raise ValueError(f"bonus_token_ids must have {B} elements, got {shp[0]}")
+    cdef const uint8_t* greedy = NULL
+    if is_greedy is not None:
+        greedy = <const uint8_t*>check_tensor(is_greedy, "is_greedy", M_BOOL, 1, NULL, shp)
+        if shp[0] != B:
+            raise ValueError(f"is_greedy must have {B} elements, got {shp[0]}")
+    cdef const int64_t* sd = _seeds(seeds, "seeds", B)
+    if V < 1 and T > 0:
+        raise ValueError("target_probs must have at least one vocab column")
+    cdef Py_ssize_t most = _check_offsets(cu, B, T, K, "cu_num_draft_tokens")
+    cdef const float* rates = NULL
+    if synthetic_rates is not None:
+        rates = <const float*>check_tensor(synthetic_rates, "synthetic_rates", M_FLOAT32, 1,
+                                           NULL, shp)
+        if shp[0] < most:
+            raise ValueError(f"synthetic_rates has {shp[0]} entries, a request has {most} "
+                             f"draft tokens")
+    _check_ids(draft, T, V, "draft_token_ids")
+    cdef Py_ssize_t osz = B * width * (8 if out.wide else 4)
+    if _overlap(out.ptr, osz, cu.ptr, B * (8 if cu.wide else 4)):
+        raise ValueError("output_token_ids must not overlap cu_num_draft_tokens")
+    if _overlap(out.ptr, osz, draft.ptr, T * (8 if draft.wide else 4)):
+        raise ValueError("output_token_ids must not overlap draft_token_ids")
+    _step(out, width, cu, draft, q, t, bonus, greedy, gs, rates, sd, B, T, V)
+
+
+# ---------------------------------------------------------------------------------------------
+# the generator, visible for tests
+# ---------------------------------------------------------------------------------------------
+
+def philox4x32(counter, key):
+    """Philox-4x32-10 of a 4-word counter and 2-word key (ints < 2**32) -> 4 ints."""
+    cdef uint32_t w[4]
+    c = [int(x) for x in counter]
+    k = [int(x) for x in key]
+    if len(c) != 4 or len(k) != 2:
+        raise ValueError("counter must have 4 words and key 2")
+    for x in c + k:
+        if not 0 <= x < 2 ** 32:
+            raise ValueError(f"word {x} is not a 32-bit unsigned value")
+    philox4x32_10(c[0], c[1], c[2], c[3], k[0], k[1], w)
+    return (w[0], w[1], w[2], w[3])
+
+
+def philox_words(out, counter, key):
+    """Fill int64 ``out`` [n, 4] with Philox words of counters (c0 + i, c1, c2, c3), i < n."""
+    cdef Py_ssize_t shp[2]
+    cdef int64_t* o = <int64_t*>check_tensor(out, "out", M_INT64, 2, NULL, shp)
+    if shp[1] != 4:
+        raise ValueError("out must have 4 columns")
+    cdef uint32_t w[4]
+    cdef uint32_t c0 = counter[0], c1 = counter[1], c2 = counter[2], c3 = counter[3]
+    cdef uint32_t k0 = key[0], k1 = key[1]
+    cdef Py_ssize_t i
+    cdef int j
+    with nogil:
+        for i in range(shp[0]):
+            philox4x32_10(<uint32_t>(c0 + i), c1, c2, c3, k0, k1, w)
+            for j in range(4):
+                o[4 * i + j] = w[j]
+
+
+def variates(words, kind):
+    """Apply a ``_philox`` helper to int64 ``words`` (values < 2**32), as float64.
+
+    kind: 'u01_float' (float32 on (0, 1]), 'u01_open', 'exp_open', 'exp_float'.
+    """
+    import torch
+    cdef Py_ssize_t shp[1]
+    cdef int64_t* w = <int64_t*>check_tensor(words, "words", M_INT64, 1, NULL, shp)
+    res = torch.empty(shp[0], dtype=torch.float64)
+    cdef double* o = <double*><char*><Py_ssize_t>res.data_ptr()
+    cdef Py_ssize_t i
+    cdef int k = {"u01_float": 0, "u01_open": 1, "exp_open": 2, "exp_float": 3}[kind]
+    for i in range(shp[0]):
+        if k == 0:
+            o[i] = u01_float(<uint32_t>w[i])
+        elif k == 1:
+            o[i] = u01_open(<uint32_t>w[i])
+        elif k == 2:
+            o[i] = exp_open(<uint32_t>w[i])
+        else:
+            o[i] = exp_float(<uint32_t>w[i])
+    return res
+
+
+def block_exponentials(key, stream, pos, nblocks):
+    """The Exp(1) variates the race gives blocks 0..nblocks-1 of (key, stream, position)."""
+    import torch
+    cdef uint32_t w[4]
+    cdef uint64_t k = key & 0xFFFFFFFFFFFFFFFF
+    res = torch.empty(nblocks, dtype=torch.float64)
+    cdef double* o = <double*><char*><Py_ssize_t>res.data_ptr()
+    cdef Py_ssize_t b
+    for b in range(nblocks):
+        philox4x32_10(<uint32_t>(b >> 2), <uint32_t>pos, <uint32_t>stream, PURPOSE_BLOCKS,
+                      <uint32_t>k, <uint32_t>(k >> 32), w)
+        o[b] = exp_open(w[b & 3])
+    return res
+
+
+def step_uniforms(key, stream, pos):
+    """(accept uniform, in-block uniform) of (key, stream, position), both on (0, 1)."""
+    cdef uint32_t w[4]
+    cdef uint64_t k = key & 0xFFFFFFFFFFFFFFFF
+    philox4x32_10(0, <uint32_t>pos, <uint32_t>stream, PURPOSE_STEP, <uint32_t>k,
+                  <uint32_t>(k >> 32), w)
+    return u53_open(w[0], w[1]), u53_open(w[2], w[3])
+
+
+def _set_chunk_blocks(n):
+    """Blocks per parallel work item (tests: results must not depend on it). Returns the old."""
+    global _chunk_blocks
+    if n < 1:
+        raise ValueError("n must be >= 1")
+    old = _chunk_blocks
+    _chunk_blocks = n
+    return old
+
+
+BLOCK_SIZE = BLOCK
