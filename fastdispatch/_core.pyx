@@ -1,0 +1,712 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""Compiled launch path: ``KernelOverride``, its launcher, the binding planner and the launch owner.
+
+``_core_py.py`` is this module in plain Python, step for step (read it first); this file adds
+only what makes it fast:
+
+* everything that can be decided before a launch is decided at construction, as C tables
+  (kernel argument -> call slot, slot defaults, impl-only slots pre-filled);
+* ``override[grid]`` returns one cached launcher object, never a new bound method;
+* a launch walks the kwargs dict with ``PyDict_Next``, recognises each key by pointer identity
+  against the key seen at the same dict position last time (argument names are interned, as are
+  the literal keys of a dispatch function's dict), drops each value into its slot of a stack
+  array and calls the impl once with ``PyObject_Vectorcall`` -- no tuple, no dict, no generator;
+* the launch owner completes its binding plan straight into that array: the intermediate
+  kwargs dict of vLLM's chain is never built when the kernel is an override.
+
+Every slot holds an owned reference while the impl runs (values are increfed as they are
+placed and released after the call), so an impl that mutates the caller's dict cannot free an
+argument under us.
+"""
+from cpython.dict cimport PyDict_GetItem, PyDict_Next
+from cpython.long cimport PyLong_AsSsize_t
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
+from cpython.unicode cimport PyUnicode_CheckExact
+from libc.stdlib cimport free, malloc
+from libc.string cimport memset
+
+import inspect
+import sys
+
+from ._bindcheck import (
+    MISSING,
+    OMIT,
+    TRITON_LAUNCH_OPTIONS,
+    bind_layout,
+    kernel_arg_names,
+    kernel_defaults,
+)
+
+cdef extern from "Python.h":
+    object PyObject_Vectorcall(object callable, PyObject** args, size_t nargsf, PyObject* kwnames)
+    size_t PY_VECTORCALL_ARGUMENTS_OFFSET
+    object PyObject_GenericGetDict(object o, void* context)
+
+
+cdef inline dict _dict_of(object o):
+    # Cython forbids ``self.__dict__`` inside a class that declares it; this is the same dict.
+    return <dict> PyObject_GenericGetDict(o, NULL)
+
+__all__ = [
+    "KernelOverride",
+    "Launcher",
+    "LaunchArgumentError",
+    "LaunchBindingPlan",
+    "LaunchOwner",
+    "PlanCache",
+    "kernel_dispatcher",
+    "launch_binding_plan",
+    "launch_owner",
+    "prepare_launch_kwargs",
+    "_kernel_arg_names",
+]
+
+_kernel_arg_names = kernel_arg_names
+
+# Slots up to this count live on the C stack; larger impl calls allocate (no kernel comes close).
+cdef enum:
+    STACK_SLOTS = 48
+
+
+class LaunchArgumentError(TypeError, RuntimeError):
+    """A launch's arguments do not fit the kernel (unexpected or missing names).
+
+    A ``TypeError`` (wrong call) and, for code written against vLLM -- whose override raises
+    ``RuntimeError`` for unexpected launch arguments -- also a ``RuntimeError``.
+    """
+
+
+def _describe(kernel):
+    return getattr(kernel, "__qualname__", None) or getattr(kernel, "__name__", None) or repr(kernel)
+
+
+cdef Py_ssize_t* _index_array(object values) except NULL:
+    cdef Py_ssize_t n = len(values)
+    cdef Py_ssize_t* out = <Py_ssize_t*> malloc((n if n > 0 else 1) * sizeof(Py_ssize_t))
+    cdef Py_ssize_t i
+    if out == NULL:
+        raise MemoryError()
+    for i in range(n):
+        out[i] = values[i]
+    return out
+
+
+cdef PyObject** _object_array(Py_ssize_t n) except NULL:
+    cdef PyObject** out = <PyObject**> malloc((n if n > 0 else 1) * sizeof(PyObject*))
+    if out == NULL:
+        raise MemoryError()
+    memset(out, 0, (n if n > 0 else 1) * sizeof(PyObject*))
+    return out
+
+
+cdef inline void _put(PyObject** slots, Py_ssize_t s, PyObject* value, Py_ssize_t* filled):
+    """Store an owned reference to ``value`` in slot ``s``; count slots filled the first time."""
+    Py_INCREF(<object> value)
+    if slots[s] != NULL:
+        Py_DECREF(<object> slots[s])
+    else:
+        filled[0] += 1
+    slots[s] = value
+
+
+cdef inline void _release(PyObject** slots, Py_ssize_t n):
+    cdef Py_ssize_t s
+    for s in range(n):
+        if slots[s] != NULL:
+            Py_DECREF(<object> slots[s])
+            slots[s] = NULL
+
+
+cdef class KernelOverride:
+    """Stands in for a Triton kernel and routes launches to ``impl``.
+
+    Attributes mirror vLLM's: ``arg_names`` (the original kernel's), ``constexprs``, ``func`` (the
+    impl), ``__name__`` (the impl's), ``__module__`` (the kernel's), ``_forward_by_name``.
+
+    ``override[grid](**kwargs)`` -- a launch keyed by the kernel's argument names -- calls the impl
+    with each argument in the slot the bind layout gives it (by name when the impl uses the
+    kernel's names, else positionally in kernel order). ``grid`` is ignored, as in vLLM: a CPU impl
+    loops over the index space itself. Triton launch options (``num_warps`` ...) are dropped.
+    Positional launch arguments (``override[grid](*args)``) and ``override(*args, **kwargs)``
+    pass straight through to the impl.
+    """
+
+    def __cinit__(self, *args, **kwargs):
+        self.arg_slots = NULL
+        self.slot_args = NULL
+        self.all_index = NULL
+        self.order = NULL
+        self.template = NULL
+        self.defaults = NULL
+        self.omit = NULL
+
+    def __init__(self, kernel, impl):
+        arg_names = kernel_arg_names(kernel)
+        kdefaults = kernel_defaults(kernel)
+        kernel_name = _describe(kernel)
+        layout = bind_layout(arg_names, impl, kdefaults,
+                             f"kernel {kernel_name!r} by impl {_describe(impl)!r}")
+        if self.launcher is not None:
+            raise TypeError("KernelOverride is already initialised")
+        self.impl = impl
+        self.names = arg_names
+        _dict_of(self)["constexprs"] = getattr(kernel, "constexprs", None)
+        _dict_of(self)["func"] = impl
+        _dict_of(self)["__name__"] = getattr(impl, "__name__", "kernel_override")
+        _dict_of(self)["__module__"] = getattr(kernel, "__module__", "")
+        _dict_of(self)["_forward_by_name"] = layout.forward_by_name
+        _dict_of(self)["_kernel_defaults"] = kdefaults
+        _dict_of(self)["_kernel_name"] = kernel_name
+        _dict_of(self)["_layout"] = layout
+        self._init_tables(layout)
+        self.launcher = Launcher.__new__(Launcher)
+        self.launcher.override = self
+
+    def _init_tables(self, layout):
+        cdef Py_ssize_t i, s
+        names = [sys.intern(name) if type(name) is str else name for name in self.names]
+        options = sorted(TRITON_LAUNCH_OPTIONS - set(names))
+        self.all_names = tuple(names + options)
+        self.name_index = {name: i for i, name in enumerate(self.all_names)}
+        self.nargs = len(names)
+        self.npos = layout.npos
+        self.nslots = layout.npos + len(layout.kwnames)
+        self.kwnames = layout.kwnames if layout.kwnames else None
+        self.arg_slots = _index_array(layout.arg_slots)
+        self.slot_args = _index_array(layout.slot_args)
+        self.all_index = _index_array(list(range(self.nargs)) + [-2] * len(options))
+        self.order = _index_array([-1] * len(self.all_names))
+        self.template = _object_array(self.nslots)
+        self.defaults = _object_array(self.nslots)
+        self.omit = <char*> malloc(self.nslots if self.nslots > 0 else 1)
+        if self.omit == NULL:
+            raise MemoryError()
+        for s in range(self.nslots):
+            d = layout.slot_defaults[s]
+            self.omit[s] = d is OMIT
+            if d is MISSING or d is OMIT:
+                continue
+            Py_INCREF(d)
+            self.defaults[s] = <PyObject*> d
+            if self.slot_args[s] < 0:
+                Py_INCREF(d)
+                self.template[s] = <PyObject*> d
+
+    def __dealloc__(self):
+        if self.template != NULL:
+            _release(self.template, self.nslots)
+            free(self.template)
+        if self.defaults != NULL:
+            _release(self.defaults, self.nslots)
+            free(self.defaults)
+        free(self.arg_slots)
+        free(self.slot_args)
+        free(self.all_index)
+        free(self.order)
+        free(self.omit)
+
+    @property
+    def arg_names(self):
+        return self.names
+
+    @property
+    def _impl(self):
+        return self.impl
+
+    def __getitem__(self, grid):
+        return self.launcher
+
+    def __call__(self, *args, **kwargs):
+        return self.impl(*args, **kwargs)
+
+    def __repr__(self):
+        return f"<KernelOverride {_dict_of(self).get('_kernel_name')} -> {_describe(self.impl)}>"
+
+    def __reduce__(self):
+        raise TypeError("KernelOverride cannot be pickled: register the impl in each process")
+
+    # -- launch machinery ------------------------------------------------------------------------
+
+    def _launch_kwargs(self, kwargs):
+        """``override[grid](**kwargs)``: route a launch keyed by kernel argument names."""
+        return self.launch(kwargs, None, None)
+
+    cdef Py_ssize_t index_of(self, PyObject* key, Py_ssize_t position):
+        """Kernel argument index of launch key ``key`` (-2: a launch option, -1: unknown).
+
+        Fast path: the key is the very object seen at this dict position last time.
+        """
+        cdef Py_ssize_t a
+        cdef PyObject* found
+        if position < PyTuple_GET_SIZE(self.all_names):
+            a = self.order[position]
+            if a >= 0 and PyTuple_GET_ITEM(self.all_names, a) == key:
+                return self.all_index[a]
+        if not PyUnicode_CheckExact(<object> key):
+            if not isinstance(<object> key, str):
+                return -1
+        found = PyDict_GetItem(self.name_index, <object> key)
+        if found == NULL:
+            return -1
+        a = PyLong_AsSsize_t(<object> found)
+        if position < PyTuple_GET_SIZE(self.all_names):
+            self.order[position] = a
+        return self.all_index[a]
+
+    cdef object launch(self, dict kwargs, LaunchBindingPlan plan, tuple input_values):
+        """Fill the call slots from ``kwargs`` (and ``plan``'s inputs and strides), call the impl.
+
+        ``plan``/``input_values`` are None for a plain ``override[grid](**kwargs)`` launch.
+        """
+        cdef PyObject* stack[STACK_SLOTS + 1]
+        cdef PyObject** buf = stack
+        cdef PyObject** slots
+        cdef Py_ssize_t nslots = self.nslots
+        cdef Py_ssize_t filled = 0
+        cdef Py_ssize_t position = 0, j = 0, a, s, k
+        cdef Py_ssize_t npos = self.npos
+        cdef Py_ssize_t total
+        cdef PyObject* key
+        cdef PyObject* value
+        cdef PyObject* kwnames = NULL
+        cdef list unexpected = None
+        cdef list missing
+        if nslots > STACK_SLOTS:
+            buf = <PyObject**> malloc((nslots + 1) * sizeof(PyObject*))
+            if buf == NULL:
+                raise MemoryError()
+        slots = buf + 1  # one free slot in front: PY_VECTORCALL_ARGUMENTS_OFFSET
+        for s in range(nslots):
+            slots[s] = self.template[s]
+            if slots[s] != NULL:
+                Py_INCREF(<object> slots[s])
+        try:
+            if kwargs is not None:
+                while PyDict_Next(kwargs, &position, &key, &value):
+                    a = self.index_of(key, j)
+                    j += 1
+                    if a >= 0:
+                        _put(slots, self.arg_slots[a], value, &filled)
+                    elif a == -1:
+                        if unexpected is None:
+                            unexpected = []
+                        unexpected.append(<object> key)
+            if plan is not None:
+                for k in range(plan.n_input_fill):
+                    _put(slots, self.arg_slots[plan.input_fill_arg[k]],
+                         PyTuple_GET_ITEM(input_values, plan.input_fill_index[k]), &filled)
+                for k in range(plan.n_stride_fill):
+                    if plan.stride_fill_input[k] >= 0:
+                        source = <object> PyTuple_GET_ITEM(input_values, plan.stride_fill_input[k])
+                    else:
+                        source = kwargs[plan.stride_fill[k][1]]
+                    stride = source.stride(plan.stride_fill_dim[k])
+                    _put(slots, self.arg_slots[plan.stride_fill_arg[k]], <PyObject*> stride, &filled)
+            if unexpected is not None:
+                raise LaunchArgumentError(
+                    f"Override for {_dict_of(self)['__name__']!r} (kernel "
+                    f"{_dict_of(self)['_kernel_name']!r}) received unexpected launch arguments: "
+                    f"{unexpected}; kernel arguments are {list(self.names)}"
+                )
+            if filled != self.nargs:
+                total = nslots
+                if self.kwnames is None:
+                    # Unknown impl signature: omitted trailing positional arguments stay omitted.
+                    while npos > 0 and slots[npos - 1] == NULL and self.omit[npos - 1]:
+                        npos -= 1
+                    total = npos
+                missing = None
+                for s in range(total):
+                    if slots[s] == NULL:
+                        if self.defaults[s] == NULL:
+                            if missing is None:
+                                missing = []
+                            missing.append(self.names[self.slot_args[s]])
+                        else:
+                            slots[s] = self.defaults[s]
+                            Py_INCREF(<object> slots[s])
+                if missing is not None:
+                    raise LaunchArgumentError(
+                        f"Override for {_dict_of(self)['__name__']!r} (kernel "
+                        f"{_dict_of(self)['_kernel_name']!r}) is missing launch arguments without "
+                        f"a default: {missing}"
+                    )
+            if self.kwnames is not None:
+                kwnames = <PyObject*> self.kwnames
+            return PyObject_Vectorcall(self.impl, slots, <size_t> npos | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                       kwnames)
+        finally:
+            _release(slots, nslots)
+            if buf != stack:
+                free(buf)
+
+
+cdef class Launcher:
+    """What ``override[grid]`` returns: one per override, reused by every launch."""
+
+    def __call__(self, *args, **kwargs):
+        if args:
+            return self.override.impl(*args, **kwargs)
+        return self.override.launch(kwargs, None, None)
+
+    def __repr__(self):
+        return f"<launcher of {self.override!r}>"
+
+
+# -- binding plan --------------------------------------------------------------------------------
+
+
+cdef class LaunchBindingPlan:
+    """How one owner's dispatch inputs and launch kwargs become the kernel's launch kwargs.
+
+    ``input_targets``: ``(input index, kernel argument)`` pairs; ``stride_targets``:
+    ``(kernel argument, source argument, dim)`` triples -- the same fields as vLLM's plan. The
+    remaining attributes are the same facts as indices into ``arg_names``, for the launch path.
+    """
+
+    def __cinit__(self, *args, **kwargs):
+        self.input_fill_index = NULL
+        self.input_fill_arg = NULL
+        self.stride_fill_arg = NULL
+        self.stride_fill_input = NULL
+        self.stride_fill_dim = NULL
+
+    def __init__(self, arg_names, input_names, launch_names):
+        self.arg_names = tuple(arg_names)
+        self.input_names = tuple(input_names)
+        self.launch_names = tuple(launch_names)
+        arg_set = set(self.arg_names)
+        launch_set = set(self.launch_names)
+
+        def target_for(name):
+            pointer = f"{name}_ptr"
+            for candidate in (name, pointer, name.upper(), pointer.upper()):
+                if candidate in arg_set:
+                    return candidate
+            return None
+
+        input_targets = []
+        for index, name in enumerate(self.input_names):
+            target = target_for(name)
+            if target is not None and target not in launch_set:
+                input_targets.append((index, target))
+        bound = launch_set | {target for _, target in input_targets}
+        stride_targets = []
+        for target in self.arg_names:
+            if target in bound:
+                continue
+            name, sep, dim = target.rpartition("_stride")
+            if not sep:
+                name, sep, dim = target.rpartition("_STRIDE")
+            dim = dim[1:] if dim.startswith("_") else dim
+            if sep and (not dim or (dim.isascii() and dim.isdigit())):
+                source = name if name in bound else (f"{name}_PTR" if sep == "_STRIDE" else f"{name}_ptr")
+                if source in bound:
+                    stride_targets.append((target, source, int(dim or 0)))
+        self.input_targets = tuple(input_targets)
+        self.stride_targets = tuple(stride_targets)
+
+        # Index form. Two inputs may reach one target; as with sequential assignment, the last wins.
+        last = {}
+        for index, target in input_targets:
+            last[target] = index
+        arg_index = {name: i for i, name in enumerate(self.arg_names)}
+        self.input_fill = tuple((index, arg_index[target]) for index, target in input_targets
+                                if last[target] == index)
+        # Stride source: -1 - input index when bound from an input, else the launch kwarg name.
+        stride_fill = []
+        for target, source, dim in stride_targets:
+            src = source if source in launch_set else -1 - last[source]
+            stride_fill.append((arg_index[target], src, dim))
+        self.stride_fill = tuple(stride_fill)
+        # ``kernel``/``_runtime_launcher`` in the launch kwargs change how the launch happens.
+        self.generic = bool(launch_set & {"kernel", "_runtime_launcher", "_runtime_launcher_arg_count"})
+
+        self.n_input_fill = len(self.input_fill)
+        self.input_fill_index = _index_array([index for index, _ in self.input_fill])
+        self.input_fill_arg = _index_array([arg for _, arg in self.input_fill])
+        self.n_stride_fill = len(self.stride_fill)
+        self.stride_fill_arg = _index_array([arg for arg, _, _ in self.stride_fill])
+        self.stride_fill_input = _index_array(
+            [-1 if isinstance(src, str) else -1 - src for _, src, _ in self.stride_fill])
+        self.stride_fill_dim = _index_array([dim for _, _, dim in self.stride_fill])
+
+    def __dealloc__(self):
+        free(self.input_fill_index)
+        free(self.input_fill_arg)
+        free(self.stride_fill_arg)
+        free(self.stride_fill_input)
+        free(self.stride_fill_dim)
+
+    def __repr__(self):
+        return (f"LaunchBindingPlan(input_targets={self.input_targets}, "
+                f"stride_targets={self.stride_targets})")
+
+
+_plans = {}
+
+
+def launch_binding_plan(arg_names, input_names, launch_names=()):
+    """The (cached) binding plan for a kernel, a dispatch signature and a set of launch kwargs.
+
+    Dispatch input ``x`` binds to the kernel argument ``x``, ``x_ptr``, ``X`` or ``X_PTR`` (first
+    that exists) unless the dispatch function passed that argument explicitly (explicit launch
+    kwargs win). Unbound kernel arguments ``x_stride``/``x_stride_<d>`` (``X_STRIDE``...) take
+    ``.stride(d)`` of the bound ``x`` (or ``x_ptr``). Same rules as vLLM's plan.
+    """
+    key = (tuple(arg_names), tuple(input_names), tuple(launch_names))
+    plan = _plans.get(key)
+    if plan is None:
+        plan = _plans.setdefault(key, LaunchBindingPlan(*key))
+    return plan
+
+
+cdef class PlanCache:
+    """Remembers the last plan of one launch site, so a repeated launch skips hashing.
+
+    ``lookup`` returns the plan for ``(arg_names, input_names, keys of launch_kwargs)``; it hits
+    when ``arg_names`` and ``input_names`` are the same objects and the launch kwargs have the
+    same keys in the same order as last time.
+    """
+
+    def lookup(self, arg_names, input_names, launch_kwargs):
+        return self.lookup_c(arg_names, input_names, launch_kwargs)
+
+    cdef LaunchBindingPlan lookup_c(self, tuple arg_names, tuple input_names, dict launch_kwargs):
+        cdef LaunchBindingPlan plan = self.plan
+        cdef Py_ssize_t position = 0, j = 0
+        cdef PyObject* key
+        cdef PyObject* value
+        cdef PyObject* cached
+        if (plan is not None and plan.arg_names is arg_names and plan.input_names is input_names
+                and len(launch_kwargs) == PyTuple_GET_SIZE(self.keys)):
+            while PyDict_Next(launch_kwargs, &position, &key, &value):
+                cached = PyTuple_GET_ITEM(self.keys, j)
+                j += 1
+                if key != cached and (<object> key) != (<object> cached):
+                    break
+            else:
+                return plan
+        keys = tuple(launch_kwargs)
+        plan = launch_binding_plan(arg_names, input_names, keys)
+        # Keep the caller's tuples so identity checks hit next time.
+        if plan.arg_names is not arg_names or plan.input_names is not input_names:
+            plan = LaunchBindingPlan(arg_names, input_names, keys)
+        self.plan = plan
+        self.keys = keys
+        return plan
+
+
+def prepare_launch_kwargs(arg_names, input_names, input_values, launch_kwargs):
+    """vLLM's ``_prepare_launch_kwargs``: complete ``launch_kwargs`` in place and return it.
+
+    ``arg_names``: the kernel's argument names; ``input_names``/``input_values``: the dispatch
+    function's parameter names and the values of this call (defaults filled in);
+    ``launch_kwargs``: the dict the dispatch function returned (pass a copy: it is mutated).
+    Adds each bound input under its kernel argument name, then each ``*_stride[_d]`` argument as
+    ``launch_kwargs[source].stride(d)``; explicit launch kwargs are never overwritten.
+    """
+    cdef LaunchBindingPlan plan = launch_binding_plan(arg_names, input_names, tuple(launch_kwargs))
+    for index, target in plan.input_targets:
+        launch_kwargs[target] = input_values[index]
+    for target, source, dim in plan.stride_targets:
+        launch_kwargs[target] = launch_kwargs[source].stride(dim)
+    return launch_kwargs
+
+
+cdef tuple _unpack_spec(object spec):
+    if type(spec) is tuple or type(spec) is list:
+        if len(spec) == 3:
+            return (spec[0], spec[1], spec[2])
+        if len(spec) == 2:
+            return (spec[0], spec[1], None)
+    raise TypeError(
+        "a dispatch function must return (grid, launch_kwargs) or (grid, launch_kwargs, outputs), "
+        f"got {type(spec).__name__}"
+    )
+
+
+cdef object _launch_generic(kernel, arg_names, grid, launch_kwargs, input_names, input_values,
+                            outputs):
+    kwargs = prepare_launch_kwargs(arg_names, input_names, input_values, dict(launch_kwargs))
+    kernel = kwargs.pop("kernel", None) or kernel
+    runtime_launcher = kwargs.pop("_runtime_launcher", None)
+    runtime_launcher_arg_count = kwargs.pop("_runtime_launcher_arg_count", 0)
+    if grid is None:
+        return outputs
+    if runtime_launcher is not None:
+        regular_args = [kwargs.pop(name) for name in arg_names[:runtime_launcher_arg_count]]
+        runtime_launcher(kernel, grid, *regular_args, **kwargs)
+    elif hasattr(type(kernel), "__getitem__"):
+        kernel[grid](**kwargs)
+    else:
+        # A plain function (Triton absent, no override): call it with the launch kwargs.
+        kernel(**kwargs)
+    return outputs
+
+
+cdef object launch_owner_c(object kernel, object arg_names, object spec, tuple input_names,
+                           object input_values, PlanCache cache):
+    cdef LaunchBindingPlan plan
+    cdef KernelOverride override
+    grid, launch_kwargs, outputs = _unpack_spec(spec)
+    if type(launch_kwargs) is not dict:
+        launch_kwargs = dict(launch_kwargs)
+    if type(arg_names) is not tuple:
+        arg_names = tuple(arg_names)
+    if type(input_values) is not tuple:
+        input_values = tuple(input_values)
+    if len(input_values) != len(input_names):
+        raise ValueError(
+            f"{len(input_values)} dispatch input values for {len(input_names)} input names")
+    if cache is not None:
+        plan = cache.lookup_c(arg_names, input_names, launch_kwargs)
+    else:
+        plan = launch_binding_plan(arg_names, input_names, tuple(launch_kwargs))
+    if type(kernel) is KernelOverride and not plan.generic:
+        override = <KernelOverride> kernel
+        if override.names is arg_names or override.names == arg_names:
+            if grid is None:
+                return outputs
+            override.launch(launch_kwargs, plan, input_values)
+            return outputs
+    return _launch_generic(kernel, arg_names, grid, launch_kwargs, input_names, input_values,
+                           outputs)
+
+
+def launch_owner(kernel, arg_names, spec, input_names, input_values, PlanCache cache=None):
+    """vLLM's ``launch``: run one launch described by a dispatch function's result.
+
+    ``kernel``: what the owner launches (its ``.kernel``: a Triton kernel, a
+    :class:`KernelOverride`, anything subscriptable by grid); ``arg_names``: its argument names
+    (the owner's ``_kernel_arg_names``); ``spec``: ``(grid, launch_kwargs)`` or
+    ``(grid, launch_kwargs, outputs)``; ``input_names``/``input_values``: the dispatch parameters
+    and this call's values; ``cache``: an optional :class:`PlanCache` kept per launch site.
+
+    Semantics (vLLM's): the launch kwargs are completed as by :func:`prepare_launch_kwargs`
+    (on a copy -- ``spec``'s dict is not modified); a ``kernel`` entry replaces the kernel,
+    ``_runtime_launcher``/``_runtime_launcher_arg_count`` entries route the launch through
+    ``runtime_launcher(kernel, grid, *first_args, **rest)``; ``grid=None`` skips the launch;
+    otherwise ``kernel[grid](**kwargs)`` -- or ``kernel(**kwargs)`` when the kernel is not
+    subscriptable (a plain Python function standing in for a kernel when Triton is absent).
+    Returns ``outputs`` (``None`` for a 2-tuple).
+    When ``kernel`` is a :class:`KernelOverride` with these ``arg_names`` the launch goes to the
+    impl directly from the plan, with the same result.
+    """
+    return launch_owner_c(kernel, arg_names, spec, tuple(input_names), input_values, cache)
+
+
+# -- launch owner --------------------------------------------------------------------------------
+
+
+cdef class LaunchOwner:
+    """Owns one kernel and the dispatch function that configures its launches.
+
+    ``owner(*args, **kwargs)`` runs the dispatch function, binds its inputs to the kernel's
+    arguments (:func:`launch_binding_plan`) and launches ``owner.kernel[grid](**kwargs)``.
+    Like vLLM's launch owner, ``kernel`` lives in the instance ``__dict__`` and the kernel's
+    argument names are cached there as ``_kernel_arg_names``: the rebinding pass swaps the one
+    and drops the other. Unknown attributes are read from the kernel (vLLM's owners do the same),
+    so an owner can stand where its kernel is expected (``owner.arg_names``, ``owner[grid]``).
+    """
+
+    def __init__(self, kernel, dispatch, warmup_inputs=None):
+        parameters = tuple(inspect.signature(dispatch).parameters.values())
+        if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters):
+            raise TypeError(
+                f"dispatch function {_describe(dispatch)!r} must have explicit parameters "
+                "(no *args/**kwargs): their names bind to kernel arguments"
+            )
+        _dict_of(self)["kernel"] = kernel
+        self.dispatch_fn = dispatch
+        self.dispatch_names = tuple(p.name for p in parameters)
+        self.dispatch_defaults = {
+            p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty
+        }
+        self.plan_cache = PlanCache()
+        _dict_of(self)["_warmup_inputs_fn"] = warmup_inputs
+
+    @property
+    def _dispatch_fn(self):
+        return self.dispatch_fn
+
+    @property
+    def _dispatch_arg_names(self):
+        return self.dispatch_names
+
+    @property
+    def _dispatch_defaults(self):
+        return self.dispatch_defaults
+
+    @property
+    def _plan_cache(self):
+        return self.plan_cache
+
+    @property
+    def _kernel_arg_names(self):
+        names = _dict_of(self).get("_kernel_arg_names")
+        if names is None:
+            names = kernel_arg_names(_dict_of(self)["kernel"])
+            _dict_of(self)["_kernel_arg_names"] = names
+        return names
+
+    def __call__(self, *args, **kwargs):
+        cdef PyObject* found
+        spec = self.dispatch_fn(*args, **kwargs)
+        names = self.dispatch_names
+        values = args
+        if len(args) != len(names):
+            defaults = self.dispatch_defaults
+            values = args + tuple(
+                kwargs[name] if name in kwargs else defaults[name] for name in names[len(args):]
+            )
+        d = _dict_of(self)
+        found = PyDict_GetItem(d, "kernel")
+        if found == NULL:
+            raise AttributeError("kernel")
+        kernel = <object> found
+        found = PyDict_GetItem(d, "_kernel_arg_names")
+        if found != NULL and <object> found is not None:
+            arg_names = <object> found
+        else:
+            arg_names = self._kernel_arg_names
+        return launch_owner_c(kernel, arg_names, spec, names, values, self.plan_cache)
+
+    def launch(self, launch_spec, inputs):
+        """vLLM's ``launch(spec, inputs)``: launch a spec with a mapping of dispatch inputs."""
+        return launch_owner_c(_dict_of(self)["kernel"], self._kernel_arg_names, launch_spec,
+                              tuple(inputs), tuple(inputs.values()), None)
+
+    def register_warmup(self, *args, **kwargs):
+        """Accepted for compatibility with vLLM's owners; there is nothing to compile ahead."""
+        return None
+
+    def __getitem__(self, grid):
+        return _dict_of(self)["kernel"][grid]
+
+    def __getattr__(self, name):
+        d = _dict_of(self)
+        if name == "kernel" or "kernel" not in d:
+            raise AttributeError(name)
+        return getattr(d["kernel"], name)
+
+    def __repr__(self):
+        return f"<LaunchOwner {_describe(self.dispatch_fn)} kernel={_dict_of(self).get('kernel')!r}>"
+
+
+def kernel_dispatcher(*, kernel, warmup_inputs=None):
+    """Decorate a dispatch function returning ``(grid, launch_kwargs[, outputs])`` into an owner.
+
+    Keyword-compatible with vLLM's ``triton_kernel_dispatcher_with_warmup(kernel=...,
+    warmup_inputs=...)``; ``warmup_inputs`` is kept but unused (there is no JIT to warm).
+    """
+    from functools import update_wrapper
+
+    def decorate(dispatch):
+        owner = LaunchOwner(kernel, dispatch, warmup_inputs)
+        update_wrapper(owner, dispatch, updated=())
+        return owner
+
+    return decorate
