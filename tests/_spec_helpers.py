@@ -1,0 +1,125 @@
+"""Shared machinery for the spec-decode and worker kernel tests.
+
+Every tensor argument of a test launch is a ``Guarded`` buffer: a larger allocation filled with
+a poison value, of which the kernel sees only a middle slice. After a launch the whole allocation
+is compared -- so a write outside the slice (or to an input) shows up as a mismatch -- and the
+guard regions must still hold the poison. A case is a dict of launch arguments; ``clone_case``
+gives an independent copy so the kernel and the reference run on identical inputs.
+"""
+import contextlib
+
+import torch
+
+import kernels_cpu
+
+POISON = -77          # fill for index buffers (outputs are poisoned before the launch)
+GUARD = 5             # guard elements (or rows/columns) on each side
+
+
+class Guarded:
+    """A tensor view into a poisoned allocation with guard space around it.
+
+    1-D: ``base[GUARD:GUARD + n]``. 2-D: rows ``GUARD:GUARD + rows`` and the first ``cols`` of
+    ``cols + extra_cols`` columns -- with ``extra_cols > 0`` the view is row-strided (not
+    contiguous), which exercises the kernels' stride arguments.
+    """
+
+    def __init__(self, shape, dtype, fill=None, extra_cols=0, poison=None):
+        self.shape = tuple(shape)
+        self.dtype = dtype
+        self.extra_cols = extra_cols
+        if poison is None:
+            poison = True if dtype == torch.bool else POISON
+        self.poison = poison
+        if len(self.shape) == 1:
+            self.base = torch.full((self.shape[0] + 2 * GUARD,), poison, dtype=dtype)
+        else:
+            rows, cols = self.shape
+            self.base = torch.full((rows + 2 * GUARD, cols + extra_cols), poison, dtype=dtype)
+        if fill is not None:
+            self.view.copy_(torch.as_tensor(fill).to(dtype).reshape(self.shape))
+
+    @property
+    def view(self):
+        if len(self.shape) == 1:
+            return self.base[GUARD:GUARD + self.shape[0]]
+        rows, cols = self.shape
+        return self.base[GUARD:GUARD + rows, :cols]
+
+    def clone(self):
+        g = object.__new__(Guarded)
+        g.shape, g.dtype, g.extra_cols, g.poison = self.shape, self.dtype, self.extra_cols, self.poison
+        g.base = self.base.clone()
+        return g
+
+    def guards_intact(self):
+        """True when nothing outside the view changed."""
+        mask = torch.ones_like(self.base, dtype=torch.bool)
+        if len(self.shape) == 1:
+            mask[GUARD:GUARD + self.shape[0]] = False
+        else:
+            mask[GUARD:GUARD + self.shape[0], :self.shape[1]] = False
+        return bool((self.base[mask] == self.poison).all())
+
+
+def clone_case(case):
+    return {k: (v.clone() if isinstance(v, Guarded) else v) for k, v in case.items()}
+
+
+def launch_args(case):
+    """The launch's keyword arguments: guarded buffers become their views."""
+    return {k: (v.view if isinstance(v, Guarded) else v) for k, v in case.items()}
+
+
+def bases(case):
+    return {k: v.base for k, v in case.items() if isinstance(v, Guarded)}
+
+
+def assert_same_buffers(got, want):
+    """Every guarded allocation of ``got`` equals ``want`` bit for bit (guards included)."""
+    for k, g in got.items():
+        if isinstance(g, Guarded):
+            w = want[k]
+            assert g.base.dtype == w.base.dtype
+            assert torch.equal(g.base, w.base), f"{k}: got {g.view} want {w.view}"
+            assert g.guards_intact(), f"{k}: guard region overwritten"
+
+
+def run_both(kernel, reference, case, positional=False):
+    """Run ``kernel`` and ``reference`` on identical copies of ``case``; return both copies."""
+    mine, ref = clone_case(case), clone_case(case)
+    if positional:
+        kernel(*launch_args(mine).values())
+    else:
+        kernel(**launch_args(mine))
+    reference(**launch_args(ref))
+    return mine, ref
+
+
+def assert_rejected(kernel, case, exc, name):
+    """The launch raises ``exc`` whose message names ``name``, and writes nothing at all."""
+    before = {k: b.clone() for k, b in bases(case).items()}
+    try:
+        kernel(**launch_args(case))
+    except exc as e:
+        assert name in str(e), f"expected {name!r} in message {str(e)!r}"
+    else:
+        raise AssertionError(f"{kernel.__name__} accepted bad {name}")
+    for k, b in bases(case).items():
+        assert torch.equal(b, before[k]), f"{k} was written before {exc.__name__}({name})"
+
+
+@contextlib.contextmanager
+def threads(n, threshold=0):
+    """Run with ``n`` kernel threads and a given parallel threshold (0: everything parallel)."""
+    old = kernels_cpu.parallel_threshold()
+    kernels_cpu.set_num_threads(n)
+    kernels_cpu.set_parallel_threshold(threshold)
+    try:
+        yield
+    finally:
+        kernels_cpu.set_num_threads(None)
+        kernels_cpu.set_parallel_threshold(old)
+
+
+INDEX_DTYPES = (torch.int32, torch.int64)
