@@ -8,7 +8,6 @@ sm_90 target runs the real front end (and the PTX back end) on this machine.
 Each kernel is compiled for every specialisation its callers produce: int32 and int64 index
 buffers, optional pointers present and ``None``, each constexpr flag both ways.
 """
-import importlib
 import itertools
 import os
 
@@ -25,15 +24,12 @@ TARGET = GPUTarget("cuda", 90, 32)
 
 
 def _kernel(module, name):
-    """The kernel object as defined, even if ``register_kernels`` has since replaced the module
-    attribute with an override (the override keeps the original reachable)."""
-    mod = importlib.import_module(f"fastdispatch.ops.triton_kernels.{module}")
-    kernel = vars(mod)[name]
-    while not isinstance(kernel, triton.runtime.JITFunction):
-        inner = getattr(kernel, "original", None) or getattr(kernel, "kernel", None)
-        if inner is None or inner is kernel:
-            pytest.fail(f"{module}.{name} is neither a JITFunction nor wraps one: {kernel!r}")
-        kernel = inner
+    """Our kernel as defined, even after ``register_kernels`` replaced the module attribute."""
+    from fastdispatch.ops import triton_kernels
+
+    assert triton_kernels.QUALNAMES[name] == f"fastdispatch.ops.triton_kernels.{module}.{name}"
+    kernel = triton_kernels.kernel(name)
+    assert isinstance(kernel, triton.runtime.JITFunction), kernel
     return kernel
 
 

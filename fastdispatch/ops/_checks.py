@@ -1,0 +1,65 @@
+"""Argument checks shared by the ops: cheap metadata only, errors name the argument.
+
+The ops check shapes and dtypes that decide how a launch is laid out (a wrong one would make a
+Triton kernel read or write out of bounds, silently). Value checks (ids in range, monotonic
+offsets) are the kernels' business: the ``kernels_cpu`` implementations validate them, and the
+ops do not pay for a device sync to repeat that on a GPU.
+"""
+import torch
+
+_INDEX_DTYPES = (torch.int32, torch.int64)
+
+
+def vector(name, t, dtypes=None, length=None):
+    """``t`` is a 1-D contiguous tensor (of one of ``dtypes``, of ``length`` elements)."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dim() != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {tuple(t.shape)}")
+    _common(name, t, dtypes)
+    if length is not None and t.shape[0] != length:
+        raise ValueError(f"{name} must have {length} elements, got {t.shape[0]}")
+    return t
+
+
+def matrix(name, t, dtypes=None, rows=None, cols=None, contiguous=True):
+    """``t`` is a 2-D tensor (row-contiguous at least; fully contiguous unless told)."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dim() != 2:
+        raise ValueError(f"{name} must be 2-D, got shape {tuple(t.shape)}")
+    if dtypes is not None and t.dtype not in dtypes:
+        raise TypeError(f"{name} must have dtype in {_names(dtypes)}, got {t.dtype}")
+    if contiguous and not t.is_contiguous():
+        raise ValueError(f"{name} must be contiguous")
+    if not contiguous and t.shape[1] > 1 and t.stride(1) != 1:
+        raise ValueError(f"{name} rows must be contiguous (stride(1) == 1)")
+    if rows is not None and t.shape[0] != rows:
+        raise ValueError(f"{name} must have {rows} rows, got {t.shape[0]}")
+    if cols is not None and t.shape[1] != cols:
+        raise ValueError(f"{name} must have {cols} columns, got {t.shape[1]}")
+    return t
+
+
+def index_vector(name, t, length=None):
+    return vector(name, t, _INDEX_DTYPES, length)
+
+
+def same_device(**tensors):
+    devices = {name: t.device for name, t in tensors.items() if isinstance(t, torch.Tensor)}
+    if len(set(devices.values())) > 1:
+        first = next(iter(devices))
+        for name, dev in devices.items():
+            if dev != devices[first]:
+                raise ValueError(f"{name} is on {dev} but {first} is on {devices[first]}")
+
+
+def _common(name, t, dtypes):
+    if dtypes is not None and t.dtype not in dtypes:
+        raise TypeError(f"{name} must have dtype in {_names(dtypes)}, got {t.dtype}")
+    if not t.is_contiguous():
+        raise ValueError(f"{name} must be contiguous")
+
+
+def _names(dtypes):
+    return "(" + ", ".join(str(d).replace("torch.", "") for d in dtypes) + ")"

@@ -1,0 +1,81 @@
+"""Model-runner ops: token -> KV-cache slot mapping, and batched raw-address memcpy."""
+import torch
+
+from .. import kernel_dispatcher
+from . import _checks
+from .triton_kernels.workers import batch_memcpy_kernel, compute_slot_mapping_kernel
+
+__all__ = ["PAD_SLOT_ID", "batch_memcpy", "compute_slot_mapping"]
+
+#: Slot id of a token that must not be written to the KV cache.
+PAD_SLOT_ID = -1
+_SLOT_BLOCK = 1024
+_MEMCPY_BLOCK = 1024
+
+
+@kernel_dispatcher(kernel=compute_slot_mapping_kernel)
+def _compute_slot_mapping(num_reqs, num_tokens, max_num_tokens, query_start_loc, positions,
+                          block_table, block_table_stride, slot_mapping, kv_cache_block_size,
+                          total_cp_world_size, total_cp_rank, cp_kv_cache_interleave_size):
+    # One program per request plus one that pads the tail.
+    return (num_reqs + 1,), dict(
+        KV_CACHE_BLOCK_SIZE=kv_cache_block_size,
+        TOTAL_CP_WORLD_SIZE=total_cp_world_size,
+        TOTAL_CP_RANK=total_cp_rank,
+        CP_KV_CACHE_INTERLEAVE_SIZE=cp_kv_cache_interleave_size,
+        PAD_ID=PAD_SLOT_ID,
+        BLOCK_SIZE=_SLOT_BLOCK,
+    )
+
+
+@kernel_dispatcher(kernel=batch_memcpy_kernel)
+def _batch_memcpy(src_ptrs, dst_ptrs, sizes):
+    n = src_ptrs.shape[0]
+    return ((n,) if n else None), dict(BLOCK_SIZE=_MEMCPY_BLOCK)
+
+
+def compute_slot_mapping(query_start_loc, positions, block_table, slot_mapping, *,
+                         block_size, num_reqs=None, num_tokens=None, cp_world_size=1, cp_rank=0,
+                         cp_interleave_size=1):
+    """Map every scheduled token to its KV-cache slot, in place in ``slot_mapping``.
+
+    Token ``t`` of request ``r`` (``query_start_loc[r] <= t < query_start_loc[r + 1]``) at
+    position ``p`` goes to ``block_table[r, p // block_size] * block_size + p % block_size``.
+    With context parallelism (``cp_world_size`` ranks) positions are dealt round-robin to ranks
+    in runs of ``cp_interleave_size``; tokens of other ranks, and the tail
+    ``slot_mapping[num_tokens:]``, get ``PAD_SLOT_ID``. ``num_reqs`` defaults to
+    ``len(query_start_loc) - 1`` and ``num_tokens`` to ``len(positions)``.
+    """
+    _checks.index_vector("query_start_loc", query_start_loc)
+    if num_reqs is None:
+        num_reqs = query_start_loc.shape[0] - 1
+    if not 0 <= num_reqs <= query_start_loc.shape[0] - 1:
+        raise ValueError(f"num_reqs={num_reqs} does not fit query_start_loc "
+                         f"({query_start_loc.shape[0]} entries)")
+    _checks.vector("positions", positions, (torch.int32, torch.int64))
+    if num_tokens is None:
+        num_tokens = positions.shape[0]
+    _checks.matrix("block_table", block_table, (torch.int32, torch.int64), contiguous=False)
+    if block_table.shape[0] < num_reqs:
+        raise ValueError(f"block_table has {block_table.shape[0]} rows for {num_reqs} requests")
+    _checks.vector("slot_mapping", slot_mapping, (torch.int32, torch.int64))
+    if not 0 <= num_tokens <= slot_mapping.shape[0]:
+        raise ValueError(f"num_tokens={num_tokens} does not fit slot_mapping "
+                         f"({slot_mapping.shape[0]} entries)")
+    if not 0 <= cp_rank < cp_world_size:
+        raise ValueError(f"cp_rank={cp_rank} out of range for cp_world_size={cp_world_size}")
+    _compute_slot_mapping(num_reqs, num_tokens, slot_mapping.shape[0], query_start_loc,
+                          positions, block_table, block_table.stride(0), slot_mapping,
+                          block_size, cp_world_size, cp_rank, cp_interleave_size)
+    return slot_mapping
+
+
+def batch_memcpy(src_ptrs, dst_ptrs, sizes):
+    """Copy ``sizes[i]`` bytes from address ``src_ptrs[i]`` to ``dst_ptrs[i]`` for every ``i``
+    (int64 tensors of raw addresses on the device that owns the memory). Each copy is
+    overlap-safe like ``memmove``; distinct copies must not overlap each other."""
+    _checks.vector("src_ptrs", src_ptrs, (torch.int64,))
+    n = src_ptrs.shape[0]
+    _checks.vector("dst_ptrs", dst_ptrs, (torch.int64,), n)
+    _checks.vector("sizes", sizes, (torch.int64,), n)
+    _batch_memcpy(src_ptrs, dst_ptrs, sizes)
