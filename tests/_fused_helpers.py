@@ -1,0 +1,196 @@
+"""Pure-Python twin of ``kernels_cpu._fused`` (generator, race, whole step) and test statistics.
+
+Written from the algorithm's definition, independently of the Cython code: Philox-4x32-10 on
+Python ints, block sums emulated in float32 with numpy in the kernel's documented lane order,
+scores and the in-block choice in float64. The kernels must agree with it token for token.
+"""
+import math
+
+import numpy as np
+import torch
+
+MASK32 = 0xFFFFFFFF
+BLOCK = 256
+LANES = 16
+
+
+def philox4x32_10(counter, key, rounds=10):
+    c0, c1, c2, c3 = counter
+    k0, k1 = key
+    for r in range(rounds):
+        if r:
+            k0 = (k0 + 0x9E3779B9) & MASK32
+            k1 = (k1 + 0xBB67AE85) & MASK32
+        p0 = 0xD2511F53 * c0
+        p1 = 0xCD9E8D57 * c2
+        c0, c1, c2, c3 = ((p1 >> 32) ^ c1 ^ k0, p1 & MASK32, (p0 >> 32) ^ c3 ^ k1, p0 & MASK32)
+    return c0, c1, c2, c3
+
+
+def split_key(key):
+    key &= (1 << 64) - 1
+    return key & MASK32, key >> 32
+
+
+def u53(a, b):
+    return ((a >> 5) * 67108864.0 + (b >> 6) + 0.5) * 2.0 ** -53
+
+
+def step_uniforms(key, stream, pos):
+    w = philox4x32_10((0, pos & MASK32, stream & MASK32, 1), split_key(key))
+    return u53(w[0], w[1]), u53(w[2], w[3])
+
+
+def block_exponential(key, stream, pos, b):
+    w = philox4x32_10((b >> 2, pos & MASK32, stream & MASK32, 0), split_key(key))
+    return -math.log((w[b & 3] + 0.5) * 2.0 ** -32)
+
+
+def masses(t_row, q_row, skip):
+    """The recovered distribution's unnormalised masses, float32, as the kernel defines them."""
+    t = np.asarray(t_row, dtype=np.float32)
+    x = t - np.asarray(q_row, dtype=np.float32) if q_row is not None else t.copy()
+    x = np.where(x > 0, x, np.float32(0)).astype(np.float32)   # NaN and negatives -> 0
+    if skip is not None and skip >= 0:
+        x[skip] = 0
+    return x
+
+
+def lane_sum(x):
+    """float32 sum in 16 lanes (lane j gets elements j, j+16, ...), then a halving tree."""
+    acc = np.zeros(LANES, dtype=np.float32)
+    n = len(x)
+    full = n - n % LANES
+    for i in range(0, full, LANES):
+        acc += x[i:i + LANES]
+    acc[: n - full] += x[full:]
+    w = LANES // 2
+    while w >= 1:
+        acc[:w] = acc[:w] + acc[w:2 * w]
+        w //= 2
+    return float(acc[0])
+
+
+def recover(t_row, q_row, skip, key, stream, pos):
+    x = masses(t_row, q_row, skip)
+    V = len(x)
+    best, best_b = -1.0, -1
+    for b in range((V + BLOCK - 1) // BLOCK):
+        P = lane_sum(x[b * BLOCK:(b + 1) * BLOCK])
+        s = P / block_exponential(key, stream, pos, b)
+        if s > best:
+            best, best_b = s, b
+    if best_b < 0:
+        return 0
+    lo = best_b * BLOCK
+    blk = x[lo:lo + BLOCK].astype(np.float64)
+    total = 0.0
+    for m in blk:
+        total += float(m)
+    target = step_uniforms(key, stream, pos)[1] * total
+    c, last = 0.0, -1
+    for i, m in enumerate(blk):
+        if m > 0:
+            c += float(m)
+            last = i
+            if c > target:
+                return lo + i
+    return lo + (last if last >= 0 else 0)
+
+
+def first_argmax(row):
+    row = np.asarray(row, dtype=np.float32)
+    nan = np.flatnonzero(np.isnan(row))
+    if len(nan):
+        return int(nan[0])
+    return int(np.flatnonzero(row == row.max())[0])
+
+
+def reference_step(cu, draft, draft_probs, target_probs, bonus, is_greedy, greedy_scores, seeds,
+                   max_spec_len, rates=None):
+    """The whole step in Python; returns a [B, K + 1] list of lists (-1 where nothing)."""
+    cu = [int(c) for c in cu]
+    draft = [int(d) for d in draft]
+    t = target_probs.numpy()
+    q = draft_probs.numpy() if draft_probs is not None else None
+    gs = greedy_scores.numpy() if greedy_scores is not None else t
+    bonus = [int(b) for b in bonus.reshape(-1)]
+    seeds = [(int(k), int(s)) for k, s in seeds.tolist()]
+    out = []
+    for r in range(len(cu)):
+        s = cu[r - 1] if r else 0
+        n = cu[r] - s
+        row = [-1] * (max_spec_len + 1)
+        key, stream = seeds[r]
+        greedy = is_greedy is not None and bool(is_greedy[r])
+        if greedy and rates is None:
+            for j in range(n):
+                tok = first_argmax(gs[s + j])
+                row[j] = tok
+                if tok != draft[s + j]:
+                    break
+            else:
+                row[n] = bonus[r]
+            out.append(row)
+            continue
+        for j in range(n):
+            d = draft[s + j]
+            u = step_uniforms(key, stream, j)[0]
+            if rates is not None:
+                ok = u < float(rates[j]) and d >= 0
+            elif d < 0:
+                ok = False
+            else:
+                dp = float(q[s + j, d]) if q is not None else 1.0
+                ok = dp > 0 and float(t[s + j, d]) / dp >= u
+            if not ok:
+                if greedy:
+                    row[j] = first_argmax(gs[s + j])
+                else:
+                    row[j] = recover(t[s + j], q[s + j] if q is not None else None,
+                                     None if q is not None else d, key, stream, j)
+                break
+            row[j] = d
+        else:
+            row[n] = bonus[r]
+        out.append(row)
+    return out
+
+
+def chi2_pvalue(observed, expected_probs):
+    """Pearson chi-square goodness of fit; categories with expected count < 5 are pooled."""
+    observed = np.asarray(observed, dtype=np.float64)
+    p = np.asarray(expected_probs, dtype=np.float64)
+    p = p / p.sum()
+    n = observed.sum()
+    exp = n * p
+    assert observed[exp == 0].sum() == 0, "a token with zero probability was drawn"
+    small = exp < 5
+    obs_c = np.append(observed[~small], observed[small].sum())
+    exp_c = np.append(exp[~small], exp[small].sum())
+    keep = exp_c > 0
+    obs_c, exp_c = obs_c[keep], exp_c[keep]
+    stat = float(((obs_c - exp_c) ** 2 / exp_c).sum())
+    dof = len(obs_c) - 1
+    return float(torch.special.gammaincc(torch.tensor(dof / 2, dtype=torch.float64),
+                                         torch.tensor(stat / 2, dtype=torch.float64)))
+
+
+def ks_pvalue(sample, cdf):
+    """One-sample Kolmogorov-Smirnov test (asymptotic Kolmogorov distribution)."""
+    x = np.sort(np.asarray(sample, dtype=np.float64))
+    n = len(x)
+    F = cdf(x)
+    d = max(np.max(np.arange(1, n + 1) / n - F), np.max(F - np.arange(0, n) / n))
+    lam = (math.sqrt(n) + 0.12 + 0.11 / math.sqrt(n)) * d
+    return float(min(1.0, max(0.0, 2 * sum((-1) ** (k - 1) * math.exp(-2 * k * k * lam * lam)
+                                           for k in range(1, 101)))))
+
+
+def spread_distribution(V, support, gen, floor=0.0):
+    """A float32 distribution over V ids with mass on ``support`` ids spread over the blocks."""
+    p = torch.full((V,), floor, dtype=torch.float64)
+    ids = torch.randperm(V, generator=gen)[:support]
+    p[ids] += torch.rand(support, generator=gen, dtype=torch.float64) + 0.1
+    p /= p.sum()
+    return p.to(torch.float32)
