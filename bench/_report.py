@@ -246,18 +246,18 @@ class Table:
             self.out.flush()
             return
         vs_labels = list(g.get("vs") or {})
-        header = f"  {'case':<44} {'median':>10} {'IQR':>6} {'min–max':>8} {'ratio':>8}"
+        header = f"  {'case':<56} {'median':>10} {'IQR':>6} {'min–max':>8} {'ratio':>8}"
         for label in vs_labels:
             header += f" {('vs ' + label):>10}"
         w(header + "  note\n")
         for row in g["rows"]:
             name = row["name"] + (" (anchor)" if row.get("anchor") else "")
             if row["status"] != "ok":
-                w(f"  {name:<44} {row['status'] + ': ' + (row['reason'] or '')}\n")
+                w(f"  {name:<56} {row['status'] + ': ' + (row['reason'] or '')}\n")
                 continue
             ns = row["ns"]
             line = (
-                f"  {name:<44} {fmt_ns(ns['median']):>10} {ns['rel_iqr'] * 100:>5.1f}%"
+                f"  {name:<56} {fmt_ns(ns['median']):>10} {ns['rel_iqr'] * 100:>5.1f}%"
                 f" {ns['rel_range'] * 100:>7.0f}% {fmt_ratio(row['ratio']):>8}"
             )
             for label in vs_labels:

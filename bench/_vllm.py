@@ -117,23 +117,44 @@ class VllmSide:
         k = self._greedy_kernel()
         return f"{type(k).__module__}.{type(k).__qualname__}"
 
+    _FUSED_PARAMS = ("fused", "fused_noise", "fused_random", "fused_sampling")
+
+    def fused_supported(self, fdv) -> bool:
+        return self._fused_param(fdv) is not None
+
+    def _fused_param(self, fdv):
+        import inspect
+
+        try:
+            params = inspect.signature(fdv.install).parameters
+        except (TypeError, ValueError):
+            return None
+        return next((p for p in self._FUSED_PARAMS if p in params), None)
+
     def switch(self, state: Optional[str]) -> None:
-        """Enter ``"stock"`` or ``"installed"`` (``None``: leave as is); verify it took effect."""
+        """Enter ``"stock"``, ``"installed"`` or ``"installed-fused"`` (``None``: leave as is).
+
+        Verifies afterwards that vLLM's greedy launch owner holds our override exactly when a
+        fastdispatch state was asked for.
+        """
         if state is None or state == self._state:
             return
+        if state not in ("stock", "installed", "installed-fused"):
+            raise ValueError(f"unknown vLLM state {state!r}")
         fdv = self.require_install()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
+            if self._state != "stock":
+                fdv.uninstall()
+                self._state = "stock"
             if state == "installed":
                 fdv.install()
-            elif state == "stock":
-                fdv.uninstall()
-            else:
-                raise ValueError(f"unknown vLLM state {state!r}")
+            elif state == "installed-fused":
+                fdv.install(**{self._fused_param(fdv): True})
         self._state = state
         where = type(self._greedy_kernel()).__module__
         ours = where.startswith("fastdispatch")
-        if ours != (state == "installed"):
+        if ours != (state != "stock"):
             raise RuntimeError(
                 f"vLLM state switch to {state!r} did not take effect: the greedy owner's kernel is "
                 f"a {self.current_kernel_module()}"

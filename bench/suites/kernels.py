@@ -1,0 +1,110 @@
+"""Per kernel (all 11): ns per launch of the plain-torch reference, ``kernels_cpu``, and vLLM's shim.
+
+Every row calls its implementation positionally with the same argument tuple, in the Triton
+kernel's argument order (how vLLM's ``KernelOverride`` forwards to its C++ shims), on the dtypes
+vLLM passes (int32 outputs, offsets and draft ids; see ``bench/suites/_inputs.py``). The vLLM row
+is the shim in ``vllm.utils.cpu_triton_utils`` *including* its int32→int64 copies and copy-backs,
+because that is what a vLLM launch pays. Anchor: the plain-torch reference
+(``kernels_cpu.reference``); the ``vs vLLM`` column is the ratio to vLLM's shim.
+
+Sizes: a decode step with ``B`` requests × ``K`` = 4 drafts, V = 32000, batch_memcpy with 64
+regions of 4 KiB. ``--full`` adds B = 64.
+"""
+from __future__ import annotations
+
+import importlib
+
+from .._model import Built, GroupSpec, Unavailable
+from .._timing import Case
+from . import _inputs
+
+REF = "plain-torch reference"
+OURS = "kernels_cpu"
+VLLM = "vLLM shim + C++ op"
+
+_SUBMODULES = ("_sampling", "_spec_decode", "_workers")
+
+
+def kernels_cpu_fn(name: str):
+    """The ``kernels_cpu`` implementation of ``name`` (public name first, then its submodule)."""
+    try:
+        kc = importlib.import_module("kernels_cpu")
+    except Exception as exc:
+        raise Unavailable(f"kernels_cpu not importable: {type(exc).__name__}: {exc}")
+    fn = getattr(kc, name, None)
+    if fn is None:
+        for sub in _SUBMODULES:
+            try:
+                fn = getattr(importlib.import_module(f"kernels_cpu.{sub}"), name, None)
+            except ImportError:
+                fn = None
+            if fn is not None:
+                break
+    if fn is None:
+        raise Unavailable(f"kernels_cpu has no {name} (not built yet?)")
+    return fn
+
+
+def reference_fn(name: str):
+    where = _inputs.KERNELS[name][2]
+    try:
+        mod = importlib.import_module(f"kernels_cpu.reference.{where}")
+    except Exception as exc:
+        raise Unavailable(f"kernels_cpu.reference.{where} not importable: {type(exc).__name__}: {exc}")
+    fn = getattr(mod, name, None)
+    if fn is None:
+        raise Unavailable(f"kernels_cpu.reference.{where} has no {name}")
+    return fn
+
+
+def vllm_shim(ctx, name: str):
+    ctx.vllm.require()
+    from vllm.utils import cpu_triton_utils
+
+    return getattr(cpu_triton_utils, _inputs.KERNELS[name][0])
+
+
+def _builder(name: str, sizes: dict):
+    def build(ctx) -> Built:
+        args, kw, keep = _inputs.build(name, **sizes)
+        b = Built(info={"sizes": dict(sizes), "dtypes": {
+            k: str(v.dtype).replace("torch.", "") for k, v in kw.items() if hasattr(v, "dtype")}})
+
+        def case(get):
+            def make():
+                fn = get()
+                return Case("", stmt="fn(*a)", namespace={"fn": fn, "a": args, "keep": keep},
+                            meta={"impl": f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__name__', '?')}"})
+            return make
+
+        b.add(REF, case(lambda: reference_fn(name)))
+        b.add(OURS, case(lambda: kernels_cpu_fn(name)))
+        b.add(VLLM, case(lambda: vllm_shim(ctx, name)))
+        return b
+
+    return build
+
+
+def groups(ctx):
+    sizes_list = [{"B": 4}]
+    if ctx.preset == "full":
+        sizes_list.append({"B": 64})
+    specs = []
+    for sizes in sizes_list:
+        for name in _inputs.KERNELS:
+            s = dict(sizes)
+            if name == "batch_memcpy_kernel":
+                s = {"regions": 64 if sizes["B"] == 4 else 1024, "region_bytes": 4096}
+            suffix = "" if sizes["B"] == 4 else f"@B{sizes['B']}"
+            specs.append(GroupSpec(
+                id=f"kernels/{name}{suffix}",
+                suite="kernels",
+                title=f"{name} " + ", ".join(f"{k}={v}" for k, v in s.items()) + " (ns per launch)",
+                rows=(REF, OURS, VLLM),
+                anchor=(REF, VLLM, OURS),
+                vs={"vLLM": VLLM},
+                build=_builder(name, s),
+                needs_vllm=True,
+                params={"kernel": name, **s},
+            ))
+    return specs
