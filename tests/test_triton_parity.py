@@ -1,0 +1,124 @@
+"""Differential tests: each ``kernels_cpu`` kernel vs our Triton kernel under the interpreter.
+
+Every case (``fastdispatch.ops.testing.make_case``: random valid inputs, int32 and int64 index
+buffers, poisoned outputs between canary guards) is launched three times on identical inputs:
+our Triton kernel interpreted (``TRITON_INTERPRET=1``), the ``kernels_cpu`` implementation
+(launched by name or positionally, alternately) and the naive reference in ``_ops_reference``.
+All outputs, in-place inputs and guards must be bit-identical, and no guard may change.
+
+The interpreter must be switched on before Triton decorates anything, so in an ordinary pytest
+run (where another module may already have imported Triton) the module re-runs itself in a
+subprocess with ``TRITON_INTERPRET=1`` once, and each outer test reports one kernel's result
+from that run. Interpreter launches are slow and not thread-safe: cases stay small and serial.
+"""
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+import pytest
+
+INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+KERNELS = (
+    "expand_kernel",
+    "rejection_greedy_sample_kernel",
+    "rejection_random_sample_kernel",
+    "sample_recovered_tokens_kernel",
+    "eagle_step_slot_mapping_metadata_kernel",
+    "eagle_prepare_inputs_padded_kernel",
+    "eagle_prepare_next_token_padded_kernel",
+    "copy_and_expand_eagle_inputs_kernel",
+    "copy_and_expand_dflash_inputs_kernel",
+    "compute_slot_mapping_kernel",
+    "batch_memcpy_kernel",
+)
+EXAMPLES = int(os.environ.get("FASTDISPATCH_PARITY_EXAMPLES", "25"))
+
+if INTERPRETED:
+    import torch
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    import kernels_cpu
+    from fastdispatch.ops import testing, triton_kernels
+
+    sys.path.insert(0, HERE)
+    from _ops_reference import REFERENCES  # noqa: E402
+
+    def _launch_cpu(name, case, kwargs, positional):
+        impl = getattr(kernels_cpu, name)
+        if positional:
+            # In the kernel's argument order, as a positional Triton launch would pass them.
+            order = triton_kernels.kernel(name).arg_names
+            return impl(*(kwargs[a] for a in order))
+        return impl(**kwargs)
+
+    @pytest.mark.parametrize("idx", ["int32", "int64"])
+    @pytest.mark.parametrize("name", KERNELS)
+    @settings(max_examples=EXAMPLES, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(seed=st.integers(0, 2**32 - 1))
+    def test_interpreted_parity(name, idx, seed):
+        case = testing.make_case(name, seed, getattr(torch, idx))
+        kernel = triton_kernels.kernel(name)
+        assert type(kernel).__name__ == "InterpretedFunction"
+
+        tri_kw, tri = case.build()
+        cpu_kw, cpu = case.build()
+        ref_kw, ref = case.build()
+        if all(case.grid):
+            kernel[case.grid](**tri_kw)
+        _launch_cpu(name, case, cpu_kw, positional=seed % 2 == 1)
+        REFERENCES[name](case.grid, **ref_kw)
+
+        for buf in tri:
+            assert torch.equal(tri[buf], ref[buf]), (
+                f"{case}: Triton vs reference differ in {buf}\n"
+                f"triton: {tri[buf].tolist()}\nref:    {ref[buf].tolist()}")
+            assert torch.equal(cpu[buf], ref[buf]), (
+                f"{case}: kernels_cpu vs reference differ in {buf}\n"
+                f"cpu: {cpu[buf].tolist()}\nref: {ref[buf].tolist()}")
+        for label, bufs in (("triton", tri), ("kernels_cpu", cpu)):
+            assert not testing.guard_violations(case, bufs), f"{label} wrote a guard: {case}"
+
+else:
+    @pytest.fixture(scope="module")
+    def interpreter_run(tmp_path_factory):
+        """Run this module once under ``TRITON_INTERPRET=1``; per-test outcomes from JUnit XML."""
+        pytest.importorskip("triton")
+        pytest.importorskip("hypothesis")
+        report = tmp_path_factory.mktemp("parity") / "junit.xml"
+        env = dict(os.environ, TRITON_INTERPRET="1")
+        env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", os.path.abspath(__file__), "-q",
+             "-p", "no:cacheprovider", f"--junitxml={report}"],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+        outcomes = {}
+        if report.exists():
+            for tc in ET.parse(report).getroot().iter("testcase"):
+                failure = tc.find("failure")
+                if failure is None:
+                    failure = tc.find("error")
+                if tc.find("skipped") is not None:
+                    outcomes[tc.get("name")] = ("skipped", tc.find("skipped").get("message", ""))
+                elif failure is not None:
+                    outcomes[tc.get("name")] = ("failed", failure.get("message", "") + "\n"
+                                                + (failure.text or ""))
+                else:
+                    outcomes[tc.get("name")] = ("passed", "")
+        return proc, outcomes
+
+    @pytest.mark.parametrize("idx", ["int32", "int64"])
+    @pytest.mark.parametrize("name", KERNELS)
+    def test_interpreted_parity(interpreter_run, name, idx):
+        proc, outcomes = interpreter_run
+        key = f"test_interpreted_parity[{name}-{idx}]"
+        if key not in outcomes:
+            pytest.fail(f"{key} did not run under the interpreter (rc={proc.returncode}):\n"
+                        f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+        status, detail = outcomes[key]
+        assert status == "passed", f"{key} {status} under the interpreter:\n{detail[-6000:]}"
