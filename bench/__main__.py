@@ -180,6 +180,9 @@ def main(argv=None) -> int:
     print(f"machine: {machine['cpu_model']}, {machine['cpu_count']} CPUs | torch "
           f"{facts_main['torch']} ({facts_main['torch_threads']} threads) | fastdispatch backend "
           f"{facts_main['fastdispatch_backend']} | kernels_cpu OpenMP {facts_main['kernels_cpu_openmp']}")
+    if machine["loadavg_start"] is not None and machine["loadavg_start"] > 0.5 * (machine["cpu_count"] or 1):
+        print(f"NOTE: 1-minute load average is {machine['loadavg_start']} on {machine['cpu_count']} CPUs: "
+              "other work shares this machine; expect noisy rows.")
     print(f"vLLM rows: {vllm_info['where'] or vllm_info['reason']}"
           + (f" ({vllm_info['python']})" if vllm_info["python"] else ""))
 
@@ -208,6 +211,7 @@ def main(argv=None) -> int:
         vllm_info["version"] = main_vllm.version
     docs.sort(key=lambda d: order.get(d["id"], len(order)))
 
+    machine["loadavg_end"] = _report._loadavg()
     rows = [r for d in docs for r in d["rows"]]
     measured = sum(r["status"] == "ok" for r in rows)
     summary = {

@@ -28,6 +28,8 @@ class Built:
     state_order: Sequence = ()
     info: dict = field(default_factory=dict)  # group-level facts worth keeping in the JSON
     cleanup: Optional[Callable[[], None]] = None
+    # verify({row name: pre-flight result}) -> {"ok": bool, "detail": str, ...}
+    verify: Optional[Callable[[dict], dict]] = None
 
     def add(self, name: str, make: Callable[[], Case]) -> None:
         """Add a case built by ``make()``; an :class:`Unavailable` from it becomes a stated reason."""

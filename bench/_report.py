@@ -12,7 +12,8 @@ Top level::
     preset        "quick" | "default" | "full"
     filter        the --filter substring, or null
     settings      {preset, repeats, min_time_s, warmup_samples, noise_threshold, timer}
-    machine       {cpu_model, cpu_count, cpu_affinity, platform, machine, hostname_hash}
+    machine       {cpu_model, cpu_count, cpu_affinity, platform, machine, hostname_hash,
+                   loadavg_start, loadavg_end}  (1-minute load averages around the run)
     interpreters  {"main": FACTS, "vllm-worker": FACTS or null}
                   FACTS = {executable, python, torch, torch_threads, triton, vllm, fastdispatch,
                            fastdispatch_backend, kernels_cpu_openmp, kernels_cpu_threads, numpy}
@@ -33,7 +34,8 @@ GROUP::
     reason        why skipped/error, else null
     anchor        name of the anchor row (ratios are to it), or null
     vs            {label: row name} extra ratio columns (e.g. {"floor": "memcpy floor"})
-    info          group-level facts (bytes read, thread counts, vLLM state checks, ...)
+    info          group-level facts (bytes read, thread counts, ...); ``info.check`` (when present)
+                  compares the rows' outputs from one pre-flight call: {ok, detail, rows}
     noisy         true if any measured row is noisy
     rows          [ROW, ...]
 
@@ -95,7 +97,17 @@ def machine_facts() -> dict:
         "platform": platform.platform(),
         "machine": platform.machine(),
         "hostname_hash": hashlib.sha256(platform.node().encode()).hexdigest()[:12],
+        "loadavg_start": _loadavg(),
+        "loadavg_end": None,
     }
+
+
+def _loadavg():
+    """1-minute load average (others' work on a shared machine shows up here), or None."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
 
 
 def _version(dist: str, module: str = None):
@@ -245,6 +257,9 @@ class Table:
             w(f"  {g['status'].upper()}: {g['reason']}\n")
             self.out.flush()
             return
+        check = (g.get("info") or {}).get("check")
+        if check is not None:
+            w(f"  output check: {'ok' if check.get('ok') else 'MISMATCH'} — {check.get('detail', '')}\n")
         vs_labels = list(g.get("vs") or {})
         header = f"  {'case':<56} {'median':>10} {'IQR':>6} {'min–max':>8} {'ratio':>8}"
         for label in vs_labels:
@@ -268,6 +283,9 @@ class Table:
 
 
 def write_json(path: str, doc: dict) -> None:
+    errs = validate(doc)
+    if errs:
+        raise ValueError("bench JSON does not follow its schema: " + "; ".join(errs[:5]))
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     tmp = p.with_suffix(p.suffix + ".tmp")
@@ -275,3 +293,82 @@ def write_json(path: str, doc: dict) -> None:
         json.dump(doc, f, indent=1, allow_nan=False)
         f.write("\n")
     os.replace(tmp, p)
+
+
+# ---------------------------------------------------------------------------------------------
+# schema check (used by the smoke test, and before every write so a broken file is never written)
+# ---------------------------------------------------------------------------------------------
+_TOP = {"schema": str, "created": str, "command": list, "preset": str, "filter": (str, type(None)),
+        "settings": dict, "machine": dict, "interpreters": dict, "vllm": dict, "groups": list,
+        "summary": dict, "git": (dict, type(None))}
+_SETTINGS = ("preset", "repeats", "min_time_s", "warmup_samples", "noise_threshold", "timer")
+_MACHINE = ("cpu_model", "cpu_count", "cpu_affinity", "platform", "machine", "hostname_hash",
+            "loadavg_start", "loadavg_end")
+_FACTS = ("executable", "python", "torch", "torch_threads", "triton", "vllm", "fastdispatch",
+          "fastdispatch_backend", "kernels_cpu_openmp", "kernels_cpu_threads", "numpy")
+_VLLM = ("available", "where", "python", "origin", "reason", "version")
+_SUMMARY = ("groups", "rows", "measured", "unavailable", "errors", "noisy", "wall_s")
+_GROUP = ("id", "suite", "title", "params", "interpreter", "status", "reason", "anchor", "vs",
+          "info", "noisy", "rows")
+_ROW = ("name", "status", "reason", "anchor", "ns", "samples_ns", "loops", "repeats", "noisy",
+        "ratio", "ratio_q1", "ratio_q3", "ratio_of_medians", "vs", "meta")
+_NS = ("median", "mean", "stdev", "min", "max", "q1", "q3", "rel_iqr", "rel_range")
+
+
+def validate(doc: dict) -> list:
+    """Return a list of schema violations (empty when ``doc`` follows ``fastdispatch-bench/1``)."""
+    errs = []
+
+    def need(obj, keys, where):
+        if not isinstance(obj, dict):
+            errs.append(f"{where}: not an object")
+            return
+        for k in keys:
+            if k not in obj:
+                errs.append(f"{where}: missing {k!r}")
+
+    for k, t in _TOP.items():
+        if k not in doc:
+            errs.append(f"missing top-level {k!r}")
+        elif not isinstance(doc[k], t):
+            errs.append(f"top-level {k!r} has type {type(doc[k]).__name__}")
+    if errs:
+        return errs
+    if doc["schema"] != SCHEMA:
+        errs.append(f"schema is {doc['schema']!r}, want {SCHEMA!r}")
+    need(doc["settings"], _SETTINGS, "settings")
+    need(doc["machine"], _MACHINE, "machine")
+    need(doc["vllm"], _VLLM, "vllm")
+    need(doc["summary"], _SUMMARY, "summary")
+    for name in ("main", "vllm-worker"):
+        if name not in doc["interpreters"]:
+            errs.append(f"interpreters: missing {name!r}")
+        elif doc["interpreters"][name] is not None:
+            need(doc["interpreters"][name], _FACTS, f"interpreters.{name}")
+    for g in doc["groups"]:
+        gid = g.get("id", "?")
+        need(g, _GROUP, f"group {gid}")
+        if g.get("status") not in ("ok", "skipped", "error"):
+            errs.append(f"group {gid}: bad status {g.get('status')!r}")
+        if g.get("interpreter") not in ("main", "vllm-worker"):
+            errs.append(f"group {gid}: bad interpreter {g.get('interpreter')!r}")
+        names = [r.get("name") for r in g.get("rows", [])]
+        if g.get("status") == "ok" and g.get("anchor") not in names:
+            errs.append(f"group {gid}: anchor {g.get('anchor')!r} is not one of its rows")
+        for r in g.get("rows", []):
+            where = f"group {gid} row {r.get('name')!r}"
+            need(r, _ROW, where)
+            if r.get("status") == "ok":
+                need(r.get("ns"), _NS, where + " ns")
+                if not r.get("samples_ns") or len(r["samples_ns"]) != r.get("repeats"):
+                    errs.append(f"{where}: samples_ns does not have `repeats` entries")
+                if r.get("ratio") is None:
+                    errs.append(f"{where}: measured row without a ratio to its anchor")
+                elif r.get("anchor") and abs(r["ratio"] - 1.0) > 1e-9:
+                    errs.append(f"{where}: the anchor's ratio is {r['ratio']}, not 1")
+            elif r.get("status") in ("unavailable", "error"):
+                if not r.get("reason"):
+                    errs.append(f"{where}: {r['status']} without a reason")
+            else:
+                errs.append(f"{where}: bad status {r.get('status')!r}")
+    return errs

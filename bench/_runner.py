@@ -33,19 +33,22 @@ def _group_doc(spec: GroupSpec, ctx: Context, status: str, reason: Optional[str]
     }
 
 
-def _preflight(case) -> Optional[str]:
-    """Run a case once outside timing; return an error text if it raises."""
+def _preflight(case):
+    """Run a case once outside timing; return ``(result, error text or None)``."""
     try:
         if case.setup is not None:
             case.setup()
         if case.fn is not None:
-            case.fn()
-        else:
+            return case.fn(), None
+        try:
+            code = compile(case.stmt, "<case>", "eval")
+        except SyntaxError:
             exec(case.stmt, dict(case.namespace))
+            return None, None
+        return eval(code, dict(case.namespace)), None
     except Exception as exc:  # reported in the row, the rest of the group still runs
         last = traceback.extract_tb(exc.__traceback__)[-1]
-        return f"{type(exc).__name__}: {exc} (at {last.filename.rsplit('/', 1)[-1]}:{last.lineno})"
-    return None
+        return None, f"{type(exc).__name__}: {exc} (at {last.filename.rsplit('/', 1)[-1]}:{last.lineno})"
 
 
 def run_group(spec: GroupSpec, ctx: Context, filt: Optional[str], progress=None) -> dict:
@@ -64,13 +67,17 @@ def run_group(spec: GroupSpec, ctx: Context, filt: Optional[str], progress=None)
     try:
         cases = [c for c in built.cases if c.name in keep]
         # pre-flight in the case's state: catches a broken case before it poisons the group
+        results = {}
         for case in cases:
             if built.switch is not None:
                 built.switch(case.state)
-            err = _preflight(case)
+            results[case.name], err = _preflight(case)
             if err:
                 errors[case.name] = err
         cases = [c for c in cases if c.name not in errors]
+        if built.verify is not None:
+            # outputs of the pre-flight run, compared across rows: a fast wrong row is flagged
+            doc["info"]["check"] = built.verify({n: r for n, r in results.items() if n not in errors})
         anchor = next((a for a in spec.anchor if any(c.name == a for c in cases)), None)
         if not cases:
             doc["status"] = "skipped"

@@ -234,7 +234,9 @@ def measure(
         return elapsed / loops
 
     loops = {}
-    for case in ordered:  # calibration doubles as the first warm-up
+    # calibration (which doubles as the first warm-up) walks the order backwards, so it ends in
+    # the state the first repeat starts with
+    for case in ordered[::-1]:
         enter(case)
         if on_progress:
             on_progress(f"calibrating {case.name}")

@@ -121,13 +121,11 @@ def _ops_rejection_sample(inp: _Inputs):
     for p in params:
         if p in names:
             kw[p] = names[p]
-    if "is_greedy" in params:
+    if "all_random" in params:  # is_greedy stays None: the batch is all of one kind
+        kw["all_random"] = inp.mode == "random"
+    elif inp.mode == "random" and "is_greedy" in params:
         import torch
-        kw["is_greedy"] = torch.full((inp.B,), inp.mode == "greedy", dtype=torch.bool)
-    if "all_greedy" in params:
-        kw["all_greedy"] = inp.mode == "greedy"
-    if "temperature" in params:
-        kw["temperature"] = inp.temperature
+        kw["is_greedy"] = torch.zeros(inp.B, dtype=torch.bool)
     return fn, (), kw
 
 
@@ -179,6 +177,7 @@ def _build(mode, V, K, B):
                         meta={"impl": "fastdispatch.ops.fused.vllm_rejection_sample"})
 
         b.add(FUSED, fused_case)
+        b.verify = lambda results: _verify(inp, results)
         if ctx.vllm.importable:
             b.switch = ctx.vllm.switch
             b.state_order = ("stock", None, "installed", "installed-fused")
@@ -186,6 +185,42 @@ def _build(mode, V, K, B):
         return b
 
     return build
+
+
+def _verify(inp: _Inputs, results: dict) -> dict:
+    """Check the pre-flight outputs: greedy rows must agree token for token; random rows must be
+    well-formed (accepted drafts, then one token in [0, V), then -1) -- their random streams differ.
+    """
+    import torch
+
+    outs = {n: r for n, r in results.items() if n != FLOOR and isinstance(r, torch.Tensor)}
+    if not outs:
+        return {"ok": True, "detail": "no outputs to compare", "rows": []}
+    bad = []
+    for name, out in outs.items():
+        if tuple(out.shape) != (inp.B, inp.K + 1):
+            bad.append(f"{name}: shape {tuple(out.shape)}")
+            continue
+        o = out.to(torch.int64)
+        d = inp.draft.to(torch.int64).view(inp.B, inp.K)
+        for i in range(inp.B):
+            row = o[i].tolist()
+            n = next((j for j in range(inp.K) if row[j] != d[i, j]), inp.K)
+            if not (0 <= row[n] < inp.V) or any(t != -1 for t in row[n + 1:]):
+                bad.append(f"{name}: request {i} malformed {row}")
+                break
+    detail = "all outputs well-formed"
+    if inp.mode == "greedy":
+        names = list(outs)
+        ref = outs[names[0]].to(torch.int64)
+        differ = [n for n in names[1:] if not torch.equal(outs[n].to(torch.int64), ref)]
+        if differ:
+            bad.append(f"greedy tokens differ from {names[0]!r}: {differ}")
+        else:
+            detail = f"greedy tokens identical across {len(names)} rows"
+    else:
+        detail = f"{len(outs)} rows well-formed (random streams differ by design)"
+    return {"ok": not bad, "detail": "; ".join(bad) if bad else detail, "rows": list(outs)}
 
 
 def groups(ctx):

@@ -1,0 +1,156 @@
+"""Smoke and behaviour tests for ``python -m bench`` (timing discipline, JSON schema, plot).
+
+These check that the benchmark *works* (every field present, anchors consistent, a PNG that
+loads, the vLLM worker path), never how fast anything is.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bench import _report, _timing  # noqa: E402
+from bench._vllm import find_vllm_python  # noqa: E402
+
+
+def _run_bench(tmp_path, *args, env=None, timeout=240):
+    out_json, out_png = tmp_path / "run.json", tmp_path / "run.png"
+    cmd = [sys.executable, "-m", "bench", "--quick", "--json", str(out_json), "--plot", str(out_png),
+           *args]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
+    return proc, out_json, out_png
+
+
+def _load_png(path):
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.image as mpimg
+
+    img = mpimg.imread(str(path))
+    assert img.ndim == 3 and img.shape[0] > 100 and img.shape[1] > 100
+    return img
+
+
+def test_quick_filter_one_small_case_writes_valid_json_and_png(tmp_path):
+    proc, out_json, out_png = _run_bench(tmp_path, "--filter", "launch/override", "--no-vllm")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = json.loads(out_json.read_text())
+    assert _report.validate(doc) == []
+    assert doc["preset"] == "quick" and doc["filter"] == "launch/override"
+    assert [g["id"] for g in doc["groups"]] == ["launch/override"]
+    g = doc["groups"][0]
+    assert g["status"] == "ok" and g["interpreter"] == "main"
+    rows = {r["name"]: r for r in g["rows"]}
+    anchor = rows[g["anchor"]]
+    assert anchor["anchor"] and anchor["status"] == "ok" and anchor["ratio"] == 1.0
+    measured = [r for r in g["rows"] if r["status"] == "ok"]
+    assert len(measured) >= 2  # the anchor and at least our override
+    for r in measured:
+        assert len(r["samples_ns"]) == doc["settings"]["repeats"] == r["repeats"]
+        assert r["ns"]["min"] <= r["ns"]["q1"] <= r["ns"]["median"] <= r["ns"]["q3"] <= r["ns"]["max"]
+        assert r["ns"]["median"] > 0 and r["loops"] >= 1
+    # no vLLM asked for: its row is there, says why, and carries no figures
+    v = rows["vLLM KernelOverride"]
+    assert v["status"] == "unavailable" and "no-vllm" in v["reason"] and v["ns"] is None
+    assert doc["vllm"]["available"] is False
+    # the table names the group, its interpreter and the anchor
+    assert "launch/override" in proc.stdout and "(anchor)" in proc.stdout
+    _load_png(out_png)
+
+
+def test_filter_that_matches_nothing_exits_2(tmp_path):
+    proc, out_json, _ = _run_bench(tmp_path, "--filter", "no-such-group-xyz", "--no-vllm")
+    assert proc.returncode == 2
+    assert not out_json.exists()
+
+
+def test_list_names_every_suite():
+    proc = subprocess.run([sys.executable, "-m", "bench", "--list", "--no-vllm"], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    for prefix in ("launch/override", "launch/owner_chain", "kernels/expand_kernel",
+                   "kernels/batch_memcpy_kernel", "spec_decode/greedy/B1-k4-V32000",
+                   "spec_decode/random/B64-k4-V128256", "threads/recovered_tokens"):
+        assert prefix in proc.stdout, prefix
+
+
+def test_worker_path_measures_vllm_rows_in_the_vllm_interpreter(tmp_path):
+    vllm_python, origin = find_vllm_python()
+    if vllm_python is None:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must provide a vLLM interpreter for the bench worker path: {origin}")
+        pytest.skip(f"no vLLM interpreter here: {origin}")
+    proc, out_json, out_png = _run_bench(tmp_path, "--filter", "launch/override",
+                                         "--vllm-python", vllm_python)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = json.loads(out_json.read_text())
+    assert _report.validate(doc) == []
+    assert doc["vllm"]["where"] == "worker" and doc["vllm"]["version"]
+    assert doc["interpreters"]["vllm-worker"]["executable"]
+    g = doc["groups"][0]
+    assert g["interpreter"] == "vllm-worker"
+    rows = {r["name"]: r for r in g["rows"]}
+    assert rows["vLLM KernelOverride"]["status"] == "ok", rows["vLLM KernelOverride"]
+    assert rows["vLLM KernelOverride"]["ratio"] > 0
+    _load_png(out_png)
+
+
+# -- the timing discipline itself --------------------------------------------------------------
+def test_interleaving_is_abba_and_switches_state_once_per_repeat():
+    calls, switches = [], []
+    cases = [
+        _timing.Case("a", fn=lambda: calls.append("a"), state="s1"),
+        _timing.Case("b", fn=lambda: calls.append("b"), state="s2"),
+        _timing.Case("c", fn=lambda: calls.append("c"), state="s1"),
+    ]
+    settings = _timing.Settings("t", repeats=4, min_time=0.0, warmup=0, max_loops=1)
+    stats = _timing.measure(cases, settings, switch=switches.append)
+    assert set(stats) == {"a", "b", "c"} and all(len(s.samples) == 4 for s in stats.values())
+    assert calls[:3] == ["b", "c", "a"]  # calibration walks backwards, ending in the first state
+    timed = calls[3:]
+    # same-state cases are grouped; even repeats forward, odd repeats reversed (ABBA)
+    assert timed == ["a", "c", "b", "b", "c", "a", "a", "c", "b", "b", "c", "a"]
+    # calibration enters s2 then s1; then each repeat switches exactly once (the state carries over)
+    assert switches == ["s2", "s1", "s2", "s1", "s2", "s1"]
+
+
+def test_calibration_reaches_min_time_and_gc_is_off_inside_the_loop():
+    import gc
+
+    seen = []
+    case = _timing.Case("x", stmt="seen.append(gc.isenabled())", namespace={"seen": seen, "gc": gc})
+    settings = _timing.Settings("t", repeats=3, min_time=0.002, warmup=1)
+    was = gc.isenabled()
+    st = _timing.measure([case], settings)["x"]
+    assert gc.isenabled() == was
+    assert seen and not any(seen)
+    assert st.loops > 1 and st.loops * st.median >= 0.002e9 * 0.5
+
+
+def test_paired_ratio_and_noise_flag():
+    a = _timing.Stats([100.0, 200.0, 100.0, 200.0, 100.0], loops=1)
+    b = _timing.Stats([50.0, 100.0, 50.0, 100.0, 50.0], loops=1)
+    r = _timing.paired_ratio(b, a)
+    assert r["ratio"] == 0.5 and r["ratio_q1"] == 0.5 and r["ratio_q3"] == 0.5
+    assert a.noisy  # IQR of 100 on a median of 100
+    quiet = _timing.Stats([100.0, 101.0, 100.0, 99.0, 100.0], loops=1)
+    assert not quiet.noisy
+
+
+def test_validate_rejects_a_measured_row_without_ratio(tmp_path):
+    proc, out_json, _ = _run_bench(tmp_path, "--filter", "launch/override/direct", "--no-vllm")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = json.loads(out_json.read_text())
+    assert _report.validate(doc) == []
+    doc["groups"][0]["rows"][0]["ratio"] = None
+    assert any("without a ratio" in e for e in _report.validate(doc))
+    del doc["machine"]["cpu_model"]
+    assert any("cpu_model" in e for e in _report.validate(doc))
