@@ -14,6 +14,12 @@ from ._parallel import (  # noqa: E402
     set_num_threads,
     set_parallel_threshold,
 )
+from ._sampling import (  # noqa: E402
+    expand_kernel,
+    rejection_greedy_sample_kernel,
+    rejection_random_sample_kernel,
+    sample_recovered_tokens_kernel,
+)
 from ._spec_decode import (  # noqa: E402
     copy_and_expand_dflash_inputs_kernel,
     copy_and_expand_eagle_inputs_kernel,
@@ -31,6 +37,11 @@ __all__ = [
     "parallel_threshold",
     "set_num_threads",
     "set_parallel_threshold",
+    # sampling
+    "expand_kernel",
+    "rejection_greedy_sample_kernel",
+    "rejection_random_sample_kernel",
+    "sample_recovered_tokens_kernel",
     # speculative decoding and workers
     "eagle_step_slot_mapping_metadata_kernel",
     "eagle_prepare_inputs_padded_kernel",

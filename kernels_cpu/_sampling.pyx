@@ -1,0 +1,775 @@
+# cython: language_level=3
+"""CPU versions of vLLM's four rejection-sampling Triton kernels.
+
+``expand_kernel``, ``rejection_greedy_sample_kernel``, ``rejection_random_sample_kernel`` and
+``sample_recovered_tokens_kernel`` take the Triton kernels' arguments under the same names and in
+the same order (so ``kernel[grid](**kwargs)`` launches and positional launches both bind), plus the
+launch-only constexprs, which are accepted and either honoured or derived.
+
+Every function is a thin validating wrapper around a ``nogil`` loop:
+
+1. *Validate everything first* -- tensor types, dtypes, CPU, contiguity, shapes consistent with each
+   other, the cumulative offsets (non-negative, non-decreasing, ending at the token count, each
+   request within ``max_spec_len``), the token ids the kernel indexes memory with, and that the
+   output does not overlap the buffers whose values steer indexing. A violation raises
+   ``TypeError``/``ValueError``/``IndexError`` naming the argument, before anything is written.
+2. *Then write*, in place, at the caller's dtypes: int32/int64 buffers are read and written directly
+   (``IBuf``), never through int64 temporaries.
+
+Numerics follow the Triton source: the target argmax is truncated to int32 before the greedy
+compare; the random accept test divides in float32 and compares the quotient with the float64
+uniform in float64; recovered-token scores are ``prob * inv_q`` in ``inv_q``'s dtype, and the
+argmax returns the lowest index among equal maxima (NaN scores never win; ``max(t - d, 0)`` maps a
+NaN difference to 0 as the GPU's ``maxnum`` does).
+
+Threads: loops over requests (and, for recovered tokens, over (token, vocab-chunk) units) run with
+OpenMP when ``threads_for(work)`` says the work is worth a team; results never depend on the thread
+count (each unit's result is written to its own slot and reduced in a fixed order).
+"""
+from cython.parallel cimport prange
+from libc.stdint cimport int32_t, int64_t, uint8_t, INT32_MIN, INT32_MAX
+from libc.stdlib cimport malloc, free
+from libc.math cimport INFINITY
+
+from kernels_cpu._buffers cimport (
+    IBuf, iget, iset, check_tensor, check_index,
+    DT_FLOAT32, DT_FLOAT64, DT_INT32, DT_INT64,
+    M_BOOL, M_FLOAT32, M_REAL, M_INDEX,
+)
+from kernels_cpu._parallel cimport threads_for
+
+cdef extern from *:
+    """
+    /* Largest of max(t - d, 0) * q (or t * q when d is NULL) over [0, n), n a multiple of 8;
+     * NaN scores never win; -inf when nothing beats -inf. Written with GCC/clang vector
+     * extensions so it vectorises by construction (branch-free compare-select), independently
+     * of the auto-vectoriser's mood; on x86-64 Linux GCC also builds an AVX2 clone chosen at
+     * load time. Scores are bit-identical to the scalar expression in _score_at (same IEEE
+     * operations, no contraction possible across the max). */
+    #include <math.h>
+    #include <string.h>
+    #include <stddef.h>
+    #include <stdint.h>
+    #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) \
+        && !defined(FD_NO_CLONES)
+    #define FD_CLONES __attribute__((target_clones("avx2", "default")))
+    #else
+    #define FD_CLONES
+    #endif
+    #if defined(__GNUC__) || defined(__clang__)
+    typedef float fd_v8f __attribute__((vector_size(32)));
+    typedef int32_t fd_v8i __attribute__((vector_size(32)));
+    typedef float fd_v4f __attribute__((vector_size(16)));
+    typedef int32_t fd_v4i __attribute__((vector_size(16)));
+    typedef double fd_v4d __attribute__((vector_size(32)));
+    typedef int64_t fd_v4l __attribute__((vector_size(32)));
+
+    FD_CLONES static float fd_max_f32(const float* t, const float* d, const float* q,
+                                      ptrdiff_t n) {
+        const fd_v8f zero = {0};
+        fd_v8f lane = zero - INFINITY, vt, vd, vq, p, x;
+        fd_v8i gt;
+        ptrdiff_t i;
+        float m = -INFINITY;
+        int l;
+        for (i = 0; i < n; i += 8) {
+            memcpy(&vt, t + i, sizeof vt);
+            memcpy(&vq, q + i, sizeof vq);
+            if (d != NULL) {
+                memcpy(&vd, d + i, sizeof vd);
+                p = vt - vd;
+                p = (fd_v8f)((fd_v8i)p & (p > zero));
+            } else {
+                p = vt;
+            }
+            x = p * vq;
+            gt = x > lane;
+            lane = (fd_v8f)(((fd_v8i)x & gt) | ((fd_v8i)lane & ~gt));
+        }
+        for (l = 0; l < 8; l++) m = lane[l] > m ? lane[l] : m;
+        return m;
+    }
+
+    FD_CLONES static double fd_max_f64(const float* t, const float* d, const double* q,
+                                       ptrdiff_t n) {
+        const fd_v4f zero = {0};
+        fd_v4d lane = {-INFINITY, -INFINITY, -INFINITY, -INFINITY}, vq, x;
+        fd_v4f vt, vd, p;
+        fd_v4l gt;
+        ptrdiff_t i;
+        double m = -INFINITY;
+        int l;
+        for (i = 0; i < n; i += 4) {
+            memcpy(&vt, t + i, sizeof vt);
+            memcpy(&vq, q + i, sizeof vq);
+            if (d != NULL) {
+                memcpy(&vd, d + i, sizeof vd);
+                p = vt - vd;
+                p = (fd_v4f)((fd_v4i)p & (p > zero));
+            } else {
+                p = vt;
+            }
+            x = __builtin_convertvector(p, fd_v4d) * vq;
+            gt = x > lane;
+            lane = (fd_v4d)(((fd_v4l)x & gt) | ((fd_v4l)lane & ~gt));
+        }
+        for (l = 0; l < 4; l++) m = lane[l] > m ? lane[l] : m;
+        return m;
+    }
+    #else  /* no vector extensions: plain loops */
+    static float fd_max_f32(const float* t, const float* d, const float* q, ptrdiff_t n) {
+        float m = -INFINITY, p, x; ptrdiff_t i;
+        for (i = 0; i < n; i++) {
+            p = d ? t[i] - d[i] : t[i];
+            if (d) p = p > 0 ? p : 0.0f;
+            x = p * q[i]; m = x > m ? x : m;
+        }
+        return m;
+    }
+    static double fd_max_f64(const float* t, const float* d, const double* q, ptrdiff_t n) {
+        double m = -INFINITY, x; float p; ptrdiff_t i;
+        for (i = 0; i < n; i++) {
+            p = d ? t[i] - d[i] : t[i];
+            if (d) p = p > 0 ? p : 0.0f;
+            x = p * q[i]; m = x > m ? x : m;
+        }
+        return m;
+    }
+    #endif
+    """
+    float fd_max_f32(const float* t, const float* d, const float* q, Py_ssize_t n) noexcept nogil
+    double fd_max_f64(const float* t, const float* d, const double* q,
+                      Py_ssize_t n) noexcept nogil
+
+ctypedef fused expand_t:
+    float
+    int32_t
+    int64_t
+
+ctypedef fused score_t:
+    float
+    double
+
+
+# ---------------------------------------------------------------------------------------------
+# small shared pieces
+# ---------------------------------------------------------------------------------------------
+
+cdef struct RBuf:
+    # a float32 or float64 buffer read as double: exact for both, so one loop serves both dtypes
+    char* ptr
+    bint wide
+
+cdef inline double rget(RBuf b, Py_ssize_t i) noexcept nogil:
+    if b.wide:
+        return (<double*>b.ptr)[i]
+    return (<float*>b.ptr)[i]
+
+
+cdef inline RBuf _check_real(object t, str name, Py_ssize_t* n_out) except *:
+    """A 1-D float32/float64 buffer, read as double; its length goes to ``n_out[0]``."""
+    cdef RBuf b
+    cdef int code = 0
+    b.ptr = check_tensor(t, name, M_REAL, 1, &code, n_out)
+    b.wide = code == DT_FLOAT64
+    return b
+
+
+cdef inline bint _overlap(char* a, Py_ssize_t na, char* b, Py_ssize_t nb) noexcept:
+    return na > 0 and nb > 0 and a < b + nb and b < a + na
+
+
+cdef Py_ssize_t _walk_offsets(IBuf cu, Py_ssize_t B, Py_ssize_t T, Py_ssize_t K,
+                              str cu_name, str t_name) except -1:
+    """Check inclusive cumulative offsets; return the largest per-request count.
+
+    ``cu`` must be non-negative and non-decreasing, end at ``T`` (the token count of ``t_name``)
+    and, when ``K`` >= 0, give no request more than ``K`` tokens (its row has ``K + 1`` slots).
+    """
+    cdef Py_ssize_t i
+    cdef int64_t prev = 0, c, n, most = 0
+    for i in range(B):
+        c = iget(cu, i)
+        if c < prev:
+            if i == 0:
+                raise ValueError(f"{cu_name}[0] = {c} is negative")
+            raise ValueError(f"{cu_name} must be non-decreasing: [{i - 1}] = {prev}, "
+                             f"[{i}] = {c}")
+        n = c - prev
+        if K >= 0 and n > K:
+            raise ValueError(f"{cu_name}: request {i} has {n} tokens, more than "
+                             f"max_spec_len = {K}")
+        if n > most:
+            most = n
+        prev = c
+    if prev != T:
+        raise ValueError(f"{cu_name}[-1] = {prev} does not match the {T} tokens of {t_name}")
+    return <Py_ssize_t>most
+
+
+cdef inline int64_t _start(IBuf cu, Py_ssize_t i) noexcept nogil:
+    return 0 if i == 0 else iget(cu, i - 1)
+
+
+cdef inline bint _flag(object value, bint default):
+    return default if value is None else bool(value)
+
+
+# ---------------------------------------------------------------------------------------------
+# expand_kernel
+# ---------------------------------------------------------------------------------------------
+
+cdef void _expand_loop(expand_t* out, const expand_t* inp, IBuf cu, Py_ssize_t B,
+                       expand_t rfrom, bint can_match, expand_t rto, int64_t cap,
+                       int nt) noexcept nogil:
+    cdef Py_ssize_t i, j, s, n
+    cdef expand_t v
+    if nt <= 1:
+        for i in range(B):
+            s = _start(cu, i)
+            n = iget(cu, i) - s
+            if n > cap:
+                n = cap
+            v = inp[i]
+            if can_match and v == rfrom:
+                v = rto
+            for j in range(n):
+                out[s + j] = v
+        return
+    for i in prange(B, nogil=True, num_threads=nt, schedule="static"):
+        s = _start(cu, i)
+        n = iget(cu, i) - s
+        if n > cap:
+            n = cap
+        v = inp[i]
+        if can_match and v == rfrom:
+            v = rto
+        for j in range(n):
+            out[s + j] = v
+
+
+cdef int64_t _int_value(object x, str name) except? -1:
+    """``x`` as an exact integer (ints, bools and integral floats), else TypeError."""
+    if isinstance(x, int):
+        return x
+    if isinstance(x, float) and x.is_integer():
+        return <int64_t>x
+    raise TypeError(f"{name} must be an integer for an integer buffer, got {x!r}")
+
+
+def expand_kernel(output_ptr, input_ptr, cu_num_tokens_ptr, replace_from, replace_to,
+                  MAX_NUM_TOKENS=None):
+    """``output[cu[i-1]:cu[i]] = input[i]``, with ``replace_from`` mapped to ``replace_to``.
+
+    output/input: 1-D, same dtype (float32, int32 or int64); cu: 1-D int32/int64 with one entry per
+    input element, ending at ``len(output)``. As in the Triton kernel, at most ``MAX_NUM_TOKENS``
+    (when given) elements are written per request; the comparison is done in the buffer's dtype
+    (float32 for float buffers, exact integers otherwise).
+    """
+    cdef Py_ssize_t shp[1]
+    cdef Py_ssize_t B, T, cap
+    cdef int code_o = 0, code_i = 0
+    cdef char* po = check_tensor(output_ptr, "output_ptr", (1 << DT_FLOAT32) | M_INDEX, 1,
+                                 &code_o, shp)
+    T = shp[0]
+    cdef char* pi = check_tensor(input_ptr, "input_ptr", (1 << DT_FLOAT32) | M_INDEX, 1,
+                                 &code_i, shp)
+    B = shp[0]
+    if code_i != code_o:
+        raise TypeError(f"input_ptr dtype {input_ptr.dtype} differs from output_ptr dtype "
+                        f"{output_ptr.dtype}")
+    cdef IBuf cu = check_index(cu_num_tokens_ptr, "cu_num_tokens_ptr", 1, shp)
+    if shp[0] != B:
+        raise ValueError(f"cu_num_tokens_ptr has {shp[0]} entries, input_ptr has {B}")
+    if MAX_NUM_TOKENS is None:
+        cap = T
+    else:
+        cap = MAX_NUM_TOKENS
+        if cap < 0:
+            raise ValueError(f"MAX_NUM_TOKENS must be >= 0, got {cap}")
+    _walk_offsets(cu, B, T, -1, "cu_num_tokens_ptr", "output_ptr")
+    cdef int isz = 4 if code_o != DT_INT64 else 8
+    if _overlap(po, T * isz, cu.ptr, B * (8 if cu.wide else 4)):
+        raise ValueError("output_ptr must not overlap cu_num_tokens_ptr")
+
+    cdef int64_t f_i, t_i
+    cdef float f_f, t_f
+    cdef bint can_match = True
+    cdef int nt = threads_for(T + B)
+    if code_o == DT_FLOAT32:
+        f_f = <float>float(replace_from)
+        t_f = <float>float(replace_to)
+        _expand_loop(<float*>po, <float*>pi, cu, B, f_f, True, t_f, cap, nt)
+        return
+    f_i = _int_value(replace_from, "replace_from")
+    t_i = _int_value(replace_to, "replace_to")
+    if code_o == DT_INT32:
+        if t_i < INT32_MIN or t_i > INT32_MAX:
+            raise ValueError(f"replace_to = {t_i} does not fit the int32 output_ptr")
+        can_match = INT32_MIN <= f_i <= INT32_MAX
+        _expand_loop(<int32_t*>po, <int32_t*>pi, cu, B, <int32_t>f_i, can_match, <int32_t>t_i,
+                     cap, nt)
+    else:
+        _expand_loop(<int64_t*>po, <int64_t*>pi, cu, B, f_i, True, t_i, cap, nt)
+
+
+# ---------------------------------------------------------------------------------------------
+# rejection_greedy_sample_kernel / rejection_random_sample_kernel
+# ---------------------------------------------------------------------------------------------
+
+cdef struct RejectArgs:
+    IBuf out
+    IBuf cu
+    IBuf draft
+    IBuf argmax         # greedy: target argmax ids
+    IBuf bonus
+    IBuf recovered      # random: recovered ids
+    const uint8_t* is_greedy   # NULL: every request greedy (greedy kernel only)
+    RBuf uniform
+    RBuf rates
+    const float* draft_probs   # NULL: NO_DRAFT_PROBS
+    const float* target_probs
+    Py_ssize_t row              # max_spec_len + 1
+    int64_t vocab
+    bint synthetic
+
+
+cdef void _greedy_row(const RejectArgs* a, Py_ssize_t i) noexcept nogil:
+    cdef int64_t s, n, pos, d, tok
+    cdef int32_t tgt
+    cdef bint rejected = False, accepted
+    if a.is_greedy != NULL and not a.is_greedy[i]:
+        return
+    s = _start(a.cu, i)
+    n = iget(a.cu, i) - s
+    cdef Py_ssize_t base = i * a.row
+    for pos in range(n):
+        d = iget(a.draft, s + pos)
+        tgt = <int32_t>iget(a.argmax, s + pos)     # the kernel's .to(tl.int32)
+        if a.synthetic:
+            # -1 pads drafts that must be rejected
+            accepted = rget(a.uniform, s + pos) < rget(a.rates, pos) and d >= 0
+            tok = d if accepted else tgt
+            rejected = not accepted
+        else:
+            tok = tgt
+            rejected = d != tgt
+        iset(a.out, base + pos, tok)
+        if rejected:
+            return
+    iset(a.out, base + n, iget(a.bonus, i))
+
+
+cdef void _random_row(const RejectArgs* a, Py_ssize_t i) noexcept nogil:
+    cdef int64_t s, n, pos, d
+    cdef Py_ssize_t k
+    cdef double u
+    cdef float dp, tp, ratio
+    cdef bint accepted
+    if a.is_greedy[i]:
+        return
+    s = _start(a.cu, i)
+    n = iget(a.cu, i) - s
+    cdef Py_ssize_t base = i * a.row
+    for pos in range(n):
+        d = iget(a.draft, s + pos)
+        u = rget(a.uniform, s + pos)
+        if d < 0 or (not a.synthetic and d >= a.vocab):
+            # -1 pads drafts that must be rejected; ids >= vocab were refused by validation and
+            # are rejected here too rather than read out of bounds
+            accepted = False
+        elif a.synthetic:
+            accepted = u < rget(a.rates, pos)
+        else:
+            k = (s + pos) * a.vocab + d
+            dp = 1.0 if a.draft_probs == NULL else a.draft_probs[k]
+            tp = a.target_probs[k]
+            # a zero draft probability is rejected (avoids NaN); the quotient is float32 and
+            # is compared with the float64 uniform in float64, as the GPU kernel does
+            if dp > 0:
+                ratio = tp / dp
+                accepted = <double>ratio >= u
+            else:
+                accepted = False
+        if accepted:
+            iset(a.out, base + pos, d)
+        else:
+            iset(a.out, base + pos, iget(a.recovered, s + pos))
+            return
+    iset(a.out, base + n, iget(a.bonus, i))
+
+
+cdef void _run_rows(const RejectArgs* a, Py_ssize_t B, bint greedy, int nt) noexcept nogil:
+    cdef Py_ssize_t i
+    if nt <= 1:
+        if greedy:
+            for i in range(B):
+                _greedy_row(a, i)
+        else:
+            for i in range(B):
+                _random_row(a, i)
+        return
+    if greedy:
+        for i in prange(B, nogil=True, num_threads=nt, schedule="static"):
+            _greedy_row(a, i)
+    else:
+        for i in prange(B, nogil=True, num_threads=nt, schedule="static"):
+            _random_row(a, i)
+
+
+cdef inline Py_ssize_t _isz(IBuf b) noexcept:
+    return 8 if b.wide else 4
+
+
+cdef Py_ssize_t _check_output_rows(RejectArgs* a, object out, Py_ssize_t max_spec_len) except -1:
+    """Output ``[B, max_spec_len + 1]``; returns B."""
+    cdef Py_ssize_t shp[2]
+    a.out = check_index(out, "output_token_ids_ptr", 2, shp)
+    if shp[1] != max_spec_len + 1:
+        raise ValueError(f"output_token_ids_ptr has {shp[1]} columns, expected max_spec_len + 1"
+                         f" = {max_spec_len + 1}")
+    a.row = shp[1]
+    return shp[0]
+
+
+def rejection_greedy_sample_kernel(output_token_ids_ptr, cu_num_draft_tokens_ptr,
+                                   draft_token_ids_ptr, target_argmax_ptr, bonus_token_ids_ptr,
+                                   is_greedy_ptr, Py_ssize_t max_spec_len,
+                                   uniform_probs_ptr=None, synthetic_conditional_rates_ptr=None,
+                                   SYNTHETIC_MODE=None):
+    """Greedy rejection: per greedy request, copy the target argmax up to and including the first
+    draft mismatch; if every draft matched, append the bonus token at position ``n``.
+
+    SYNTHETIC_MODE (default: whether rates are given) accepts position ``pos`` when
+    ``uniform < rates[pos]`` and the draft id is >= 0. ``is_greedy_ptr`` None means all greedy.
+    """
+    cdef RejectArgs a
+    cdef Py_ssize_t shp[2]
+    cdef Py_ssize_t B, T, most
+    cdef int nt
+    B = _check_output_rows(&a, output_token_ids_ptr, max_spec_len)
+    a.cu = check_index(cu_num_draft_tokens_ptr, "cu_num_draft_tokens_ptr", 1, shp)
+    if shp[0] != B:
+        raise ValueError(f"cu_num_draft_tokens_ptr has {shp[0]} entries, "
+                         f"output_token_ids_ptr has {B} rows")
+    a.draft = check_index(draft_token_ids_ptr, "draft_token_ids_ptr", 1, shp)
+    T = shp[0]
+    a.argmax = check_index(target_argmax_ptr, "target_argmax_ptr", 1, shp)
+    if shp[0] != T:
+        raise ValueError(f"target_argmax_ptr has {shp[0]} elements, draft_token_ids_ptr has {T}")
+    a.bonus = check_index(bonus_token_ids_ptr, "bonus_token_ids_ptr", -1, shp)
+    if shp[0] != B:
+        raise ValueError(f"bonus_token_ids_ptr has {shp[0]} elements, expected {B}")
+    if is_greedy_ptr is None:
+        a.is_greedy = NULL
+    else:
+        a.is_greedy = <uint8_t*>check_tensor(is_greedy_ptr, "is_greedy_ptr", M_BOOL, 1, NULL, shp)
+        if shp[0] != B:
+            raise ValueError(f"is_greedy_ptr has {shp[0]} elements, expected {B}")
+    a.synthetic = _flag(SYNTHETIC_MODE, synthetic_conditional_rates_ptr is not None)
+    most = _walk_offsets(a.cu, B, T, max_spec_len, "cu_num_draft_tokens_ptr",
+                         "draft_token_ids_ptr")
+    if a.synthetic:
+        if uniform_probs_ptr is None:
+            raise ValueError("uniform_probs_ptr is required when SYNTHETIC_MODE is set")
+        if synthetic_conditional_rates_ptr is None:
+            raise ValueError("synthetic_conditional_rates_ptr is required when SYNTHETIC_MODE "
+                             "is set")
+        a.uniform = _check_real(uniform_probs_ptr, "uniform_probs_ptr", shp)
+        if shp[0] != T:
+            raise ValueError(f"uniform_probs_ptr has {shp[0]} elements, expected {T}")
+        a.rates = _check_real(synthetic_conditional_rates_ptr, "synthetic_conditional_rates_ptr",
+                              shp)
+        if shp[0] < most:
+            raise ValueError(f"synthetic_conditional_rates_ptr has {shp[0]} rates, a request has "
+                             f"{most} draft tokens")
+    if _overlap(a.out.ptr, B * a.row * _isz(a.out), a.cu.ptr, B * _isz(a.cu)):
+        raise ValueError("output_token_ids_ptr must not overlap cu_num_draft_tokens_ptr")
+    nt = threads_for(T + B)
+    with nogil:
+        _run_rows(&a, B, True, nt)
+
+
+cdef object _probs_2d(object t, str name, Py_ssize_t T, Py_ssize_t V, const float** out):
+    """A float32 [T, V] probability buffer."""
+    cdef Py_ssize_t shp[2]
+    out[0] = <const float*>check_tensor(t, name, M_FLOAT32, 2, NULL, shp)
+    if shp[0] != T or shp[1] != V:
+        raise ValueError(f"{name} has shape ({shp[0]}, {shp[1]}), expected ({T}, {V})")
+
+
+def rejection_random_sample_kernel(output_token_ids_ptr, cu_num_draft_tokens_ptr,
+                                   draft_token_ids_ptr, draft_probs_ptr, target_probs_ptr,
+                                   bonus_token_ids_ptr, recovered_token_ids_ptr,
+                                   uniform_probs_ptr, is_greedy_ptr, Py_ssize_t max_spec_len,
+                                   Py_ssize_t vocab_size, synthetic_conditional_rates_ptr=None,
+                                   NO_DRAFT_PROBS=None, SYNTHETIC_MODE=None):
+    """Random rejection: per non-greedy request, accept draft ``d`` at each position while
+    ``draft_prob > 0 and target_prob / draft_prob >= uniform`` (draft_prob = 1 with
+    NO_DRAFT_PROBS; in SYNTHETIC_MODE ``uniform < rates[pos]``); a draft id < 0 is rejected. The
+    first rejection writes the recovered id and stops; if all are accepted the bonus token is
+    appended at position ``n``.
+
+    NO_DRAFT_PROBS defaults to ``draft_probs_ptr is None``; SYNTHETIC_MODE to whether rates are
+    given. Draft ids must be < ``vocab_size`` wherever the kernel reads probabilities with them.
+    """
+    cdef RejectArgs a
+    cdef Py_ssize_t shp[2]
+    cdef Py_ssize_t B, T, most, i
+    cdef int64_t t, e, d
+    cdef bint no_draft
+    cdef int nt
+    B = _check_output_rows(&a, output_token_ids_ptr, max_spec_len)
+    a.cu = check_index(cu_num_draft_tokens_ptr, "cu_num_draft_tokens_ptr", 1, shp)
+    if shp[0] != B:
+        raise ValueError(f"cu_num_draft_tokens_ptr has {shp[0]} entries, "
+                         f"output_token_ids_ptr has {B} rows")
+    a.draft = check_index(draft_token_ids_ptr, "draft_token_ids_ptr", 1, shp)
+    T = shp[0]
+    if vocab_size < 0:
+        raise ValueError(f"vocab_size must be >= 0, got {vocab_size}")
+    a.vocab = vocab_size
+    _probs_2d(target_probs_ptr, "target_probs_ptr", T, vocab_size, &a.target_probs)
+    no_draft = _flag(NO_DRAFT_PROBS, draft_probs_ptr is None)
+    if no_draft:
+        a.draft_probs = NULL
+    elif draft_probs_ptr is None:
+        raise ValueError("draft_probs_ptr is required unless NO_DRAFT_PROBS is set")
+    else:
+        _probs_2d(draft_probs_ptr, "draft_probs_ptr", T, vocab_size, &a.draft_probs)
+    a.bonus = check_index(bonus_token_ids_ptr, "bonus_token_ids_ptr", -1, shp)
+    if shp[0] != B:
+        raise ValueError(f"bonus_token_ids_ptr has {shp[0]} elements, expected {B}")
+    a.recovered = check_index(recovered_token_ids_ptr, "recovered_token_ids_ptr", 1, shp)
+    if shp[0] != T:
+        raise ValueError(f"recovered_token_ids_ptr has {shp[0]} elements, expected {T}")
+    a.uniform = _check_real(uniform_probs_ptr, "uniform_probs_ptr", shp)
+    if shp[0] != T:
+        raise ValueError(f"uniform_probs_ptr has {shp[0]} elements, expected {T}")
+    a.is_greedy = <uint8_t*>check_tensor(is_greedy_ptr, "is_greedy_ptr", M_BOOL, 1, NULL, shp)
+    if shp[0] != B:
+        raise ValueError(f"is_greedy_ptr has {shp[0]} elements, expected {B}")
+    a.synthetic = _flag(SYNTHETIC_MODE, synthetic_conditional_rates_ptr is not None)
+    most = _walk_offsets(a.cu, B, T, max_spec_len, "cu_num_draft_tokens_ptr",
+                         "draft_token_ids_ptr")
+    if a.synthetic:
+        if synthetic_conditional_rates_ptr is None:
+            raise ValueError("synthetic_conditional_rates_ptr is required when SYNTHETIC_MODE "
+                             "is set")
+        a.rates = _check_real(synthetic_conditional_rates_ptr, "synthetic_conditional_rates_ptr",
+                              shp)
+        if shp[0] < most:
+            raise ValueError(f"synthetic_conditional_rates_ptr has {shp[0]} rates, a request has "
+                             f"{most} draft tokens")
+    else:
+        # the accept test reads probs[token, draft id]: every id a random request may reach
+        # must be < vocab_size (ids < 0 are padding and rejected without a read)
+        for i in range(B):
+            if a.is_greedy[i]:
+                continue
+            e = iget(a.cu, i)
+            t = _start(a.cu, i)
+            while t < e:
+                d = iget(a.draft, t)
+                if d >= vocab_size:
+                    raise IndexError(f"draft_token_ids_ptr[{t}] = {d} is out of range for "
+                                     f"vocab_size = {vocab_size}")
+                t += 1
+    if _overlap(a.out.ptr, B * a.row * _isz(a.out), a.cu.ptr, B * _isz(a.cu)):
+        raise ValueError("output_token_ids_ptr must not overlap cu_num_draft_tokens_ptr")
+    if _overlap(a.out.ptr, B * a.row * _isz(a.out), a.draft.ptr, T * _isz(a.draft)):
+        raise ValueError("output_token_ids_ptr must not overlap draft_token_ids_ptr")
+    nt = threads_for(T + B)
+    with nogil:
+        _run_rows(&a, B, False, nt)
+
+
+# ---------------------------------------------------------------------------------------------
+# sample_recovered_tokens_kernel
+# ---------------------------------------------------------------------------------------------
+
+cdef enum:
+    SCAN_BLOCK = 2048    # vocab entries per block: the unit searched again when it holds the max
+    LANES = 8            # the vector helpers' step
+    MIN_CHUNK = 8192     # smallest vocab chunk handed to a thread on its own
+
+cdef struct RecoverArgs:
+    const float* target
+    const float* draft        # NULL: NO_DRAFT_PROBS (the draft id's own prob is masked to 0)
+    const char* inv_q         # float or double, [B, V]
+    IBuf draft_ids
+    bint mask_draft
+    const Py_ssize_t* req     # token -> request
+    Py_ssize_t V
+    Py_ssize_t chunk
+    Py_ssize_t nchunks
+    double* best              # per (token, chunk): best score, or -inf
+    Py_ssize_t* where         # per (token, chunk): its lowest index, -1 when none beat -inf
+
+
+cdef inline score_t _score_at(const float* t, const float* d, const score_t* q, Py_ssize_t i,
+                              int64_t masked) noexcept nogil:
+    """One score, exactly as the vector loops in ``_scan`` compute it."""
+    cdef float p
+    if d != NULL:
+        p = t[i] - d[i]
+        p = p if p > 0 else <float>0.0
+    else:
+        p = <float>0.0 if i == masked else t[i]
+    return p * q[i]
+
+
+cdef void _scan(const float* t, const float* d, const score_t* q, Py_ssize_t lo, Py_ssize_t hi,
+                int64_t masked, double* best_out, Py_ssize_t* where_out) noexcept nogil:
+    """First index of the largest score over [lo, hi) of one row; NaN scores never win.
+
+    Per block, the vector helper finds the block's maximum (max is exact, so the lane order
+    does not matter); only a block that raises the running maximum is searched again for its
+    first index, recomputing its scores bit for bit with ``_score_at``. The one block holding
+    a masked draft id, and each block's tail, take the scalar path.
+    """
+    cdef score_t best = -INFINITY, m, x
+    cdef Py_ssize_t b0 = lo, n, nfull, j, i, where = -1
+    while b0 < hi:
+        n = hi - b0
+        if n > SCAN_BLOCK:
+            n = SCAN_BLOCK
+        m = -INFINITY
+        if d == NULL and b0 <= masked < b0 + n:
+            nfull = 0
+        else:
+            nfull = n - n % LANES
+            if score_t is float:
+                m = fd_max_f32(t + b0, d + b0 if d != NULL else NULL, q + b0, nfull)
+            else:
+                m = fd_max_f64(t + b0, d + b0 if d != NULL else NULL, q + b0, nfull)
+        for j in range(nfull, n):
+            x = _score_at(t, d, q, b0 + j, masked)
+            m = x if x > m else m
+        if m > best:
+            best = m
+            i = b0
+            while _score_at(t, d, q, i, masked) != m:
+                i += 1
+            where = i
+        b0 += n
+    best_out[0] = best
+    where_out[0] = where
+
+
+cdef void _recover_unit(const RecoverArgs* a, const score_t* inv_q, Py_ssize_t u) noexcept nogil:
+    cdef Py_ssize_t tok = u // a.nchunks
+    cdef Py_ssize_t lo = (u % a.nchunks) * a.chunk
+    cdef Py_ssize_t hi = lo + a.chunk
+    cdef Py_ssize_t V = a.V
+    cdef int64_t masked = iget(a.draft_ids, tok) if a.mask_draft else -1
+    cdef const float* drow = NULL
+    if a.draft != NULL:
+        drow = a.draft + tok * V
+    if hi > V:
+        hi = V
+    _scan(a.target + tok * V, drow, inv_q + a.req[tok] * V, lo, hi, masked, &a.best[u],
+          &a.where[u])
+
+
+cdef void _recover_all(const RecoverArgs* a, const score_t* inv_q, Py_ssize_t units,
+                       int nt) noexcept nogil:
+    cdef Py_ssize_t u
+    if nt <= 1:
+        for u in range(units):
+            _recover_unit(a, inv_q, u)
+    else:
+        for u in prange(units, nogil=True, num_threads=nt, schedule="static"):
+            _recover_unit(a, inv_q, u)
+
+
+def sample_recovered_tokens_kernel(output_token_ids_ptr, cu_num_draft_tokens_ptr,
+                                   draft_token_ids_ptr, draft_probs_ptr, target_probs_ptr,
+                                   inv_q_ptr, Py_ssize_t vocab_size, BLOCK_SIZE=None,
+                                   NO_DRAFT_PROBS=None, USE_FP64_GUMBEL=None):
+    """Recovered token per draft position: ``argmax_v prob[v] * inv_q[req, v]`` with
+    ``prob = max(target - draft, 0)``, or the target with the draft id's own entry masked to 0
+    under NO_DRAFT_PROBS (default: ``draft_probs_ptr is None``). The lowest index wins ties; the
+    result is clamped to ``vocab_size - 1``.
+
+    Scores are computed in ``inv_q``'s dtype (float32, or float64 for fp64 Gumbel noise), which
+    is all USE_FP64_GUMBEL changes in the Triton kernel; it and BLOCK_SIZE are accepted and do
+    not alter the result. Every position of every request is computed (the Triton grid covers
+    ``max_spec_len`` positions per request, which callers size to the longest request).
+    """
+    cdef RecoverArgs a
+    cdef Py_ssize_t shp[2]
+    cdef Py_ssize_t B, T, i, units, tok, c, u, where
+    cdef int64_t s, e
+    cdef int code = 0, nt
+    cdef double best
+    cdef IBuf out = check_index(output_token_ids_ptr, "output_token_ids_ptr", 1, shp)
+    T = shp[0]
+    cdef IBuf cu = check_index(cu_num_draft_tokens_ptr, "cu_num_draft_tokens_ptr", 1, shp)
+    B = shp[0]
+    a.draft_ids = check_index(draft_token_ids_ptr, "draft_token_ids_ptr", 1, shp)
+    if shp[0] != T:
+        raise ValueError(f"draft_token_ids_ptr has {shp[0]} elements, output_token_ids_ptr "
+                         f"has {T}")
+    if vocab_size < 0:
+        raise ValueError(f"vocab_size must be >= 0, got {vocab_size}")
+    a.V = vocab_size
+    _probs_2d(target_probs_ptr, "target_probs_ptr", T, vocab_size, &a.target)
+    a.mask_draft = _flag(NO_DRAFT_PROBS, draft_probs_ptr is None)
+    if a.mask_draft:
+        a.draft = NULL
+    elif draft_probs_ptr is None:
+        raise ValueError("draft_probs_ptr is required unless NO_DRAFT_PROBS is set")
+    else:
+        _probs_2d(draft_probs_ptr, "draft_probs_ptr", T, vocab_size, &a.draft)
+    a.inv_q = check_tensor(inv_q_ptr, "inv_q_ptr", M_REAL, 2, &code, shp)
+    if shp[0] != B or shp[1] != vocab_size:
+        raise ValueError(f"inv_q_ptr has shape ({shp[0]}, {shp[1]}), expected ({B}, "
+                         f"{vocab_size})")
+    _walk_offsets(cu, B, T, -1, "cu_num_draft_tokens_ptr", "draft_token_ids_ptr")
+    if _overlap(out.ptr, T * _isz(out), cu.ptr, B * _isz(cu)):
+        raise ValueError("output_token_ids_ptr must not overlap cu_num_draft_tokens_ptr")
+    if T == 0:
+        return
+
+    nt = threads_for(T * vocab_size)
+    a.nchunks = 1
+    if nt > 1 and T < 4 * nt and vocab_size >= 2 * MIN_CHUNK:
+        a.nchunks = min((4 * nt + T - 1) // T, vocab_size // MIN_CHUNK)
+    a.chunk = (vocab_size + a.nchunks - 1) // a.nchunks
+    units = T * a.nchunks
+    cdef char* mem = <char*>malloc(T * sizeof(Py_ssize_t) + units * (sizeof(double) +
+                                                                     sizeof(Py_ssize_t)))
+    if mem == NULL:
+        raise MemoryError()
+    try:
+        a.best = <double*>mem
+        a.where = <Py_ssize_t*>(mem + units * sizeof(double))
+        a.req = <Py_ssize_t*>(mem + units * (sizeof(double) + sizeof(Py_ssize_t)))
+        for i in range(B):
+            e = iget(cu, i)
+            s = _start(cu, i)
+            while s < e:
+                (<Py_ssize_t*>a.req)[s] = i
+                s += 1
+        with nogil:
+            if code == DT_FLOAT64:
+                _recover_all(&a, <const double*>a.inv_q, units, nt)
+            else:
+                _recover_all(&a, <const float*>a.inv_q, units, nt)
+            # fixed-order reduction over chunks: the earliest chunk wins ties
+            for tok in range(T):
+                best = -INFINITY
+                where = -1
+                for c in range(a.nchunks):
+                    u = tok * a.nchunks + c
+                    if a.where[u] >= 0 and a.best[u] > best:
+                        best = a.best[u]
+                        where = a.where[u]
+                if where < 0:
+                    where = 0
+                if where > vocab_size - 1:
+                    where = vocab_size - 1
+                iset(out, tok, where)
+    finally:
+        free(mem)

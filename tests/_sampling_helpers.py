@@ -1,0 +1,115 @@
+"""Case builders and memory checks for the sampling-kernel tests.
+
+Every tensor argument of a launch lives in the middle of a larger flat allocation whose edges
+(``GUARD`` elements each side) hold a poison value; outputs are poisoned inside too. A launch is
+judged on whole allocations: the kernel's run and the reference's run (on a clone) must leave
+bit-identical allocations, which checks the outputs, that inputs were not written, and that
+nothing outside the views changed; the guards must still hold their poison.
+"""
+import contextlib
+
+import torch
+
+import kernels_cpu
+
+GUARD = 7
+POISON_INT = -7777
+POISON_FLOAT = 1234.5
+
+
+def poison_for(dtype):
+    if dtype == torch.bool:
+        return True
+    return POISON_FLOAT if dtype.is_floating_point else POISON_INT
+
+
+def guarded(values, dtype=None, poison=None):
+    """A contiguous view, holding ``values``, into a poisoned allocation with guards."""
+    if isinstance(values, torch.Tensor):
+        t = values if dtype is None else values.to(dtype)
+    else:
+        t = torch.as_tensor(values, dtype=dtype)   # no float32 detour for float64 values
+    if poison is None:
+        poison = poison_for(t.dtype)
+    base = torch.full((t.numel() + 2 * GUARD,), poison, dtype=t.dtype)
+    view = base[GUARD:GUARD + t.numel()].view(t.shape)
+    view.copy_(t)
+    return view
+
+
+def poisoned(shape, dtype):
+    """An output buffer: a guarded view filled entirely with the poison value."""
+    return guarded(torch.full(shape, poison_for(dtype), dtype=dtype))
+
+
+def _root(view):
+    return view._base if view._base is not None else view
+
+
+def clone_guarded(view):
+    base = _root(view).clone()
+    return base.as_strided(view.shape, view.stride(), view.storage_offset())
+
+
+def clone_case(case):
+    return {k: clone_guarded(v) if isinstance(v, torch.Tensor) else v for k, v in case.items()}
+
+
+def _bits(t):
+    """Bit pattern of a tensor, so NaN compares equal to itself."""
+    if t.dtype == torch.float32:
+        return t.view(torch.int32)
+    if t.dtype == torch.float64:
+        return t.view(torch.int64)
+    return t
+
+
+def allocations(case):
+    return {k: _bits(_root(v)).clone() for k, v in case.items()
+            if isinstance(v, torch.Tensor) and not v.is_meta}
+
+
+def guards_intact(view):
+    base = _root(view)
+    lo = view.storage_offset() - base.storage_offset()
+    hi = lo + view.numel()
+    p = torch.full((1,), poison_for(base.dtype), dtype=base.dtype)
+    edges = torch.cat([base[:lo], base[hi:]])
+    return torch.equal(_bits(edges), _bits(p.expand_as(edges)))
+
+
+def assert_same_allocations(case_a, case_b):
+    """Both cases' allocations are bit-identical and every guard still holds its poison."""
+    a, b = allocations(case_a), allocations(case_b)
+    for k in a:
+        assert torch.equal(a[k], b[k]), f"{k} differs:\n{_root(case_a[k])}\n{_root(case_b[k])}"
+        assert guards_intact(case_a[k]), f"{k}: guard overwritten"
+
+
+def run_both(kernel, reference, case):
+    """Launch ``kernel`` on ``case`` and ``reference`` on a clone; return both cases."""
+    ref_case = clone_case(case)
+    kernel(**case)
+    reference(**ref_case)
+    return case, ref_case
+
+
+@contextlib.contextmanager
+def threads(n, threshold=0):
+    """Run with ``n`` kernel threads and a low parallel threshold, restoring both after."""
+    old_threshold = kernels_cpu.parallel_threshold()
+    kernels_cpu.set_num_threads(n)
+    kernels_cpu.set_parallel_threshold(threshold)
+    try:
+        yield
+    finally:
+        kernels_cpu.set_num_threads(None)
+        kernels_cpu.set_parallel_threshold(old_threshold)
+
+
+def cu_from_counts(counts, dtype):
+    total, cu = 0, []
+    for c in counts:
+        total += c
+        cu.append(total)
+    return guarded(torch.tensor(cu, dtype=torch.int64).reshape(len(counts)), dtype)
