@@ -16,7 +16,7 @@ Sampling ``v ~ p / sum(p)`` by Gumbel-max is a race of exponential clocks: ``A_v
 probability ``p_v / P_b``. So drawing one ``E_b`` per block, taking ``b* = argmax_b P_b / E_b``
 (= argmin ``E_b / P_b``) and then ``v ~ p / P_b*`` inside ``b*`` (one more uniform) has exactly the
 per-element Gumbel-max distribution -- with 1/256 of the random numbers. The inner loop is then a
-plain vectorisable block sum (16 float lanes, fixed order: deterministic), which runs at memory
+plain vectorisable block sum (32 float lanes, fixed order: deterministic), which runs at memory
 speed; the generator runs once per four blocks.
 
 Precision: block sums are float32 (relative error ~1e-6, i.e. total variation ~1e-6 to the exact
@@ -62,7 +62,6 @@ from kernels_cpu._philox cimport (
 
 cdef enum:
     BLOCK = 256           # ids per race block: part of the stream's definition, never change it
-    LANES = 16            # float accumulators per block sum (fixed: the sum order is the result)
     PURPOSE_BLOCKS = 0
     PURPOSE_STEP = 1
     KIND_RECOVER = 0
@@ -90,52 +89,93 @@ cdef struct Part:
 # inner loops
 # ---------------------------------------------------------------------------------------------
 
-cdef inline float _lanes_total(float* acc) noexcept nogil:
-    cdef int w = LANES // 2
-    cdef int j
-    while w >= 1:
-        for j in range(w):
-            acc[j] = acc[j] + acc[j + w]
-        w = w // 2
-    return acc[0]
+cdef extern from *:
+    """
+    /* Block sums in FD_LANES float lanes: lane j accumulates elements j, j + FD_LANES, ... in
+       order, then lanes are folded by halving. Every ISA computes exactly these additions (the
+       lanes are independent), so the result is the same on SSE2, AVX2 and AVX-512 builds: the
+       clones below only change how many lanes one instruction carries. */
+    #define FD_LANES 32
+    #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11 && defined(__x86_64__) \
+        && defined(__linux__) && !defined(__SANITIZE_ADDRESS__)
+    #define FD_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+    #else
+    #define FD_CLONES
+    #endif
 
+    static inline float fd_fold(float* acc) {
+        for (int w = FD_LANES / 2; w >= 1; w /= 2)
+            for (int j = 0; j < w; j++)
+                acc[j] = acc[j] + acc[j + w];
+        return acc[0];
+    }
 
-cdef float _sum_target(const float* t, Py_ssize_t n) noexcept nogil:
-    """sum of max(t, 0) over n <= BLOCK values, in 16 fixed lanes (NaN counts as 0)."""
-    cdef float acc[LANES]
-    cdef float x
-    cdef Py_ssize_t i = 0
-    cdef int j
-    for j in range(LANES):
-        acc[j] = 0
-    while i + LANES <= n:
-        for j in range(LANES):
-            x = t[i + j]
-            acc[j] += x if x > 0 else <float>0
-        i += LANES
-    for j in range(n - i):
-        x = t[i + j]
-        acc[j] += x if x > 0 else <float>0
-    return _lanes_total(acc)
+    /* sum of max(t, 0); NaN counts as 0 */
+    FD_CLONES static float fd_sum_pos(const float* t, Py_ssize_t n) {
+        float acc[FD_LANES] = {0};
+        Py_ssize_t i = 0;
+        for (; i + FD_LANES <= n; i += FD_LANES)
+            for (int j = 0; j < FD_LANES; j++) {
+                float x = t[i + j];
+                acc[j] += x > 0.0f ? x : 0.0f;
+            }
+        for (int j = 0; j < n - i; j++) {
+            float x = t[i + j];
+            acc[j] += x > 0.0f ? x : 0.0f;
+        }
+        return fd_fold(acc);
+    }
 
+    /* sum of max(t - q, 0); NaN counts as 0 */
+    FD_CLONES static float fd_sum_resid(const float* t, const float* q, Py_ssize_t n) {
+        float acc[FD_LANES] = {0};
+        Py_ssize_t i = 0;
+        for (; i + FD_LANES <= n; i += FD_LANES)
+            for (int j = 0; j < FD_LANES; j++) {
+                float x = t[i + j] - q[i + j];
+                acc[j] += x > 0.0f ? x : 0.0f;
+            }
+        for (int j = 0; j < n - i; j++) {
+            float x = t[i + j] - q[i + j];
+            acc[j] += x > 0.0f ? x : 0.0f;
+        }
+        return fd_fold(acc);
+    }
 
-cdef float _sum_resid(const float* t, const float* q, Py_ssize_t n) noexcept nogil:
-    """sum of max(t - q, 0) over n <= BLOCK values, in 16 fixed lanes (NaN counts as 0)."""
-    cdef float acc[LANES]
-    cdef float x
-    cdef Py_ssize_t i = 0
-    cdef int j
-    for j in range(LANES):
-        acc[j] = 0
-    while i + LANES <= n:
-        for j in range(LANES):
-            x = t[i + j] - q[i + j]
-            acc[j] += x if x > 0 else <float>0
-        i += LANES
-    for j in range(n - i):
-        x = t[i + j] - q[i + j]
-        acc[j] += x if x > 0 else <float>0
-    return _lanes_total(acc)
+    /* index of the first maximum of t[lo:hi] (of the first NaN if any, as torch.argmax) */
+    FD_CLONES static Py_ssize_t fd_argmax(const float* t, Py_ssize_t lo, Py_ssize_t hi) {
+        float m[FD_LANES];
+        int nan[FD_LANES];
+        Py_ssize_t i = lo;
+        int nans = 0;
+        float best;
+        for (int j = 0; j < FD_LANES; j++) { m[j] = -INFINITY; nan[j] = 0; }
+        for (; i + FD_LANES <= hi; i += FD_LANES)
+            for (int j = 0; j < FD_LANES; j++) {
+                float x = t[i + j];
+                m[j] = x > m[j] ? x : m[j];
+                nan[j] += x != x;
+            }
+        for (int j = 0; j < hi - i; j++) {
+            float x = t[i + j];
+            m[j] = x > m[j] ? x : m[j];
+            nan[j] += x != x;
+        }
+        best = m[0];
+        for (int j = 0; j < FD_LANES; j++) {
+            nans += nan[j];
+            if (m[j] > best) best = m[j];
+        }
+        for (i = lo; i < hi; i++)
+            if (nans ? t[i] != t[i] : t[i] == best)
+                return i;
+        return lo;   /* unreachable: some element is the maximum */
+    }
+    """
+    int FD_LANES
+    float _sum_target "fd_sum_pos"(const float* t, Py_ssize_t n) noexcept nogil
+    float _sum_resid "fd_sum_resid"(const float* t, const float* q, Py_ssize_t n) noexcept nogil
+    Py_ssize_t _argmax "fd_argmax"(const float* t, Py_ssize_t lo, Py_ssize_t hi) noexcept nogil
 
 
 cdef inline double _mass(const float* t, const float* q, Py_ssize_t i, int64_t skip) noexcept nogil:
@@ -188,40 +228,12 @@ cdef void _race_chunk(Job* job, Py_ssize_t V, Py_ssize_t b0, Py_ssize_t b1,
     out.idx = idx
 
 
-cdef void _argmax_chunk(const float* t, Py_ssize_t lo, Py_ssize_t hi, Part* out) noexcept nogil:
+cdef inline void _argmax_chunk(const float* t, Py_ssize_t lo, Py_ssize_t hi,
+                               Part* out) noexcept nogil:
     """First maximum of t[lo:hi] (the first NaN if any, as torch.argmax)."""
-    cdef float m[LANES]
-    cdef int32_t nan[LANES]
-    cdef float x, best
-    cdef Py_ssize_t i = lo
-    cdef int j
-    cdef int32_t nans = 0
-    for j in range(LANES):
-        m[j] = -INFINITY
-        nan[j] = 0
-    while i + LANES <= hi:
-        for j in range(LANES):
-            x = t[i + j]
-            m[j] = x if x > m[j] else m[j]
-            nan[j] += x != x
-        i += LANES
-    for j in range(hi - i):
-        x = t[i + j]
-        m[j] = x if x > m[j] else m[j]
-        nan[j] += x != x
-    best = m[0]
-    for j in range(LANES):
-        nans += nan[j]
-        if m[j] > best:
-            best = m[j]
-    for i in range(lo, hi):
-        x = t[i]
-        if (nans and x != x) or (not nans and x == best):
-            out.score = x
-            out.idx = i
-            return
-    out.score = -INFINITY     # unreachable: some element equals the maximum
-    out.idx = lo
+    cdef Py_ssize_t i = _argmax(t, lo, hi)
+    out.score = t[i]
+    out.idx = i
 
 
 cdef void _run_item(Job* jobs, Part* parts, Py_ssize_t item, Py_ssize_t nchunks,

@@ -11,7 +11,7 @@ import torch
 
 MASK32 = 0xFFFFFFFF
 BLOCK = 256
-LANES = 16
+LANES = 32
 
 
 def philox4x32_10(counter, key, rounds=10):
@@ -57,7 +57,7 @@ def masses(t_row, q_row, skip):
 
 
 def lane_sum(x):
-    """float32 sum in 16 lanes (lane j gets elements j, j+16, ...), then a halving tree."""
+    """float32 sum in 32 lanes (lane j gets elements j, j+32, ...), then a halving tree."""
     acc = np.zeros(LANES, dtype=np.float32)
     n = len(x)
     full = n - n % LANES
