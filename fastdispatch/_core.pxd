@@ -23,7 +23,7 @@ cdef class KernelOverride:
     cdef char* omit             # per slot: leave out of the call when not supplied
     cdef Launcher launcher
 
-    cdef Py_ssize_t index_of(self, PyObject* key, Py_ssize_t position)
+    cdef Py_ssize_t index_of(self, PyObject* key, Py_ssize_t position) noexcept
     cdef object launch(self, dict kwargs, LaunchBindingPlan plan, tuple input_values)
 
 

@@ -20,10 +20,10 @@ argument under us.
 """
 from cpython.dict cimport PyDict_GetItem, PyDict_Next
 from cpython.long cimport PyLong_AsSsize_t
-from cpython.object cimport PyObject
+from cpython.object cimport PyObject, PyTypeObject, ternaryfunc
 from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
-from cpython.unicode cimport PyUnicode_CheckExact
+from cpython.unicode cimport PyUnicode_CheckExact, PyUnicode_Compare
 from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 
@@ -40,9 +40,107 @@ from ._bindcheck import (
 )
 
 cdef extern from "Python.h":
+    object PyObject_Call(object callable, object args, object kwargs)
     object PyObject_Vectorcall(object callable, PyObject** args, size_t nargsf, PyObject* kwnames)
     size_t PY_VECTORCALL_ARGUMENTS_OFFSET
     object PyObject_GenericGetDict(object o, void* context)
+
+
+cdef extern from *:
+    """
+    #define __fd_tuple_items(t) (((PyTupleObject *)(t))->ob_item)
+
+    /* Direct read of a dict's entry table. PyDict_Next costs ~50 instructions per item on
+     * CPython 3.11, more than the rest of a launch's per-argument work; a combined dict whose
+     * keys are all exact str (every kwargs dict, every dict literal with name keys) stores its
+     * entries as (key, value) pairs in insertion order, which is what PyDict_Next walks. The
+     * layout below is CPython's (Include/internal/pycore_dict.h) for 3.11-3.13 with the GIL; on
+     * any other interpreter, or for split/general dicts, the caller falls back to PyDict_Next.
+     * The module also cross-checks this reader against PyDict_Next at import and disables it
+     * on any disagreement. */
+    typedef struct { PyObject *key; PyObject *value; } __fd_entry;
+    #if !defined(PYPY_VERSION) && !defined(Py_LIMITED_API) && !defined(Py_GIL_DISABLED) \
+        && PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030E0000
+    typedef struct {
+        Py_ssize_t dk_refcnt;
+        uint8_t dk_log2_size;
+        uint8_t dk_log2_index_bytes;
+        uint8_t dk_kind;
+        uint32_t dk_version;
+        Py_ssize_t dk_usable;
+        Py_ssize_t dk_nentries;
+        char dk_indices[];
+    } __fd_dictkeys;
+    static int __fd_dict_layout_known = 1;
+    static inline __fd_entry *__fd_dict_entries(PyObject *d, Py_ssize_t *n) {
+        PyDictObject *mp = (PyDictObject *)d;
+        __fd_dictkeys *k;
+        if (mp->ma_values != NULL) return NULL;
+        k = (__fd_dictkeys *)mp->ma_keys;
+        if (k->dk_kind != 1) return NULL;  /* DICT_KEYS_UNICODE */
+        *n = k->dk_nentries;
+        return (__fd_entry *)(&k->dk_indices[(size_t)1 << k->dk_log2_index_bytes]);
+    }
+    #else
+    static int __fd_dict_layout_known = 0;
+    static inline __fd_entry *__fd_dict_entries(PyObject *d, Py_ssize_t *n) { (void)d; *n = 0; return NULL; }
+    #endif
+    """
+    PyObject** _tuple_items "__fd_tuple_items" (object t)
+    ctypedef struct _entry "__fd_entry":
+        PyObject* key
+        PyObject* value
+    _entry* _raw_dict_entries "__fd_dict_entries" (object d, Py_ssize_t* n)
+    int _dict_layout_known "__fd_dict_layout_known"
+
+
+# Set at import by _check_dict_reader(): use the direct entry reader only if it agrees with
+# PyDict_Next on a range of dicts.
+cdef bint _fast_dict = False
+
+
+cdef inline _entry* _dict_entries(dict d, Py_ssize_t* n) noexcept:
+    """The entry table of ``d`` when it can be walked directly, else NULL (use PyDict_Next)."""
+    if not _fast_dict:
+        return NULL
+    return _raw_dict_entries(d, n)
+
+
+def _check_dict_reader():
+    """Compare the direct entry reader with PyDict_Next; enable it only if they agree."""
+    global _fast_dict
+    cdef _entry* entries
+    cdef Py_ssize_t n = 0, i, position = 0
+    cdef PyObject* key
+    cdef PyObject* value
+    _fast_dict = False
+    if not _dict_layout_known:
+        return False
+    samples = [{}, dict(a=1), {"x": 1, "y_ptr": None, "BLOCK": 3}]
+    big = {f"k{i}": i for i in range(100)}
+    for i in range(0, 100, 3):
+        del big[f"k{i}"]
+    big["late"] = object()
+    samples.append(big)
+    samples.append(dict(**{"p": 1, "q": 2}))
+    for d in samples:
+        entries = _raw_dict_entries(d, &n)
+        if entries == NULL:
+            return False
+        direct = [(<object> entries[i].key, <object> entries[i].value)
+                  for i in range(n) if entries[i].value != NULL]
+        walked = []
+        position = 0
+        while PyDict_Next(d, &position, &key, &value):
+            walked.append((<object> key, <object> value))
+        if len(direct) != len(walked) or any(
+                a[0] is not b[0] or a[1] is not b[1] for a, b in zip(direct, walked)):
+            return False
+    _fast_dict = True
+    return True
+
+
+_check_dict_reader()
 
 
 cdef inline dict _dict_of(object o):
@@ -101,7 +199,7 @@ cdef PyObject** _object_array(Py_ssize_t n) except NULL:
     return out
 
 
-cdef inline void _put(PyObject** slots, Py_ssize_t s, PyObject* value, Py_ssize_t* filled):
+cdef inline void _put(PyObject** slots, Py_ssize_t s, PyObject* value, Py_ssize_t* filled) noexcept:
     """Store an owned reference to ``value`` in slot ``s``; count slots filled the first time."""
     Py_INCREF(<object> value)
     if slots[s] != NULL:
@@ -111,7 +209,7 @@ cdef inline void _put(PyObject** slots, Py_ssize_t s, PyObject* value, Py_ssize_
     slots[s] = value
 
 
-cdef inline void _release(PyObject** slots, Py_ssize_t n):
+cdef inline void _release(PyObject** slots, Py_ssize_t n) noexcept:
     cdef Py_ssize_t s
     for s in range(n):
         if slots[s] != NULL:
@@ -166,7 +264,12 @@ cdef class KernelOverride:
 
     def _init_tables(self, layout):
         cdef Py_ssize_t i, s
-        names = [sys.intern(name) if type(name) is str else name for name in self.names]
+        for name in self.names:
+            if not isinstance(name, str):
+                raise TypeError(f"kernel argument names must be str, got {name!r}")
+        # Exact, interned str: launch keys (interned literals) then match by pointer, and a
+        # name lookup never runs Python-level __eq__/__hash__.
+        names = [sys.intern(str.__str__(name)) for name in self.names]
         options = sorted(TRITON_LAUNCH_OPTIONS - set(names))
         self.all_names = tuple(names + options)
         self.name_index = {name: i for i, name in enumerate(self.all_names)}
@@ -233,7 +336,7 @@ cdef class KernelOverride:
         """``override[grid](**kwargs)``: route a launch keyed by kernel argument names."""
         return self.launch(kwargs, None, None)
 
-    cdef Py_ssize_t index_of(self, PyObject* key, Py_ssize_t position):
+    cdef Py_ssize_t index_of(self, PyObject* key, Py_ssize_t position) noexcept:
         """Kernel argument index of launch key ``key`` (-2: a launch option, -1: unknown).
 
         Fast path: the key is the very object seen at this dict position last time.
@@ -273,6 +376,10 @@ cdef class KernelOverride:
         cdef PyObject* kwnames = NULL
         cdef list unexpected = None
         cdef list missing
+        cdef PyObject** names = _tuple_items(self.all_names)
+        cdef _entry* entries
+        cdef Py_ssize_t nentries = 0, e
+        cdef Py_ssize_t nnames = PyTuple_GET_SIZE(self.all_names)
         if nslots > STACK_SLOTS:
             buf = <PyObject**> malloc((nslots + 1) * sizeof(PyObject*))
             if buf == NULL:
@@ -284,15 +391,40 @@ cdef class KernelOverride:
                 Py_INCREF(<object> slots[s])
         try:
             if kwargs is not None:
-                while PyDict_Next(kwargs, &position, &key, &value):
-                    a = self.index_of(key, j)
-                    j += 1
-                    if a >= 0:
-                        _put(slots, self.arg_slots[a], value, &filled)
-                    elif a == -1:
-                        if unexpected is None:
-                            unexpected = []
-                        unexpected.append(<object> key)
+                entries = _dict_entries(kwargs, &nentries)
+                if entries != NULL:
+                    for e in range(nentries):
+                        value = entries[e].value
+                        if value == NULL:  # deleted entry
+                            continue
+                        key = entries[e].key
+                        # Inline fast path of index_of: same key object as last time here.
+                        a = self.order[j] if j < nnames else -1
+                        if a >= 0 and names[a] == key:
+                            a = self.all_index[a]
+                        else:
+                            a = self.index_of(key, j)
+                        j += 1
+                        if a >= 0:
+                            _put(slots, self.arg_slots[a], value, &filled)
+                        elif a == -1:
+                            if unexpected is None:
+                                unexpected = []
+                            unexpected.append(<object> key)
+                else:
+                    while PyDict_Next(kwargs, &position, &key, &value):
+                        a = self.order[j] if j < nnames else -1
+                        if a >= 0 and names[a] == key:
+                            a = self.all_index[a]
+                        else:
+                            a = self.index_of(key, j)
+                        j += 1
+                        if a >= 0:
+                            _put(slots, self.arg_slots[a], value, &filled)
+                        elif a == -1:
+                            if unexpected is None:
+                                unexpected = []
+                            unexpected.append(<object> key)
             if plan is not None:
                 for k in range(plan.n_input_fill):
                     _put(slots, self.arg_slots[plan.input_fill_arg[k]],
@@ -347,6 +479,7 @@ cdef class Launcher:
     """What ``override[grid]`` returns: one per override, reused by every launch."""
 
     def __call__(self, *args, **kwargs):
+        # Python-visible form; calls go through ``_launcher_tp_call`` (installed below).
         if args:
             return self.override.impl(*args, **kwargs)
         return self.override.launch(kwargs, None, None)
@@ -480,15 +613,33 @@ cdef class PlanCache:
         cdef PyObject* key
         cdef PyObject* value
         cdef PyObject* cached
+        cdef _entry* entries
+        cdef Py_ssize_t nentries = 0, e
         if (plan is not None and plan.arg_names is arg_names and plan.input_names is input_names
                 and len(launch_kwargs) == PyTuple_GET_SIZE(self.keys)):
-            while PyDict_Next(launch_kwargs, &position, &key, &value):
-                cached = PyTuple_GET_ITEM(self.keys, j)
-                j += 1
-                if key != cached and (<object> key) != (<object> cached):
-                    break
+            entries = _dict_entries(launch_kwargs, &nentries)
+            if entries != NULL:
+                for e in range(nentries):
+                    if entries[e].value == NULL:
+                        continue
+                    key = entries[e].key
+                    cached = PyTuple_GET_ITEM(self.keys, j)
+                    j += 1
+                    # Keys here are exact str: compare without running any Python code, since
+                    # the entry table must not change under us.
+                    if key != cached and not (PyUnicode_CheckExact(<object> cached)
+                                              and PyUnicode_Compare(<object> key, <object> cached) == 0):
+                        break
+                else:
+                    return plan
             else:
-                return plan
+                while PyDict_Next(launch_kwargs, &position, &key, &value):
+                    cached = PyTuple_GET_ITEM(self.keys, j)
+                    j += 1
+                    if key != cached and (<object> key) != (<object> cached):
+                        break
+                else:
+                    return plan
         keys = tuple(launch_kwargs)
         plan = launch_binding_plan(arg_names, input_names, keys)
         # Keep the caller's tuples so identity checks hit next time.
@@ -710,3 +861,54 @@ def kernel_dispatcher(*, kernel, warmup_inputs=None):
         return owner
 
     return decorate
+
+
+# -- call slots ----------------------------------------------------------------------------------
+# Cython's generic ``def __call__(self, *args, **kwargs)`` wrapper checks every keyword and copies
+# the kwargs dict before our code runs. ``launcher(**kw)`` already receives a fresh dict from the
+# interpreter, so these types get a direct ``tp_call`` that hands the dict over untouched. The
+# ``def __call__`` methods above stay as the documented, introspectable form; both do the same.
+
+cdef object _launcher_tp_call(PyObject* self, PyObject* args, PyObject* kwds):
+    cdef KernelOverride override = (<Launcher> self).override
+    if PyTuple_GET_SIZE(<object> args) != 0:
+        return PyObject_Call(override.impl, <object> args, <object> kwds if kwds != NULL else None)
+    if kwds == NULL:
+        return override.launch(None, None, None)
+    return override.launch(<dict> kwds, None, None)
+
+
+cdef object _override_tp_call(PyObject* self, PyObject* args, PyObject* kwds):
+    return PyObject_Call((<KernelOverride> self).impl, <object> args,
+                         <object> kwds if kwds != NULL else None)
+
+
+cdef object _owner_tp_call(PyObject* self, PyObject* args, PyObject* kwds):
+    cdef LaunchOwner owner = <LaunchOwner> self
+    cdef object kwargs = <object> kwds if kwds != NULL else None
+    cdef tuple values = <tuple> args
+    cdef tuple names = owner.dispatch_names
+    cdef PyObject* found
+    spec = PyObject_Call(owner.dispatch_fn, values, kwargs)
+    if PyTuple_GET_SIZE(values) != PyTuple_GET_SIZE(names):
+        defaults = owner.dispatch_defaults
+        values = values + tuple(
+            kwargs[name] if kwargs is not None and name in kwargs else defaults[name]
+            for name in names[PyTuple_GET_SIZE(values):]
+        )
+    d = _dict_of(owner)
+    found = PyDict_GetItem(d, "kernel")
+    if found == NULL:
+        raise AttributeError("kernel")
+    kernel = <object> found
+    found = PyDict_GetItem(d, "_kernel_arg_names")
+    if found != NULL and <object> found is not None:
+        arg_names = <object> found
+    else:
+        arg_names = owner._kernel_arg_names
+    return launch_owner_c(kernel, arg_names, spec, names, values, owner.plan_cache)
+
+
+(<PyTypeObject*> Launcher).tp_call = <ternaryfunc> _launcher_tp_call
+(<PyTypeObject*> LaunchOwner).tp_call = <ternaryfunc> _owner_tp_call
+(<PyTypeObject*> KernelOverride).tp_call = <ternaryfunc> _override_tp_call
