@@ -423,11 +423,9 @@ def copy_and_expand_eagle_inputs_kernel(
     a.out_pos = check_index(out_positions_ptr, "out_positions_ptr", 1, shape)
     n_pos = shape[0]
     a.out_rej = <uint8_t*>need_bool(out_is_rejected_token_mask_ptr,
-                                    "out_is_rejected_token_mask_ptr", 0)
-    n_rej = out_is_rejected_token_mask_ptr.shape[0]
+                                    "out_is_rejected_token_mask_ptr", 0, &n_rej)
     a.out_masked = <uint8_t*>need_bool(out_is_masked_token_mask_ptr,
-                                       "out_is_masked_token_mask_ptr", 0)
-    n_mask = out_is_masked_token_mask_ptr.shape[0]
+                                       "out_is_masked_token_mask_ptr", 0, &n_mask)
     need_new = R * a.P
     a.out_new = need_index(out_new_token_indices_ptr, "out_new_token_indices_ptr", need_new)
     if a.shift or out_hidden_state_mapping_ptr is not None:

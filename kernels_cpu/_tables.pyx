@@ -74,17 +74,26 @@ cdef IBuf need_index(object t, str name, Py_ssize_t n) except *:
     return b
 
 
-cdef char* need_bool(object t, str name, Py_ssize_t n) except NULL:
-    """A contiguous 1-D bool buffer with at least ``n`` elements."""
+cdef char* need_bool(object t, str name, Py_ssize_t n, Py_ssize_t* length=NULL) except NULL:
+    """A contiguous 1-D bool buffer with at least ``n`` elements (its length to ``length``)."""
     cdef Py_ssize_t shape[1]
     cdef char* p = check_tensor(t, name, M_BOOL, 1, NULL, shape)
     if shape[0] < n:
         raise ValueError(f"{name} has {shape[0]} elements, needs at least {n}")
+    if length != NULL:
+        length[0] = shape[0]
     return p
 
 
 cdef int64_t as_int(object v, str name) except? -1:
     """An integer scalar argument (Python int, numpy integer, 0-d int tensor); not bool/float."""
+    cdef int64_t out
+    if type(v) is int:                  # the common case: no generic protocol lookups
+        try:
+            out = v
+            return out
+        except OverflowError:
+            raise ValueError(f"{name}={v} does not fit in int64") from None
     if isinstance(v, bool) or isinstance(v, float):
         raise TypeError(f"{name} must be an integer, got {type(v).__name__}")
     try:
