@@ -94,6 +94,9 @@ class KernelOverride:
         self._launcher = Launcher(self)
 
     def _init_tables(self, layout):
+        for name in self.arg_names:
+            if not isinstance(name, str):
+                raise TypeError(f"kernel argument names must be str, got {name!r}")
         # Kernel argument name -> index; Triton launch options -> -2 (dropped).
         index = {name: -2 for name in TRITON_LAUNCH_OPTIONS}
         index.update((name, i) for i, name in enumerate(self.arg_names))
@@ -117,6 +120,9 @@ class KernelOverride:
 
     def __repr__(self):
         return f"<KernelOverride {self._kernel_name} -> {_describe(self._impl)}>"
+
+    def __reduce__(self):
+        raise TypeError("KernelOverride cannot be pickled: register the impl in each process")
 
     # -- launch machinery (the compiled module has the same steps as C functions) --------------
 
@@ -405,12 +411,20 @@ def launch_owner(kernel, arg_names, spec, input_names, input_values, cache=None)
     grid, launch_kwargs, outputs = _unpack_spec(spec)
     if type(launch_kwargs) is not dict:
         launch_kwargs = dict(launch_kwargs)
+    if type(arg_names) is not tuple:
+        arg_names = tuple(arg_names)
+    input_names = tuple(input_names)
+    if type(input_values) is not tuple:
+        input_values = tuple(input_values)
+    if len(input_values) != len(input_names):
+        raise ValueError(
+            f"{len(input_values)} dispatch input values for {len(input_names)} input names")
     if cache is not None:
         plan = cache.lookup(arg_names, input_names, launch_kwargs)
     else:
         plan = launch_binding_plan(arg_names, input_names, tuple(launch_kwargs))
     if (type(kernel) is KernelOverride and not plan.generic
-            and (kernel.arg_names is arg_names or kernel.arg_names == tuple(arg_names))):
+            and (kernel.arg_names is arg_names or kernel.arg_names == arg_names)):
         if grid is None:
             return outputs
         _launch_planned(kernel, plan, launch_kwargs, input_values)

@@ -1,0 +1,386 @@
+"""KernelOverride: binding of launches to impls, the registration-time bind check, refcounts.
+
+Every test runs against the compiled module and the pure-Python twin (``core`` fixture).
+"""
+import gc
+import inspect
+import sys
+
+import pytest
+
+from _runtime_helpers import core  # noqa: F401  (fixture)
+
+GRID = (3,)
+
+
+def kernel(out_ptr, in_ptr, n, scale, BLOCK=128):
+    raise AssertionError("the original kernel must not run")
+
+
+class Recorder:
+    """Impl factory: each impl appends what it received to ``calls``."""
+
+    def __init__(self):
+        self.calls = []
+
+    def positional(self):
+        def impl(out, inp, count, factor, block):  # names differ from the kernel's
+            self.calls.append((out, inp, count, factor, block))
+            return "ret"
+
+        return impl
+
+
+def test_attributes_mirror_vllm(core):
+    rec = Recorder()
+    impl = rec.positional()
+    ov = core.KernelOverride(kernel, impl)
+    assert ov.arg_names == ("out_ptr", "in_ptr", "n", "scale", "BLOCK")
+    assert type(ov.arg_names) is tuple
+    assert ov.constexprs is None
+    assert ov.func is impl
+    assert ov._impl is impl
+    assert ov.__name__ == "impl"
+    assert ov.__module__ == kernel.__module__
+    assert ov._forward_by_name is False
+    assert core._kernel_arg_names(ov) == ov.arg_names
+
+
+def test_positional_forward_with_differing_names(core):
+    rec = Recorder()
+    ov = core.KernelOverride(kernel, rec.positional())
+    # kwargs in a different order than the kernel's: still placed by kernel order
+    assert ov[GRID](scale=4, n=3, in_ptr="i", out_ptr="o", BLOCK=64) == "ret"
+    assert rec.calls == [("o", "i", 3, 4, 64)]
+
+
+def test_forward_by_name_any_order(core):
+    calls = []
+
+    def impl(n, out_ptr, BLOCK, scale, in_ptr):  # same names, permuted: bound by name
+        calls.append((out_ptr, in_ptr, n, scale, BLOCK))
+
+    ov = core.KernelOverride(kernel, impl)
+    assert ov._forward_by_name is True
+    ov[GRID](out_ptr=1, in_ptr=2, n=3, scale=4, BLOCK=5)
+    assert calls == [(1, 2, 3, 4, 5)]
+
+
+def test_identical_names_forward_by_name_like_vllm(core):
+    calls = []
+
+    def impl(out_ptr, in_ptr, n, scale, BLOCK=128):
+        calls.append((out_ptr, in_ptr, n, scale, BLOCK))
+
+    ov = core.KernelOverride(kernel, impl)
+    assert ov._forward_by_name is True
+    ov[GRID](out_ptr=1, in_ptr=2, n=3, scale=4)
+    assert calls == [(1, 2, 3, 4, 128)]
+
+
+def test_keyword_only_kernel_argument_goes_by_keyword(core):
+    calls = []
+
+    def impl(o, i, cnt, fac, *, BLOCK):
+        calls.append((o, i, cnt, fac, BLOCK))
+
+    ov = core.KernelOverride(kernel, impl)
+    ov[GRID](out_ptr=1, in_ptr=2, n=3, scale=4, BLOCK=5)
+    assert calls == [(1, 2, 3, 4, 5)]
+
+
+def test_grid_is_ignored_and_launcher_is_reused(core):
+    ov = core.KernelOverride(kernel, Recorder().positional())
+    assert ov[(1,)] is ov[(2, 3)] is ov[None]
+
+
+def test_unexpected_launch_kwargs_are_named(core):
+    ov = core.KernelOverride(kernel, Recorder().positional())
+    with pytest.raises(TypeError, match=r"unexpected launch arguments: \['bogus', 'other'\]") as info:
+        ov[GRID](out_ptr=1, in_ptr=2, n=3, scale=4, bogus=5, other=6)
+    # vLLM raises RuntimeError here; code catching that keeps working.
+    assert isinstance(info.value, RuntimeError)
+    assert isinstance(info.value, core.LaunchArgumentError)
+
+
+def test_unexpected_kwargs_raised_even_by_name(core):
+    def impl(out_ptr, in_ptr, n, scale, BLOCK):
+        raise AssertionError("must not run")
+
+    ov = core.KernelOverride(kernel, impl)
+    with pytest.raises(TypeError, match="bogus"):
+        ov[GRID](out_ptr=1, in_ptr=2, n=3, scale=4, BLOCK=5, bogus=6)
+
+
+def test_non_str_keys_reported(core):
+    ov = core.KernelOverride(kernel, Recorder().positional())
+    with pytest.raises(TypeError, match=r"\[7\]"):
+        ov._launch_kwargs({"out_ptr": 1, "in_ptr": 2, "n": 3, "scale": 4, 7: 8})
+
+
+def test_missing_argument_uses_impl_default_then_kernel_default(core):
+    calls = []
+
+    def impl(o, i, cnt, fac=10, block=None):
+        calls.append((o, i, cnt, fac, block))
+
+    ov = core.KernelOverride(kernel, impl)
+    ov[GRID](out_ptr=1, in_ptr=2, n=3)
+    # fac: the impl's default; block: the impl's default (None) wins over the kernel's 128.
+    assert calls[-1] == (1, 2, 3, 10, None)
+
+    def impl2(o, i, cnt, fac, block):
+        calls.append((o, i, cnt, fac, block))
+
+    ov2 = core.KernelOverride(kernel, impl2)
+    ov2[GRID](out_ptr=1, in_ptr=2, n=3, scale=4)
+    assert calls[-1] == (1, 2, 3, 4, 128)  # the kernel's default for BLOCK
+
+
+def test_missing_required_argument_is_named_not_shifted(core):
+    ov = core.KernelOverride(kernel, Recorder().positional())
+    # vLLM would call impl("o", 3, 4) here (values shifted left); we refuse and name it.
+    with pytest.raises(TypeError, match=r"missing launch arguments without a default: \['in_ptr'\]"):
+        ov[GRID](out_ptr="o", n=3, scale=4)
+
+
+def test_triton_launch_options_are_dropped(core):
+    rec = Recorder()
+    ov = core.KernelOverride(kernel, rec.positional())
+    ov[GRID](out_ptr=1, in_ptr=2, n=3, scale=4, BLOCK=5, num_warps=4, num_stages=2)
+    assert rec.calls == [(1, 2, 3, 4, 5)]
+
+
+def test_launch_option_name_that_is_a_kernel_argument_is_passed(core):
+    calls = []
+
+    def k(x_ptr, num_warps):
+        pass
+
+    def impl(x, w):
+        calls.append((x, w))
+
+    core.KernelOverride(k, impl)[GRID](x_ptr=1, num_warps=8)
+    assert calls == [(1, 8)]
+
+
+def test_positional_launch_and_direct_call_pass_through(core):
+    rec = Recorder()
+    ov = core.KernelOverride(kernel, rec.positional())
+    ov[GRID](1, 2, 3, 4, 5)
+    ov(6, 7, 8, 9, block=10)
+    assert rec.calls == [(1, 2, 3, 4, 5), (6, 7, 8, 9, 10)]
+
+
+def test_equal_but_not_identical_keys(core):
+    rec = Recorder()
+    ov = core.KernelOverride(kernel, rec.positional())
+    kw = {"".join(["out", "_ptr"]): 1, "".join(["in", "_ptr"]): 2, "".join("n"): 3,
+          "".join(["sca", "le"]): 4, "".join(["BLO", "CK"]): 5}
+    for _ in range(3):  # first launch fills the key cache, later ones must still be right
+        ov[GRID](**kw)
+    ov[GRID](out_ptr=1, in_ptr=2, n=3, scale=4, BLOCK=5)
+    assert rec.calls == [(1, 2, 3, 4, 5)] * 4
+
+
+def test_key_order_changes_between_launches(core):
+    rec = Recorder()
+    ov = core.KernelOverride(kernel, rec.positional())
+    ov[GRID](out_ptr=1, in_ptr=2, n=3, scale=4, BLOCK=5)
+    ov[GRID](BLOCK=5, scale=4, n=3, in_ptr=2, out_ptr=1)
+    ov[GRID](n=3, out_ptr=1, BLOCK=5, in_ptr=2, scale=4)
+    assert rec.calls == [(1, 2, 3, 4, 5)] * 3
+
+
+def test_dict_with_deleted_entries(core):
+    rec = Recorder()
+    ov = core.KernelOverride(kernel, rec.positional())
+    d = {"junk": 0, "out_ptr": 1, "tmp": 9, "in_ptr": 2, "n": 3, "scale": 4, "BLOCK": 5}
+    del d["junk"], d["tmp"]
+    ov._launch_kwargs(d)
+    assert rec.calls == [(1, 2, 3, 4, 5)]
+
+
+def test_impl_exception_propagates(core):
+    def impl(o, i, c, f, b):
+        raise KeyError("from impl")
+
+    ov = core.KernelOverride(kernel, impl)
+    with pytest.raises(KeyError, match="from impl"):
+        ov[GRID](out_ptr=1, in_ptr=2, n=3, scale=4, BLOCK=5)
+
+
+def test_unknown_signature_forwards_positionally(core):
+    # A C builtin has no readable signature: forwarded unchecked in kernel order, omitted
+    # trailing arguments stay omitted.
+    def k(a_ptr, b_ptr, c_ptr):
+        pass
+
+    ov = core.KernelOverride(k, max)
+    assert ov[GRID](a_ptr=3, b_ptr=7) == 7
+    assert ov[GRID](a_ptr=3, b_ptr=7, c_ptr=9) == 9
+    with pytest.raises(TypeError, match=r"\['b_ptr'\]"):  # a gap is never closed up
+        ov[GRID](a_ptr=3, c_ptr=9)
+
+    def k2(a_ptr, b_ptr, c_ptr=11):
+        pass
+
+    assert core.KernelOverride(k2, max)[GRID](a_ptr=3, b_ptr=7) == 11  # the kernel's default
+
+
+def test_many_arguments_beyond_the_stack_array(core):
+    names = [f"a{i}_ptr" for i in range(70)]
+    ns = {}
+    exec(f"def k({', '.join(names)}): pass", ns)
+    exec(f"def impl({', '.join(f'x{i}' for i in range(70))}): return ({', '.join(f'x{i}' for i in range(70))},)", ns)
+    ov = core.KernelOverride(ns["k"], ns["impl"])
+    assert ov[GRID](**{name: i for i, name in enumerate(names)}) == tuple(range(70))
+
+
+# -- registration-time bind check ---------------------------------------------------------------
+
+
+def test_bind_check_too_few_positional(core):
+    def impl(o, i, c):
+        pass
+
+    with pytest.raises(TypeError, match=r"takes 3 positional parameter\(s\).*passes 5"):
+        core.KernelOverride(kernel, impl)
+
+
+def test_bind_check_required_parameter_the_kernel_lacks(core):
+    def impl(o, i, c, f, b, extra):
+        pass
+
+    with pytest.raises(TypeError, match=r"requires parameter\(s\) 'extra'"):
+        core.KernelOverride(kernel, impl)
+
+
+def test_bind_check_keyword_only_not_a_kernel_argument(core):
+    def impl(o, i, c, f, b, *, threads=1):
+        pass
+
+    with pytest.raises(TypeError, match=r"keyword-only parameter\(s\) 'threads'"):
+        core.KernelOverride(kernel, impl)
+
+
+def test_bind_check_permuted_names_with_extra_kernel_argument(core):
+    def k(out_ptr, in_ptr, n, BLOCK):
+        pass
+
+    def impl(in_ptr, out_ptr, n, block):  # BLOCK not named: positional forwarding would swap
+        pass
+
+    with pytest.raises(TypeError, match=r"impl parameter 'in_ptr' would receive kernel argument 'out_ptr'"):
+        core.KernelOverride(k, impl)
+
+
+def test_bind_check_accepts_extra_defaulted_and_varargs(core):
+    calls = []
+
+    def impl(o, i, c, f, b, extra=None, **unused):
+        calls.append((o, i, c, f, b, extra))
+
+    core.KernelOverride(kernel, impl)[GRID](out_ptr=1, in_ptr=2, n=3, scale=4, BLOCK=5)
+
+    def impl_var(*args):
+        calls.append(args)
+
+    core.KernelOverride(kernel, impl_var)[GRID](out_ptr=1, in_ptr=2, n=3, scale=4, BLOCK=5)
+    assert calls == [(1, 2, 3, 4, 5, None), (1, 2, 3, 4, 5)]
+
+
+# vLLM 0.32's CPU shims (their parameter lists, against their kernels'): all must bind.
+VLLM_SHIM_SIGNATURES = [
+    ("positions_ptr, block_table_ptr, block_table_stride, seq_lens_ptr, out_clamped_positions_ptr, "
+     "out_slot_mapping_ptr, block_size, max_model_len, n_blocks_per_req, PAD_ID, batch_size",
+     "positions, block_table, stride, seq_lens, out_clamped_positions, out_slot_mapping, "
+     "block_size, max_model_len, n_blocks_per_req, PAD_ID, batch_size=None"),
+    ("output_ptr, input_ptr, cu_num_tokens_ptr, replace_from, replace_to, MAX_NUM_TOKENS",
+     "output, input_val, cu_num_tokens, replace_from, replace_to, MAX_NUM_TOKENS=None"),
+    ("target_token_ids_ptr, target_positions_ptr, next_token_ids_ptr, BLOCK_SIZE_TOKENS",
+     "target_token_ids_ptr, target_positions_ptr, next_token_ids_ptr, BLOCK_SIZE_TOKENS=None, "
+     "BLOCK_SIZE_REQS=None"),
+    ("sampled_token_ids_ptr, discard_request_mask_ptr, vocab_size, stride_sampled_token_ids, "
+     "BLOCK_SIZE_TOKENS",
+     "sampled_token_ids, discard_request_mask, vocab_size, stride=None, BLOCK_SIZE_TOKENS=None"),
+]
+
+
+@pytest.mark.parametrize("kernel_params,impl_params", VLLM_SHIM_SIGNATURES)
+def test_bind_check_accepts_vllm_shims(core, kernel_params, impl_params):
+    ns = {}
+    exec(f"def k({kernel_params}): pass", ns)
+    exec(f"def impl({impl_params}):\n    return ({', '.join(p.split('=')[0] for p in impl_params.split(', '))},)", ns)
+    ov = core.KernelOverride(ns["k"], ns["impl"])
+    names = ov.arg_names
+    got = ov[GRID](**{name: i for i, name in enumerate(names)})
+    assert got[: len(names)] == tuple(range(len(names)))
+
+
+# -- refcounts ---------------------------------------------------------------------------------
+
+
+def _launch_many(core, n):
+    class Arg:
+        pass
+
+    args = [Arg() for _ in range(5)]
+    default = Arg()
+
+    def impl(o, i, c, f, b=default):
+        return None
+
+    ov = core.KernelOverride(kernel, impl)
+    launcher = ov[GRID]
+    before = [sys.getrefcount(a) for a in args] + [sys.getrefcount(impl), sys.getrefcount(default),
+                                                    sys.getrefcount(ov)]
+    kw_full = dict(zip(ov.arg_names, args))
+    kw_short = dict(zip(ov.arg_names[:4], args))  # BLOCK from the impl default
+    kw_bad = dict(kw_full, bogus=args[0])
+    for _ in range(n):
+        launcher(**kw_full)
+        launcher(**kw_short)
+    for _ in range(max(n // 100, 10)):
+        try:
+            launcher(**kw_bad)
+        except TypeError:
+            pass
+    del kw_full, kw_short, kw_bad
+    gc.collect()
+    after = [sys.getrefcount(a) for a in args] + [sys.getrefcount(impl), sys.getrefcount(default),
+                                                   sys.getrefcount(ov)]
+    return before, after
+
+
+def test_refcounts_unchanged_after_a_million_launches():
+    from fastdispatch import _core
+
+    before, after = _launch_many(_core, 10**6)
+    assert before == after
+
+
+def test_refcounts_unchanged_twin():
+    from fastdispatch import _core_py
+
+    before, after = _launch_many(_core_py, 10**4)  # the twin holds no C references to leak
+    assert before == after
+
+
+def test_override_is_not_picklable(core):
+    import pickle
+
+    with pytest.raises(TypeError, match="pickled"):
+        pickle.dumps(core.KernelOverride(kernel, Recorder().positional()))
+
+
+def test_signature_of_bind_layout_is_shared():
+    # Both backends build from the same bind check: same layout for the same pair.
+    from fastdispatch import _core, _core_py
+
+    impl = Recorder().positional()
+    a = _core.KernelOverride(kernel, impl)._layout
+    b = _core_py.KernelOverride(kernel, impl)._layout
+    assert (a.npos, a.kwnames, a.arg_slots, a.slot_args, a.slot_defaults) == (
+        b.npos, b.kwnames, b.arg_slots, b.slot_args, b.slot_defaults)
+    assert inspect.signature(impl)  # sanity: impl is introspectable
