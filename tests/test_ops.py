@@ -133,8 +133,24 @@ def test_other_modes(mode):
     assert " passed" in proc.stdout
 
 
+def test_env_flag_registers_cpu_kernels_under_the_interpreter():
+    """``FASTDISPATCH_OPS_CPU_KERNELS=1`` asks for ``kernels_cpu`` even where the Triton kernels
+    could run (here: the interpreter)."""
+    pytest.importorskip("triton")
+    code = ("import fastdispatch.ops as o, torch; "
+            "assert o.RUN_MODE == 'interpret' and o.cpu_kernels_active(); "
+            "x = o.expand_batch_to_tokens(torch.tensor([5, 0]), "
+            "torch.tensor([1, 3], dtype=torch.int32), 3, 0, 2); "
+            "assert x.tolist() == [5, 2, 2], x; print('ok')")
+    env = dict(os.environ, TRITON_INTERPRET="1", FASTDISPATCH_OPS_CPU_KERNELS="1")
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "ok" in proc.stdout, proc.stderr[-3000:]
+
+
 if MODE != "cpu":
-    del test_other_modes
+    del test_other_modes, test_env_flag_registers_cpu_kernels_under_the_interpreter
 
 
 # -- sampling -----------------------------------------------------------------------------------
