@@ -489,19 +489,24 @@ cdef struct DflashArgs:
     int64_t Q
     int64_t S
     int64_t total_in
+    int bs_shift           # log2(block_size) when it is a power of two, else -1
 
 
 cdef inline int64_t _dflash_block(const DflashArgs* a, int64_t pos) noexcept nogil:
     """Block-table column for ``pos`` (>= 0), clamped to the row stride as the kernel does."""
-    cdef int64_t bn = pos // a.block_size
+    cdef int64_t bn
+    if a.bs_shift >= 0:
+        bn = pos >> a.bs_shift
+    else:
+        bn = pos // a.block_size
     if bn > a.bt.stride - 1:
         bn = a.bt.stride - 1
     return bn
 
 
 cdef inline int64_t _dflash_slot(const DflashArgs* a, Py_ssize_t r, int64_t pos) noexcept nogil:
-    return (iget(a.bt.buf, r * a.bt.stride + _dflash_block(a, pos)) * a.block_size
-            + pos % a.block_size)
+    cdef int64_t off = (pos & (a.block_size - 1)) if a.bs_shift >= 0 else pos % a.block_size
+    return iget(a.bt.buf, r * a.bt.stride + _dflash_block(a, pos)) * a.block_size + off
 
 
 cdef inline int64_t _dflash_last(const DflashArgs* a, Py_ssize_t r) noexcept nogil:
@@ -562,7 +567,8 @@ cdef int _dflash_check(const DflashArgs* a, Py_ssize_t R, Py_ssize_t* at,
             val[0] = pos
             if pos < 0:
                 return DB_NEG_POS
-            if _dflash_block(a, pos) >= a.bt.cols:
+            # the clamp to stride - 1 keeps a contiguous row in range; a wider stride may not
+            if a.bt.stride > a.bt.cols and _dflash_block(a, pos) >= a.bt.cols:
                 at[0] = r
                 return DB_BLOCK
         if a.Q <= 0:
@@ -645,6 +651,11 @@ def copy_and_expand_dflash_inputs_kernel(
     a.out_tok_idx = need_index(out_token_indices_ptr, "out_token_indices_ptr", n)
     a.out_ctx_pos = need_index(out_context_positions_ptr, "out_context_positions_ptr", 0)
     a.out_ctx_slot = need_index(out_context_slot_mapping_ptr, "out_context_slot_mapping_ptr", 0)
+    a.bs_shift = -1
+    if a.block_size & (a.block_size - 1) == 0:
+        a.bs_shift = 0
+        while (<int64_t>1 << a.bs_shift) < a.block_size:
+            a.bs_shift += 1
     with nogil:
         bad = _dflash_check(&a, R, &at, &val)
     if bad == DB_QSL_ORDER:

@@ -7,7 +7,7 @@
 by raw addresses). Same three steps as ``_spec_decode``: metadata checks, a ``nogil`` value pass,
 then the ``nogil`` compute pass (OpenMP when large enough).
 """
-from libc.stdint cimport int64_t, uint64_t
+from libc.stdint cimport int64_t, uint64_t, INT64_MAX
 from libc.string cimport memmove
 
 import torch
@@ -43,6 +43,8 @@ cdef struct SlotArgs:
     int64_t rank           # TOTAL_CP_RANK
     int64_t inter          # CP_KV_CACHE_INTERLEAVE_SIZE
     int64_t pad
+    int kb_shift           # log2(kb) when kb is a power of two, else -1 (single-rank fast path)
+    int64_t limit          # single rank: positions must be < limit = cols * kb
 
 
 cdef inline Py_ssize_t _request_of(const SlotArgs* a, int64_t i) noexcept nogil:
@@ -74,18 +76,31 @@ cdef void _slot_chunk(const void* p, Py_ssize_t c) noexcept nogil:
     cdef Py_ssize_t r
     if stop > a.last:
         stop = a.last
+    cdef const char* row
     r = _request_of(a, i)
     while i < stop:
         end = iget(a.qsl, r + 1)
         if end > stop:
             end = stop
-        while i < end:
-            pos = iget(a.pos, i)
-            if _local(a, pos, &vbi, &lbo):
+        if a.world == 1:                # every token is local: one divide (or shift) per token
+            while i < end:
+                pos = iget(a.pos, i)
+                if a.kb_shift >= 0:
+                    vbi = pos >> a.kb_shift
+                    lbo = pos & (a.kb - 1)
+                else:
+                    vbi = pos // a.kb
+                    lbo = pos - vbi * a.kb
                 iset(a.out, i, iget(a.bt.buf, r * a.bt.stride + vbi) * a.kb + lbo)
-            else:
-                iset(a.out, i, a.pad)
-            i += 1
+                i += 1
+        else:
+            while i < end:
+                pos = iget(a.pos, i)
+                if _local(a, pos, &vbi, &lbo):
+                    iset(a.out, i, iget(a.bt.buf, r * a.bt.stride + vbi) * a.kb + lbo)
+                else:
+                    iset(a.out, i, a.pad)
+                i += 1
         r += 1
 
 
@@ -99,6 +114,13 @@ cdef int _slot_check(const SlotArgs* a, Py_ssize_t* at) noexcept nogil:
     """Positions must be >= 0 and, where this rank stores them, inside the block table."""
     cdef Py_ssize_t r
     cdef int64_t i, pos, vbi = 0, lbo = 0
+    if a.world == 1:                    # no division: block index < cols <=> pos < cols * kb
+        for i in range(iget(a.qsl, 0), iget(a.qsl, a.R)):
+            pos = iget(a.pos, i)
+            if pos < 0 or pos >= a.limit:
+                at[0] = i
+                return SB_NEG_POS if pos < 0 else SB_BLOCK
+        return SB_OK
     for r in range(a.R):
         for i in range(iget(a.qsl, r), iget(a.qsl, r + 1)):
             pos = iget(a.pos, i)
@@ -172,6 +194,12 @@ def compute_slot_mapping_kernel(
                          f"needs {a.last}")
     if a.last > a.first and a.bt.rows < a.R:
         raise ValueError(f"block_table_ptr has {a.bt.rows} rows, needs num_reqs={a.R}")
+    a.kb_shift = -1
+    if a.kb & (a.kb - 1) == 0:
+        a.kb_shift = 0
+        while (<int64_t>1 << a.kb_shift) < a.kb:
+            a.kb_shift += 1
+    a.limit = a.bt.cols * a.kb if a.bt.cols <= INT64_MAX // a.kb else INT64_MAX
     with nogil:
         bad = _slot_check(&a, &at)
     if bad == SB_NEG_POS:

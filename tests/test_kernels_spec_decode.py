@@ -39,7 +39,7 @@ def cumsum(first, lens):
 def eagle_step_cases(draw, max_b=6):
     b = draw(st.integers(0, max_b))
     padding = draw(st.integers(0, 3))
-    bs = draw(st.sampled_from([1, 2, 4, 16]))
+    bs = draw(st.sampled_from([1, 2, 3, 4, 16]))
     mml = draw(st.integers(1, 64))
     cols = draw(st.integers(1, 8))
     extra = draw(st.sampled_from([0, 0, 3]))
@@ -145,7 +145,7 @@ def dflash_cases(draw, max_r=5, max_len=6):
     has_rej = draw(st.booleans())
     s = draw(st.integers(0, 4))
     q = draw(st.integers(0, s + 1))
-    bs = draw(st.sampled_from([1, 2, 4, 8]))
+    bs = draw(st.sampled_from([1, 2, 3, 4, 8]))
     lens = ints(draw, r_n, 1, max_len)
     rej = [draw(st.integers(0, n - 1)) if has_rej else 0 for n in lens]
     qsl = cumsum(draw(st.integers(0, 2)), lens)

@@ -25,7 +25,7 @@ def slot_cases(draw, max_r=5, max_len=6, max_pos=60):
     world = draw(st.sampled_from([1, 1, 2, 3]))
     rank = draw(st.integers(0, world - 1))
     inter = draw(st.sampled_from([1, 2, 4]))
-    kb = draw(st.sampled_from([1, 2, 4, 16]))
+    kb = draw(st.sampled_from([1, 2, 3, 4, 5, 16]))
     qsl = [draw(st.integers(0, 2))]
     for n in lens:
         qsl.append(qsl[-1] + n)
