@@ -17,7 +17,8 @@ numerator and denominator alike. Cases (B requests x k drafts, float32, all requ
 * ``fused recovered, all T``   ``vllm_sample_recovered_tokens``: every draft position (reads
   all rows) -- what the ``sample_recovered_tokens`` override runs.
 * ``memcpy probs``             ``copy_`` of the probability bytes a full pass reads (target, plus
-  draft when there are draft probs) into a preallocated buffer; ``sum probs``: the read floor.
+  draft when there are draft probs) into a preallocated buffer; ``sum probs``: the read floor;
+  ``memcpy rows step read``: the same for only as many rows as the fused step reads in full.
 * ``torch softmax``            the softmax both vLLM-signature calls include.
 """
 from __future__ import annotations
@@ -71,7 +72,7 @@ def _inputs(B, K, V, with_draft, seed=0):
                            draft=draft, cu=cu, bonus=bonus, meta=meta, counts=[K] * B)
 
 
-def _cases(x, rs):
+def _cases(x, rs, rows):
     seeds = fused.request_seeds(x.B)
     out = torch.full((x.B, x.K + 1), -1, dtype=torch.int32)
     src = [x.probs] + ([x.dprobs] if x.dprobs is not None else [])
@@ -89,12 +90,13 @@ def _cases(x, rs):
     cases["fused recovered, all T"] = lambda: fused.vllm_sample_recovered_tokens(
         x.K, x.counts, x.cu, x.draft, x.dprobs, x.probs, x.meta, "cpu")
     cases["memcpy probs"] = lambda: [d.copy_(s) for d, s in zip(dst, src)]
+    cases["memcpy rows step read"] = lambda: [d[:rows].copy_(s[:rows]) for d, s in zip(dst, src)]
     cases["sum probs"] = lambda: [s.sum() for s in src]
     cases["torch softmax"] = lambda: x.logits.softmax(-1, dtype=torch.float32)
     return cases
 
 
-def _measure(cases, repeats):
+def _measure(cases, repeats, clock):
     names = list(cases)
     for fn in cases.values():       # warm-up: lazy imports, allocator pools, page faults
         fn()
@@ -104,9 +106,9 @@ def _measure(cases, repeats):
         order = names if r % 2 == 0 else names[::-1]
         for n in order:
             gc.disable()
-            t0 = time.perf_counter_ns()
+            t0 = clock()
             cases[n]()
-            t1 = time.perf_counter_ns()
+            t1 = clock()
             gc.enable()
             samples[n].append((t1 - t0) / 1e6)
     return samples
@@ -133,25 +135,34 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, nargs="*", default=[2])
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--no-stock", action="store_true")
+    ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                    help="cpu: process CPU time (all threads summed), a figure that stays "
+                         "meaningful on an oversubscribed machine; use it with --threads 1")
     args = ap.parse_args(argv)
 
     rs = None if args.no_stock else _stock()
+    clock = time.perf_counter_ns if args.clock == "wall" else time.process_time_ns
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"# torch {torch.__version__}, kernels_cpu OpenMP={kernels_cpu.openmp_enabled()}, "
-          f"{os.cpu_count()} CPUs, repeats={args.repeats}; medians in ms")
+          f"{os.cpu_count()} CPUs, load average {load:.1f}, {args.clock} clock, "
+          f"repeats={args.repeats}; medians in ms")
     for threads in args.threads:
         torch.set_num_threads(threads)
         for V in args.vocab:
             for with_draft in (True, False):
                 x = _inputs(args.batch, args.k, V, with_draft)
-                s = _measure(_cases(x, rs), args.repeats)
+                kernels_cpu.set_num_threads(threads)
+                rows = _rows_read(x)
+                s = _measure(_cases(x, rs, rows), args.repeats, clock)
                 mb = x.T * V * 4 * (2 if with_draft else 1) / 1e6
                 print(f"\n## B{x.B} k{x.K} V{V} {'draft probs' if with_draft else 'no draft probs'}"
                       f" threads={threads}  (full pass: {mb:.1f} MB of probabilities; the fused "
-                      f"step read {_rows_read(x)} of {x.T} rows in full)")
+                      f"step read {rows} of {x.T} rows in full)")
                 for n, v in s.items():
                     lo, hi = min(v), max(v)
                     print(f"  {n:26s} {statistics.median(v):9.3f}   (min {lo:.3f}, max {hi:.3f})")
                 print(f"  step / memcpy probs          {_ratio(s, 'fused step (probs)', 'memcpy probs'):6.2f}x")
+                print(f"  step / memcpy rows step read {_ratio(s, 'fused step (probs)', 'memcpy rows step read'):6.2f}x")
                 print(f"  recovered all T / memcpy     {_ratio(s, 'fused recovered, all T', 'memcpy probs'):6.2f}x")
                 print(f"  recovered all T / sum probs  {_ratio(s, 'fused recovered, all T', 'sum probs'):6.2f}x")
                 if rs is not None:
