@@ -171,6 +171,19 @@ def groups(full):
     return out
 
 
+def _clone(args):
+    return tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
+
+
+def _agreement(ours, other, args):
+    """Run both launches on copies of ``args``; name the tensor arguments whose bytes differ."""
+    a, b = _clone(args), _clone(args)
+    ours(*a)
+    other(*b)
+    return [i for i, (x, y) in enumerate(zip(a, b))
+            if isinstance(x, torch.Tensor) and not torch.equal(x, y)]
+
+
 def _fmt_ns(ns):
     return f"{ns:,.0f}" if ns < 1e6 else f"{ns / 1e6:,.2f} ms"
 
@@ -190,7 +203,11 @@ def main():
     ap.add_argument("--full", action="store_true", help="more shapes, repeats and longer samples")
     ap.add_argument("--quick", action="store_true", help="fewer repeats (smoke run)")
     ap.add_argument("--only", default="", help="substring filter on group titles")
+    ap.add_argument("--torch-threads", type=int, default=0,
+                    help="torch.set_num_threads before measuring (default: leave torch's choice)")
     opts = ap.parse_args()
+    if opts.torch_threads:
+        torch.set_num_threads(opts.torch_threads)
     settings = FULL if opts.full else QUICK if opts.quick else DEFAULT
     shims = _vllm_shims()
     print(f"# torch {torch.__version__}, {torch.get_num_threads()} torch threads, kernels_cpu OpenMP "
@@ -212,6 +229,11 @@ def main():
         if ns["s"] is not None:
             cases.append(Case("vLLM shim + C++ op", stmt="s(*a)", namespace=ns))
         _report(title, measure(cases, settings, switch=switch), "kernels_cpu")
+        diff = _agreement(ours, reference, args)
+        print(f"outputs vs torch reference: {'identical' if not diff else f'DIFFER in args {diff}'}")
+        if ns["s"] is not None:
+            diff = _agreement(ours, ns["s"], args)
+            print(f"outputs vs vLLM shim: {'identical' if not diff else f'DIFFER in args {diff}'}")
         kernels_cpu.set_num_threads(None)
 
     for n, size in ((64, 4096), (64, 64), (1024, 4096)) if opts.full else ((64, 4096), (64, 64)):
