@@ -126,8 +126,10 @@ def rejection_random_sample_kernel(
                 else:
                     draft_p = tl.load(draft_probs_ptr + prob_at, mask=valid, other=0.0)
                 # A zero draft probability rejects (the ratio would be inf or NaN). The ratio
-                # is formed in float32 and compared with the float64 uniform draw.
-                ratio = target_p / tl.where(draft_p > 0, draft_p, 1.0)
+                # is formed in float32, correctly rounded (Triton's `/` compiles to the
+                # approximate div.full.f32 on NVIDIA GPUs, which would disagree with every CPU
+                # in the last bit), and compared with the float64 uniform draw.
+                ratio = tl.math.div_rn(target_p, tl.where(draft_p > 0, draft_p, 1.0))
                 accept = valid & (draft_p > 0) & (ratio.to(tl.float64) >= u)
             if accept:
                 tl.store(out_row + pos, draft)
