@@ -87,17 +87,24 @@ def worker_main(args) -> int:
         table.err.write(f"vLLM worker: {exc}\n")
     total = int(os.environ.get("FASTDISPATCH_BENCH_TOTAL", len(specs)))
     start = int(os.environ.get("FASTDISPATCH_BENCH_START", 1))
+    facts = _report.interpreter_facts(import_vllm=True)
+    docs = []
+
+    def save():
+        # rewritten after every group: a crash later in the run keeps what was measured
+        tmp = args.worker_out + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump({"interpreter": facts, "vllm_version": vllm_version, "groups": docs}, f,
+                      allow_nan=False)
+        os.replace(tmp, args.worker_out)
+
+    save()
     try:
-        docs = _run_specs(specs, ctx, args.filter, table, start, total)
+        for i, spec in enumerate(specs):
+            docs.extend(_run_specs([spec], ctx, args.filter, table, start + i, total))
+            save()
     finally:
         ctx.vllm.restore()
-    out = {
-        "interpreter": _report.interpreter_facts(import_vllm=True),
-        "vllm_version": vllm_version,
-        "groups": docs,
-    }
-    with open(args.worker_out, "w") as f:
-        json.dump(out, f, allow_nan=False)
     return 0
 
 
@@ -120,11 +127,13 @@ def _run_worker(vllm_python, specs, args, preset, table, start, total):
     sys.stderr.flush()
     try:
         proc = subprocess.run(cmd, cwd=str(REPO_ROOT), env=env)
-        if proc.returncode != 0:
-            return None, f"vLLM worker exited with status {proc.returncode}"
-        with open(out_path) as f:
-            return json.load(f), None
-    except (OSError, ValueError) as exc:
+        err = None if proc.returncode == 0 else f"vLLM worker exited with status {proc.returncode}"
+        try:
+            with open(out_path) as f:
+                return json.load(f), err
+        except (OSError, ValueError) as exc:
+            return None, err or f"vLLM worker wrote no results: {type(exc).__name__}: {exc}"
+    except OSError as exc:
         return None, f"vLLM worker failed: {type(exc).__name__}: {exc}"
     finally:
         try:
@@ -192,16 +201,22 @@ def main(argv=None) -> int:
     docs, worker_facts = [], None
     if worker_specs:
         wdoc, err = _run_worker(vllm_python, worker_specs, args, preset, table, 1, len(specs))
+        done = set()
         if wdoc is not None:
             docs.extend(wdoc["groups"])
+            done = {g["id"] for g in wdoc["groups"]}
             worker_facts = wdoc["interpreter"]
             vllm_info["version"] = wdoc.get("vllm_version")
-        else:
-            # fall back: measure those groups here, their vLLM rows marked unavailable
-            vllm_info.update(available=False, reason=err)
-            table.heading(f"── {err}; measuring those groups in this interpreter without vLLM ──")
+        if err:
+            # fall back: measure the groups the worker did not finish here, vLLM rows unavailable
+            missing = [s for s in worker_specs if s.id not in done]
+            vllm_info["reason"] = err
+            if wdoc is None:
+                vllm_info["available"] = False
+            table.heading(f"── {err}; measuring {len(missing)} unfinished group(s) in this "
+                          "interpreter without vLLM ──")
             ctx.vllm = VllmSide(allowed=False, reason=f"vllm not available ({err})")
-            main_specs = specs
+            main_specs = missing + main_specs
     if main_specs:
         if worker_specs and worker_facts is not None:
             table.heading(f"── groups below measured in this interpreter: {sys.executable} ──")

@@ -55,6 +55,7 @@ class GroupSpec:
     vs: dict = field(default_factory=dict)  # extra ratio columns: label -> row name
     needs_vllm: bool = False  # has rows that only a vLLM interpreter can measure
     params: dict = field(default_factory=dict)
+    max_repeats: Optional[int] = None  # cap for groups whose every call costs ~0.1 s or more
 
     def required_rows(self) -> set:
         return set(self.anchor) | set(self.vs.values())

@@ -37,6 +37,7 @@ GROUP::
     info          group-level facts (bytes read, thread counts, ...); ``info.check`` (when present)
                   compares the rows' outputs from one pre-flight call: {ok, detail, rows}
     noisy         true if any measured row is noisy
+    wall_s        seconds the group took (build, pre-flight, calibration, repeats)
     rows          [ROW, ...]
 
 ROW::
@@ -309,7 +310,7 @@ _FACTS = ("executable", "python", "torch", "torch_threads", "triton", "vllm", "f
 _VLLM = ("available", "where", "python", "origin", "reason", "version")
 _SUMMARY = ("groups", "rows", "measured", "unavailable", "errors", "noisy", "wall_s")
 _GROUP = ("id", "suite", "title", "params", "interpreter", "status", "reason", "anchor", "vs",
-          "info", "noisy", "rows")
+          "info", "noisy", "wall_s", "rows")
 _ROW = ("name", "status", "reason", "anchor", "ns", "samples_ns", "loops", "repeats", "noisy",
         "ratio", "ratio_q1", "ratio_q3", "ratio_of_medians", "vs", "meta")
 _NS = ("median", "mean", "stdev", "min", "max", "q1", "q3", "rel_iqr", "rel_range")

@@ -1,7 +1,9 @@
 """Turn a declared group into a JSON group: build it, pre-flight every case, time, take ratios."""
 from __future__ import annotations
 
+import dataclasses
 import gc
+import time
 import traceback
 from typing import Optional
 
@@ -29,7 +31,7 @@ def _group_doc(spec: GroupSpec, ctx: Context, status: str, reason: Optional[str]
     return {
         "id": spec.id, "suite": spec.suite, "title": spec.title, "params": dict(spec.params),
         "interpreter": ctx.interpreter, "status": status, "reason": reason, "anchor": None,
-        "vs": dict(spec.vs), "info": {}, "noisy": False, "rows": [],
+        "vs": dict(spec.vs), "info": {}, "noisy": False, "wall_s": None, "rows": [],
     }
 
 
@@ -53,6 +55,13 @@ def _preflight(case):
 
 def run_group(spec: GroupSpec, ctx: Context, filt: Optional[str], progress=None) -> dict:
     """Build, measure and summarise one group. Never raises for a measurement problem."""
+    t0 = time.perf_counter()
+    doc = _run_group(spec, ctx, filt, progress)
+    doc["wall_s"] = round(time.perf_counter() - t0, 3)
+    return doc
+
+
+def _run_group(spec: GroupSpec, ctx: Context, filt: Optional[str], progress=None) -> dict:
     keep = {r for r in spec.rows if row_selected(spec, r, filt)} | spec.required_rows()
     try:
         built: Built = spec.build(ctx)
@@ -84,8 +93,12 @@ def run_group(spec: GroupSpec, ctx: Context, filt: Optional[str], progress=None)
             reasons = {**built.unavailable, **errors}
             doc["reason"] = "; ".join(f"{k}: {v}" for k, v in reasons.items()) or "nothing to measure"
         else:
+            settings = ctx.settings
+            if spec.max_repeats is not None and settings.repeats > spec.max_repeats:
+                settings = dataclasses.replace(settings, repeats=spec.max_repeats)
+                doc["info"]["repeats_capped_at"] = spec.max_repeats
             stats = measure(
-                cases, ctx.settings, switch=built.switch, state_order=built.state_order,
+                cases, settings, switch=built.switch, state_order=built.state_order,
                 on_progress=(lambda t: progress(f"{spec.id}: {t}")) if progress else None,
             )
             doc["anchor"] = anchor

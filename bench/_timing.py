@@ -3,7 +3,8 @@
 The rules are pyperf's, applied to cases compared side by side in one process:
 
 * **Warm-up**: each case runs once at its calibrated loop count before any sample is kept, so
-  caches, lazy imports and allocator pools are hot for every case alike.
+  caches, lazy imports and allocator pools are hot for every case alike (a case slower than
+  ``min_time`` is calibrated by a single run, which then counts as its warm-up).
 * **Calibrated loops**: a sample times ``loops`` back-to-back executions; ``loops`` doubles until one
   sample lasts at least ``min_time`` seconds, so timer resolution and loop overhead stay negligible.
   Cases that are already slower than ``min_time`` run once per sample.
@@ -241,7 +242,8 @@ def measure(
         if on_progress:
             on_progress(f"calibrating {case.name}")
         loops[case.name] = calibrate(runs[case.name], settings, case.setup)
-        for _ in range(settings.warmup):
+        # a case slower than min_time was calibrated in one run: that run was its warm-up
+        for _ in range(settings.warmup if loops[case.name] > 1 else settings.warmup - 1):
             sample(case, loops[case.name])
 
     samples = {c.name: [] for c in ordered}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 
-SUITES = ("launch", "kernels", "spec_decode", "threads")
+SUITES = ("launch", "kernels", "vllm_entry", "spec_decode", "threads", "registration")
 
 
 def all_groups(ctx):
