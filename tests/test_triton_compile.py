@@ -186,4 +186,11 @@ def test_compiles_for_sm90(module, name, cases):
     for args in cases():
         for variant in (args, _ones(args)):
             compiled = _compile(kernel, variant)
-            assert compiled.asm.get("ptx"), f"{name}: no PTX for {variant}"
+            ptx = compiled.asm.get("ptx")
+            assert ptx, f"{name}: no PTX for {variant}"
+            # Bitwise GPU/CPU parity needs IEEE float arithmetic: no approximate division or
+            # reciprocal, no flush-to-zero (Triton's `/` on fp32 is div.full.f32).
+            approx = [line.strip() for line in ptx.splitlines()
+                      if any(op in line for op in ("div.full", "div.approx", "rcp.approx",
+                                                   ".ftz."))]
+            assert not approx, f"{name}: non-IEEE float instructions {approx[:3]}"
