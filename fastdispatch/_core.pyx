@@ -554,8 +554,10 @@ cdef class LaunchBindingPlan:
             src = source if source in launch_set else -1 - last[source]
             stride_fill.append((arg_index[target], src, dim))
         self.stride_fill = tuple(stride_fill)
-        # ``kernel``/``_runtime_launcher`` in the launch kwargs change how the launch happens.
-        self.generic = bool(launch_set & {"kernel", "_runtime_launcher", "_runtime_launcher_arg_count"})
+        # ``kernel``/``_runtime_launcher`` among the completed launch kwargs change how the launch
+        # happens (vLLM pops them after binding): such launches take the generic path.
+        completed = bound | {target for target, _, _ in stride_targets}
+        self.generic = bool(completed & {"kernel", "_runtime_launcher", "_runtime_launcher_arg_count"})
 
         self.n_input_fill = len(self.input_fill)
         self.input_fill_index = _index_array([index for index, _ in self.input_fill])

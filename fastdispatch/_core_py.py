@@ -266,8 +266,10 @@ class LaunchBindingPlan:
             src = source if source in launch_set else -1 - last[source]
             stride_fill.append((arg_index[target], src, dim))
         self.stride_fill = tuple(stride_fill)
-        # ``kernel``/``_runtime_launcher`` in the launch kwargs change how the launch happens.
-        self.generic = bool(launch_set & {"kernel", "_runtime_launcher", "_runtime_launcher_arg_count"})
+        # ``kernel``/``_runtime_launcher`` among the completed launch kwargs change how the launch
+        # happens (vLLM pops them after binding): such launches take the generic path.
+        completed = bound | {target for target, _, _ in stride_targets}
+        self.generic = bool(completed & {"kernel", "_runtime_launcher", "_runtime_launcher_arg_count"})
 
     def __repr__(self):
         return (f"LaunchBindingPlan(input_targets={self.input_targets}, "
