@@ -682,6 +682,8 @@ def rejection_sample_step(output_token_ids, cu_num_draft_tokens, draft_token_ids
         raise ValueError("output_token_ids must not overlap cu_num_draft_tokens")
     if _overlap(out.ptr, osz, draft.ptr, T * (8 if draft.wide else 4)):
         raise ValueError("output_token_ids must not overlap draft_token_ids")
+    if _overlap(out.ptr, osz, bonus.ptr, B * (8 if bonus.wide else 4)):
+        raise ValueError("output_token_ids must not overlap bonus_token_ids")
     _step(out, width, cu, draft, q, t, bonus, greedy, gs, rates, sd, B, T, V)
 
 

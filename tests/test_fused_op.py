@@ -177,3 +177,41 @@ def test_signatures_match_vllm():
         rs.sample_recovered_tokens_kernel.arg_names
         if getattr(rs.sample_recovered_tokens_kernel, "arg_names", None)
         else inspect.signature(rs.sample_recovered_tokens_kernel).parameters)
+
+
+def test_same_law_as_stock_vllm():
+    """Two-sample chi-square: first emitted token, stock vLLM vs the fused drop-in (V = 600)."""
+    rs = pytest.importorskip("vllm.v1.sample.rejection_sampler")
+    pytest.importorskip("vllm._custom_ops")
+    from vllm.platforms.cpu import CpuPlatform
+
+    CpuPlatform.register_triton_kernel_overrides()    # stock needs its CPU kernels (no Triton)
+    B, K, V = 8000, 2, 600
+    T = B * K
+    gen = torch.Generator().manual_seed(40)
+    row = torch.randn(V, generator=gen) * 2
+    logits = row.expand(T, V).contiguous()
+    dprobs = (row + torch.randn(V, generator=gen)).softmax(-1).expand(T, V).contiguous()
+    draft = torch.multinomial(dprobs[0], T, replacement=True, generator=gen).to(torch.int32)
+    cu = torch.arange(K, T + 1, K, dtype=torch.int32)
+    bonus = torch.zeros((B, 1), dtype=torch.int64)
+    meta = _meta([1.0] * B)
+    torch.manual_seed(41)
+    stock = rs.rejection_sample(draft, [K] * B, K, cu, dprobs, logits.clone(), bonus, meta)
+    ours = fused.vllm_rejection_sample(draft, [K] * B, K, cu, dprobs, logits.clone(), bonus, meta)
+    a = np.bincount(stock[:, 0].numpy(), minlength=V).astype(float)
+    b = np.bincount(ours[:, 0].numpy(), minlength=V).astype(float)
+    keep = (a + b) >= 10
+    a = np.append(a[keep], a[~keep].sum())
+    b = np.append(b[keep], b[~keep].sum())
+    tot = a + b
+    ea, eb = tot * a.sum() / tot.sum(), tot * b.sum() / tot.sum()
+    stat = float((((a - ea) ** 2) / ea + ((b - eb) ** 2) / eb)[tot > 0].sum())
+    dof = int((tot > 0).sum()) - 1
+    p = float(torch.special.gammaincc(torch.tensor(dof / 2, dtype=torch.float64),
+                                      torch.tensor(stat / 2, dtype=torch.float64)))
+    assert p > 1e-4
+    # and both accept at the same rate (within 5 standard errors)
+    acc_s = (stock[:, 0] == draft[0::K]).float().mean().item()
+    acc_o = (ours[:, 0] == draft[0::K]).float().mean().item()
+    assert abs(acc_s - acc_o) < 5 * (2 * 0.25 / B) ** 0.5

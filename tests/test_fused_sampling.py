@@ -340,6 +340,21 @@ def test_step_bad_inputs_raise_named_and_write_nothing(name, make, exc):
     assert (out == POISON).all()
 
 
+def test_step_output_must_not_overlap_inputs():
+    for name, lo, values in (("cu_num_draft_tokens", 8, [2, 3, 5]),
+                             ("draft_token_ids", 4, [1, -1, 299, 4, 5]),
+                             ("bonus_token_ids", 6, [0, 0, 0])):
+        args = _valid()
+        buf = torch.full((20,), 0, dtype=torch.int32)
+        buf[lo:lo + len(values)] = torch.tensor(values, dtype=torch.int32)
+        args["output_token_ids"] = buf[:9].view(3, 3)
+        args[name] = buf[lo:lo + len(values)]
+        before = buf.clone()
+        with pytest.raises(ValueError, match="overlap " + name):
+            _fused.rejection_sample_step(**args)
+        assert torch.equal(buf, before)
+
+
 def test_recovered_bad_inputs():
     a = _valid()
     out = torch.full((5,), POISON, dtype=torch.int64)
