@@ -22,7 +22,8 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t, INT64_MA
 from kernels_cpu._buffers cimport IBuf, iget, iset, check_index
 from kernels_cpu._parallel cimport threads_for
 from kernels_cpu._tables cimport (
-    Rows, as_flag, as_int, check_rows, first_decrease, need_bool, need_index, row_fn, run_rows
+    Rows, as_flag, as_int, check_rows, first_decrease, need_bool, need_index, need_positions, row_fn,
+    run_rows,
 )
 
 
@@ -393,6 +394,7 @@ def copy_and_expand_eagle_inputs_kernel(
     ``out_new_token_indices_ptr`` receives the output index of each bonus/parallel slot and, when
     shifting, ``out_hidden_state_mapping_ptr`` maps every input token to its output slot.
 
+    ``target_positions_ptr`` may be ``[3, N]`` (M-RoPE): row 0 is read, as the kernel reads it.
     The number of requests is ``query_end_loc_ptr.shape[0]`` (the launch grid's rows); the whole
     of each request is processed, so ``BLOCK_SIZE_TOKENS`` is not needed. Offsets must be
     non-decreasing with ``query_start_loc_ptr[R] <= total_input_tokens`` and each request's end in
@@ -416,7 +418,7 @@ def copy_and_expand_eagle_inputs_kernel(
     R = shape[0]
     a.qsl = need_index(query_start_loc_ptr, "query_start_loc_ptr", R + 1)
     a.tok = need_index(target_token_ids_ptr, "target_token_ids_ptr", a.total_in)
-    a.tpos = need_index(target_positions_ptr, "target_positions_ptr", a.total_in)
+    a.tpos = need_positions(target_positions_ptr, "target_positions_ptr", a.total_in)
     a.next = need_index(next_token_ids_ptr, "next_token_ids_ptr", R)
     a.out_ids = check_index(out_input_ids_ptr, "out_input_ids_ptr", 1, shape)
     n_ids = shape[0]
@@ -603,6 +605,7 @@ def copy_and_expand_dflash_inputs_kernel(
     ``HAS_NUM_REJECTED``), their slots, and the sample indices of the mask tokens.
 
     The number of requests is ``query_start_loc_ptr.shape[0] - 1`` (the launch grid's rows).
+    ``target_positions_ptr`` may be ``[3, N]`` (M-RoPE): row 0 is read, as the kernel reads it.
     ``num_rejected_tokens_ptr`` may be ``0``/``None`` unless ``HAS_NUM_REJECTED``. Block lookups
     clamp the block index to ``block_table_stride - 1`` as the kernel does; an index beyond the
     table's columns, a negative position or a last-accepted index outside
@@ -632,7 +635,7 @@ def copy_and_expand_dflash_inputs_kernel(
     if R < 0:
         raise ValueError("query_start_loc_ptr must have num_reqs + 1 >= 1 elements")
     a.next = need_index(next_token_ids_ptr, "next_token_ids_ptr", R)
-    a.tpos = need_index(target_positions_ptr, "target_positions_ptr", a.total_in)
+    a.tpos = need_positions(target_positions_ptr, "target_positions_ptr", a.total_in)
     a.bt = check_rows(block_table_ptr, "block_table_ptr", block_table_stride, "block_table_stride")
     if R > 0 and a.bt.rows < R:
         raise ValueError(f"block_table_ptr has {a.bt.rows} rows, needs num_reqs={R}")

@@ -19,6 +19,7 @@ cdef struct Rows:
 
 cdef Rows check_rows(object t, str name, object stride, str stride_name) except *
 cdef IBuf need_index(object t, str name, Py_ssize_t n) except *
+cdef IBuf need_positions(object t, str name, Py_ssize_t n) except *
 cdef char* need_bool(object t, str name, Py_ssize_t n, Py_ssize_t* length=*) except NULL
 cdef int64_t as_int(object v, str name) except? -1
 cdef bint as_flag(object v, str name) except -1

@@ -74,6 +74,24 @@ cdef IBuf need_index(object t, str name, Py_ssize_t n) except *:
     return b
 
 
+cdef IBuf need_positions(object t, str name, Py_ssize_t n) except *:
+    """Token positions: ``[num_tokens]``, or ``[3, num_tokens]`` under M-RoPE.
+
+    The Triton kernels index the flat buffer with token indices < num_tokens, which in a
+    contiguous ``[3, N]`` tensor is row 0 (the temporal positions): the same is read here.
+    """
+    cdef Py_ssize_t shape[2]
+    cdef IBuf b
+    if isinstance(t, _Tensor) and t.dim() == 2:
+        b = check_index(t, name, 2, shape)
+        shape[0] = shape[1]
+    else:
+        b = check_index(t, name, 1, shape)
+    if shape[0] < n:
+        raise ValueError(f"{name} has {shape[0]} positions per row, needs at least {n}")
+    return b
+
+
 cdef char* need_bool(object t, str name, Py_ssize_t n, Py_ssize_t* length=NULL) except NULL:
     """A contiguous 1-D bool buffer with at least ``n`` elements (its length to ``length``)."""
     cdef Py_ssize_t shape[1]

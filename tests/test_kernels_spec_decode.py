@@ -31,6 +31,14 @@ def cumsum(first, lens):
     return out
 
 
+def positions_arg(draw, pos):
+    """``[N]`` positions, or ``[3, N]`` M-RoPE positions whose row 0 holds them."""
+    if draw(st.booleans()):
+        return Guarded((len(pos),), draw(dts), pos)
+    rows = pos + [p + 1000 for p in pos] + [p + 2000 for p in pos]
+    return Guarded((3, len(pos)), draw(dts), rows)
+
+
 # ------------------------------------------------------------------------------------------
 # case strategies (dicts in the kernels' argument order, so positional launches bind too)
 # ------------------------------------------------------------------------------------------
@@ -120,7 +128,7 @@ def eagle_copy_cases(draw, max_r=5, max_len=6):
         hidden_map = None
     return dict(
         target_token_ids_ptr=Guarded((t,), draw(dts), ints(draw, t, 0, 999)),
-        target_positions_ptr=Guarded((t,), draw(dts), ints(draw, t, 0, 100)),
+        target_positions_ptr=positions_arg(draw, ints(draw, t, 0, 100)),
         next_token_ids_ptr=Guarded((r_n,), draw(dts), ints(draw, r_n, 0, 999)),
         out_input_ids_ptr=Guarded((n_out,), draw(dts)),
         out_positions_ptr=Guarded((n_out,), draw(dts)),
@@ -171,7 +179,7 @@ def dflash_cases(draw, max_r=5, max_len=6):
     q_n = r_n * q + draw(st.integers(0, 2))
     return dict(
         next_token_ids_ptr=Guarded((r_n,), draw(dts), ints(draw, r_n, 0, 999)),
-        target_positions_ptr=Guarded((t,), draw(dts), pos),
+        target_positions_ptr=positions_arg(draw, pos),
         out_input_ids_ptr=Guarded((q_n,), draw(dts)),
         out_context_positions_ptr=Guarded((ctx_n,), draw(dts)),
         out_query_positions_ptr=Guarded((q_n,), draw(dts)),

@@ -10,6 +10,11 @@ import torch
 _i64 = torch.int64
 
 
+def _row0(positions):
+    """M-RoPE positions are ``[3, N]``; the kernels read the temporal row."""
+    return positions[0] if positions.dim() == 2 else positions
+
+
 def eagle_step_slot_mapping_metadata_kernel(
     positions_ptr, block_table_ptr, block_table_stride, seq_lens_ptr, out_clamped_positions_ptr,
     out_slot_mapping_ptr, block_size, max_model_len, n_blocks_per_req, PAD_ID, batch_size,
@@ -73,6 +78,7 @@ def copy_and_expand_eagle_inputs_kernel(
     num_padding_slots_per_request, shift_input_ids, BLOCK_SIZE_TOKENS=None,
 ):
     p = num_padding_slots_per_request
+    target_positions_ptr = _row0(target_positions_ptr)
     qsl = query_start_loc_ptr.tolist()
     qel = query_end_loc_ptr.tolist()
     for r in range(len(qel)):
@@ -116,6 +122,7 @@ def copy_and_expand_dflash_inputs_kernel(
     num_speculative_tokens, total_input_tokens, BLOCK_SIZE=None, HAS_NUM_REJECTED=False,
 ):
     q, s = num_query_per_req, num_speculative_tokens
+    target_positions_ptr = _row0(target_positions_ptr)
     qsl = query_start_loc_ptr.tolist()
 
     def slots(r, pos):
