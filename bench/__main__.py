@@ -21,7 +21,7 @@ import time
 
 from . import _report
 from ._model import Context
-from ._runner import group_selected, run_group
+from ._runner import group_selected, run_family
 from ._timing import DEFAULT, FULL, QUICK
 from ._vllm import REPO_ROOT, VllmSide, find_vllm_python, importable_here
 
@@ -61,13 +61,28 @@ def _specs(ctx, filt):
     return [s for s in all_groups(ctx) if group_selected(s, filt)]
 
 
+def _batches(specs):
+    """Consecutive specs of one family form one batch; every other spec is a batch of its own."""
+    batch = []
+    for spec in specs:
+        if batch and (spec.family is None or spec.family != batch[-1].family):
+            yield batch
+            batch = []
+        batch.append(spec)
+    if batch:
+        yield batch
+
+
 def _run_specs(specs, ctx, filt, table, start_index, total):
     docs = []
-    for i, spec in enumerate(specs):
-        table.group_started(start_index + i, total, spec.id, ctx.interpreter)
-        doc = run_group(spec, ctx, filt, progress=table.progress)
-        table.group(doc)
-        docs.append(doc)
+    for batch in _batches(specs):
+        i = start_index + len(docs)
+        label = batch[0].id if len(batch) == 1 else f"{batch[0].family} ({len(batch)} groups, interleaved)"
+        table.group_started(i if len(batch) == 1 else f"{i}-{i + len(batch) - 1}", total, label,
+                            ctx.interpreter)
+        for doc in run_family(batch, ctx, filt, progress=table.progress):
+            table.group(doc)
+            docs.append(doc)
     return docs
 
 
@@ -100,8 +115,8 @@ def worker_main(args) -> int:
 
     save()
     try:
-        for i, spec in enumerate(specs):
-            docs.extend(_run_specs([spec], ctx, args.filter, table, start + i, total))
+        for batch in _batches(specs):
+            docs.extend(_run_specs(batch, ctx, args.filter, table, start + len(docs), total))
             save()
     finally:
         ctx.vllm.restore()

@@ -56,6 +56,9 @@ class GroupSpec:
     needs_vllm: bool = False  # has rows that only a vLLM interpreter can measure
     params: dict = field(default_factory=dict)
     max_repeats: Optional[int] = None  # cap for groups whose every call costs ~0.1 s or more
+    # groups of one family (consecutive, same interpreter) are timed in one interleaved pass,
+    # so a costly state switch (stock vLLM <-> install()) happens once per repeat for all of them
+    family: Optional[str] = None
 
     def required_rows(self) -> set:
         return set(self.anchor) | set(self.vs.values())

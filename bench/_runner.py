@@ -53,26 +53,30 @@ def _preflight(case):
         return None, f"{type(exc).__name__}: {exc} (at {last.filename.rsplit('/', 1)[-1]}:{last.lineno})"
 
 
-def run_group(spec: GroupSpec, ctx: Context, filt: Optional[str], progress=None) -> dict:
-    """Build, measure and summarise one group. Never raises for a measurement problem."""
-    t0 = time.perf_counter()
-    doc = _run_group(spec, ctx, filt, progress)
-    doc["wall_s"] = round(time.perf_counter() - t0, 3)
-    return doc
+class _Prepared:
+    """A group built and pre-flighted, waiting for its cases to be timed."""
+
+    def __init__(self, spec, doc, built=None, cases=(), errors=None, anchor=None, keep=()):
+        self.spec, self.doc, self.built = spec, doc, built
+        self.cases, self.errors, self.anchor, self.keep = list(cases), errors or {}, anchor, keep
+
+    @property
+    def measurable(self) -> bool:
+        return self.doc["status"] == "ok" and bool(self.cases)
 
 
-def _run_group(spec: GroupSpec, ctx: Context, filt: Optional[str], progress=None) -> dict:
+def _prepare(spec: GroupSpec, ctx: Context, filt: Optional[str]) -> _Prepared:
     keep = {r for r in spec.rows if row_selected(spec, r, filt)} | spec.required_rows()
     try:
         built: Built = spec.build(ctx)
     except Unavailable as exc:
-        return _group_doc(spec, ctx, "skipped", str(exc))
+        return _Prepared(spec, _group_doc(spec, ctx, "skipped", str(exc)))
     except Exception as exc:
-        return _group_doc(spec, ctx, "error", f"building inputs failed: {type(exc).__name__}: {exc}")
-
+        return _Prepared(spec, _group_doc(
+            spec, ctx, "error", f"building inputs failed: {type(exc).__name__}: {exc}"))
     doc = _group_doc(spec, ctx, "ok", None)
     doc["info"] = dict(built.info)
-    errors = {}
+    prep = _Prepared(spec, doc, built, keep=keep)
     try:
         cases = [c for c in built.cases if c.name in keep]
         # pre-flight in the case's state: catches a broken case before it poisons the group
@@ -82,63 +86,126 @@ def _run_group(spec: GroupSpec, ctx: Context, filt: Optional[str], progress=None
                 built.switch(case.state)
             results[case.name], err = _preflight(case)
             if err:
-                errors[case.name] = err
-        cases = [c for c in cases if c.name not in errors]
+                prep.errors[case.name] = err
+        prep.cases = [c for c in cases if c.name not in prep.errors]
         if built.verify is not None:
             # outputs of the pre-flight run, compared across rows: a fast wrong row is flagged
-            doc["info"]["check"] = built.verify({n: r for n, r in results.items() if n not in errors})
-        anchor = next((a for a in spec.anchor if any(c.name == a for c in cases)), None)
-        if not cases:
+            doc["info"]["check"] = built.verify(
+                {n: r for n, r in results.items() if n not in prep.errors})
+        prep.anchor = next((a for a in spec.anchor if any(c.name == a for c in prep.cases)), None)
+        if not prep.cases:
             doc["status"] = "skipped"
-            reasons = {**built.unavailable, **errors}
+            reasons = {**built.unavailable, **prep.errors}
             doc["reason"] = "; ".join(f"{k}: {v}" for k, v in reasons.items()) or "nothing to measure"
-        else:
-            settings = ctx.settings
-            if spec.max_repeats is not None and settings.repeats > spec.max_repeats:
-                settings = dataclasses.replace(settings, repeats=spec.max_repeats)
-                doc["info"]["repeats_capped_at"] = spec.max_repeats
-            stats = measure(
-                cases, settings, switch=built.switch, state_order=built.state_order,
-                on_progress=(lambda t: progress(f"{spec.id}: {t}")) if progress else None,
-            )
-            doc["anchor"] = anchor
-            for name in spec.rows:
-                if name not in keep:
-                    continue
-                if name in stats:
-                    st = stats[name]
-                    row = _empty_row(name, "ok", None)
-                    row.update(
-                        anchor=name == anchor, ns=st.as_dict(), samples_ns=list(st.samples),
-                        loops=st.loops, repeats=len(st.samples), noisy=st.noisy,
-                    )
-                    if anchor is not None:
-                        row.update(paired_ratio(st, stats[anchor]))
-                    for label, target in spec.vs.items():
-                        if target in stats and stats[target].median > 0:
-                            row["vs"][label] = st.median / stats[target].median
-                        else:
-                            row["vs"][label] = None
-                    case = next(c for c in cases if c.name == name)
-                    row["meta"] = dict(case.meta, **({"state": case.state} if case.state else {}))
-                elif name in errors:
-                    row = _empty_row(name, "error", errors[name])
-                elif name in built.unavailable:
-                    row = _empty_row(name, "unavailable", built.unavailable[name])
-                else:
-                    row = _empty_row(name, "unavailable", "not built by this suite here")
-                doc["rows"].append(row)
-            doc["noisy"] = any(r["noisy"] for r in doc["rows"])
     except Exception as exc:
-        doc["status"] = "error"
-        doc["reason"] = f"{type(exc).__name__}: {exc}"
-        doc["rows"] = []
-    finally:
-        if built.cleanup is not None:
-            try:
-                built.cleanup()
-            except Exception:
-                pass
-        del built
-        gc.collect()
+        doc["status"], doc["reason"] = "error", f"{type(exc).__name__}: {exc}"
+    return prep
+
+
+def _finish(prep: _Prepared, stats: dict) -> dict:
+    """Fill the group's rows from ``stats`` ({row name: Stats})."""
+    spec, doc, built, anchor = prep.spec, prep.doc, prep.built, prep.anchor
+    doc["anchor"] = anchor
+    for name in spec.rows:
+        if name not in prep.keep:
+            continue
+        if name in stats:
+            st = stats[name]
+            row = _empty_row(name, "ok", None)
+            row.update(anchor=name == anchor, ns=st.as_dict(), samples_ns=list(st.samples),
+                       loops=st.loops, repeats=len(st.samples), noisy=st.noisy)
+            if anchor is not None:
+                row.update(paired_ratio(st, stats[anchor]))
+            for label, target in spec.vs.items():
+                ok = target in stats and stats[target].median > 0
+                row["vs"][label] = st.median / stats[target].median if ok else None
+            case = next(c for c in prep.cases if c.name == name)
+            row["meta"] = dict(case.meta, **({"state": case.state} if case.state else {}))
+        elif name in prep.errors:
+            row = _empty_row(name, "error", prep.errors[name])
+        elif built is not None and name in built.unavailable:
+            row = _empty_row(name, "unavailable", built.unavailable[name])
+        else:
+            row = _empty_row(name, "unavailable", "not built by this suite here")
+        doc["rows"].append(row)
+    doc["noisy"] = any(r["noisy"] for r in doc["rows"])
     return doc
+
+
+def _release(prep: _Prepared) -> None:
+    if prep.built is not None and prep.built.cleanup is not None:
+        try:
+            prep.built.cleanup()
+        except Exception:
+            pass
+    prep.built = None
+    prep.cases = []
+
+
+def _settings_for(specs, ctx, docs):
+    settings = ctx.settings
+    caps = [s.max_repeats for s in specs if s.max_repeats is not None]
+    if caps and settings.repeats > min(caps):
+        settings = dataclasses.replace(settings, repeats=min(caps))
+        for d in docs:
+            d["info"]["repeats_capped_at"] = min(caps)
+    return settings
+
+
+def run_group(spec: GroupSpec, ctx: Context, filt: Optional[str], progress=None) -> dict:
+    """Build, measure and summarise one group. Never raises for a measurement problem."""
+    return run_family([spec], ctx, filt, progress)[0]
+
+
+def run_family(specs, ctx: Context, filt: Optional[str], progress=None) -> list:
+    """Measure several groups in *one* interleaved pass (one ``measure`` call).
+
+    Used for groups that share a costly process-wide state switch (stock vLLM vs
+    ``install()``): per repeat every case of every group is sampled once, state blocks in ABBA
+    order, so the state switches once per repeat for the whole family instead of once per
+    repeat per group. Ratios stay within each group (anchor of the same grid point, same
+    repeat). Never raises for a measurement problem.
+    """
+    t0 = time.perf_counter()
+    preps = []
+    try:
+        for spec in specs:
+            if progress:
+                progress(f"{spec.id}: building and pre-flight")
+            preps.append(_prepare(spec, ctx, filt))
+        live = [p for p in preps if p.measurable]
+        if live:
+            merged, owner = [], {}
+            for p in live:
+                for c in p.cases:
+                    key = c.name if len(live) == 1 else f"{p.spec.id}::{c.name}"
+                    merged.append(dataclasses.replace(c, name=key))
+                    owner[key] = (p, c.name)
+            first = live[0].built
+            label = live[0].spec.id if len(live) == 1 else f"{live[0].spec.id} (+{len(live) - 1})"
+            settings = _settings_for([p.spec for p in live], ctx, [p.doc for p in live])
+            try:
+                stats = measure(
+                    merged, settings, switch=first.switch, state_order=first.state_order,
+                    on_progress=(lambda t: progress(f"{label}: {t}")) if progress else None,
+                )
+            except Exception as exc:
+                for p in live:
+                    p.doc.update(status="error", reason=f"{type(exc).__name__}: {exc}", rows=[])
+            else:
+                per = {id(p): {} for p in live}
+                for key, st in stats.items():
+                    p, row = owner[key]
+                    per[id(p)][row] = st
+                for p in live:
+                    _finish(p, per[id(p)])
+    finally:
+        for p in preps:
+            _release(p)
+        gc.collect()
+    wall = round(time.perf_counter() - t0, 3)
+    for p in preps:
+        p.doc["wall_s"] = round(wall / len(preps), 3)
+        if len(preps) > 1:
+            p.doc["info"]["family"] = {"groups": len(preps), "wall_s": wall}
+    return [p.doc for p in preps]

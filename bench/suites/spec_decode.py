@@ -235,6 +235,7 @@ def groups(ctx):
             vs={"floor": FLOOR},
             build=_build(mode, V, K, B),
             needs_vllm=True,
+        family="spec_decode",
             params={"mode": mode, "B": B, "k": K, "V": V, "draft_probs": False},
         ))
     return specs

@@ -143,6 +143,7 @@ def groups(ctx):
         anchor=(STOCK,),
         build=_entry_builder(entry),
         needs_vllm=True,
+        family="vllm_entry",
         params={"entry": entry},
     ) for entry in _entries()]
     return specs
