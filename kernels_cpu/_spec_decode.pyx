@@ -19,6 +19,9 @@ the argument, and the outputs are left untouched.
 """
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t, INT64_MAX
 
+cdef extern from "Python.h":
+    const Py_ssize_t PY_SSIZE_T_MAX
+
 from kernels_cpu._buffers cimport IBuf, iget, iset, check_index
 from kernels_cpu._parallel cimport threads_for
 from kernels_cpu._tables cimport (
@@ -32,6 +35,13 @@ cdef inline int64_t _wrap_inc(int64_t v, bint wide) noexcept nogil:
     if wide:
         return <int64_t>(<uint64_t>v + 1u)
     return <int32_t>(<uint32_t>v + 1u)
+
+
+cdef Py_ssize_t _length(object n):
+    """A required buffer length computed in Python ints (no overflow from absurd scalars);
+    anything beyond Py_ssize_t is clamped, which no tensor can satisfy, so the length check
+    that follows names the buffer."""
+    return n if n < PY_SSIZE_T_MAX else PY_SSIZE_T_MAX
 
 
 # ---------------------------------------------------------------------------------------------
@@ -316,7 +326,7 @@ cdef void _eagle_row(const void* p, Py_ssize_t r) noexcept nogil:
         o = start + j
         rej = 0
         masked = 0
-        pos = start_pos + j
+        pos = <int64_t>(<uint64_t>start_pos + <uint64_t>j)   # wraps like the GPU's int64
         if j >= nvalid + P:             # rejected slot (wins over every other region)
             tok = a.pad_id
             pos = 0
@@ -428,7 +438,7 @@ def copy_and_expand_eagle_inputs_kernel(
                                     "out_is_rejected_token_mask_ptr", 0, &n_rej)
     a.out_masked = <uint8_t*>need_bool(out_is_masked_token_mask_ptr,
                                        "out_is_masked_token_mask_ptr", 0, &n_mask)
-    need_new = R * a.P
+    need_new = _length(<object>R * a.P)
     a.out_new = need_index(out_new_token_indices_ptr, "out_new_token_indices_ptr", need_new)
     if a.shift or out_hidden_state_mapping_ptr is not None:
         a.out_map = check_index(out_hidden_state_mapping_ptr, "out_hidden_state_mapping_ptr", 1,
@@ -647,10 +657,11 @@ def copy_and_expand_dflash_inputs_kernel(
         a.rej = need_index(num_rejected_tokens_ptr, "num_rejected_tokens_ptr", R)
     else:
         a.rej = a.next
-    a.out_ids = need_index(out_input_ids_ptr, "out_input_ids_ptr", R * a.Q)
-    a.out_q_pos = need_index(out_query_positions_ptr, "out_query_positions_ptr", R * a.Q)
-    a.out_q_slot = need_index(out_query_slot_mapping_ptr, "out_query_slot_mapping_ptr", R * a.Q)
-    n = (R - 1) * a.S + a.Q - 1 if R > 0 and a.Q > 1 else 0
+    n = _length(<object>R * a.Q)
+    a.out_ids = need_index(out_input_ids_ptr, "out_input_ids_ptr", n)
+    a.out_q_pos = need_index(out_query_positions_ptr, "out_query_positions_ptr", n)
+    a.out_q_slot = need_index(out_query_slot_mapping_ptr, "out_query_slot_mapping_ptr", n)
+    n = _length((<object>R - 1) * a.S + a.Q - 1) if R > 0 and a.Q > 1 else 0
     a.out_tok_idx = need_index(out_token_indices_ptr, "out_token_indices_ptr", n)
     a.out_ctx_pos = need_index(out_context_positions_ptr, "out_context_positions_ptr", 0)
     a.out_ctx_slot = need_index(out_context_slot_mapping_ptr, "out_context_slot_mapping_ptr", 0)

@@ -168,6 +168,9 @@ def compute_slot_mapping_kernel(
         raise ValueError(f"TOTAL_CP_RANK={a.rank} must be in [0, TOTAL_CP_WORLD_SIZE={a.world})")
     if a.inter < 1:
         raise ValueError(f"CP_KV_CACHE_INTERLEAVE_SIZE must be >= 1, got {a.inter}")
+    if <object>a.kb * a.world > INT64_MAX or <object>a.world * a.inter > INT64_MAX:
+        raise ValueError("KV_CACHE_BLOCK_SIZE, CP_KV_CACHE_INTERLEAVE_SIZE and TOTAL_CP_WORLD_SIZE "
+                         "overflow int64 when multiplied")
     a.qsl = check_index(query_start_loc_ptr, "query_start_loc_ptr", 1, shape)
     a.R = shape[0] - 1
     if a.R < 0:
