@@ -17,13 +17,16 @@ cdef class KernelOverride:
     cdef Py_ssize_t* arg_slots  # kernel argument -> slot
     cdef Py_ssize_t* slot_args  # slot -> kernel argument, -1 for impl-only parameters
     cdef Py_ssize_t* all_index  # all_names index -> kernel argument, -2 for launch options
-    cdef Py_ssize_t* order      # dict position -> all_names index seen there last time
+    cdef Py_ssize_t ncache      # positions remembered (len(all_names))
+    cdef PyObject** seen_key    # dict position -> name object (item of all_names) seen there
+    cdef Py_ssize_t* seen_slot  # dict position -> its slot (-2: launch option)
     cdef PyObject** template    # owned: impl default for impl-only slots, NULL elsewhere
     cdef PyObject** defaults    # owned: default per slot, NULL when required or omitted
     cdef char* omit             # per slot: leave out of the call when not supplied
+    cdef bint has_template      # some slot is impl-only (pre-filled with its default)
     cdef Launcher launcher
 
-    cdef Py_ssize_t index_of(self, PyObject* key, Py_ssize_t position) noexcept
+    cdef Py_ssize_t slot_of(self, PyObject* key, Py_ssize_t position) noexcept
     cdef object launch(self, dict kwargs, LaunchBindingPlan plan, tuple input_values)
 
 

@@ -40,6 +40,9 @@ from ._bindcheck import (
 )
 
 cdef extern from "Python.h":
+    # The C macros on raw pointers: Cython's Py_INCREF(<object> p) adds a temporary reference.
+    void _incref "Py_INCREF" (PyObject* o)
+    void _decref "Py_DECREF" (PyObject* o)
     object PyObject_Call(object callable, object args, object kwargs)
     object PyObject_Vectorcall(object callable, PyObject** args, size_t nargsf, PyObject* kwnames)
     size_t PY_VECTORCALL_ARGUMENTS_OFFSET
@@ -201,9 +204,9 @@ cdef PyObject** _object_array(Py_ssize_t n) except NULL:
 
 cdef inline void _put(PyObject** slots, Py_ssize_t s, PyObject* value, Py_ssize_t* filled) noexcept:
     """Store an owned reference to ``value`` in slot ``s``; count slots filled the first time."""
-    Py_INCREF(<object> value)
+    _incref(value)
     if slots[s] != NULL:
-        Py_DECREF(<object> slots[s])
+        _decref(slots[s])
     else:
         filled[0] += 1
     slots[s] = value
@@ -213,7 +216,7 @@ cdef inline void _release(PyObject** slots, Py_ssize_t n) noexcept:
     cdef Py_ssize_t s
     for s in range(n):
         if slots[s] != NULL:
-            Py_DECREF(<object> slots[s])
+            _decref(slots[s])
             slots[s] = NULL
 
 
@@ -235,7 +238,8 @@ cdef class KernelOverride:
         self.arg_slots = NULL
         self.slot_args = NULL
         self.all_index = NULL
-        self.order = NULL
+        self.seen_key = NULL
+        self.seen_slot = NULL
         self.template = NULL
         self.defaults = NULL
         self.omit = NULL
@@ -280,7 +284,9 @@ cdef class KernelOverride:
         self.arg_slots = _index_array(layout.arg_slots)
         self.slot_args = _index_array(layout.slot_args)
         self.all_index = _index_array(list(range(self.nargs)) + [-2] * len(options))
-        self.order = _index_array([-1] * len(self.all_names))
+        self.ncache = len(self.all_names)
+        self.seen_key = _object_array(self.ncache)  # borrowed from all_names; NULL = nothing yet
+        self.seen_slot = _index_array([-1] * self.ncache)
         self.template = _object_array(self.nslots)
         self.defaults = _object_array(self.nslots)
         self.omit = <char*> malloc(self.nslots if self.nslots > 0 else 1)
@@ -296,6 +302,7 @@ cdef class KernelOverride:
             if self.slot_args[s] < 0:
                 Py_INCREF(d)
                 self.template[s] = <PyObject*> d
+                self.has_template = True
 
     def __dealloc__(self):
         if self.template != NULL:
@@ -307,7 +314,8 @@ cdef class KernelOverride:
         free(self.arg_slots)
         free(self.slot_args)
         free(self.all_index)
-        free(self.order)
+        free(self.seen_key)
+        free(self.seen_slot)
         free(self.omit)
 
     @property
@@ -336,17 +344,15 @@ cdef class KernelOverride:
         """``override[grid](**kwargs)``: route a launch keyed by kernel argument names."""
         return self.launch(kwargs, None, None)
 
-    cdef Py_ssize_t index_of(self, PyObject* key, Py_ssize_t position) noexcept:
-        """Kernel argument index of launch key ``key`` (-2: a launch option, -1: unknown).
+    cdef Py_ssize_t slot_of(self, PyObject* key, Py_ssize_t position) noexcept:
+        """Call slot for launch key ``key`` (-2: a Triton launch option, -1: not an argument).
 
-        Fast path: the key is the very object seen at this dict position last time.
+        The slow path of a launch: a dict lookup by name. On success the answer is remembered for
+        this dict position, keyed by the interned name object, so that the next launch with the
+        same key order recognises each key by one pointer comparison.
         """
-        cdef Py_ssize_t a
+        cdef Py_ssize_t a, s
         cdef PyObject* found
-        if position < PyTuple_GET_SIZE(self.all_names):
-            a = self.order[position]
-            if a >= 0 and PyTuple_GET_ITEM(self.all_names, a) == key:
-                return self.all_index[a]
         if not PyUnicode_CheckExact(<object> key):
             if not isinstance(<object> key, str):
                 return -1
@@ -354,9 +360,13 @@ cdef class KernelOverride:
         if found == NULL:
             return -1
         a = PyLong_AsSsize_t(<object> found)
-        if position < PyTuple_GET_SIZE(self.all_names):
-            self.order[position] = a
-        return self.all_index[a]
+        s = self.all_index[a]
+        if s >= 0:
+            s = self.arg_slots[s]
+        if position < self.ncache:
+            self.seen_slot[position] = s
+            self.seen_key[position] = PyTuple_GET_ITEM(self.all_names, a)
+        return s
 
     cdef object launch(self, dict kwargs, LaunchBindingPlan plan, tuple input_values):
         """Fill the call slots from ``kwargs`` (and ``plan``'s inputs and strides), call the impl.
@@ -376,19 +386,23 @@ cdef class KernelOverride:
         cdef PyObject* kwnames = NULL
         cdef list unexpected = None
         cdef list missing
-        cdef PyObject** names = _tuple_items(self.all_names)
         cdef _entry* entries
         cdef Py_ssize_t nentries = 0, e
-        cdef Py_ssize_t nnames = PyTuple_GET_SIZE(self.all_names)
+        cdef Py_ssize_t ncache = self.ncache
+        cdef PyObject** seen_key = self.seen_key
+        cdef Py_ssize_t* seen_slot = self.seen_slot
         if nslots > STACK_SLOTS:
             buf = <PyObject**> malloc((nslots + 1) * sizeof(PyObject*))
             if buf == NULL:
                 raise MemoryError()
         slots = buf + 1  # one free slot in front: PY_VECTORCALL_ARGUMENTS_OFFSET
-        for s in range(nslots):
-            slots[s] = self.template[s]
-            if slots[s] != NULL:
-                Py_INCREF(<object> slots[s])
+        if self.has_template:
+            for s in range(nslots):
+                slots[s] = self.template[s]
+                if slots[s] != NULL:
+                    _incref(slots[s])
+        else:
+            memset(slots, 0, nslots * sizeof(PyObject*))
         try:
             if kwargs is not None:
                 entries = _dict_entries(kwargs, &nentries)
@@ -398,30 +412,33 @@ cdef class KernelOverride:
                         if value == NULL:  # deleted entry
                             continue
                         key = entries[e].key
-                        # Inline fast path of index_of: same key object as last time here.
-                        a = self.order[j] if j < nnames else -1
-                        if a >= 0 and names[a] == key:
-                            a = self.all_index[a]
+                        # Fast path: the very key object seen at this position last time.
+                        if j < ncache and seen_key[j] == key:
+                            s = seen_slot[j]
                         else:
-                            a = self.index_of(key, j)
+                            s = self.slot_of(key, j)
                         j += 1
-                        if a >= 0:
-                            _put(slots, self.arg_slots[a], value, &filled)
-                        elif a == -1:
+                        if s >= 0:
+                            _incref(value)
+                            if slots[s] == NULL:
+                                filled += 1
+                            else:
+                                _decref(slots[s])
+                            slots[s] = value
+                        elif s == -1:
                             if unexpected is None:
                                 unexpected = []
                             unexpected.append(<object> key)
                 else:
                     while PyDict_Next(kwargs, &position, &key, &value):
-                        a = self.order[j] if j < nnames else -1
-                        if a >= 0 and names[a] == key:
-                            a = self.all_index[a]
+                        if j < ncache and seen_key[j] == key:
+                            s = seen_slot[j]
                         else:
-                            a = self.index_of(key, j)
+                            s = self.slot_of(key, j)
                         j += 1
-                        if a >= 0:
-                            _put(slots, self.arg_slots[a], value, &filled)
-                        elif a == -1:
+                        if s >= 0:
+                            _put(slots, s, value, &filled)
+                        elif s == -1:
                             if unexpected is None:
                                 unexpected = []
                             unexpected.append(<object> key)
@@ -458,7 +475,7 @@ cdef class KernelOverride:
                             missing.append(self.names[self.slot_args[s]])
                         else:
                             slots[s] = self.defaults[s]
-                            Py_INCREF(<object> slots[s])
+                            _incref(slots[s])
                 if missing is not None:
                     raise LaunchArgumentError(
                         f"Override for {_dict_of(self)['__name__']!r} (kernel "

@@ -97,12 +97,14 @@ class KernelOverride:
         for name in self.arg_names:
             if not isinstance(name, str):
                 raise TypeError(f"kernel argument names must be str, got {name!r}")
-        # Kernel argument name -> index; Triton launch options -> -2 (dropped).
-        index = {name: -2 for name in TRITON_LAUNCH_OPTIONS}
-        index.update((name, i) for i, name in enumerate(self.arg_names))
-        self._name_index = index
+        # Name -> call slot; Triton launch options -> -2 (dropped). (The compiled module keeps
+        # the same facts as C arrays and remembers, per dict position, the last key seen.)
+        slot_of = {name: -2 for name in TRITON_LAUNCH_OPTIONS}
+        slot_of.update((name, layout.arg_slots[i]) for i, name in enumerate(self.arg_names))
+        self._slot_of = slot_of
         self._nargs = len(self.arg_names)
         self._npos = layout.npos
+        self._nslots = layout.npos + len(layout.kwnames)
         self._kwnames = layout.kwnames
         self._arg_slots = layout.arg_slots
         self._slot_args = layout.slot_args
@@ -124,67 +126,80 @@ class KernelOverride:
     def __reduce__(self):
         raise TypeError("KernelOverride cannot be pickled: register the impl in each process")
 
-    # -- launch machinery (the compiled module has the same steps as C functions) --------------
+    # -- launch machinery ------------------------------------------------------------------------
 
-    def _start(self):
-        """A fresh slot list for one launch, plus the list that collects unexpected names."""
-        return list(self._template)
+    def _launch_kwargs(self, kwargs):
+        """``override[grid](**kwargs)``: route a launch keyed by kernel argument names."""
+        return self._launch(kwargs, None, None)
 
-    def _place(self, slots, key, value, unexpected):
-        """Put launch argument ``key`` in its slot; return 1 if it filled a kernel argument."""
-        i = self._name_index.get(key) if isinstance(key, str) else None
-        if i is None:
-            unexpected.append(key)
-            return 0
-        if i < 0:  # a Triton launch option
-            return 0
-        slots[self._arg_slots[i]] = value
-        return 1
+    def _launch(self, kwargs, plan, input_values):
+        """Fill the call slots from ``kwargs`` (and ``plan``'s inputs and strides), call the impl.
 
-    def _finish(self, slots, filled, unexpected):
-        """Fill defaults, raise for unexpected or missing arguments, then call the impl."""
-        if unexpected:
+        ``plan``/``input_values`` are None for a plain ``override[grid](**kwargs)`` launch.
+        """
+        slots = list(self._template)
+        filled = 0
+        unexpected = None
+        slot_of = self._slot_of
+        if kwargs is not None:
+            for key, value in kwargs.items():
+                s = slot_of.get(key, -1) if isinstance(key, str) else -1
+                if s >= 0:
+                    if slots[s] is _UNSET:
+                        filled += 1
+                    slots[s] = value
+                elif s == -1:
+                    if unexpected is None:
+                        unexpected = []
+                    unexpected.append(key)
+        if plan is not None:
+            arg_slots = self._arg_slots
+            for index, arg in plan.input_fill:
+                s = arg_slots[arg]
+                if slots[s] is _UNSET:
+                    filled += 1
+                slots[s] = input_values[index]
+            for arg, src, dim in plan.stride_fill:
+                source = kwargs[src] if isinstance(src, str) else input_values[-1 - src]
+                s = arg_slots[arg]
+                stride = source.stride(dim)
+                if slots[s] is _UNSET:
+                    filled += 1
+                slots[s] = stride
+        if unexpected is not None:
             raise LaunchArgumentError(
                 f"Override for {self.__name__!r} (kernel {self._kernel_name!r}) received "
                 f"unexpected launch arguments: {unexpected}; kernel arguments are "
                 f"{list(self.arg_names)}"
             )
         npos = self._npos
-        kwnames = self._kwnames
         if filled != self._nargs:
             defaults = self._slot_defaults
-            total = len(slots)
-            if not kwnames:
+            total = self._nslots
+            if not self._kwnames:
                 # Unknown impl signature: omitted trailing positional arguments stay omitted.
                 while npos > 0 and slots[npos - 1] is _UNSET and defaults[npos - 1] is OMIT:
                     npos -= 1
                 total = npos
-            missing = []
+            missing = None
             for s in range(total):
                 if slots[s] is _UNSET:
                     d = defaults[s]
                     if d is MISSING or d is OMIT:
+                        if missing is None:
+                            missing = []
                         missing.append(self.arg_names[self._slot_args[s]])
                     else:
                         slots[s] = d
-            if missing:
+            if missing is not None:
                 raise LaunchArgumentError(
                     f"Override for {self.__name__!r} (kernel {self._kernel_name!r}) is missing "
                     f"launch arguments without a default: {missing}"
                 )
             del slots[total:]
-        if kwnames:
-            return self._impl(*slots[:npos], **dict(zip(kwnames, slots[npos:])))
+        if self._kwnames:
+            return self._impl(*slots[:npos], **dict(zip(self._kwnames, slots[npos:])))
         return self._impl(*slots)
-
-    def _launch_kwargs(self, kwargs):
-        """``override[grid](**kwargs)``: route a launch keyed by kernel argument names."""
-        slots = self._start()
-        unexpected = []
-        filled = 0
-        for key, value in kwargs.items():
-            filled += self._place(slots, key, value, unexpected)
-        return self._finish(slots, filled, unexpected)
 
 
 class Launcher:
@@ -198,7 +213,7 @@ class Launcher:
     def __call__(self, *args, **kwargs):
         if args:
             return self.override._impl(*args, **kwargs)
-        return self.override._launch_kwargs(kwargs)
+        return self.override._launch(kwargs, None, None)
 
     def __repr__(self):
         return f"<launcher of {self.override!r}>"
@@ -374,24 +389,6 @@ def _launch_generic(kernel, arg_names, grid, launch_kwargs, input_names, input_v
     return outputs
 
 
-def _launch_planned(override, plan, launch_kwargs, input_values):
-    """Launch an override straight from the plan: no intermediate kwargs dict."""
-    slots = override._start()
-    unexpected = []
-    filled = 0
-    for key, value in launch_kwargs.items():
-        filled += override._place(slots, key, value, unexpected)
-    arg_slots = override._arg_slots
-    for index, target in plan.input_fill:
-        slots[arg_slots[target]] = input_values[index]
-        filled += 1
-    for target, src, dim in plan.stride_fill:
-        source = launch_kwargs[src] if isinstance(src, str) else input_values[-1 - src]
-        slots[arg_slots[target]] = source.stride(dim)
-        filled += 1
-    return override._finish(slots, filled, unexpected)
-
-
 def launch_owner(kernel, arg_names, spec, input_names, input_values, cache=None):
     """vLLM's ``launch``: run one launch described by a dispatch function's result.
 
@@ -429,7 +426,7 @@ def launch_owner(kernel, arg_names, spec, input_names, input_values, cache=None)
             and (kernel.arg_names is arg_names or kernel.arg_names == arg_names)):
         if grid is None:
             return outputs
-        _launch_planned(kernel, plan, launch_kwargs, input_values)
+        kernel._launch(launch_kwargs, plan, input_values)
         return outputs
     return _launch_generic(kernel, arg_names, grid, launch_kwargs, input_names, input_values,
                            outputs)
