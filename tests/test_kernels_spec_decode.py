@@ -387,6 +387,11 @@ def _narrow_table(case):
     case["block_table_stride"] = 8
 
 
+def _huge_queries(case):
+    """Required lengths must not overflow into a pass: 2**62 queries per request."""
+    case["num_query_per_req"] = case["num_speculative_tokens"] = 2**62
+
+
 f32 = lambda n: (lambda c: torch.zeros(n, dtype=torch.float32))  # noqa: E731
 i64 = lambda n: (lambda c: torch.zeros(n, dtype=torch.int64))  # noqa: E731
 strided = lambda n: (lambda c: torch.zeros(2 * n, dtype=torch.int64)[::2])  # noqa: E731
@@ -458,6 +463,9 @@ BAD = [
      "out_new_token_indices_ptr"),
     ("copy", copy_case, _set("num_padding_slots_per_request", -1), ValueError,
      "num_padding_slots_per_request"),
+    ("copy", copy_case, _set("num_padding_slots_per_request", 2**62), ValueError,
+     "out_new_token_indices_ptr"),
+    ("copy", copy_case, _set("padding_token_id", 2**63), ValueError, "padding_token_id"),
     ("copy", copy_case, _set("out_positions_ptr", i64(6)), ValueError, "out_positions_ptr"),
     ("copy", copy_case, _set("out_is_rejected_token_mask_ptr", lambda c: torch.zeros(9, dtype=torch.uint8)),
      TypeError, "out_is_rejected_token_mask_ptr"),
@@ -489,6 +497,9 @@ BAD = [
      ValueError, "block_table_ptr"),
     ("dflash", dflash_case, _set("num_speculative_tokens", 1), ValueError, "num_speculative_tokens"),
     ("dflash", dflash_case, _set("block_size", 0), ValueError, "block_size"),
+    ("dflash", dflash_case, _huge_queries, ValueError, "out_input_ids_ptr"),
+    ("dflash", dflash_case, _poke("target_positions_ptr", 3, 2**63 - 2), IndexError,
+     "target_positions_ptr"),
     ("dflash", dflash_case, _set("out_context_positions_ptr", i64(4)), ValueError,
      "out_context_positions_ptr"),
     ("dflash", dflash_case, _set("out_context_slot_mapping_ptr", f32(5)), TypeError,
