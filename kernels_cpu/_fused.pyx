@@ -62,6 +62,7 @@ from kernels_cpu._philox cimport (
 
 cdef enum:
     BLOCK = 256           # ids per race block: part of the stream's definition, never change it
+    RUN = 64              # blocks summed per call of the block-sum loop
     PURPOSE_BLOCKS = 0
     PURPOSE_STEP = 1
     KIND_RECOVER = 0
@@ -96,6 +97,7 @@ cdef extern from *:
        lanes are independent), so the result is the same on SSE2, AVX2 and AVX-512 builds: the
        clones below only change how many lanes one instruction carries. */
     #define FD_LANES 32
+    #define FD_BLOCK 256
     #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11 && defined(__x86_64__) \
         && defined(__linux__) && !defined(__SANITIZE_ADDRESS__)
     #define FD_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
@@ -110,8 +112,8 @@ cdef extern from *:
         return acc[0];
     }
 
-    /* sum of max(t, 0); NaN counts as 0 */
-    FD_CLONES static float fd_sum_pos(const float* t, Py_ssize_t n) {
+    /* sum of max(t, 0) over n <= FD_BLOCK values; NaN counts as 0 */
+    static inline __attribute__((always_inline)) float fd_sum_pos_inl(const float* t, Py_ssize_t n) {
         float acc[FD_LANES] = {0};
         Py_ssize_t i = 0;
         for (; i + FD_LANES <= n; i += FD_LANES)
@@ -126,8 +128,9 @@ cdef extern from *:
         return fd_fold(acc);
     }
 
-    /* sum of max(t - q, 0); NaN counts as 0 */
-    FD_CLONES static float fd_sum_resid(const float* t, const float* q, Py_ssize_t n) {
+    /* sum of max(t - q, 0) over n <= FD_BLOCK values; NaN counts as 0 */
+    static inline __attribute__((always_inline)) float fd_sum_resid_inl(const float* t, const float* q,
+                                                                       Py_ssize_t n) {
         float acc[FD_LANES] = {0};
         Py_ssize_t i = 0;
         for (; i + FD_LANES <= n; i += FD_LANES)
@@ -140,6 +143,23 @@ cdef extern from *:
             acc[j] += x > 0.0f ? x : 0.0f;
         }
         return fd_fold(acc);
+    }
+
+    FD_CLONES static float fd_sum_pos(const float* t, Py_ssize_t n) {
+        return fd_sum_pos_inl(t, n);
+    }
+
+    /* P[k] = block sum of block k of t[0:n) (blocks of FD_BLOCK, the last one may be short):
+       one call per run of blocks keeps the loop hot and the per-block cost at a few adds. */
+    FD_CLONES static void fd_block_sums(const float* t, const float* q, Py_ssize_t n, float* P) {
+        Py_ssize_t k = 0, lo = 0;
+        if (q) {
+            for (; lo < n; lo += FD_BLOCK, k++)
+                P[k] = fd_sum_resid_inl(t + lo, q + lo, n - lo < FD_BLOCK ? n - lo : FD_BLOCK);
+        } else {
+            for (; lo < n; lo += FD_BLOCK, k++)
+                P[k] = fd_sum_pos_inl(t + lo, n - lo < FD_BLOCK ? n - lo : FD_BLOCK);
+        }
     }
 
     /* index of the first maximum of t[lo:hi] (of the first NaN if any, as torch.argmax) */
@@ -173,8 +193,10 @@ cdef extern from *:
     }
     """
     int FD_LANES
+    int FD_BLOCK
     float _sum_target "fd_sum_pos"(const float* t, Py_ssize_t n) noexcept nogil
-    float _sum_resid "fd_sum_resid"(const float* t, const float* q, Py_ssize_t n) noexcept nogil
+    void _block_sums "fd_block_sums"(const float* t, const float* q, Py_ssize_t n,
+                                     float* P) noexcept nogil
     Py_ssize_t _argmax "fd_argmax"(const float* t, Py_ssize_t lo, Py_ssize_t hi) noexcept nogil
 
 
@@ -186,44 +208,41 @@ cdef inline double _mass(const float* t, const float* q, Py_ssize_t i, int64_t s
     return x if x > 0 else 0.0
 
 
-cdef float _block_sum(const float* t, const float* q, Py_ssize_t lo, Py_ssize_t n,
-                      int64_t skip) noexcept nogil:
-    cdef float tmp[BLOCK]
-    if q != NULL:
-        return _sum_resid(t + lo, q + lo, n)
-    if skip >= lo and skip < lo + n:
-        memcpy(tmp, t + lo, n * sizeof(float))
-        tmp[skip - lo] = 0
-        return _sum_target(tmp, n)
-    return _sum_target(t + lo, n)
-
-
 cdef void _race_chunk(Job* job, Py_ssize_t V, Py_ssize_t b0, Py_ssize_t b1,
                       Part* out) noexcept nogil:
     """Best block score P_b / E_b over blocks [b0, b1) (strict >: lowest block on ties)."""
+    cdef float P[RUN]
+    cdef float tmp[BLOCK]
     cdef uint32_t w[4]
-    cdef Py_ssize_t b, lo, n, quad = -1
-    cdef double best = -1.0, gap, s
+    cdef Py_ssize_t b, r0, r1, lo, hi, n, quad = -1
+    cdef double best = -1.0, s
     cdef int64_t idx = -1
-    cdef float P
     cdef uint32_t x
-    for b in range(b0, b1):
-        lo = b * BLOCK
-        n = V - lo
-        if n > BLOCK:
-            n = BLOCK
-        P = _block_sum(job.t, job.q, lo, n, job.skip)
-        if (b >> 2) != quad:
-            quad = b >> 2
-            philox4x32_10(<uint32_t>quad, job.pos, job.stream, PURPOSE_BLOCKS,
-                          job.k0, job.k1, w)
-        x = w[b & 3]
-        # E = -log(u) >= 1 - u = gap: P / E > best needs P > best * gap (slack covers rounding)
-        if best < 0 or P > best * u01_open(<uint32_t>0xFFFFFFFFU - x) * (1.0 - 1e-9):
-            s = P / exp_open(x)
-            if s > best:
-                best = s
-                idx = b
+    r0 = b0
+    while r0 < b1:                                # runs of at most RUN blocks
+        r1 = r0 + RUN if r0 + RUN < b1 else b1
+        lo = r0 * BLOCK
+        hi = r1 * BLOCK if r1 * BLOCK < V else V
+        _block_sums(job.t + lo, job.q + lo if job.q != NULL else NULL, hi - lo, P)
+        if job.skip >= lo and job.skip < hi:      # the masked draft id: that block again, without it
+            b = job.skip // BLOCK
+            n = V - b * BLOCK if V - b * BLOCK < BLOCK else BLOCK
+            memcpy(tmp, job.t + b * BLOCK, n * sizeof(float))
+            tmp[job.skip - b * BLOCK] = 0
+            P[b - r0] = _sum_target(tmp, n)
+        for b in range(r0, r1):
+            if (b >> 2) != quad:
+                quad = b >> 2
+                philox4x32_10(<uint32_t>quad, job.pos, job.stream, PURPOSE_BLOCKS,
+                              job.k0, job.k1, w)
+            x = w[b & 3]
+            # E = -log(u) >= 1 - u: P / E > best needs P > best * (1 - u) (slack covers rounding)
+            if best < 0 or P[b - r0] > best * u01_open(<uint32_t>0xFFFFFFFFU - x) * (1.0 - 1e-9):
+                s = P[b - r0] / exp_open(x)
+                if s > best:
+                    best = s
+                    idx = b
+        r0 = r1
     out.score = best
     out.idx = idx
 
@@ -782,3 +801,5 @@ def _set_chunk_blocks(n):
 
 
 BLOCK_SIZE = BLOCK
+if FD_BLOCK != BLOCK:   # the C block-sum loop and the race must agree on the block size
+    raise ImportError(f"kernels_cpu._fused: FD_BLOCK {FD_BLOCK} != BLOCK {BLOCK}")
