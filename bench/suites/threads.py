@@ -21,9 +21,12 @@ from .kernels import kernels_cpu_fn
 
 
 def _all_threads() -> int:
+    """torch's default thread count at start-up (before any ``--threads``)."""
+    import os
+
     import torch
 
-    return max(1, torch.get_num_threads())
+    return max(1, int(os.environ.get("FASTDISPATCH_BENCH_ALL_THREADS") or torch.get_num_threads()))
 
 
 class _Threads:
@@ -36,7 +39,6 @@ class _Threads:
         self.torch_start = torch.get_num_threads()
         try:
             self.kc = importlib.import_module("kernels_cpu")
-            self.kc_start = self.kc.get_num_threads()
         except Exception:
             self.kc = None
 
@@ -53,9 +55,12 @@ class _Threads:
     def restore(self):
         import torch
 
+        import os
+
         torch.set_num_threads(self.torch_start)
-        if self.kc is not None:
-            self.kc.set_num_threads(None)
+        if self.kc is not None:  # back to the run's setting: a --threads pin, else follow torch
+            pinned = os.environ.get("FASTDISPATCH_BENCH_THREADS")
+            self.kc.set_num_threads(int(pinned) if pinned else None)
 
 
 def _fused_recovered(B, K, V):
@@ -121,9 +126,7 @@ def _tiny_builder(kernel):
 
 
 def groups(ctx):
-    import torch
-
-    n = max(1, torch.get_num_threads())
+    n = _all_threads()
     tN = f"{n} threads"
     B, K, V = 16, 4, 128256
     specs = [GroupSpec(
