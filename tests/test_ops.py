@@ -278,6 +278,12 @@ def test_rejection_sample_random_and_mixed(idx, with_draft_probs, kind):
         expected = _expected_rejection(drafts, counts, K, logits, bonus, is_greedy, draft_probs,
                                        uniform, inv_q, rates)
         assert out.tolist() == expected
+        again = ops.rejection_sample(drafts, cu, K, logits, bonus, draft_probs=draft_probs,
+                                     is_greedy=is_greedy, all_random=kind == "random",
+                                     uniform_probs=uniform, inv_q=inv_q,
+                                     synthetic_conditional_rates=rates,
+                                     target_probs=logits.softmax(-1, dtype=torch.float32))
+        assert again.tolist() == expected
 
 
 def test_generators_seed_their_own_requests():

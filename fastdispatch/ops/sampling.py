@@ -177,7 +177,7 @@ def rejection_sample(draft_token_ids, cu_num_draft_tokens, max_spec_len, target_
                      bonus_token_ids, *, draft_probs=None, is_greedy=None, all_random=False,
                      num_draft_tokens=None, generators=None, synthetic_conditional_rates=None,
                      use_fp64_gumbel=False, uniform_probs=None, inv_q=None,
-                     out_dtype=torch.int32):
+                     target_probs=None, out_dtype=torch.int32):
     """Speculative-decoding rejection sampling for a batch of requests.
 
     Arguments (B requests, T draft tokens in all, V vocabulary entries, K = ``max_spec_len``):
@@ -194,7 +194,8 @@ def rejection_sample(draft_token_ids, cu_num_draft_tokens, max_spec_len, target_
     ``generators`` request index -> ``torch.Generator`` for seeded requests;
     ``synthetic_conditional_rates`` [K] float32: synthetic acceptance (accept draft ``pos`` when
     ``uniform < rate[pos]``), for benchmarking acceptance lengths;
-    ``uniform_probs`` [T] float64 / ``inv_q`` [B, V]: supply the random draws instead.
+    ``uniform_probs`` [T] float64 / ``inv_q`` [B, V]: supply the random draws instead;
+    ``target_probs`` [T, V] float32: the softmax of ``target_logits`` when already at hand.
 
     Returns ``[B, K + 1]`` of ``out_dtype``: accepted drafts, then the recovered (or bonus)
     token, then ``PLACEHOLDER_TOKEN_ID``.
@@ -241,7 +242,10 @@ def rejection_sample(draft_token_ids, cu_num_draft_tokens, max_spec_len, target_
         if all_greedy:
             return out
 
-    target_probs = target_logits.softmax(dim=-1, dtype=torch.float32).contiguous()
+    if target_probs is None:
+        target_probs = target_logits.softmax(dim=-1, dtype=torch.float32).contiguous()
+    else:
+        _checks.matrix("target_probs", target_probs, (torch.float32,), rows=T, cols=V)
     if inv_q is None:
         inv_q = generate_inv_q(B, V, counts, generators, device, use_fp64_gumbel)
     recovered = sample_recovered_tokens(cu_num_draft_tokens, draft_token_ids, draft_probs,
