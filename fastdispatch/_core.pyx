@@ -721,7 +721,16 @@ cdef object launch_owner_c(object kernel, object arg_names, object spec, tuple i
                            object input_values, PlanCache cache):
     cdef LaunchBindingPlan plan
     cdef KernelOverride override
-    grid, launch_kwargs, outputs = _unpack_spec(spec)
+    cdef Py_ssize_t nspec
+    cdef object grid, launch_kwargs, outputs = None
+    if type(spec) is tuple and (PyTuple_GET_SIZE(spec) == 2 or PyTuple_GET_SIZE(spec) == 3):
+        nspec = PyTuple_GET_SIZE(spec)
+        grid = <object> PyTuple_GET_ITEM(spec, 0)
+        launch_kwargs = <object> PyTuple_GET_ITEM(spec, 1)
+        if nspec == 3:
+            outputs = <object> PyTuple_GET_ITEM(spec, 2)
+    else:
+        grid, launch_kwargs, outputs = _unpack_spec(spec)
     if type(launch_kwargs) is not dict:
         launch_kwargs = dict(launch_kwargs)
     if type(arg_names) is not tuple:
