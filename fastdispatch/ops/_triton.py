@@ -63,7 +63,9 @@ except ImportError:  # Triton not installed (or its import is blocked on purpose
     triton, tl = _placeholder_modules()
     HAS_TRITON = False
 
-INTERPRET = HAS_TRITON and os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+# Read as Triton reads it (its knobs accept these spellings), so we agree with the decorator.
+INTERPRET = HAS_TRITON and os.environ.get("TRITON_INTERPRET", "0").strip().lower() in (
+    "1", "true", "yes", "on", "y")
 
 
 def active_driver():
