@@ -76,6 +76,7 @@ class Modes:
             self.stock()
         else:
             self.ours()
+        self.check(mode)
         ctx = fastdispatch.overrides(reference) if mode == "reference" else contextlib.nullcontext()
         with ctx:
             torch.manual_seed(seed)
@@ -85,6 +86,19 @@ class Modes:
                 if mode == "stock":
                     return exc
                 raise
+
+    def check(self, mode):
+        """Make sure the switch took: a row must never silently measure the other side."""
+        import fastdispatch
+        import vllm.v1.sample.rejection_sampler as rs
+
+        kernel = vars(rs._expand)["kernel"]
+        if mode == "stock":
+            assert not self.fv.installed()
+            assert type(kernel).__module__ == "vllm.triton_utils.dispatcher", kernel
+        else:
+            assert self.fv.installed()
+            assert type(kernel) is fastdispatch.KernelOverride, kernel
 
     def all(self, fn, seed=0, reference=None, modes=("stock", "ours")):
         out = {mode: self.run(fn, mode, seed, reference) for mode in modes}
