@@ -83,6 +83,20 @@ def test_run_mode_and_registration():
         assert not hasattr(triton_kernels.kernel("expand_kernel"), "arg_names")
 
 
+def test_kernel_signatures_match_kernels_cpu():
+    """Our kernels and the ``kernels_cpu`` implementations take the same arguments in the same
+    order, so a launch by name or by position binds to either."""
+    import inspect
+
+    import kernels_cpu
+
+    for name in ops.QUALNAMES:
+        kernel = triton_kernels.kernel(name)
+        names = getattr(kernel, "arg_names", None) or list(inspect.signature(kernel).parameters)
+        cpu = list(inspect.signature(getattr(kernels_cpu, name)).parameters)
+        assert list(names) == cpu[:len(names)], name
+
+
 def test_switching_implementations():
     """``use_triton_kernels`` restores our kernels in every holder; ``use_cpu_kernels`` puts
     ``kernels_cpu`` back. With no driver the Triton kernel cannot launch: the op must fail
