@@ -78,6 +78,8 @@ cdef struct Job:
     int64_t skip          # id masked to 0 (no draft probs), else -1
     uint32_t k0, k1, stream, pos
     int kind
+    bint logits           # t holds logits: mass exp(t - m) [* invz - q] instead of t [- q]
+    float m, invz         # row max and 1 / sum(exp(t - m)) when logits
     int64_t token         # result
 
 
@@ -96,6 +98,10 @@ cdef extern from *:
        order, then lanes are folded by halving. Every ISA computes exactly these additions (the
        lanes are independent), so the result is the same on SSE2, AVX2 and AVX-512 builds: the
        clones below only change how many lanes one instruction carries. */
+    /* No a*b+c -> fma contraction anywhere in this module: the AVX2/AVX-512 clones and the
+       baseline code must round every operation identically (same tokens on every machine). */
+    #pragma GCC optimize ("fp-contract=off")
+    #include <string.h>
     #define FD_LANES 32
     #define FD_BLOCK 256
     #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11 && defined(__x86_64__) \
@@ -162,6 +168,86 @@ cdef extern from *:
         }
     }
 
+    /* exp(x) for x <= 0 (the only use: logit - row max), branch-free so loops over it
+       vectorise: Cody-Waite reduction by ln 2 (round via the 1.5 * 2**23 trick), Cephes' degree-6
+       polynomial, scale by 2**n built from bits. Relative error < 2 ulp; exp(-inf) = 0, NaN stays
+       NaN. Below -87.3 (float underflow) the result is 0. */
+    static inline float fd_expf(float x) {
+        float xc = x < -87.33654f ? -87.33654f : x;
+        xc = xc > 0.0f ? 0.0f : xc;
+        float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+        float r = xc - n * 0.693359375f;
+        r = r - n * -2.12194440e-4f;
+        float p = 1.9875691500e-4f;
+        p = p * r + 1.3981999507e-3f;
+        p = p * r + 8.3334519073e-3f;
+        p = p * r + 4.1665795894e-2f;
+        p = p * r + 1.6666665459e-1f;
+        p = p * r + 5.0000001201e-1f;
+        p = p * (r * r) + r;
+        p = p + 1.0f;
+        int32_t bits = ((int32_t)n + 127) << 23;
+        float scale;
+        memcpy(&scale, &bits, sizeof scale);
+        float y = p * scale;
+        return x < -87.33654f ? 0.0f : y;
+    }
+
+    static float fd_expf_scalar(float x) { return fd_expf(x); }
+
+    /* maximum of l[0:n), NaN ignored (-inf when there is nothing else) */
+    FD_CLONES static float fd_max(const float* l, Py_ssize_t n) {
+        float m[FD_LANES];
+        Py_ssize_t i = 0;
+        for (int j = 0; j < FD_LANES; j++) m[j] = -INFINITY;
+        for (; i + FD_LANES <= n; i += FD_LANES)
+            for (int j = 0; j < FD_LANES; j++) {
+                float x = l[i + j];
+                m[j] = x > m[j] ? x : m[j];
+            }
+        for (int j = 0; j < n - i; j++) {
+            float x = l[i + j];
+            m[j] = x > m[j] ? x : m[j];
+        }
+        float best = m[0];
+        for (int j = 1; j < FD_LANES; j++) best = m[j] > best ? m[j] : best;
+        return best;
+    }
+
+    /* mass of one logit: exp(l - m) (no draft probs; unnormalised, the race is scale-free) or
+       max(exp(l - m) * invz - q, 0) */
+    static inline float fd_exp_mass(float l, float q, float m, float invz, int resid) {
+        float e = fd_expf(l - m);
+        float x = resid ? e * invz - q : e;
+        return x > 0.0f ? x : 0.0f;
+    }
+
+    /* fd_block_sums for logits: masses exp(l - m), or max(exp(l - m) * invz - q, 0) with q */
+    FD_CLONES static void fd_block_sums_exp(const float* l, const float* q, Py_ssize_t n,
+                                            float m, float invz, float* P) {
+        Py_ssize_t k = 0, lo = 0;
+        for (; lo < n; lo += FD_BLOCK, k++) {
+            Py_ssize_t len = n - lo < FD_BLOCK ? n - lo : FD_BLOCK, i = 0;
+            const float* b = l + lo;
+            float acc[FD_LANES] = {0};
+            if (q) {
+                const float* c = q + lo;
+                for (; i + FD_LANES <= len; i += FD_LANES)
+                    for (int j = 0; j < FD_LANES; j++)
+                        acc[j] += fd_exp_mass(b[i + j], c[i + j], m, invz, 1);
+                for (int j = 0; j < len - i; j++)
+                    acc[j] += fd_exp_mass(b[i + j], c[i + j], m, invz, 1);
+            } else {
+                for (; i + FD_LANES <= len; i += FD_LANES)
+                    for (int j = 0; j < FD_LANES; j++)
+                        acc[j] += fd_exp_mass(b[i + j], 0.0f, m, invz, 0);
+                for (int j = 0; j < len - i; j++)
+                    acc[j] += fd_exp_mass(b[i + j], 0.0f, m, invz, 0);
+            }
+            P[k] = fd_fold(acc);
+        }
+    }
+
     /* index of the first maximum of t[lo:hi] (of the first NaN if any, as torch.argmax) */
     FD_CLONES static Py_ssize_t fd_argmax(const float* t, Py_ssize_t lo, Py_ssize_t hi) {
         float m[FD_LANES];
@@ -198,13 +284,22 @@ cdef extern from *:
     void _block_sums "fd_block_sums"(const float* t, const float* q, Py_ssize_t n,
                                      float* P) noexcept nogil
     Py_ssize_t _argmax "fd_argmax"(const float* t, Py_ssize_t lo, Py_ssize_t hi) noexcept nogil
+    float _expf "fd_expf_scalar"(float x) noexcept nogil
+    float _row_max "fd_max"(const float* l, Py_ssize_t n) noexcept nogil
+    void _block_sums_exp "fd_block_sums_exp"(const float* l, const float* q, Py_ssize_t n,
+                                             float m, float invz, float* P) noexcept nogil
 
 
-cdef inline double _mass(const float* t, const float* q, Py_ssize_t i, int64_t skip) noexcept nogil:
+cdef inline double _mass(Job* job, Py_ssize_t i) noexcept nogil:
     cdef float x
-    if i == skip:
+    if i == job.skip:
         return 0.0
-    x = t[i] - q[i] if q != NULL else t[i]
+    if job.logits:
+        x = _expf(job.t[i] - job.m)
+        if job.q != NULL:
+            x = x * job.invz - job.q[i]
+    else:
+        x = job.t[i] - job.q[i] if job.q != NULL else job.t[i]
     return x if x > 0 else 0.0
 
 
@@ -223,13 +318,21 @@ cdef void _race_chunk(Job* job, Py_ssize_t V, Py_ssize_t b0, Py_ssize_t b1,
         r1 = r0 + RUN if r0 + RUN < b1 else b1
         lo = r0 * BLOCK
         hi = r1 * BLOCK if r1 * BLOCK < V else V
-        _block_sums(job.t + lo, job.q + lo if job.q != NULL else NULL, hi - lo, P)
+        if job.logits:
+            _block_sums_exp(job.t + lo, job.q + lo if job.q != NULL else NULL, hi - lo,
+                            job.m, job.invz, P)
+        else:
+            _block_sums(job.t + lo, job.q + lo if job.q != NULL else NULL, hi - lo, P)
         if job.skip >= lo and job.skip < hi:      # the masked draft id: that block again, without it
             b = job.skip // BLOCK
             n = V - b * BLOCK if V - b * BLOCK < BLOCK else BLOCK
             memcpy(tmp, job.t + b * BLOCK, n * sizeof(float))
-            tmp[job.skip - b * BLOCK] = 0
-            P[b - r0] = _sum_target(tmp, n)
+            if job.logits:
+                tmp[job.skip - b * BLOCK] = -INFINITY
+                _block_sums_exp(tmp, NULL, n, job.m, job.invz, &P[b - r0])
+            else:
+                tmp[job.skip - b * BLOCK] = 0
+                P[b - r0] = _sum_target(tmp, n)
         for b in range(r0, r1):
             if (b >> 2) != quad:
                 quad = b >> 2
@@ -277,11 +380,11 @@ cdef int64_t _pick_in_block(Job* job, Py_ssize_t V, int64_t b) noexcept nogil:
     cdef Py_ssize_t i, last = -1
     cdef double total = 0.0, c = 0.0, m, target
     for i in range(lo, hi):
-        total += _mass(job.t, job.q, i, job.skip)
+        total += _mass(job, i)
     philox4x32_10(0, job.pos, job.stream, PURPOSE_STEP, job.k0, job.k1, w)
     target = u53_open(w[2], w[3]) * total
     for i in range(lo, hi):
-        m = _mass(job.t, job.q, i, job.skip)
+        m = _mass(job, i)
         if m > 0:
             c += m
             last = i
@@ -343,6 +446,9 @@ cdef inline void _set_key(Job* job, const int64_t* seeds, Py_ssize_t r, uint32_t
     job.k1 = <uint32_t>(key >> 32)
     job.stream = <uint32_t>seeds[2 * r + 1]
     job.pos = pos
+    job.logits = False
+    job.m = 0
+    job.invz = 1
 
 
 cdef inline double _accept_uniform(const int64_t* seeds, Py_ssize_t r, uint32_t pos) noexcept nogil:
@@ -704,6 +810,173 @@ def rejection_sample_step(output_token_ids, cu_num_draft_tokens, draft_token_ids
     if _overlap(out.ptr, osz, bonus.ptr, B * (8 if bonus.wide else 4)):
         raise ValueError("output_token_ids must not overlap bonus_token_ids")
     _step(out, width, cu, draft, q, t, bonus, greedy, gs, rates, sd, B, T, V)
+
+
+# ---------------------------------------------------------------------------------------------
+# the whole step on logits: the softmax is folded into the walk
+# ---------------------------------------------------------------------------------------------
+
+cdef void _row_norm(const float* l, Py_ssize_t V, float* m_out, float* invz_out) noexcept nogil:
+    """Row max ``m`` and ``1 / sum(exp(l - m))`` (block sums added in block order: exact same
+    value at any thread count)."""
+    cdef float P[RUN]
+    cdef float m = _row_max(l, V)
+    cdef double z = 0.0
+    cdef Py_ssize_t lo = 0, hi, k
+    while lo < V:
+        hi = lo + RUN * BLOCK if lo + RUN * BLOCK < V else V
+        _block_sums_exp(l + lo, NULL, hi - lo, m, 1.0, P)
+        for k in range((hi - lo + BLOCK - 1) // BLOCK):
+            z += P[k]
+        lo = hi
+    m_out[0] = m
+    invz_out[0] = <float>(1.0 / z)      # z = 0 only for an all -inf/NaN row: every mass is 0
+
+
+cdef void _walk_logits(Py_ssize_t r, IBuf out, Py_ssize_t width, IBuf cu, IBuf draft,
+                       const float* q, const float* l, IBuf bonus, const uint8_t* greedy,
+                       const float* rates, const int64_t* seeds, Py_ssize_t V) noexcept nogil:
+    """One request's walk: each row is normalised only when the walk reaches it."""
+    cdef Py_ssize_t s = _start(cu, r)
+    cdef Py_ssize_t n = iget(cu, r) - s
+    cdef Py_ssize_t j, row
+    cdef bint is_g = greedy != NULL and greedy[r] != 0
+    cdef bint ok, normed
+    cdef int64_t d, tok
+    cdef const float* lrow
+    cdef float m = 0, invz = 1
+    cdef double u, dp, tp
+    cdef Job job
+    cdef Part part
+    for j in range(n):
+        row = s + j
+        d = iget(draft, row)
+        lrow = l + row * V
+        normed = False
+        if is_g and rates == NULL:
+            tok = _argmax(lrow, 0, V)
+            iset(out, r * width + j, tok)
+            if tok != d:
+                return
+            continue
+        u = _accept_uniform(seeds, r, <uint32_t>j)
+        if rates != NULL:
+            ok = u < rates[j] and d >= 0
+        elif d < 0:
+            ok = False
+        else:
+            _row_norm(lrow, V, &m, &invz)
+            normed = True
+            dp = q[row * V + d] if q != NULL else 1.0
+            tp = _expf(lrow[d] - m) * invz
+            ok = dp > 0 and tp / dp >= u
+        if ok:
+            iset(out, r * width + j, d)
+            continue
+        if is_g:
+            tok = _argmax(lrow, 0, V)
+        else:
+            if not normed:
+                _row_norm(lrow, V, &m, &invz)
+            _set_key(&job, seeds, r, <uint32_t>j)
+            job.kind = KIND_RECOVER
+            job.t = lrow
+            job.q = q + row * V if q != NULL else NULL
+            job.skip = -1 if q != NULL else d
+            job.logits = True
+            job.m = m
+            job.invz = invz
+            _race_chunk(&job, V, 0, (V + BLOCK - 1) // BLOCK, &part)
+            tok = _pick_in_block(&job, V, part.idx) if part.idx >= 0 else 0
+        iset(out, r * width + j, tok)
+        return
+    iset(out, r * width + n, iget(bonus, r))
+
+
+def rejection_sample_step_logits(output_token_ids, cu_num_draft_tokens, draft_token_ids,
+                                 draft_probs, target_logits, bonus_token_ids, is_greedy, seeds,
+                                 max_spec_len, synthetic_rates=None):
+    """``rejection_sample_step`` on logits: no probability tensor is ever written.
+
+    Random requests sample against ``softmax(target_logits)``, computed row by row only where
+    the walk needs it (the accept test reads ``p[draft]``, a rejection samples its recovered
+    token from the same row, normalised with the same max and sum); greedy requests take the
+    first argmax of their logits rows, as vLLM's greedy path. The exponentials use a vectorised
+    float32 ``exp`` (< 2 ulp), so probabilities agree with ``torch.softmax`` to float rounding.
+    Requests are walked in parallel (one thread per request at a time).
+    """
+    cdef Py_ssize_t shp[2]
+    cdef IBuf out = check_index(output_token_ids, "output_token_ids", 2, shp)
+    cdef Py_ssize_t B = shp[0]
+    cdef Py_ssize_t width = shp[1]
+    cdef Py_ssize_t K = max_spec_len
+    if K < 0:
+        raise ValueError(f"max_spec_len must be >= 0, got {K}")
+    if width != K + 1:
+        raise ValueError(f"output_token_ids must have max_spec_len + 1 = {K + 1} columns, "
+                         f"got {width}")
+    cdef IBuf cu = check_index(cu_num_draft_tokens, "cu_num_draft_tokens", 1, shp)
+    if shp[0] != B:
+        raise ValueError(f"cu_num_draft_tokens has {shp[0]} entries, output_token_ids has {B} rows")
+    cdef IBuf draft = check_index(draft_token_ids, "draft_token_ids", 1, shp)
+    cdef Py_ssize_t T = shp[0]
+    check_tensor(target_logits, "target_logits", M_FLOAT32, 2, NULL, shp)
+    cdef Py_ssize_t V = shp[1]
+    cdef const float* l = _probs(target_logits, "target_logits", T, V)
+    cdef const float* q = NULL
+    if draft_probs is not None:
+        q = _probs(draft_probs, "draft_probs", T, V)
+    cdef IBuf bonus = check_index(bonus_token_ids, "bonus_token_ids", -1, shp)
+    if shp[0] != B:
+        raise ValueError(f"bonus_token_ids must have {B} elements, got {shp[0]}")
+    cdef const uint8_t* greedy = NULL
+    if is_greedy is not None:
+        greedy = <const uint8_t*>check_tensor(is_greedy, "is_greedy", M_BOOL, 1, NULL, shp)
+        if shp[0] != B:
+            raise ValueError(f"is_greedy must have {B} elements, got {shp[0]}")
+    cdef const int64_t* sd = _seeds(seeds, "seeds", B)
+    if V < 1 and T > 0:
+        raise ValueError("target_logits must have at least one vocab column")
+    cdef Py_ssize_t most = _check_offsets(cu, B, T, K, "cu_num_draft_tokens")
+    cdef const float* rates = NULL
+    if synthetic_rates is not None:
+        rates = <const float*>check_tensor(synthetic_rates, "synthetic_rates", M_FLOAT32, 1,
+                                           NULL, shp)
+        if shp[0] < most:
+            raise ValueError(f"synthetic_rates has {shp[0]} entries, a request has {most} "
+                             f"draft tokens")
+    _check_ids(draft, T, V, "draft_token_ids")
+    cdef Py_ssize_t osz = B * width * (8 if out.wide else 4)
+    if _overlap(out.ptr, osz, cu.ptr, B * (8 if cu.wide else 4)):
+        raise ValueError("output_token_ids must not overlap cu_num_draft_tokens")
+    if _overlap(out.ptr, osz, draft.ptr, T * (8 if draft.wide else 4)):
+        raise ValueError("output_token_ids must not overlap draft_token_ids")
+    if _overlap(out.ptr, osz, bonus.ptr, B * (8 if bonus.wide else 4)):
+        raise ValueError("output_token_ids must not overlap bonus_token_ids")
+    cdef int nt = threads_for(T * V)
+    cdef Py_ssize_t r
+    if nt > B:
+        nt = <int>B
+    with nogil:
+        if nt <= 1:
+            for r in range(B):
+                _walk_logits(r, out, width, cu, draft, q, l, bonus, greedy, rates, sd, V)
+        else:
+            for r in prange(B, num_threads=nt, schedule="dynamic"):
+                _walk_logits(r, out, width, cu, draft, q, l, bonus, greedy, rates, sd, V)
+
+
+def _expf_values(x):
+    """The kernels' float32 ``exp`` (defined for x <= 0) applied to a float32 tensor (tests)."""
+    import torch
+    cdef Py_ssize_t shp[1]
+    cdef const float* p = <const float*>check_tensor(x, "x", M_FLOAT32, 1, NULL, shp)
+    res = torch.empty(shp[0], dtype=torch.float32)
+    cdef float* o = <float*><char*><Py_ssize_t>res.data_ptr()
+    cdef Py_ssize_t i
+    for i in range(shp[0]):
+        o[i] = _expf(p[i])
+    return res
 
 
 # ---------------------------------------------------------------------------------------------

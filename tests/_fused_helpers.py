@@ -194,3 +194,130 @@ def spread_distribution(V, support, gen, floor=0.0):
     p[ids] += torch.rand(support, generator=gen, dtype=torch.float64) + 0.1
     p /= p.sum()
     return p.to(torch.float32)
+
+
+# ---------------------------------------------------------------------------------------------
+# the logits step: the kernels' float32 exp, emulated operation by operation (no fma)
+# ---------------------------------------------------------------------------------------------
+
+F32 = np.float32
+
+
+def expf(x):
+    """``fd_expf``: every operation rounded to float32 in the kernel's order."""
+    x = np.asarray(x, dtype=F32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        xc = np.where(x < F32(-87.33654), F32(-87.33654), x).astype(F32)
+        xc = np.where(xc > 0, F32(0), xc).astype(F32)
+        n = (xc * F32(1.44269504088896341) + F32(12582912.0)) - F32(12582912.0)
+        r = xc - n * F32(0.693359375)
+        r = r - n * F32(-2.12194440e-4)
+        p = np.full_like(r, F32(1.9875691500e-4))
+        for c in (1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1,
+                  5.0000001201e-1):
+            p = p * r + F32(c)
+        p = p * (r * r) + r
+        p = p + F32(1.0)
+        ni = np.where(np.isnan(n), 0, n).astype(np.int32)
+        scale = np.ldexp(F32(1.0), ni).astype(F32)
+        y = (p * scale).astype(F32)
+        return np.where(x < F32(-87.33654), F32(0), y).astype(F32)
+
+
+def row_norm(l):
+    l = np.asarray(l, dtype=F32)
+    with np.errstate(invalid="ignore"):
+        m = F32(np.max(np.where(np.isnan(l), -np.inf, l))) if len(l) else F32(-np.inf)
+        e = expf(l - m)
+    e = np.where(e > 0, e, F32(0)).astype(F32)
+    z = 0.0
+    for b in range(0, len(l), BLOCK):
+        z += lane_sum(e[b:b + BLOCK])
+    with np.errstate(divide="ignore"):
+        invz = F32(1.0 / z) if z else F32(np.inf)
+    return m, invz
+
+
+def logit_masses(l, q, skip, m, invz):
+    with np.errstate(invalid="ignore"):
+        e = expf(np.asarray(l, dtype=F32) - m)
+        x = e * invz - np.asarray(q, dtype=F32) if q is not None else e
+        x = np.where(x > 0, x, F32(0)).astype(F32)
+    if skip is not None and skip >= 0:
+        x[skip] = 0
+    return x
+
+
+def recover_masses(x, key, stream, pos):
+    """The race and in-block pick over given float32 masses (as ``recover``)."""
+    V = len(x)
+    best, best_b = -1.0, -1
+    for b in range((V + BLOCK - 1) // BLOCK):
+        s = lane_sum(x[b * BLOCK:(b + 1) * BLOCK]) / block_exponential(key, stream, pos, b)
+        if s > best:
+            best, best_b = s, b
+    if best_b < 0:
+        return 0
+    lo = best_b * BLOCK
+    blk = x[lo:lo + BLOCK].astype(np.float64)
+    total = float(sum(float(m) for m in blk))
+    target = step_uniforms(key, stream, pos)[1] * total
+    c, last = 0.0, -1
+    for i, m in enumerate(blk):
+        if m > 0:
+            c += float(m)
+            last = i
+            if c > target:
+                return lo + i
+    return lo + (last if last >= 0 else 0)
+
+
+def reference_step_logits(cu, draft, draft_probs, logits, bonus, is_greedy, seeds, max_spec_len,
+                          rates=None):
+    cu = [int(c) for c in cu]
+    draft = [int(d) for d in draft]
+    lg = logits.numpy()
+    q = draft_probs.numpy() if draft_probs is not None else None
+    bonus = [int(b) for b in bonus.reshape(-1)]
+    seeds = [(int(k), int(s)) for k, s in seeds.tolist()]
+    out = []
+    for r in range(len(cu)):
+        s = cu[r - 1] if r else 0
+        n = cu[r] - s
+        row = [-1] * (max_spec_len + 1)
+        key, stream = seeds[r]
+        greedy = is_greedy is not None and bool(is_greedy[r])
+        for j in range(n):
+            d = draft[s + j]
+            lrow = lg[s + j]
+            if greedy and rates is None:
+                row[j] = first_argmax(lrow)
+                if row[j] != d:
+                    break
+                continue
+            u = step_uniforms(key, stream, j)[0]
+            if rates is not None:
+                ok = u < float(rates[j]) and d >= 0
+            elif d < 0:
+                ok = False
+            else:
+                m, invz = row_norm(lrow)
+                dp = float(q[s + j, d]) if q is not None else 1.0
+                with np.errstate(invalid="ignore", over="ignore"):
+                    tp = float(expf(np.array([lrow[d] - m], dtype=F32))[0] * invz)
+                ok = dp > 0 and tp / dp >= u
+            if ok:
+                row[j] = d
+                continue
+            if greedy:
+                row[j] = first_argmax(lrow)
+            else:
+                m, invz = row_norm(lrow)
+                x = logit_masses(lrow, q[s + j] if q is not None else None,
+                                 None if q is not None else d, m, invz)
+                row[j] = recover_masses(x, key, stream, j)
+            break
+        else:
+            row[n] = bonus[r]
+        out.append(row)
+    return out
