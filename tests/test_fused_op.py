@@ -9,7 +9,7 @@ import torch
 
 from fastdispatch.ops import fused
 from kernels_cpu import _fused
-from tests._fused_helpers import first_argmax, reference_step
+from tests._fused_helpers import first_argmax, reference_step, reference_step_logits
 
 
 def _meta(temperature, generators=None):
@@ -99,8 +99,8 @@ def test_vllm_rejection_sample_all_greedy_matches_argmax_walk():
     out = fused.vllm_rejection_sample(draft, counts, 4, cu, None, logits, bonus,
                                       _meta([0, 0, 0, 0], {0: g}))
     assert torch.equal(g.get_state(), state)
-    ref = reference_step(cu, draft, None, logits, bonus, torch.ones(4, dtype=torch.bool), logits,
-                         torch.zeros((4, 2), dtype=torch.int64), 4)
+    ref = reference_step_logits(cu, draft, None, logits, bonus, torch.ones(4, dtype=torch.bool),
+                                torch.zeros((4, 2), dtype=torch.int64), 4)
     assert out.tolist() == ref
     assert out.dtype == torch.int32
 
@@ -116,12 +116,27 @@ def test_vllm_rejection_sample_mixed_matches_twin():
     torch.manual_seed(123)
     seeds = fused.request_seeds(5, {2: torch.Generator().manual_seed(8)}, counts)
     greedy = torch.tensor([t == 0 for t in temp])
-    ref = reference_step(cu, draft, dprobs, torch.softmax(logits, -1), bonus, greedy, logits,
-                         seeds, 4)
+    ref = reference_step_logits(cu, draft, dprobs, logits, bonus, greedy, seeds, 4)
     assert out.tolist() == ref
     for r, c in enumerate(counts):      # greedy rows: first token is the logits argmax
         if temp[r] == 0 and c:
             assert out[r, 0] == first_argmax(logits[int(cu[r]) - c].numpy())
+
+
+def test_logits_op_equals_probs_op_with_same_seeds():
+    counts = [4] * 8
+    logits, draft, cu, dprobs, bonus = _batch(counts, seed=12)
+    seeds = fused.request_seeds(8)
+    a = fused.rejection_sample_fused_logits(draft, cu, 4, logits, bonus, draft_probs=dprobs,
+                                            seeds=seeds)
+    b = fused.rejection_sample_fused(draft, cu, 4, logits.softmax(-1), bonus, draft_probs=dprobs,
+                                     seeds=seeds)
+    assert torch.equal(a, b)
+    g = {3: torch.Generator().manual_seed(4)}
+    c = fused.rejection_sample_fused_logits(draft, cu, 4, logits, bonus, generators=g)
+    g = {3: torch.Generator().manual_seed(4)}
+    d = fused.rejection_sample_fused_logits(draft, cu, 4, logits, bonus, generators=g)
+    assert torch.equal(c[3], d[3])
 
 
 def test_vllm_rejection_sample_synthetic():

@@ -31,6 +31,7 @@ __all__ = [
     "fastdispatch_fused_vllm_overrides",
     "fused_kernel_overrides",
     "rejection_sample_fused",
+    "rejection_sample_fused_logits",
     "request_seeds",
     "sample_recovered_tokens_fused",
     "vllm_rejection_sample",
@@ -115,6 +116,35 @@ def rejection_sample_fused(
     return out
 
 
+def rejection_sample_fused_logits(
+    draft_token_ids: torch.Tensor,
+    cu_num_draft_tokens: torch.Tensor,
+    max_spec_len: int,
+    target_logits: torch.Tensor,
+    bonus_token_ids: torch.Tensor,
+    *,
+    draft_probs: torch.Tensor | None = None,
+    is_greedy: torch.Tensor | None = None,
+    generators: Mapping[int, torch.Generator] | None = None,
+    num_draft_tokens: Sequence[int] | None = None,
+    synthetic_rates: torch.Tensor | None = None,
+    seeds: torch.Tensor | None = None,
+    out_dtype: torch.dtype = torch.int32,
+) -> torch.Tensor:
+    """``rejection_sample_fused`` on logits [T, V] float32: random requests sample against
+    ``softmax(target_logits)`` computed row by row where needed; greedy requests argmax logits."""
+    batch_size = cu_num_draft_tokens.shape[0]
+    out = torch.full((batch_size, max_spec_len + 1), -1, dtype=out_dtype)
+    if seeds is None:
+        if num_draft_tokens is None and generators:
+            num_draft_tokens = _num_drafts(cu_num_draft_tokens)
+        seeds = request_seeds(batch_size, generators, num_draft_tokens)
+    _fused.rejection_sample_step_logits(out, cu_num_draft_tokens, draft_token_ids, draft_probs,
+                                        target_logits, bonus_token_ids, is_greedy, seeds,
+                                        max_spec_len, synthetic_rates)
+    return out
+
+
 def sample_recovered_tokens_fused(
     cu_num_draft_tokens: torch.Tensor,
     draft_token_ids: torch.Tensor,
@@ -181,8 +211,9 @@ def vllm_rejection_sample(
 
     As vLLM: greedy requests (temperature 0) take the argmax of their logits, random requests
     sample against ``softmax(target_logits)``; synthetic mode accepts with the given per-position
-    rates. Unlike vLLM, no uniform or exponential tensor is drawn and a recovered token is
-    computed only where one is emitted.
+    rates. Unlike vLLM, no probability, uniform or exponential tensor is materialised: each row
+    is normalised in the kernel only when the walk reaches it, and a recovered token is computed
+    only where one is emitted (``rejection_sample_step_logits``).
     """
     batch_size = len(num_draft_tokens)
     out = torch.full((batch_size, max_spec_len + 1), -1, dtype=torch.int32)
@@ -193,20 +224,18 @@ def vllm_rejection_sample(
     logits = logits.contiguous()
     if all_greedy:
         is_greedy = torch.ones(batch_size, dtype=torch.bool)
-        target_probs = logits            # never read: every request is greedy
     else:
         is_greedy = None if sampling_metadata.all_random else (
             sampling_metadata.temperature == 0)
-        target_probs = logits.softmax(dim=-1, dtype=torch.float32)
     rates = synthetic_conditional_rates if synthetic_mode else None
     if all_greedy and rates is None:
         # nothing random: leave every generator where it is, as vLLM does
         seeds = torch.zeros((batch_size, 2), dtype=torch.int64)
     else:
         seeds = request_seeds(batch_size, sampling_metadata.generators, num_draft_tokens)
-    _fused.rejection_sample_step(out, cu_num_draft_tokens, draft_token_ids, draft_probs,
-                                 target_probs, bonus_token_ids, is_greedy, logits, seeds,
-                                 max_spec_len, rates)
+    _fused.rejection_sample_step_logits(out, cu_num_draft_tokens, draft_token_ids, draft_probs,
+                                        logits, bonus_token_ids, is_greedy, seeds, max_spec_len,
+                                        rates)
     return out
 
 
