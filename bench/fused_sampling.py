@@ -11,7 +11,9 @@ numerator and denominator alike. Cases (B requests x k drafts, float32, all requ
   installed by ``CpuPlatform.register_triton_kernel_overrides``): softmax, uniforms, ``[B, V]``
   exponentials, recovered tokens for every position, accept kernel.
 * ``stock sample_recovered``   its ``sample_recovered_tokens`` alone (``q`` + kernel).
-* ``fused rejection_sample``   ``vllm_rejection_sample``: the same call, fused (includes softmax).
+* ``fused rejection_sample``   ``vllm_rejection_sample``: the same call, fused: logits in, each
+  row normalised in the kernel only where the walk needs it (no softmax tensor).
+* ``fused step (logits)``      its kernel, ``rejection_sample_step_logits``, alone.
 * ``fused step (probs)``       ``rejection_sample_step`` on probabilities: accept walk + recovered
   tokens where emitted + bonus -- the random step proper.
 * ``fused recovered, all T``   ``vllm_sample_recovered_tokens``: every draft position (reads
@@ -19,7 +21,7 @@ numerator and denominator alike. Cases (B requests x k drafts, float32, all requ
 * ``memcpy probs``             ``copy_`` of the probability bytes a full pass reads (target, plus
   draft when there are draft probs) into a preallocated buffer; ``sum probs``: the read floor;
   ``memcpy rows step read``: the same for only as many rows as the fused step reads in full.
-* ``torch softmax``            the softmax both vLLM-signature calls include.
+* ``torch softmax``            the softmax stock vLLM computes (and the probs step would need).
 """
 from __future__ import annotations
 
@@ -85,6 +87,8 @@ def _cases(x, rs, rows):
             x.K, x.counts, x.cu, x.draft, x.dprobs, x.probs, x.meta, "cpu")
     cases["fused rejection_sample"] = lambda: fused.vllm_rejection_sample(
         x.draft, x.counts, x.K, x.cu, x.dprobs, x.logits, x.bonus, x.meta)
+    cases["fused step (logits)"] = lambda: _fused.rejection_sample_step_logits(
+        out, x.cu, x.draft, x.dprobs, x.logits, x.bonus, None, seeds, x.K, None)
     cases["fused step (probs)"] = lambda: _fused.rejection_sample_step(
         out, x.cu, x.draft, x.dprobs, x.probs, x.bonus, None, None, seeds, x.K, None)
     cases["fused recovered, all T"] = lambda: fused.vllm_sample_recovered_tokens(
@@ -167,7 +171,7 @@ def main(argv=None):
                 print(f"  recovered all T / sum probs  {_ratio(s, 'fused recovered, all T', 'sum probs'):6.2f}x")
                 if rs is not None:
                     print(f"  stock / fused rejection_sample   {_ratio(s, 'stock rejection_sample', 'fused rejection_sample'):6.1f}x faster")
-                    print(f"  stock rejection_sample / step    {_ratio(s, 'stock rejection_sample', 'fused step (probs)'):6.1f}x faster")
+                    print(f"  stock rejection_sample / step (probs) {_ratio(s, 'stock rejection_sample', 'fused step (probs)'):6.1f}x faster")
                     print(f"  stock / fused sample_recovered   {_ratio(s, 'stock sample_recovered', 'fused recovered, all T'):6.1f}x faster")
 
 

@@ -15,6 +15,16 @@ import torch
 I32, I64 = torch.int32, torch.int64
 
 
+def _out(shape, dtype) -> torch.Tensor:
+    """An output buffer poisoned with a sentinel (never uninitialised memory): an entry a kernel
+    does not write keeps the sentinel, so two implementations' buffers can be compared."""
+    if isinstance(shape, int):
+        shape = (shape,)
+    if dtype == torch.bool:
+        return torch.zeros(shape, dtype=dtype)
+    return torch.full(shape, float("nan") if dtype.is_floating_point else -7, dtype=dtype)
+
+
 def _gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
@@ -32,7 +42,7 @@ def expand_kernel(B=4, K=4, **_):
     g = _gen(1)
     temp = torch.rand(B, generator=g, dtype=torch.float32)
     temp[0] = 0.0  # a greedy request: replaced by 1 (replace_from=0 -> replace_to=1)
-    return dict(output_ptr=torch.empty(B * K, dtype=torch.float32), input_ptr=temp,
+    return dict(output_ptr=_out(B * K, torch.float32), input_ptr=temp,
                 cu_num_tokens_ptr=_cu(B, K), replace_from=0, replace_to=1, MAX_NUM_TOKENS=K)
 
 
@@ -71,7 +81,7 @@ def sample_recovered_tokens_kernel(B=4, K=4, V=32000, **_):
     g = _gen(4)
     T = B * K
     q = torch.empty(B, V).exponential_(generator=g)
-    return dict(output_token_ids_ptr=torch.empty(T, dtype=I32), cu_num_draft_tokens_ptr=_cu(B, K),
+    return dict(output_token_ids_ptr=_out(T, I32), cu_num_draft_tokens_ptr=_cu(B, K),
                 draft_token_ids_ptr=torch.randint(0, V, (T,), generator=g, dtype=I32),
                 draft_probs_ptr=None, target_probs_ptr=_probs(T, V, g), inv_q_ptr=q.reciprocal(),
                 vocab_size=V, BLOCK_SIZE=8192, NO_DRAFT_PROBS=True, USE_FP64_GUMBEL=False)
@@ -84,8 +94,8 @@ def eagle_step_slot_mapping_metadata_kernel(B=4, block_size=16, max_model_len=40
                 block_table_ptr=torch.randint(0, 10000, (B, nblk), generator=g, dtype=I32),
                 block_table_stride=nblk,
                 seq_lens_ptr=torch.randint(1, max_model_len // 2, (B,), generator=g, dtype=I32),
-                out_clamped_positions_ptr=torch.empty(B, dtype=I64),
-                out_slot_mapping_ptr=torch.empty(B, dtype=I64), block_size=block_size,
+                out_clamped_positions_ptr=_out(B, I64),
+                out_slot_mapping_ptr=_out(B, I64), block_size=block_size,
                 max_model_len=max_model_len, n_blocks_per_req=nblk, PAD_ID=-1, batch_size=B)
 
 
@@ -94,8 +104,8 @@ def eagle_prepare_inputs_padded_kernel(B=4, K=4, **_):
     return dict(cu_num_draft_tokens_ptr=_cu(B, K),
                 valid_sampled_tokens_count_ptr=torch.randint(1, K + 2, (B,), generator=g, dtype=I32),
                 query_start_loc_gpu_ptr=_qsl(B, K + 1),
-                token_indices_to_sample_ptr=torch.empty(B, dtype=I32),
-                num_rejected_tokens_gpu_ptr=torch.empty(B, dtype=I32), num_reqs=B)
+                token_indices_to_sample_ptr=_out(B, I32),
+                num_rejected_tokens_gpu_ptr=_out(B, I32), num_reqs=B)
 
 
 def eagle_prepare_next_token_padded_kernel(B=4, K=4, V=32000, **_):
@@ -106,8 +116,8 @@ def eagle_prepare_next_token_padded_kernel(B=4, K=4, V=32000, **_):
     return dict(sampled_token_ids_ptr=sampled,
                 discard_request_mask_ptr=torch.tensor([i % 4 == 3 for i in range(B)], dtype=torch.bool),
                 backup_next_token_ids_ptr=torch.randint(0, V, (B,), generator=g, dtype=I32),
-                next_token_ids_ptr=torch.empty(B, dtype=I32),
-                valid_sampled_tokens_count_ptr=torch.empty(B, dtype=I32), vocab_size=V,
+                next_token_ids_ptr=_out(B, I32),
+                valid_sampled_tokens_count_ptr=_out(B, I32), vocab_size=V,
                 num_sampled_tokens_per_req=K + 1, num_reqs=B, stride_sampled_token_ids=K + 1,
                 BLOCK_SIZE_TOKENS=8)
 
@@ -123,11 +133,11 @@ def copy_and_expand_eagle_inputs_kernel(B=4, K=4, V=32000, P=2, **_):
     return dict(target_token_ids_ptr=torch.randint(0, V, (total,), generator=g, dtype=I32),
                 target_positions_ptr=torch.arange(100, 100 + total, dtype=I64),
                 next_token_ids_ptr=torch.randint(0, V, (B,), generator=g, dtype=I32),
-                out_input_ids_ptr=torch.empty(out_n, dtype=I32), out_positions_ptr=torch.empty(out_n, dtype=I64),
-                out_is_rejected_token_mask_ptr=torch.empty(out_n, dtype=torch.bool),
-                out_is_masked_token_mask_ptr=torch.empty(out_n, dtype=torch.bool),
-                out_new_token_indices_ptr=torch.empty(B * P, dtype=I32),
-                out_hidden_state_mapping_ptr=torch.empty(total, dtype=I32),
+                out_input_ids_ptr=_out(out_n, I32), out_positions_ptr=_out(out_n, I64),
+                out_is_rejected_token_mask_ptr=_out(out_n, torch.bool),
+                out_is_masked_token_mask_ptr=_out(out_n, torch.bool),
+                out_new_token_indices_ptr=_out(B * P, I32),
+                out_hidden_state_mapping_ptr=_out(total, I32),
                 query_start_loc_ptr=qsl, query_end_loc_ptr=q_end, padding_token_id=0,
                 parallel_drafting_token_id=V - 1, total_input_tokens=total,
                 num_padding_slots_per_request=P, shift_input_ids=False, BLOCK_SIZE_TOKENS=8)
@@ -143,12 +153,12 @@ def copy_and_expand_dflash_inputs_kernel(B=4, K=4, V=32000, block_size=16, nblk=
     positions = torch.cat([torch.arange(int(s), int(s) + L) for s in starts]).to(I64)
     return dict(next_token_ids_ptr=torch.randint(0, V, (B,), generator=g, dtype=I32),
                 target_positions_ptr=positions,
-                out_input_ids_ptr=torch.empty(B * Q, dtype=I32),
-                out_context_positions_ptr=torch.empty(total, dtype=I64),
-                out_query_positions_ptr=torch.empty(B * Q, dtype=I64),
-                out_context_slot_mapping_ptr=torch.empty(total, dtype=I64),
-                out_query_slot_mapping_ptr=torch.empty(B * Q, dtype=I64),
-                out_token_indices_ptr=torch.empty(B * K, dtype=I32),
+                out_input_ids_ptr=_out(B * Q, I32),
+                out_context_positions_ptr=_out(total, I64),
+                out_query_positions_ptr=_out(B * Q, I64),
+                out_context_slot_mapping_ptr=_out(total, I64),
+                out_query_slot_mapping_ptr=_out(B * Q, I64),
+                out_token_indices_ptr=_out(B * K, I32),
                 block_table_ptr=torch.randint(0, 10000, (B, nblk), generator=g, dtype=I32),
                 block_table_stride=nblk, query_start_loc_ptr=qsl,
                 num_rejected_tokens_ptr=torch.randint(0, K, (B,), generator=g, dtype=I32),
@@ -166,14 +176,14 @@ def compute_slot_mapping_kernel(B=4, K=4, block_size=16, nblk=256, **_):
     return dict(num_tokens=total, max_num_tokens=total + 8, query_start_loc_ptr=_qsl(B, L),
                 positions_ptr=positions,
                 block_table_ptr=torch.randint(0, 10000, (B, nblk), generator=g, dtype=I32),
-                block_table_stride=nblk, slot_mapping_ptr=torch.empty(total + 8, dtype=I64),
+                block_table_stride=nblk, slot_mapping_ptr=_out(total + 8, I64),
                 KV_CACHE_BLOCK_SIZE=block_size, TOTAL_CP_WORLD_SIZE=1, TOTAL_CP_RANK=0,
                 CP_KV_CACHE_INTERLEAVE_SIZE=1, PAD_ID=-1, BLOCK_SIZE=1024)
 
 
 def batch_memcpy_kernel(regions=64, region_bytes=4096, **_):
     src = torch.randint(0, 255, (regions * region_bytes,), generator=_gen(11), dtype=torch.uint8)
-    dst = torch.empty_like(src)
+    dst = torch.zeros_like(src)
     offs = torch.arange(regions, dtype=I64) * region_bytes
     return dict(src_ptrs=offs + src.data_ptr(), dst_ptrs=offs + dst.data_ptr(),
                 sizes=torch.full((regions,), region_bytes, dtype=I64), BLOCK_SIZE=1024,
