@@ -136,41 +136,27 @@ def _namespaces():
         yield mod_name, namespace, items
 
 
-def _holder_dict(value, descr_cache):
-    """The namespace where ``value`` would keep a ``kernel`` attribute, or None.
+_CLASS = object()  # marker: the value is a class; read its class __dict__
 
-    A class: its class ``__dict__`` (class-attribute kernels). An instance: its instance
-    ``__dict__``, read through the C getset descriptor its type inherits -- types whose
-    ``__dict__`` is anything else (a property, ``__slots__`` only) are skipped.
+
+def _dict_reader(tp):
+    """How to read the namespace where an instance of ``tp`` would keep ``kernel``, or None.
+
+    A class (``tp`` is a metaclass): its class ``__dict__`` (class-attribute kernels). An
+    instance: its instance ``__dict__``, read through the C getset descriptor its type inherits.
+    Types whose ``__dict__`` is anything else (a property, ``__slots__`` only) are skipped.
     """
-    tp = type(value)
     if issubclass(tp, type):
-        try:
-            return _TYPE_DICT.__get__(value)
-        except Exception:
-            return None
-    hit = descr_cache.get(id(tp))
-    if hit is None:
-        descr = None
-        try:
-            for klass in _TYPE_MRO.__get__(tp):
-                class_dict = _TYPE_DICT.__get__(klass)
-                if "__dict__" in class_dict:
-                    descr = class_dict["__dict__"]
-                    break
-        except Exception:
-            descr = None
-        if type(descr) is not types.GetSetDescriptorType:
-            descr = None
-        hit = descr_cache[id(tp)] = (tp, descr)
-    descr = hit[1]
-    if descr is None:
-        return None
+        return _CLASS
     try:
-        d = descr.__get__(value)
+        for klass in _TYPE_MRO.__get__(tp):
+            class_dict = _TYPE_DICT.__get__(klass)
+            if "__dict__" in class_dict:
+                descr = class_dict["__dict__"]
+                return descr if type(descr) is types.GetSetDescriptorType else None
     except Exception:
         return None
-    return d if type(d) is dict else None
+    return None
 
 
 def _scan(by_id):
@@ -180,24 +166,29 @@ def _scan(by_id):
     (``container[key]`` is a module attribute) or ``"owner"`` (``holder`` keeps it as ``kernel``
     in ``container``, its instance or class dict).
     """
-    descr_cache = {}
+    readers = {}  # id(type) -> (type, reader): one MRO walk per type, not per value
     for mod_name, namespace, items in _namespaces():
         for attr, value in items:
             hit = by_id.get(id(value))
             if hit is not None and hit[0] is value:
                 yield "attr", f"{mod_name}.{attr}", None, namespace, attr, value
                 continue
-            d = _holder_dict(value, descr_cache)
-            if d is None:
+            tp = type(value)
+            entry = readers.get(id(tp))
+            if entry is None or entry[0] is not tp:
+                entry = readers[id(tp)] = (tp, _dict_reader(tp))
+            reader = entry[1]
+            if reader is None:
                 continue
             try:
-                kernel = d.get("kernel")
+                d = _TYPE_DICT.__get__(value) if reader is _CLASS else reader.__get__(value)
+                kernel = d.get("kernel") if d else None
             except Exception:
                 continue
             if kernel is None:
                 continue
             hit = by_id.get(id(kernel))
-            if hit is not None and hit[0] is kernel:
+            if hit is not None and hit[0] is kernel and (reader is _CLASS or type(d) is dict):
                 yield "owner", f"{mod_name}.{attr}.kernel", value, d, "kernel", kernel
 
 
