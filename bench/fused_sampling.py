@@ -57,12 +57,13 @@ def _stock():
     return rs
 
 
-def _inputs(B, K, V, with_draft, seed=0):
+def _inputs(B, K, V, with_draft, draft_noise=2.0, seed=0):
     gen = torch.Generator().manual_seed(seed)
     T = B * K
     logits = torch.randn(T, V, generator=gen) * 4
     probs = logits.softmax(-1)
-    draft_logits = logits + torch.randn(T, V, generator=gen) * 2    # a draft that often agrees
+    # the draft model: the target's logits plus noise (less noise, more acceptance)
+    draft_logits = logits + torch.randn(T, V, generator=gen) * draft_noise
     dprobs = draft_logits.softmax(-1) if with_draft else None
     sample_from = dprobs if with_draft else probs
     draft = torch.multinomial(sample_from, 1, generator=gen).reshape(T).to(torch.int32)
@@ -139,6 +140,9 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, nargs="*", default=[2])
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--no-stock", action="store_true")
+    ap.add_argument("--draft-noise", type=float, default=2.0,
+                    help="std of the noise added to the target logits to make the draft's; "
+                         "small values mean high acceptance (the fused walk reads more rows)")
     ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                     help="cpu: process CPU time (all threads summed), a figure that stays "
                          "meaningful on an oversubscribed machine; use it with --threads 1")
@@ -154,12 +158,13 @@ def main(argv=None):
         torch.set_num_threads(threads)
         for V in args.vocab:
             for with_draft in (True, False):
-                x = _inputs(args.batch, args.k, V, with_draft)
+                x = _inputs(args.batch, args.k, V, with_draft, args.draft_noise)
                 kernels_cpu.set_num_threads(threads)
                 rows = _rows_read(x)
                 s = _measure(_cases(x, rs, rows), args.repeats, clock)
                 mb = x.T * V * 4 * (2 if with_draft else 1) / 1e6
                 print(f"\n## B{x.B} k{x.K} V{V} {'draft probs' if with_draft else 'no draft probs'}"
+                      f" draft noise {args.draft_noise}"
                       f" threads={threads}  (full pass: {mb:.1f} MB of probabilities; the fused "
                       f"step read {rows} of {x.T} rows in full)")
                 for n, v in s.items():
