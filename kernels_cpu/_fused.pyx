@@ -38,6 +38,22 @@ Work is split into (row, chunk of blocks) items run under OpenMP; each item writ
 (score, block) and the items are reduced in index order with a strict ``>``, so ties go to the
 lowest block and the result is the same at any thread count and any chunk size.
 
+Entry points
+------------
+* ``recovered_tokens``: the recovered token of every draft position (what vLLM's
+  ``sample_recovered_tokens`` computes); ``sample_recovered_tokens_kernel_fused`` is the same with
+  vLLM's kernel signature (keys from ``inv_q``'s first bytes, values ignored).
+* ``rejection_sample_step``: a whole step on probabilities -- accept walk, then a recovered token
+  only at each request's first rejection (one row per request instead of all ``T``), bonus.
+* ``rejection_sample_step_logits``: the same on logits with the softmax folded in: a row is
+  normalised (max, then block sums of ``exp(l - max)``) only when the walk reaches it, with a
+  vectorised float32 ``exp`` (< 2 ulp); no probability tensor is written. Requests walk in
+  parallel.
+
+Every float operation in the C loops is compiled without fma contraction, and the sums have a
+fixed order, so the AVX-512, AVX2 and baseline clones produce the same bits: same seeds, same
+tokens on any x86-64 machine and thread count.
+
 Semantics that follow vLLM's kernels: a draft id < 0 is rejected; accept when ``draft_prob > 0``
 and ``target_prob / draft_prob >= u`` (ratio and compare in float64; ``draft_prob = 1`` without
 draft probs); the recovered distribution is ``max(target - draft, 0)``, or ``target`` with the
@@ -100,8 +116,17 @@ cdef extern from *:
        clones below only change how many lanes one instruction carries. */
     /* No a*b+c -> fma contraction anywhere in this module: the AVX2/AVX-512 clones and the
        baseline code must round every operation identically (same tokens on every machine). */
+    #if defined(__clang__)
+    #pragma STDC FP_CONTRACT OFF
+    #elif defined(__GNUC__)
     #pragma GCC optimize ("fp-contract=off")
+    #endif
     #include <string.h>
+    #if defined(__GNUC__)
+    #define FD_INLINE static inline __attribute__((always_inline))
+    #else
+    #define FD_INLINE static inline
+    #endif
     #define FD_LANES 32
     #define FD_BLOCK 256
     #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11 && defined(__x86_64__) \
@@ -119,7 +144,7 @@ cdef extern from *:
     }
 
     /* sum of max(t, 0) over n <= FD_BLOCK values; NaN counts as 0 */
-    static inline __attribute__((always_inline)) float fd_sum_pos_inl(const float* t, Py_ssize_t n) {
+    FD_INLINE float fd_sum_pos_inl(const float* t, Py_ssize_t n) {
         float acc[FD_LANES] = {0};
         Py_ssize_t i = 0;
         for (; i + FD_LANES <= n; i += FD_LANES)
@@ -135,7 +160,7 @@ cdef extern from *:
     }
 
     /* sum of max(t - q, 0) over n <= FD_BLOCK values; NaN counts as 0 */
-    static inline __attribute__((always_inline)) float fd_sum_resid_inl(const float* t, const float* q,
+    FD_INLINE float fd_sum_resid_inl(const float* t, const float* q,
                                                                        Py_ssize_t n) {
         float acc[FD_LANES] = {0};
         Py_ssize_t i = 0;
