@@ -40,13 +40,16 @@ _lock = threading.RLock()
 class RegistryEntry(tuple):
     """``_registry`` value: the pair ``(original, impl)`` -- vLLM's meaning, so
     ``original, impl = _registry[name]`` works -- plus ``override`` (the installed
-    :class:`KernelOverride`) and ``host``/``attr`` (where the name resolved)."""
+    :class:`KernelOverride`), ``host``/``attr`` (where the name resolved) and ``stored`` (the
+    object the host itself stored: for a class attribute this may be a ``staticmethod`` around
+    ``original``; it is what ``unregister_kernels`` puts back)."""
 
-    def __new__(cls, original, impl, override, host, attr):
+    def __new__(cls, original, impl, override, host, attr, stored=None):
         self = tuple.__new__(cls, (original, impl))
         self.override = override
         self.host = host
         self.attr = attr
+        self.stored = original if stored is None else stored
         return self
 
     @property
@@ -230,6 +233,10 @@ def _install(mapping, warn):
     for name, impl in mapping.items():
         host, attr = _resolve_kernel(name)
         current = getattr(host, attr)
+        # What the host stores itself (a class may keep ``staticmethod(kernel)``): restored as is.
+        stored = current
+        if issubclass(type(host), type):
+            stored = _TYPE_DICT.__get__(host).get(attr, current)
         entry = _registry.get(name)
         original = current
         if entry is not None:
@@ -238,20 +245,21 @@ def _install(mapping, warn):
                               RuntimeWarning, stacklevel=3)
             if current is entry.override:
                 original = entry.original
+                stored = entry.stored
         if not callable(impl):
             raise TypeError(f"override for kernel {name!r} is not callable: {impl!r}")
         wrapper = core.KernelOverride(original, impl)
-        planned.append((name, host, attr, current, original, impl, wrapper))
+        planned.append((name, host, attr, current, original, impl, wrapper, stored))
     pairs = []
-    for _name, _host, _attr, current, original, _impl, wrapper in planned:
+    for _name, _host, _attr, current, original, _impl, wrapper, _stored in planned:
         pairs.append((current, wrapper))
         if original is not current:
             pairs.append((original, wrapper))
     # Rebind every other holder before the defining attributes: same order as vLLM.
     _rebind_kernels(pairs)
-    for name, host, attr, _current, original, impl, wrapper in planned:
+    for name, host, attr, _current, original, impl, wrapper, stored in planned:
         _set_host(host, attr, wrapper)
-        _registry[name] = RegistryEntry(original, impl, wrapper, host, attr)
+        _registry[name] = RegistryEntry(original, impl, wrapper, host, attr, stored)
 
 
 def register_kernels(overrides):
@@ -279,10 +287,15 @@ def _names(names):
 
 def _restore(entries_and_targets):
     """Point every holder of each installed override at its target (original or previous)."""
+    # The defining attribute first, exactly as the host stored it (e.g. a staticmethod); the
+    # scan then rebinds every other holder.
+    for _name, entry, target, _prev in entries_and_targets:
+        host_dict = _TYPE_DICT.__get__(entry.host) if issubclass(type(entry.host), type) else None
+        held = host_dict.get(entry.attr) if host_dict is not None else getattr(entry.host, entry.attr, None)
+        if held is entry.override:
+            _set_host(entry.host, entry.attr, entry.stored if target is entry.original else target)
     _rebind_kernels([(entry.override, target) for _name, entry, target, _prev in entries_and_targets])
-    for name, entry, target, prev in entries_and_targets:
-        if getattr(entry.host, entry.attr, None) is entry.override:
-            _set_host(entry.host, entry.attr, target)
+    for name, _entry, _target, prev in entries_and_targets:
         if prev is None:
             _registry.pop(name, None)
         else:

@@ -206,6 +206,22 @@ def test_hostile_modules_are_never_touched(registry_core):
             sys.modules.pop(name, None)
 
 
+def test_staticmethod_class_attribute_is_restored_exactly(registry_core):
+    stored = worker.StaticOwner.__dict__["kernel"]
+    assert type(stored) is staticmethod
+    calls = []
+    fastdispatch.register_kernels({"fakepkg_rt.worker.StaticOwner.kernel":
+                                   lambda n, p, b: calls.append((n, p, b))})
+    worker.StaticOwner().run(3, "p")
+    assert calls == [(3, "p", 64)]
+    assert fastdispatch._registry["fakepkg_rt.worker.StaticOwner.kernel"][0] is stored.__func__
+    fastdispatch.unregister_kernels()
+    assert worker.StaticOwner.__dict__["kernel"] is stored
+    CALLS.clear()
+    worker.StaticOwner().run(4, "q")  # through the instance: still a staticmethod, not bound
+    assert CALLS == [("static_kernel", 4, "q", 64)]
+
+
 def test_rebind_kernels_signature_like_vllm(registry_core):
     wrapper = registry_core.KernelOverride(ORIGINALS["copy"], copy_impl)
     fastdispatch._rebind_kernels([(ORIGINALS["copy"], wrapper)])

@@ -12,3 +12,19 @@ class SlotMappingOwner:
 
     def run(self, n, positions, slots):
         type(self).kernel[(1,)](num_tokens=n, positions_ptr=positions, slot_mapping_ptr=slots)
+
+
+class StaticOwner:
+    """vLLM's ComputeSlotMappingKernel shape: ``@staticmethod`` over the kernel (Triton absent:
+    a plain function), launched through ``self.kernel``."""
+
+    @staticmethod
+    def kernel(num_tokens, positions_ptr, BLOCK_SIZE=64):
+        CALLS.append(("static_kernel", num_tokens, positions_ptr, BLOCK_SIZE))
+
+    def run(self, n, positions):
+        kernel = self.kernel
+        if hasattr(type(kernel), "__getitem__"):
+            kernel[(1,)](num_tokens=n, positions_ptr=positions)
+        else:
+            kernel(num_tokens=n, positions_ptr=positions)
