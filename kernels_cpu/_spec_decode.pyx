@@ -25,7 +25,7 @@ cdef extern from "Python.h":
 from kernels_cpu._buffers cimport IBuf, iget, iset, check_index
 from kernels_cpu._parallel cimport threads_for
 from kernels_cpu._tables cimport (
-    Rows, as_flag, as_int, check_rows, first_decrease, need_bool, need_index, need_positions, row_fn,
+    Rows, as_flag, as_int, check_rows, first_decrease, need_bool, need_index, need_positions,
     run_rows,
 )
 

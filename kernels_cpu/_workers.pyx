@@ -7,13 +7,13 @@
 by raw addresses). Same three steps as ``_spec_decode``: metadata checks, a ``nogil`` value pass,
 then the ``nogil`` compute pass (OpenMP when large enough).
 """
-from libc.stdint cimport int64_t, uint64_t, INT64_MAX
+from libc.stdint cimport int64_t, INT64_MAX
 from libc.string cimport memmove
 
 import torch
 
 from kernels_cpu._buffers cimport (
-    DT_INT32, DT_INT64, IBuf, check_index, dtype_code, iget, iset
+    DT_INT64, IBuf, check_index, dtype_code, iget, iset
 )
 from kernels_cpu._parallel cimport threads_for
 from kernels_cpu._tables cimport Rows, as_int, check_rows, first_decrease, run_rows
