@@ -154,3 +154,40 @@ def test_validate_rejects_a_measured_row_without_ratio(tmp_path):
     assert any("without a ratio" in e for e in _report.validate(doc))
     del doc["machine"]["cpu_model"]
     assert any("cpu_model" in e for e in _report.validate(doc))
+
+
+# -- the output checks that keep a fast wrong row from passing unnoticed ----------------------
+def test_kernel_output_check_flags_a_wrong_implementation():
+    from bench.suites import kernels
+
+    ref = kernels.reference_fn("expand_kernel")
+    right = kernels.kernels_cpu_fn("expand_kernel")
+
+    def wrong(output_ptr, *rest):
+        output_ptr.zero_()
+
+    verdict = kernels._verify("expand_kernel", {"B": 4}, {kernels.REF: ref, kernels.OURS: right,
+                                                         kernels.VLLM: wrong})
+    assert verdict["verdict"][kernels.OURS] == "matches the reference"
+    assert verdict["verdict"][kernels.VLLM].startswith("DIFFERS in output_ptr")
+    assert verdict["ok"]  # ours is right; the wrong row is reported in the detail
+    verdict = kernels._verify("expand_kernel", {"B": 4}, {kernels.REF: ref, kernels.OURS: wrong})
+    assert not verdict["ok"]
+
+
+def test_spec_decode_output_check_flags_disagreeing_greedy_rows():
+    import torch
+
+    from bench.suites import spec_decode as sd
+
+    inp = sd._Inputs("greedy", 2, 2, 50)
+    good = torch.full((2, 3), -1, dtype=torch.int32)
+    good[:, 0] = (inp.draft.view(2, 2)[:, 0] + 1) % 50  # first draft rejected, token in range
+    other = good.clone()
+    other[1, 0] = (other[1, 0] + 1) % 50
+    assert sd._verify(inp, {sd.OPS: good, sd.FUSED: good.clone()})["ok"]
+    res = sd._verify(inp, {sd.OPS: good, sd.FUSED: other})
+    assert not res["ok"] and "differ" in res["detail"]
+    bad = good.clone()
+    bad[0, 2] = 7  # a token after the emitted one: malformed
+    assert not sd._verify(inp, {sd.OPS: bad})["ok"]

@@ -76,5 +76,5 @@ def groups(ctx):
         build=_register_builder,
         needs_vllm=True,
         params={"names": 11},
-        max_repeats={"quick": 5, "default": 9}.get(ctx.preset),
+        max_repeats={"quick": 3, "default": 9}.get(ctx.preset),
     )]
