@@ -1,0 +1,204 @@
+#!/usr/bin/env bash
+# Run the kernel and runtime tests against an AddressSanitizer build of every Cython extension.
+#
+# Usage:
+#   tools/asan_tests.sh [--keep] [--reuse DIR] [--no-probe] [-- PYTEST_ARGS...]
+#   tools/asan_tests.sh tests/test_kernels_workers.py -x        # arguments go to pytest
+#
+# Why a copy: the in-place .so files of the checkout are what everyone imports; an ASan build
+# there would force LD_PRELOAD on every other process. So the working tree (tracked files plus
+# untracked, non-ignored ones -- uncommitted edits included, build outputs excluded) is copied to
+# a temporary directory, built there with FASTDISPATCH_SANITIZE=address, and tested there.
+#
+# How it runs:
+#   * libasan is LD_PRELOADed, first in the list: the interpreter itself is not instrumented, and
+#     torch ships its own libgomp, so the sanitizer runtime must be loaded before anything else.
+#   * ASAN_OPTIONS=detect_leaks=0: CPython's interned objects and torch's process-lifetime
+#     allocations make LeakSanitizer report thousands of "leaks" that are not ours, so leak
+#     checking is off; this script checks memory *errors* (out-of-bounds, use-after-free,
+#     double free), not leaks.
+#   * abort_on_error=1: the first report kills the process (a test in a subprocess fails too);
+#     log_path sends every report, from the test process and its subprocesses, to a file under
+#     the work directory, where this script counts them.
+#   * PYTHONMALLOC=malloc: Python objects come from malloc, so ASan sees their bounds as well.
+#   * Before the tests, a probe extension that writes one element past a torch tensor is built
+#     with the same flags and run under the same settings: it must be caught, or the harness is
+#     broken and the run fails (--no-probe skips it).
+#
+# Options:
+#   --keep        keep the work directory (printed) for inspection or a --reuse run.
+#   --reuse DIR   build and test in DIR as it is (no fresh copy; e.g. after editing a kernel there).
+#   --no-probe    skip the planted out-of-bounds probe.
+#   Anything else (or everything after --) is passed to pytest instead of the default test files.
+#
+# Environment: PYTHON (default .venv/bin/python, else python3), CC (compiler; its libasan is
+# preloaded), ASAN_OPTIONS (appended to ours), TMPDIR.
+#
+# Exit status: 0 when every test passed and ASan reported nothing; 1 otherwise (2: usage/setup).
+# Hypothesis runs with the tests' own settings (they pin max_examples per test; there is no profile).
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+
+DEFAULT_TESTS=(
+    tests/test_kernels_sampling.py
+    tests/test_kernels_spec_decode.py
+    tests/test_kernels_workers.py
+    tests/test_fused_sampling.py
+    tests/test_fused_logits.py
+    tests/test_fused_philox.py
+    tests/test_fused_op.py
+    tests/test_ops.py
+    tests/test_triton_parity.py
+    tests/test_runtime_override.py
+    tests/test_runtime_owner.py
+    tests/test_runtime_plan.py
+    tests/test_runtime_registry.py
+    tests/test_runtime_backend.py
+)
+
+keep=0
+reuse=""
+probe=1
+pytest_args=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --keep) keep=1 ;;
+        --reuse) reuse=${2:?--reuse needs a directory}; shift ;;
+        --no-probe) probe=0 ;;
+        -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+        --) shift; pytest_args+=("$@"); break ;;
+        *) pytest_args+=("$1") ;;
+    esac
+    shift
+done
+[ ${#pytest_args[@]} -eq 0 ] && pytest_args=("${DEFAULT_TESTS[@]}")
+
+if [ -n "${PYTHON:-}" ]; then
+    PY=$PYTHON
+elif [ -x "$ROOT/.venv/bin/python" ]; then
+    PY=$ROOT/.venv/bin/python
+else
+    PY=python3
+fi
+PY=$(command -v "$PY") || { echo "asan_tests: no python ($PYTHON)" >&2; exit 2; }
+CC_BIN=${CC:-gcc}
+LIBASAN=$("$CC_BIN" -print-file-name=libasan.so)
+if [ ! -e "$LIBASAN" ] || [ "$LIBASAN" = libasan.so ]; then
+    echo "asan_tests: $CC_BIN has no libasan.so (install the compiler's ASan runtime)" >&2
+    exit 2
+fi
+LIBASAN=$(readlink -f "$LIBASAN")
+
+# ---- work directory ----------------------------------------------------------------------------
+if [ -n "$reuse" ]; then
+    WORK=$(cd "$reuse" && pwd) || exit 2
+    keep=1
+else
+    WORK=$(mktemp -d "${TMPDIR:-/tmp}/fastdispatch-asan.XXXXXX") || exit 2
+    # Tracked files (as they are in the working tree) plus untracked non-ignored ones; a tracked
+    # file deleted in the working tree is skipped. Ignored build outputs (*.so, *.c) are not copied.
+    (cd "$ROOT" && git ls-files -co --exclude-standard --deduplicate -z \
+        | while IFS= read -r -d '' f; do [ -f "$f" ] && printf '%s\0' "$f"; done \
+        | tar --null -T - -cf -) | tar -xf - -C "$WORK" || { echo "asan_tests: copy failed" >&2; exit 2; }
+fi
+cleanup() { if [ $keep -eq 1 ]; then echo "asan_tests: work directory kept: $WORK"; else rm -rf "$WORK"; fi; }
+trap cleanup EXIT
+LOGDIR=$WORK/asan-logs
+rm -rf "$LOGDIR" && mkdir -p "$LOGDIR"
+cd "$WORK" || exit 2
+
+echo "asan_tests: python $PY | libasan $LIBASAN | work $WORK"
+
+# ---- build ---------------------------------------------------------------------------------------
+# The build itself must not run under the preload (the compiler and Cython are not instrumented).
+build() {
+    env -u LD_PRELOAD -u FASTDISPATCH_EXTENSIONS FASTDISPATCH_SANITIZE=address CC="$CC_BIN" "$@" \
+        "$PY" setup.py -q build_ext --inplace -j 2
+}
+echo "asan_tests: building the extensions with -fsanitize=address ..."
+if ! build > "$WORK/build.log" 2>&1; then
+    tail -n 40 "$WORK/build.log" >&2
+    echo "asan_tests: FAILED (build)" >&2
+    exit 1
+fi
+
+# Every .pyx must have produced an instrumented .so: a stale or plain build would test nothing.
+missing=0
+for pyx in fastdispatch/*.pyx kernels_cpu/*.pyx; do
+    so=$(ls "${pyx%.pyx}".*.so 2>/dev/null | head -n 1)
+    if [ -z "$so" ]; then
+        echo "asan_tests: no extension built for $pyx" >&2; missing=1
+    elif ! nm -D --undefined-only "$so" | grep '__asan_report' > /dev/null; then  # no -q: SIGPIPE + pipefail
+        echo "asan_tests: $so is not instrumented by ASan" >&2; missing=1
+    fi
+done
+[ $missing -eq 0 ] || { echo "asan_tests: FAILED (build)" >&2; exit 1; }
+
+export LD_PRELOAD="$LIBASAN${LD_PRELOAD:+:$LD_PRELOAD}"
+export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:log_path=$LOGDIR/asan${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+export PYTHONMALLOC=malloc
+export PYTHONPATH="$WORK${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONDONTWRITEBYTECODE=1
+unset FASTDISPATCH_PURE_PYTHON   # the point is to exercise the compiled modules
+
+count_reports() { grep -l 'ERROR: AddressSanitizer' "$LOGDIR"/asan.* 2>/dev/null | wc -l; }
+
+# ---- probe: the harness must be able to fail -------------------------------------------------
+if [ $probe -eq 1 ]; then
+    echo "asan_tests: probe: a planted out-of-bounds write must be reported ..."
+    cat > kernels_cpu/_asan_probe.pyx <<'EOF'
+# cython: language_level=3
+"""Writes one int64 past the end of a tensor's buffer (harness self-check, never committed)."""
+from libc.stdint cimport int64_t, uintptr_t
+
+def write_past_end(t):
+    cdef int64_t* p = <int64_t*><uintptr_t>t.data_ptr()
+    cdef Py_ssize_t n = t.numel()
+    with nogil:
+        p[n] = 7
+EOF
+    if ! build FASTDISPATCH_EXTENSIONS=kernels_cpu._asan_probe > "$WORK/probe_build.log" 2>&1; then
+        tail -n 20 "$WORK/probe_build.log" >&2
+        echo "asan_tests: FAILED (probe did not build)" >&2; exit 1
+    fi
+    # The subshell keeps bash's "Aborted" notice in probe.out.
+    ("$PY" -c 'import torch, kernels_cpu._asan_probe as p; p.write_past_end(torch.zeros(10, dtype=torch.int64)); print("probe: write went unnoticed")'
+     exit $?) > "$WORK/probe.out" 2>&1
+    probe_rc=$?
+    probe_log=$(grep -l 'heap-buffer-overflow' "$LOGDIR"/asan.* 2>/dev/null | head -n 1)
+    rm -f kernels_cpu/_asan_probe.*
+    if [ $probe_rc -eq 0 ] || [ -z "$probe_log" ]; then
+        cat "$WORK/probe.out" >&2
+        echo "asan_tests: FAILED (probe: planted out-of-bounds write NOT caught, rc=$probe_rc)" >&2
+        exit 1
+    fi
+    echo "asan_tests: probe caught: $(grep -m1 'ERROR: AddressSanitizer' "$probe_log" | sed 's/^==[0-9]*==//') (rc=$probe_rc)"
+    mkdir -p "$LOGDIR/probe" && mv "$LOGDIR"/asan.* "$LOGDIR/probe/"
+fi
+
+# ---- tests ---------------------------------------------------------------------------------------
+echo "asan_tests: pytest ${pytest_args[*]}"
+"$PY" -m pytest -q -p no:cacheprovider "${pytest_args[@]}" 2>&1 | tee "$WORK/pytest.log"
+test_rc=${PIPESTATUS[0]}
+
+reports=$(count_reports)
+if [ "$reports" -gt 0 ]; then
+    echo "asan_tests: ASan reports:" >&2
+    for f in $(grep -l 'ERROR: AddressSanitizer' "$LOGDIR"/asan.*); do
+        echo "---- $f" >&2
+        # the error, the first frames of each stack, where the memory came from, the summary
+        awk '/^ +#[0-9]+ / { n = substr($1, 2) + 0; if (n >= 8) next } { print } /^SUMMARY/ { exit }' "$f" >&2
+    done
+    # faulthandler's Python traceback of an aborted pytest names the test that was running
+    grep -E '^  File ".*/tests/[^"]*", line' "$WORK/pytest.log" | head -n 5 >&2
+    keep=1
+fi
+summary=$(grep -E '^(=+ )?[0-9]+ (passed|failed|error)|^=+ .*(passed|failed|error|no tests ran)' "$WORK/pytest.log" | tail -n 1 | sed 's/^=* *//; s/ *=*$//')
+[ -n "$summary" ] || summary="pytest exited $test_rc with no summary (killed by ASan abort?)"
+if [ "$test_rc" -eq 0 ] && [ "$reports" -eq 0 ]; then
+    echo "asan_tests: CLEAN -- $summary; ASan reports = 0"
+    exit 0
+fi
+echo "asan_tests: FAILED -- $summary (pytest rc=$test_rc); ASan reports = $reports"
+exit 1
