@@ -38,6 +38,14 @@ from .spec_decode import (
     eagle_prepare_next_token_padded,
     eagle_step_update_slot_mapping_and_metadata,
 )
+from .fused import (
+    fastdispatch_fused_vllm_overrides,
+    fused_kernel_overrides,
+    rejection_sample_fused,
+    rejection_sample_fused_logits,
+    request_seeds,
+    sample_recovered_tokens_fused,
+)
 from .triton_kernels import QUALNAMES
 from .workers import PAD_SLOT_ID, batch_memcpy, compute_slot_mapping
 
@@ -62,11 +70,17 @@ __all__ = [
     "eagle_prepare_next_token_padded",
     "eagle_step_update_slot_mapping_and_metadata",
     "expand_batch_to_tokens",
+    "fastdispatch_fused_vllm_overrides",
+    "fused_kernel_overrides",
     "generate_inv_q",
     "generate_uniform_probs",
     "rejection_sample",
+    "rejection_sample_fused",
+    "rejection_sample_fused_logits",
+    "request_seeds",
     "run_mode",
     "sample_recovered_tokens",
+    "sample_recovered_tokens_fused",
     "use_cpu_kernels",
     "use_triton_kernels",
 ]
