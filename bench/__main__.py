@@ -294,6 +294,14 @@ def main(argv=None) -> int:
         "summary": summary,
         "git": _report.git_facts(),
     }
+    from ._headlines import fmt as fmt_headline
+    from ._headlines import headlines
+
+    doc["headlines"] = headlines(doc)
+    if doc["headlines"]:
+        print("\nHeadline ratios (two rows of one group, same run; goal for context):")
+        for h in doc["headlines"]:
+            print(f"  {h['label']:<70} {fmt_headline(h):>44}   goal: {h['goal']}")
     print(f"\n{summary['measured']} rows measured, {summary['unavailable']} unavailable, "
           f"{summary['errors']} errors, {summary['noisy']} noisy (IQR > "
           f"{settings.as_dict()['noise_threshold'] * 100:.0f}% of median) in {summary['wall_s']} s")

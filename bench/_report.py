@@ -22,6 +22,10 @@ Top level::
     vllm          {available, where ("in-process" | "worker" | null), python, origin, reason, version}
     groups        [GROUP, ...] in display order
     summary       {groups, rows, measured, unavailable, errors, noisy, wall_s}
+    headlines     [{label, value, kind ("x": a ratio | "faster": a speed-up), goal, group, noisy,
+                    num, den, num_ns, den_ns}]  value = median(num row) / median(den row)
+                  ratios of two rows of one group that the project's goals are stated in
+                  (``bench/_headlines.py``); absent rows give no headline
     git           {commit, dirty} or null
 
 GROUP::
@@ -255,7 +259,8 @@ class Table:
     def group(self, g: dict) -> None:
         self.clear_progress()
         w = self.out.write
-        title = f"{g['id']} — {g['title']}   [measured in: {g['interpreter']}]"
+        wall = f", {g['wall_s']:.1f} s" if g.get("wall_s") is not None else ""
+        title = f"{g['id']} — {g['title']}   [measured in: {g['interpreter']}{wall}]"
         w(f"\n{title}\n")
         if g["status"] != "ok":
             w(f"  {g['status'].upper()}: {g['reason']}\n")
@@ -313,6 +318,11 @@ def markdown(doc: dict, group_filter=None) -> str:
     out.append(f"- {sm['measured']} rows measured, {sm['unavailable']} unavailable, {sm['errors']} "
                f"errors, {sm['noisy']} noisy (IQR > {s['noise_threshold'] * 100:.0f} % of the "
                f"median), {sm['wall_s']} s")
+    if doc.get("headlines"):
+        from ._headlines import fmt as fmt_headline
+
+        out += ["", "| headline (two rows of one group, same run) | measured | goal |", "|---|---:|---|"]
+        out += [f"| {h['label']} | {fmt_headline(h)} | {h['goal']} |" for h in doc["headlines"]]
     for g in doc["groups"]:
         if group_filter and not group_filter(g):
             continue
@@ -357,7 +367,7 @@ def write_json(path: str, doc: dict) -> None:
 # ---------------------------------------------------------------------------------------------
 _TOP = {"schema": str, "created": str, "command": list, "preset": str, "filter": (str, type(None)),
         "settings": dict, "machine": dict, "interpreters": dict, "vllm": dict, "groups": list,
-        "summary": dict, "git": (dict, type(None))}
+        "summary": dict, "git": (dict, type(None)), "headlines": list}
 _SETTINGS = ("preset", "repeats", "min_time_s", "warmup_samples", "noise_threshold", "timer",
              "threads")
 _MACHINE = ("cpu_model", "cpu_count", "cpu_affinity", "platform", "machine", "hostname_hash",
