@@ -191,3 +191,24 @@ def test_spec_decode_output_check_flags_disagreeing_greedy_rows():
     bad = good.clone()
     bad[0, 2] = 7  # a token after the emitted one: malformed
     assert not sd._verify(inp, {sd.OPS: bad})["ok"]
+
+
+def test_a_failing_vllm_worker_falls_back_and_says_why(tmp_path):
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\nexit 3\n")
+    fake.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "FASTDISPATCH_VLLM_PYTHON"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--filter", "launch/override",
+         "--vllm-python", str(fake), "--json", str(tmp_path / "run.json")],
+        cwd=REPO, capture_output=True, text=True, timeout=240, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = json.loads((tmp_path / "run.json").read_text())
+    assert _report.validate(doc) == []
+    assert "status 3" in doc["vllm"]["reason"]
+    g = doc["groups"][0]
+    assert g["interpreter"] == "main"
+    rows = {r["name"]: r for r in g["rows"]}
+    assert rows["vLLM KernelOverride"]["status"] == "unavailable"
+    assert "vllm not available" in rows["vLLM KernelOverride"]["reason"]
+    assert rows["direct call of the no-op"]["status"] == "ok"
