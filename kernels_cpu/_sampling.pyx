@@ -30,6 +30,7 @@ from cython.parallel cimport prange
 from libc.stdint cimport int32_t, int64_t, uint8_t, INT32_MIN, INT32_MAX
 from libc.stdlib cimport malloc, free
 from libc.math cimport INFINITY
+from cpython.number cimport PyNumber_Index
 
 from kernels_cpu._buffers cimport (
     IBuf, iget, iset, check_tensor, check_index,
@@ -219,42 +220,49 @@ cdef inline bint _flag(object value, bint default):
 # expand_kernel
 # ---------------------------------------------------------------------------------------------
 
+cdef inline void _expand_row(expand_t* out, const expand_t* inp, IBuf cu, Py_ssize_t i,
+                             expand_t rfrom, bint can_match, expand_t rto,
+                             int64_t cap) noexcept nogil:
+    cdef int64_t s = _start(cu, i), j
+    cdef int64_t n = iget(cu, i) - s
+    cdef expand_t v = inp[i]
+    if n > cap:
+        n = cap         # the Triton kernel stores tl.arange(0, MAX_NUM_TOKENS) lanes at most
+    if can_match and v == rfrom:
+        v = rto
+    for j in range(n):
+        out[s + j] = v
+
+
 cdef void _expand_loop(expand_t* out, const expand_t* inp, IBuf cu, Py_ssize_t B,
                        expand_t rfrom, bint can_match, expand_t rto, int64_t cap,
                        int nt) noexcept nogil:
-    cdef Py_ssize_t i, j, s, n
-    cdef expand_t v
+    cdef Py_ssize_t i
     if nt <= 1:
         for i in range(B):
-            s = _start(cu, i)
-            n = iget(cu, i) - s
-            if n > cap:
-                n = cap
-            v = inp[i]
-            if can_match and v == rfrom:
-                v = rto
-            for j in range(n):
-                out[s + j] = v
-        return
-    for i in prange(B, nogil=True, num_threads=nt, schedule="static"):
-        s = _start(cu, i)
-        n = iget(cu, i) - s
-        if n > cap:
-            n = cap
-        v = inp[i]
-        if can_match and v == rfrom:
-            v = rto
-        for j in range(n):
-            out[s + j] = v
+            _expand_row(out, inp, cu, i, rfrom, can_match, rto, cap)
+    else:
+        for i in prange(B, nogil=True, num_threads=nt, schedule="static"):
+            _expand_row(out, inp, cu, i, rfrom, can_match, rto, cap)
 
 
 cdef int64_t _int_value(object x, str name) except? -1:
-    """``x`` as an exact integer (ints, bools and integral floats), else TypeError."""
-    if isinstance(x, int):
-        return x
+    """``x`` as an exact int64 (ints, integral floats, anything with ``__index__``)."""
     if isinstance(x, float) and x.is_integer():
-        return <int64_t>x
-    raise TypeError(f"{name} must be an integer for an integer buffer, got {x!r}")
+        x = int(x)
+    try:
+        return PyNumber_Index(x)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer for an integer buffer, got {x!r}") from None
+    except OverflowError:
+        raise ValueError(f"{name} = {x!r} does not fit in int64") from None
+
+
+cdef float _float_value(object x, str name) except? -1:
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a number, got {x!r}") from None
 
 
 def expand_kernel(output_ptr, input_ptr, cu_num_tokens_ptr, replace_from, replace_to,
@@ -297,8 +305,8 @@ def expand_kernel(output_ptr, input_ptr, cu_num_tokens_ptr, replace_from, replac
     cdef bint can_match = True
     cdef int nt = threads_for(T + B)
     if code_o == DT_FLOAT32:
-        f_f = <float>float(replace_from)
-        t_f = <float>float(replace_to)
+        f_f = _float_value(replace_from, "replace_from")
+        t_f = _float_value(replace_to, "replace_to")
         _expand_loop(<float*>po, <float*>pi, cu, B, f_f, True, t_f, cap, nt)
         return
     f_i = _int_value(replace_from, "replace_from")

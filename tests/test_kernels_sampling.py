@@ -472,6 +472,8 @@ BAD = [
     ("expand_kernel", "replace_to", lambda v: 2**40, ValueError, "replace_to"),
     ("expand_kernel", "replace_to", lambda v: 0.5, TypeError, "replace_to"),
     ("expand_kernel", "MAX_NUM_TOKENS", lambda v: -1, ValueError, "MAX_NUM_TOKENS"),
+    ("expand_kernel", "replace_from", lambda v: None, TypeError, "replace_from"),
+    ("expand_kernel", "replace_from", lambda v: 2**70, ValueError, "replace_from"),
 
     ("rejection_greedy_sample_kernel", "output_token_ids_ptr", _as(torch.float32), TypeError,
      "output_token_ids_ptr"),
