@@ -26,8 +26,11 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import itertools
 import os
 import sys
+import time
+import timeit
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
@@ -164,7 +167,7 @@ def _agreement(ours, other, args):
             if isinstance(x, torch.Tensor) and not torch.equal(x, y)]
 
 
-def _memcpy_case(args):
+def _memcpy_case(args, clock):
     """A ``memmove`` of the probability bytes the recovered-tokens kernel reads (one thread)."""
     srcs = [t for t in (args[3], args[4]) if t is not None]
     dsts = [torch.empty_like(t) for t in srcs]
@@ -175,7 +178,34 @@ def _memcpy_case(args):
         for d, s, n in moves:
             mm(d, s, n)
 
-    return Case("memcpy prob bytes", fn=run, namespace={"keep": (srcs, dsts)}), sum(m[2] for m in moves)
+    case = _case("memcpy prob bytes", clock, fn=run, namespace={"keep": (srcs, dsts)})
+    return case, sum(m[2] for m in moves)
+
+
+class _ClockCase(Case):
+    """A ``Case`` timed with a chosen clock (``bench._timing`` times wall clock)."""
+
+    clock = staticmethod(time.perf_counter_ns)
+
+    def compile(self):
+        ns = dict(self.namespace)
+        stmt = self.stmt
+        if stmt is None:
+            ns["_bench_fn"] = self.fn
+            stmt = "_bench_fn()"
+        inner = timeit.Timer(stmt, globals=ns, timer=self.clock).inner
+        clock = self.clock
+
+        def run(loops):
+            return inner(itertools.repeat(None, loops), clock)
+
+        return run
+
+
+def _case(name, clock, **kw):
+    case = _ClockCase(name, **kw)
+    case.clock = clock
+    return case
 
 
 def _fmt_ns(ns):
@@ -203,6 +233,10 @@ def main():
     ap.add_argument("--only", default="", help="substring filter on group titles")
     ap.add_argument("--no-reference", action="store_true",
                     help="skip the torch reference rows of the large recovered-token shapes")
+    ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                    help="cpu: process CPU time summed over threads -- stays meaningful on an "
+                         "oversubscribed machine for single-threaded rows; 2t rows then show "
+                         "CPU spent, not latency")
     ap.add_argument("--torch-threads", type=int, default=0,
                     help="torch.set_num_threads before measuring (default: leave torch's choice)")
     opts = ap.parse_args()
@@ -210,8 +244,11 @@ def main():
         torch.set_num_threads(opts.torch_threads)
     settings = FULL if opts.full else QUICK if opts.quick else DEFAULT
     shims = _vllm_shims()
+    clock = time.perf_counter_ns if opts.clock == "wall" else time.process_time_ns
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"# torch {torch.__version__}, {torch.get_num_threads()} torch threads, kernels_cpu OpenMP "
-          f"{kernels_cpu.openmp_enabled()}, preset {settings.name}, vLLM shims {'yes' if shims else 'no'}")
+          f"{kernels_cpu.openmp_enabled()}, preset {settings.name}, vLLM shims {'yes' if shims else 'no'}"
+          f", {os.cpu_count()} CPUs, load average {load:.1f}, {opts.clock} clock")
 
     def switch(state):
         kernels_cpu.set_num_threads(None if state is None else int(state[1:]))
@@ -221,18 +258,18 @@ def main():
             continue
         ours = getattr(kernels_cpu, name)
         ns = {"k": ours, "a": args, "r": reference, "s": shims.get(name)}
-        cases = [Case("kernels_cpu", stmt="k(*a)", namespace=ns)]
+        cases = [_case("kernels_cpu", clock, stmt="k(*a)", namespace=ns)]
         nbytes = 0
         if large:
-            cases += [Case("kernels_cpu 1t", stmt="k(*a)", namespace=ns, state="t1"),
-                      Case("kernels_cpu 2t", stmt="k(*a)", namespace=ns, state="t2")]
-            memcpy_case, nbytes = _memcpy_case(args)
+            cases += [_case("kernels_cpu 1t", clock, stmt="k(*a)", namespace=ns, state="t1"),
+                      _case("kernels_cpu 2t", clock, stmt="k(*a)", namespace=ns, state="t2")]
+            memcpy_case, nbytes = _memcpy_case(args, clock)
             cases.append(memcpy_case)
         big = large and args[6] * len(args[2]) > 10**6
         if not (big and opts.no_reference):
-            cases.append(Case("torch reference", stmt="r(*a)", namespace=ns))
+            cases.append(_case("torch reference", clock, stmt="r(*a)", namespace=ns))
         if ns["s"] is not None:
-            cases.append(Case("vLLM shim + C++ op", stmt="s(*a)", namespace=ns))
+            cases.append(_case("vLLM shim + C++ op", clock, stmt="s(*a)", namespace=ns))
         stats = measure(cases, settings, switch=switch)
         _report(title, stats, "kernels_cpu")
         if large:
