@@ -236,16 +236,29 @@ def _patch_owners(state):
     stock_launch = vars(base).get("launch") if isinstance(base, type) else None
     if callable(stock_launch):
 
+        names_seen = {}  # id(owner) -> its last input-names tuple, reused while equal
+
         def launch(self, launch_spec, inputs):
             kernel = self.kernel
             if type(kernel) is not override_type or self._warming:
                 return stock_launch(self, launch_spec, inputs)
-            return launch_owner(kernel, kernel.arg_names, launch_spec, tuple(inputs),
+            # ``inputs`` is a fresh dict per launch; hand the plan cache the same names tuple
+            # while the names are the same, so it hits by identity instead of re-planning.
+            names = tuple(inputs)
+            last = names_seen.get(id(self))
+            if last is not None and last == names:
+                names = last
+            else:
+                names_seen[id(self)] = names
+            return launch_owner(kernel, kernel.arg_names, launch_spec, names,
                                 tuple(inputs.values()), cache_for(self))
 
         launch.__doc__ = stock_launch.__doc__
         launch.__wrapped__ = stock_launch
         state.patches.set(base, "launch", launch)
+
+    if callable(stock_launch):
+        _patch_kernel_launchers(state, base, launch_owner, override_type, cache_for)
 
     decorated = getattr(helper, "_DecoratedTritonJitKernel", None)
     stock_call = vars(decorated).get("__call__") if isinstance(decorated, type) else None
@@ -273,6 +286,57 @@ def _patch_owners(state):
         __call__.__doc__ = stock_call.__doc__
         __call__.__wrapped__ = stock_call
         state.patches.set(decorated, "__call__", __call__)
+
+
+def _patch_kernel_launchers(state, base, launch_owner, override_type, cache_for):
+    """Owners written as classes (``ComputeSlotMappingKernel``) wrap ``__call__`` in vLLM's
+    ``kernel_launcher``, which runs ``inspect.Signature.bind`` on every launch to name the
+    inputs. For a launch with every parameter given positionally the names are just the
+    signature's, in order: such launches of an overridden kernel go straight to
+    ``launch_owner``; any other call (keywords, defaults to fill, warmup) takes vLLM's wrapper.
+    """
+    import inspect
+    import sys
+
+    jit_warmup = sys.modules.get("vllm.model_executor.warmup.jit_warmup")
+    make_launcher = getattr(jit_warmup, "kernel_launcher", None)
+    if make_launcher is None:
+        return
+    probe_code = make_launcher(lambda self: None).__code__
+    seen = set()
+    todo = [base]
+    while todo:
+        cls = todo.pop()
+        for sub in cls.__subclasses__():
+            if sub not in seen:
+                seen.add(sub)
+                todo.append(sub)
+        wrapper = vars(cls).get("__call__")
+        call_fn = getattr(wrapper, "__wrapped__", None)
+        if getattr(wrapper, "__code__", None) is not probe_code or call_fn is None:
+            continue
+        params = list(inspect.signature(call_fn).parameters.values())[1:]
+        if any(p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params):
+            continue
+        state.patches.set(cls, "__call__", _fast_launcher(
+            wrapper, call_fn, tuple(p.name for p in params), launch_owner, override_type,
+            cache_for))
+
+
+def _fast_launcher(wrapper, call_fn, names, launch_owner, override_type, cache_for):
+    nparams = len(names)
+
+    def __call__(self, *args, **kwargs):
+        kernel = self.kernel
+        if (kwargs or len(args) != nparams or type(kernel) is not override_type
+                or self._warming or not self.bind_launch_inputs):
+            return wrapper(self, *args, **kwargs)
+        spec = call_fn(self, *args)
+        return launch_owner(kernel, kernel.arg_names, spec, names, args, cache_for(self))
+
+    __call__.__doc__ = wrapper.__doc__
+    __call__.__wrapped__ = wrapper
+    return __call__
 
 
 # -- public API --------------------------------------------------------------------------------
@@ -400,7 +464,8 @@ def plugin():
     regardless. Unset: install only when vLLM runs without Triton (``HAS_TRITON`` false: vLLM
     would launch its CPU shims) on the CPU platform; with a usable Triton driver vLLM launches
     real Triton kernels and we stay out. ``FASTDISPATCH_VLLM_FUSED_NOISE=1`` opts into the
-    fused random-sampling path. Safe to call any number of times.
+    fused random-sampling path. Safe to call any number of times. Unless forced, a failure to
+    install is logged and leaves vLLM stock rather than failing the worker.
     """
     wanted = _wants(os.environ.get(PLUGIN_ENV))
     if wanted is False:
@@ -412,7 +477,15 @@ def plugin():
             logger.info("fastdispatch: vLLM plugin not installed: %s (set %s=1 to force)",
                         reason, PLUGIN_ENV)
             return
-    install(fused_noise=bool(_wants(os.environ.get(FUSED_NOISE_ENV))))
+    try:
+        install(fused_noise=bool(_wants(os.environ.get(FUSED_NOISE_ENV))))
+    except Exception:
+        if wanted:
+            raise
+        # A plugin must not take the worker down: vLLM stays exactly stock (install() undid
+        # whatever it had changed) and says why.
+        logger.warning("fastdispatch: vLLM plugin could not install; vLLM runs stock "
+                       "(set %s=1 to make this an error)", PLUGIN_ENV, exc_info=True)
 
 
 def _reason_to_stay_out():

@@ -29,8 +29,13 @@ import vllm.model_executor.warmup.jit_warmup_triton_helper as helper
 stock_api = {name: vars(vd)[name] for name in
              ("register_kernels", "KernelOverride", "_registry", "_resolve_kernel",
               "_rebind_kernels", "_kernel_arg_names")}
+import vllm.v1.worker.block_table as block_table
 stock_methods = {"launch": vars(helper.VllmTritonJitKernel)["launch"],
-                 "__call__": vars(helper._DecoratedTritonJitKernel)["__call__"]}
+                 "__call__": vars(helper._DecoratedTritonJitKernel)["__call__"],
+                 "ComputeSlotMappingKernel.__call__":
+                     vars(block_table.ComputeSlotMappingKernel)["__call__"],
+                 "ComputeSlotMappingKernel.kernel":
+                     vars(block_table.ComputeSlotMappingKernel)["kernel"]}
 
 from vllm.platforms import current_platform
 import vllm.plugins
@@ -61,6 +66,16 @@ elif scenario in ("disabled", "uninstall"):
     if scenario == "uninstall":
         import fastdispatch.vllm as fv
         fv.uninstall()
+elif scenario == "uninstall_before_hook":
+    # install, uninstall, then the hook: the class attribute must be vLLM's staticmethod again
+    import fastdispatch.vllm as fv
+    fv.install()
+    fv.uninstall()
+    report["class_kernel_after_uninstall"] = type(
+        vars(block_table.ComputeSlotMappingKernel)["kernel"]).__name__
+    report["class_kernel_is_original"] = (
+        vars(block_table.ComputeSlotMappingKernel)["kernel"] is stock_methods["ComputeSlotMappingKernel.kernel"])
+    hook()
 else:
     raise SystemExit(f"unknown scenario {scenario}")
 
@@ -69,10 +84,12 @@ report["installed"] = fv.installed()
 report["holders"] = classify_holders()
 report["verify"] = fastdispatch.verify(fv.KERNEL_NAMES) if fv.installed() else None
 report["dispatcher_stock"] = {name: vars(vd)[name] is obj for name, obj in stock_api.items()}
-report["owners_stock"] = {
-    "launch": vars(helper.VllmTritonJitKernel)["launch"] is stock_methods["launch"],
-    "__call__": vars(helper._DecoratedTritonJitKernel)["__call__"] is stock_methods["__call__"],
-}
+now = {"launch": vars(helper.VllmTritonJitKernel)["launch"],
+       "__call__": vars(helper._DecoratedTritonJitKernel)["__call__"],
+       "ComputeSlotMappingKernel.__call__": vars(block_table.ComputeSlotMappingKernel)["__call__"]}
+report["owners_stock"] = {name: now[name] is stock_methods[name] for name in now}
+# the class attribute: the raw staticmethod before anything registered, and after uninstall
+report["class_kernel_raw"] = type(vars(block_table.ComputeSlotMappingKernel)["kernel"]).__name__
 
 # Real launches through vLLM's entry points: int32 expand (stock loses it), greedy, slot mapping.
 from vllm.v1.sample.rejection_sampler import expand_batch_to_tokens, _rejection_greedy_sample
@@ -156,3 +173,12 @@ def test_env_var_turns_plugin_off():
 def test_uninstall_restores_stock():
     """After init_worker and uninstall(), vLLM is where stock init_worker leaves it."""
     _assert_stock_everywhere(run_scenario("uninstall"))
+
+
+def test_uninstall_puts_back_the_exact_objects():
+    """Before the hook ever ran: uninstall() leaves the class attribute as the very staticmethod
+    object vLLM defined (not the function it unwraps to), and the hook then works as stock."""
+    report = run_scenario("uninstall_before_hook")
+    assert report["class_kernel_after_uninstall"] == "staticmethod"
+    assert report["class_kernel_is_original"] is True
+    _assert_stock_everywhere(report)
