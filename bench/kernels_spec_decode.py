@@ -21,8 +21,11 @@ Rows per group:
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import sys
+import time
+import timeit
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
@@ -171,6 +174,32 @@ def groups(full):
     return out
 
 
+class _ClockCase(Case):
+    """A ``Case`` timed with a chosen clock: wall (``bench._timing``'s) or process CPU time.
+
+    CPU time leaves out the time the process sat descheduled, which on an oversubscribed host
+    (other jobs on the same cores) is most of a wall-clock sample. It sums over threads, so it
+    cannot show a multi-threaded speed-up: read the 1t/2t rows in wall clock.
+    """
+
+    clock = staticmethod(time.perf_counter_ns)
+
+    def compile(self):
+        inner = timeit.Timer(self.stmt, globals=dict(self.namespace), timer=self.clock).inner
+        clock = self.clock
+
+        def run(loops):
+            return inner(itertools.repeat(None, loops), clock)
+
+        return run
+
+
+def _case(name, clock, **kw):
+    case = _ClockCase(name, **kw)
+    case.clock = clock
+    return case
+
+
 def _clone(args):
     return tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
 
@@ -205,13 +234,17 @@ def main():
     ap.add_argument("--only", default="", help="substring filter on group titles")
     ap.add_argument("--torch-threads", type=int, default=0,
                     help="torch.set_num_threads before measuring (default: leave torch's choice)")
+    ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                    help="wall clock (default) or process CPU time (oversubscribed hosts)")
     opts = ap.parse_args()
+    clock = time.perf_counter_ns if opts.clock == "wall" else time.process_time_ns
     if opts.torch_threads:
         torch.set_num_threads(opts.torch_threads)
     settings = FULL if opts.full else QUICK if opts.quick else DEFAULT
     shims = _vllm_shims()
     print(f"# torch {torch.__version__}, {torch.get_num_threads()} torch threads, kernels_cpu OpenMP "
-          f"{kernels_cpu.openmp_enabled()}, preset {settings.name}, vLLM shims {'yes' if shims else 'no'}")
+          f"{kernels_cpu.openmp_enabled()}, preset {settings.name}, vLLM shims {'yes' if shims else 'no'}, "
+          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, {opts.clock} clock")
 
     def switch(state):
         kernels_cpu.set_num_threads(None if state is None else int(state[1:]))
@@ -221,13 +254,13 @@ def main():
             continue
         ours = getattr(kernels_cpu, name)
         ns = {"k": ours, "a": args, "r": reference, "s": shims.get(name)}
-        cases = [Case("kernels_cpu", stmt="k(*a)", namespace=ns)]
+        cases = [_case("kernels_cpu", clock, stmt="k(*a)", namespace=ns)]
         if thread_rows:
-            cases += [Case("kernels_cpu 1t", stmt="k(*a)", namespace=ns, state="t1"),
-                      Case("kernels_cpu 2t", stmt="k(*a)", namespace=ns, state="t2")]
-        cases.append(Case("torch reference", stmt="r(*a)", namespace=ns))
+            cases += [_case("kernels_cpu 1t", clock, stmt="k(*a)", namespace=ns, state="t1"),
+                      _case("kernels_cpu 2t", clock, stmt="k(*a)", namespace=ns, state="t2")]
+        cases.append(_case("torch reference", clock, stmt="r(*a)", namespace=ns))
         if ns["s"] is not None:
-            cases.append(Case("vLLM shim + C++ op", stmt="s(*a)", namespace=ns))
+            cases.append(_case("vLLM shim + C++ op", clock, stmt="s(*a)", namespace=ns))
         _report(title, measure(cases, settings, switch=switch), "kernels_cpu")
         diff = _agreement(ours, reference, args)
         print(f"outputs vs torch reference: {'identical' if not diff else f'DIFFER in args {diff}'}")
@@ -243,10 +276,10 @@ def main():
         args, keep = memcpy(n, size)
         ns = {"k": kernels_cpu.batch_memcpy_kernel, "a": args, "r": ref_w.batch_memcpy_kernel,
               "s": shims.get("batch_memcpy_kernel"), "keep": keep}
-        cases = [Case("kernels_cpu", stmt="k(*a)", namespace=ns),
-                 Case("ctypes.memmove loop", stmt="r(*a)", namespace=ns)]
+        cases = [_case("kernels_cpu", clock, stmt="k(*a)", namespace=ns),
+                 _case("ctypes.memmove loop", clock, stmt="r(*a)", namespace=ns)]
         if ns["s"] is not None:
-            cases.append(Case("vLLM shim + C++ op", stmt="s(*a)", namespace=ns))
+            cases.append(_case("vLLM shim + C++ op", clock, stmt="s(*a)", namespace=ns))
         _report(title, measure(cases, settings), "kernels_cpu")
 
 
