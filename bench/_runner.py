@@ -59,13 +59,14 @@ class _Prepared:
     def __init__(self, spec, doc, built=None, cases=(), errors=None, anchor=None, keep=()):
         self.spec, self.doc, self.built = spec, doc, built
         self.cases, self.errors, self.anchor, self.keep = list(cases), errors or {}, anchor, keep
+        self.results = {}
 
     @property
     def measurable(self) -> bool:
         return self.doc["status"] == "ok" and bool(self.cases)
 
 
-def _prepare(spec: GroupSpec, ctx: Context, filt: Optional[str]) -> _Prepared:
+def _build(spec: GroupSpec, ctx: Context, filt: Optional[str]) -> _Prepared:
     keep = {r for r in spec.rows if row_selected(spec, r, filt)} | spec.required_rows()
     try:
         built: Built = spec.build(ctx)
@@ -76,30 +77,49 @@ def _prepare(spec: GroupSpec, ctx: Context, filt: Optional[str]) -> _Prepared:
             spec, ctx, "error", f"building inputs failed: {type(exc).__name__}: {exc}"))
     doc = _group_doc(spec, ctx, "ok", None)
     doc["info"] = dict(built.info)
-    prep = _Prepared(spec, doc, built, keep=keep)
-    try:
-        cases = [c for c in built.cases if c.name in keep]
-        # pre-flight in the case's state: catches a broken case before it poisons the group
-        results = {}
-        for case in cases:
-            if built.switch is not None:
-                built.switch(case.state)
-            results[case.name], err = _preflight(case)
-            if err:
-                prep.errors[case.name] = err
-        prep.cases = [c for c in cases if c.name not in prep.errors]
-        if built.verify is not None:
-            # outputs of the pre-flight run, compared across rows: a fast wrong row is flagged
-            doc["info"]["check"] = built.verify(
-                {n: r for n, r in results.items() if n not in prep.errors})
-        prep.anchor = next((a for a in spec.anchor if any(c.name == a for c in prep.cases)), None)
-        if not prep.cases:
-            doc["status"] = "skipped"
-            reasons = {**built.unavailable, **prep.errors}
-            doc["reason"] = "; ".join(f"{k}: {v}" for k, v in reasons.items()) or "nothing to measure"
-    except Exception as exc:
-        doc["status"], doc["reason"] = "error", f"{type(exc).__name__}: {exc}"
-    return prep
+    return _Prepared(spec, doc, built, [c for c in built.cases if c.name in keep], keep=keep)
+
+
+def _preflight_all(preps) -> None:
+    """Run every case once, in its state, before any timing: a broken case is reported in its
+    row instead of poisoning its group, and the outputs feed each group's ``verify``. Cases are
+    visited state by state across all groups, so a family switches state once per state."""
+    live = [p for p in preps if p.doc["status"] == "ok"]
+    order = {}
+    for p in live:
+        for s in list(p.built.state_order) + [c.state for c in p.cases]:
+            order.setdefault(s, len(order))
+    for state in sorted(order, key=order.get):
+        for p in live:
+            for case in p.cases:
+                if case.state != state:
+                    continue
+                try:
+                    if p.built.switch is not None:
+                        p.built.switch(case.state)
+                except Exception as exc:
+                    p.errors[case.name] = f"entering state {case.state!r} failed: {exc}"
+                    continue
+                p.results[case.name], err = _preflight(case)
+                if err:
+                    p.errors[case.name] = err
+    for p in live:
+        doc, built, spec = p.doc, p.built, p.spec
+        try:
+            p.cases = [c for c in p.cases if c.name not in p.errors]
+            if built.verify is not None:
+                # outputs of the pre-flight run, compared across rows: a fast wrong row is flagged
+                doc["info"]["check"] = built.verify(
+                    {n: r for n, r in p.results.items() if n not in p.errors})
+            p.anchor = next((a for a in spec.anchor if any(c.name == a for c in p.cases)), None)
+            if not p.cases:
+                doc["status"] = "skipped"
+                reasons = {**built.unavailable, **p.errors}
+                doc["reason"] = ("; ".join(f"{k}: {v}" for k, v in reasons.items())
+                                 or "nothing to measure")
+        except Exception as exc:
+            doc["status"], doc["reason"] = "error", f"{type(exc).__name__}: {exc}"
+        p.results = {}
 
 
 def _finish(prep: _Prepared, stats: dict) -> dict:
@@ -171,8 +191,11 @@ def run_family(specs, ctx: Context, filt: Optional[str], progress=None) -> list:
     try:
         for spec in specs:
             if progress:
-                progress(f"{spec.id}: building and pre-flight")
-            preps.append(_prepare(spec, ctx, filt))
+                progress(f"{spec.id}: building inputs")
+            preps.append(_build(spec, ctx, filt))
+        if progress:
+            progress(f"{specs[0].id}: pre-flight")
+        _preflight_all(preps)
         live = [p for p in preps if p.measurable]
         if live:
             merged, owner = [], {}
