@@ -328,6 +328,25 @@ def test_random_accept_test_is_float32_quotient_compared_in_float64():
     assert _accept_one(0.3, 0.7, above) == [1, -7777]                 # float64: rejected
 
 
+def test_random_all_accepted_first_rejected_and_greedy_skipped():
+    V = 5
+    target = torch.full((6, V), 0.2)
+    draft_probs = target.clone()
+    draft_probs[3, 4] = 0.9                     # request 1, position 0: 0.2 / 0.9 < 0.5
+    out = poisoned((3, 4), torch.int64)
+    kernels_cpu.rejection_random_sample_kernel(
+        out, cu_from_counts([3, 2, 1], torch.int64), guarded([1, 2, 3, 4, 0, 2], torch.int64),
+        guarded(draft_probs), guarded(target), guarded([[7], [8], [9]]),
+        guarded([10, 11, 12, 13, 14, 15], torch.int64),
+        guarded([0.99, 0.5, 0.0, 0.5, 0.5, 0.5], torch.float64), guarded([False, False, True]),
+        3, V)
+    P = -7777
+    assert out.tolist() == [[1, 2, 3, 7],        # ratio 1 >= u everywhere: bonus appended
+                            [13, P, P, P],       # first rejected: recovered id, stop
+                            [P, P, P, P]]        # greedy request: untouched
+    assert guards_intact(out)
+
+
 def test_random_zero_draft_prob_rejects():
     assert _accept_one(0.5, 0.0, 0.0) == [1, -7777]
 
