@@ -656,8 +656,8 @@ cdef void _scan(const float* t, const float* d, const score_t* q, Py_ssize_t lo,
             m = x if x > m else m
         if m > best:
             best = m
-            i = b0
-            while _score_at(t, d, q, i, masked) != m:
+            i = b0      # m is one of this block's scores, recomputed bit for bit
+            while i < b0 + n - 1 and _score_at(t, d, q, i, masked) != m:
                 i += 1
             where = i
         b0 += n
