@@ -244,3 +244,16 @@ def test_stride_of_none_raises_like_vllm(core):
 
     with pytest.raises(AttributeError):
         op(None)
+
+
+def test_input_bound_to_a_kernel_named_argument_replaces_the_kernel_like_vllm(core):
+    # vLLM pops "kernel" from the completed launch kwargs, whatever put it there.
+    k = Recording(["kernel", "x_ptr"])
+    other = Recording(["kernel", "x_ptr"])
+
+    @core.kernel_dispatcher(kernel=k)
+    def op(kernel, x):
+        return (1,), {}
+
+    op(other, 3)
+    assert k.launches == [] and other.launches == [((1,), {"x_ptr": 3})]
