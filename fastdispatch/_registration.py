@@ -172,6 +172,8 @@ def _scan(by_id):
     readers = {}  # id(type) -> (type, reader): one MRO walk per type, not per value
     for mod_name, namespace, items in _namespaces():
         for attr, value in items:
+            if type(attr) is not str:  # not an attribute name; hashing it could run foreign code
+                continue
             hit = by_id.get(id(value))
             if hit is not None and hit[0] is value:
                 yield "attr", f"{mod_name}.{attr}", None, namespace, attr, value

@@ -182,8 +182,17 @@ def test_hostile_modules_are_never_touched(registry_core):
 
     lazy = LazyModule("fakepkg_rt_lazy")
     types.ModuleType.__dict__["__dict__"].__get__(lazy)["k"] = ORIGINALS["expand"]  # a holder inside
+    class Key:
+        armed = False
+
+        def __hash__(self):
+            if Key.armed:
+                raise AssertionError("__hash__ called on a foreign module-dict key")
+            return 1
+
     odd = types.ModuleType("fakepkg_rt_odd")
-    odd.__dict__[1] = ORIGINALS["expand"]  # non-str key
+    odd.__dict__[Key()] = ORIGINALS["expand"]  # a foreign non-str key: never hashed again
+    Key.armed = True
     odd.__dict__["boom"] = hostile.boom
     sys.modules["fakepkg_rt_lazy"] = lazy
     sys.modules["fakepkg_rt_odd"] = odd
@@ -195,7 +204,7 @@ def test_hostile_modules_are_never_touched(registry_core):
             assert fastdispatch.verify()[EXPAND] == []
         assert hostile.same_kernel_here is kernels.expand_kernel
         assert types.ModuleType.__dict__["__dict__"].__get__(lazy)["k"] is kernels.expand_kernel
-        assert odd.__dict__[1] is kernels.expand_kernel
+        assert [v for k, v in odd.__dict__.items() if type(k) is not str] == [ORIGINALS["expand"]]
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             fastdispatch.unregister_kernels()
