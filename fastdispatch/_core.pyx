@@ -5,18 +5,24 @@
 only what makes it fast:
 
 * everything that can be decided before a launch is decided at construction, as C tables
-  (kernel argument -> call slot, slot defaults, impl-only slots pre-filled);
-* ``override[grid]`` returns one cached launcher object, never a new bound method;
-* a launch walks the kwargs dict with ``PyDict_Next``, recognises each key by pointer identity
-  against the key seen at the same dict position last time (argument names are interned, as are
-  the literal keys of a dispatch function's dict), drops each value into its slot of a stack
-  array and calls the impl once with ``PyObject_Vectorcall`` -- no tuple, no dict, no generator;
+  (kernel argument -> call slot, slot defaults, impl-only slots pre-filled) built from the
+  shared bind check (``_bindcheck.bind_layout``), so both backends bind identically;
+* ``override[grid]`` returns one cached launcher object, never a new bound method, and the
+  launcher, the override and the owner get a direct ``tp_call`` (Cython's generic
+  ``*args, **kwargs`` wrapper would re-check and copy the kwargs dict the interpreter just built);
+* a launch walks the kwargs dict's entry table directly (``PyDict_Next`` where the layout is not
+  known), recognises each key by one pointer comparison against the name object seen at the
+  same dict position last time (argument names are interned, as are the literal keys of a call
+  or of a dispatch function's dict), drops each value into its slot of a stack array and calls
+  the impl once with ``PyObject_Vectorcall`` -- no tuple, no dict, no generator;
 * the launch owner completes its binding plan straight into that array: the intermediate
-  kwargs dict of vLLM's chain is never built when the kernel is an override.
+  kwargs dict of vLLM's chain is never built when the kernel is an override, and its plan is
+  found by comparing the launch keys with the last ones (``PlanCache``), not by hashing.
 
 Every slot holds an owned reference while the impl runs (values are increfed as they are
 placed and released after the call), so an impl that mutates the caller's dict cannot free an
-argument under us.
+argument under us. No Python code runs while the entry table is walked (keys there are exact
+str, compared by pointer or by ``PyUnicode_Compare``).
 """
 from cpython.dict cimport PyDict_GetItem, PyDict_Next
 from cpython.long cimport PyLong_AsSsize_t
@@ -899,6 +905,8 @@ def kernel_dispatcher(*, kernel, warmup_inputs=None):
 
 cdef object _launcher_tp_call(PyObject* self, PyObject* args, PyObject* kwds):
     cdef KernelOverride override = (<Launcher> self).override
+    if override is None or override.launcher is None:
+        raise TypeError("launcher is not bound to an initialised KernelOverride")
     if PyTuple_GET_SIZE(<object> args) != 0:
         return PyObject_Call(override.impl, <object> args, <object> kwds if kwds != NULL else None)
     if kwds == NULL:

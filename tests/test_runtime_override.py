@@ -384,3 +384,17 @@ def test_signature_of_bind_layout_is_shared():
     assert (a.npos, a.kwnames, a.arg_slots, a.slot_args, a.slot_defaults) == (
         b.npos, b.kwnames, b.arg_slots, b.slot_args, b.slot_defaults)
     assert inspect.signature(impl)  # sanity: impl is introspectable
+
+
+def test_uninitialised_objects_raise_instead_of_crashing():
+    from fastdispatch import _core
+
+    with pytest.raises(TypeError):
+        _core.Launcher.__new__(_core.Launcher)(a=1)
+    with pytest.raises(TypeError):
+        _core.KernelOverride.__new__(_core.KernelOverride)(1)
+    with pytest.raises(TypeError):
+        _core.LaunchOwner.__new__(_core.LaunchOwner)(1)
+    ov = _core.KernelOverride(kernel, Recorder().positional())
+    with pytest.raises(TypeError, match="already initialised"):
+        ov.__init__(kernel, Recorder().positional())
