@@ -21,6 +21,8 @@
 #     log_path sends every report, from the test process and its subprocesses, to a file under
 #     the work directory, where this script counts them.
 #   * PYTHONMALLOC=malloc: Python objects come from malloc, so ASan sees their bounds as well.
+#   * Each default test file runs in its own pytest process (an abort costs one file; no file sees
+#     another's registrations); explicit pytest arguments run as one process.
 #   * Before the tests, a probe extension that writes one element past a torch tensor is built
 #     with the same flags and run under the same settings: it must be caught, or the harness is
 #     broken and the run fails (--no-probe skips it).
@@ -72,7 +74,6 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
-[ ${#pytest_args[@]} -eq 0 ] && pytest_args=("${DEFAULT_TESTS[@]}")
 
 if [ -n "${PYTHON:-}" ]; then
     PY=$PYTHON
@@ -178,9 +179,41 @@ EOF
 fi
 
 # ---- tests ---------------------------------------------------------------------------------------
-echo "asan_tests: pytest ${pytest_args[*]}"
-"$PY" -m pytest -q -p no:cacheprovider "${pytest_args[@]}" 2>&1 | tee "$WORK/pytest.log"
-test_rc=${PIPESTATUS[0]}
+# By default each file runs in its own pytest process: an ASan abort then costs one file, not the
+# rest of the run, and no file sees another's process state (registrations made by importing
+# fastdispatch.ops, for one). Explicit arguments run as one pytest invocation.
+declare -A total=()
+test_rc=0
+failed_runs=()
+: > "$WORK/pytest.log"
+run_pytest() {   # label, pytest args...
+    local label=$1; shift
+    echo "asan_tests: pytest $*"
+    "$PY" -m pytest -q -p no:cacheprovider "$@" > "$WORK/pytest.one.log" 2>&1
+    local rc=$?
+    cat "$WORK/pytest.one.log" | tee -a "$WORK/pytest.log" | tail -n 25
+    local line word n
+    line=$(grep -E '^=* *[0-9]+ (passed|failed|error|errors|skipped|deselected)|^=* *no tests ran' \
+        "$WORK/pytest.one.log" | tail -n 1)
+    if [ -z "$line" ]; then
+        echo "asan_tests: $label: pytest exited $rc with no summary (aborted by ASan?)"
+        total[aborted]=$(( ${total[aborted]:-0} + 1 ))
+    fi
+    for word in passed failed skipped error errors deselected xfailed xpassed; do
+        n=$(grep -oE "[0-9]+ $word\b" <<< "$line" | head -n 1 | cut -d' ' -f1)
+        [ -n "$n" ] && total[$word]=$(( ${total[$word]:-0} + n ))
+    done
+    if [ $rc -ne 0 ] && [ $rc -ne 5 ]; then   # 5: no tests collected (e.g. a -k selecting nothing)
+        test_rc=1; failed_runs+=("$label (rc=$rc)")
+    fi
+}
+if [ ${#pytest_args[@]} -eq 0 ]; then
+    for f in "${DEFAULT_TESTS[@]}"; do
+        if [ -f "$f" ]; then run_pytest "$f" "$f"; else echo "asan_tests: $f: not in this tree, skipped"; fi
+    done
+else
+    run_pytest "pytest ${pytest_args[*]}" "${pytest_args[@]}"
+fi
 
 reports=$(count_reports)
 if [ "$reports" -gt 0 ]; then
@@ -194,11 +227,14 @@ if [ "$reports" -gt 0 ]; then
     grep -E '^  File ".*/tests/[^"]*", line' "$WORK/pytest.log" | head -n 5 >&2
     keep=1
 fi
-summary=$(grep -E '^(=+ )?[0-9]+ (passed|failed|error)|^=+ .*(passed|failed|error|no tests ran)' "$WORK/pytest.log" | tail -n 1 | sed 's/^=* *//; s/ *=*$//')
-[ -n "$summary" ] || summary="pytest exited $test_rc with no summary (killed by ASan abort?)"
+summary="${total[passed]:-0} passed, $(( ${total[failed]:-0} + ${total[error]:-0} + ${total[errors]:-0} )) failed/errors, ${total[skipped]:-0} skipped"
+[ -n "${total[deselected]:-}" ] && summary+=", ${total[deselected]} deselected"
+[ -n "${total[aborted]:-}" ] && summary+=", ${total[aborted]} pytest run(s) aborted"
+[ ${#failed_runs[@]} -gt 0 ] && printf 'asan_tests: failing: %s\n' "${failed_runs[@]}"
 if [ "$test_rc" -eq 0 ] && [ "$reports" -eq 0 ]; then
     echo "asan_tests: CLEAN -- $summary; ASan reports = 0"
     exit 0
 fi
-echo "asan_tests: FAILED -- $summary (pytest rc=$test_rc); ASan reports = $reports"
+echo "asan_tests: FAILED -- $summary; ASan reports = $reports (logs: $WORK/pytest.log, $LOGDIR)"
+keep=1
 exit 1
