@@ -3,7 +3,6 @@
 Every test runs against the compiled module and the pure-Python twin (``core`` fixture).
 """
 import gc
-import inspect
 import sys
 
 import pytest
@@ -383,7 +382,6 @@ def test_signature_of_bind_layout_is_shared():
     b = _core_py.KernelOverride(kernel, impl)._layout
     assert (a.npos, a.kwnames, a.arg_slots, a.slot_args, a.slot_defaults) == (
         b.npos, b.kwnames, b.arg_slots, b.slot_args, b.slot_defaults)
-    assert inspect.signature(impl)  # sanity: impl is introspectable
 
 
 def test_uninitialised_objects_raise_instead_of_crashing():
