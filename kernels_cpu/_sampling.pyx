@@ -41,17 +41,18 @@ from kernels_cpu._parallel cimport threads_for
 
 cdef extern from *:
     """
-    /* Largest of max(t - d, 0) * q (or t * q when d is NULL) over [0, n), n a multiple of 8;
+    /* Largest of max(t - d, 0) * q (or t * q when d is NULL) over [0, n), n a multiple of 32;
      * NaN scores never win; -inf when nothing beats -inf. Written with GCC/clang vector
      * extensions so it vectorises by construction (branch-free compare-select), independently
-     * of the auto-vectoriser's mood; on x86-64 Linux GCC also builds an AVX2 clone chosen at
-     * load time. Scores are bit-identical to the scalar expression in _score_at (same IEEE
-     * operations, no contraction possible across the max). */
+     * of the auto-vectoriser's mood, with four independent running maxima so the compare-select
+     * latency chain does not bound the loop; on x86-64 Linux GCC also builds an AVX2 clone
+     * chosen at load time. Scores are bit-identical to the scalar expression in _score_at
+     * (same IEEE operations; nothing to contract into an FMA). */
     #include <math.h>
     #include <string.h>
     #include <stddef.h>
     #include <stdint.h>
-    #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) \
+    #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) \\
         && !defined(FD_NO_CLONES)
     #define FD_CLONES __attribute__((target_clones("avx2", "default")))
     #else
@@ -65,56 +66,55 @@ cdef extern from *:
     typedef double fd_v4d __attribute__((vector_size(32)));
     typedef int64_t fd_v4l __attribute__((vector_size(32)));
 
+    /* lane = x > lane ? x : lane, elementwise (NaN x keeps lane) */
+    #define FD_KEEP_MAX(lane, x, VI, VF) do { VI gt_ = (x) > (lane); \
+        (lane) = (VF)(((VI)(x) & gt_) | ((VI)(lane) & ~gt_)); } while (0)
+
+    /* one step of W elements at offset o into accumulator acc */
+    #define FD_STEP_F32(acc, o) do { fd_v8f vt_, vd_, vq_, p_; \
+        memcpy(&vt_, t + i + (o), sizeof vt_); memcpy(&vq_, q + i + (o), sizeof vq_); \
+        if (d != NULL) { memcpy(&vd_, d + i + (o), sizeof vd_); p_ = vt_ - vd_; \
+                         p_ = (fd_v8f)((fd_v8i)p_ & (p_ > zero)); } else { p_ = vt_; } \
+        p_ = p_ * vq_; FD_KEEP_MAX(acc, p_, fd_v8i, fd_v8f); } while (0)
+
+    #define FD_STEP_F64(acc, o) do { fd_v4f vt_, vd_, p_; fd_v4d vq_, x_; \
+        memcpy(&vt_, t + i + (o), sizeof vt_); memcpy(&vq_, q + i + (o), sizeof vq_); \
+        if (d != NULL) { memcpy(&vd_, d + i + (o), sizeof vd_); p_ = vt_ - vd_; \
+                         p_ = (fd_v4f)((fd_v4i)p_ & (p_ > zero)); } else { p_ = vt_; } \
+        x_ = __builtin_convertvector(p_, fd_v4d) * vq_; FD_KEEP_MAX(acc, x_, fd_v4l, fd_v4d); \
+        } while (0)
+
     FD_CLONES static float fd_max_f32(const float* t, const float* d, const float* q,
                                       ptrdiff_t n) {
         const fd_v8f zero = {0};
-        fd_v8f lane = zero - INFINITY, vt, vd, vq, p, x;
-        fd_v8i gt;
+        fd_v8f a0 = zero - INFINITY, a1 = a0, a2 = a0, a3 = a0;
         ptrdiff_t i;
         float m = -INFINITY;
         int l;
-        for (i = 0; i < n; i += 8) {
-            memcpy(&vt, t + i, sizeof vt);
-            memcpy(&vq, q + i, sizeof vq);
-            if (d != NULL) {
-                memcpy(&vd, d + i, sizeof vd);
-                p = vt - vd;
-                p = (fd_v8f)((fd_v8i)p & (p > zero));
-            } else {
-                p = vt;
-            }
-            x = p * vq;
-            gt = x > lane;
-            lane = (fd_v8f)(((fd_v8i)x & gt) | ((fd_v8i)lane & ~gt));
+        for (i = 0; i < n; i += 32) {
+            FD_STEP_F32(a0, 0); FD_STEP_F32(a1, 8); FD_STEP_F32(a2, 16); FD_STEP_F32(a3, 24);
         }
-        for (l = 0; l < 8; l++) m = lane[l] > m ? lane[l] : m;
+        FD_KEEP_MAX(a0, a1, fd_v8i, fd_v8f);
+        FD_KEEP_MAX(a2, a3, fd_v8i, fd_v8f);
+        FD_KEEP_MAX(a0, a2, fd_v8i, fd_v8f);
+        for (l = 0; l < 8; l++) m = a0[l] > m ? a0[l] : m;
         return m;
     }
 
     FD_CLONES static double fd_max_f64(const float* t, const float* d, const double* q,
                                        ptrdiff_t n) {
         const fd_v4f zero = {0};
-        fd_v4d lane = {-INFINITY, -INFINITY, -INFINITY, -INFINITY}, vq, x;
-        fd_v4f vt, vd, p;
-        fd_v4l gt;
+        fd_v4d a0 = {-INFINITY, -INFINITY, -INFINITY, -INFINITY}, a1 = a0, a2 = a0, a3 = a0;
         ptrdiff_t i;
         double m = -INFINITY;
         int l;
-        for (i = 0; i < n; i += 4) {
-            memcpy(&vt, t + i, sizeof vt);
-            memcpy(&vq, q + i, sizeof vq);
-            if (d != NULL) {
-                memcpy(&vd, d + i, sizeof vd);
-                p = vt - vd;
-                p = (fd_v4f)((fd_v4i)p & (p > zero));
-            } else {
-                p = vt;
-            }
-            x = __builtin_convertvector(p, fd_v4d) * vq;
-            gt = x > lane;
-            lane = (fd_v4d)(((fd_v4l)x & gt) | ((fd_v4l)lane & ~gt));
+        for (i = 0; i < n; i += 16) {
+            FD_STEP_F64(a0, 0); FD_STEP_F64(a1, 4); FD_STEP_F64(a2, 8); FD_STEP_F64(a3, 12);
         }
-        for (l = 0; l < 4; l++) m = lane[l] > m ? lane[l] : m;
+        FD_KEEP_MAX(a0, a1, fd_v4l, fd_v4d);
+        FD_KEEP_MAX(a2, a3, fd_v4l, fd_v4d);
+        FD_KEEP_MAX(a0, a2, fd_v4l, fd_v4d);
+        for (l = 0; l < 4; l++) m = a0[l] > m ? a0[l] : m;
         return m;
     }
     #else  /* no vector extensions: plain loops */
@@ -598,7 +598,7 @@ def rejection_random_sample_kernel(output_token_ids_ptr, cu_num_draft_tokens_ptr
 
 cdef enum:
     SCAN_BLOCK = 2048    # vocab entries per block: the unit searched again when it holds the max
-    LANES = 8            # the vector helpers' step
+    LANES = 32           # the vector helpers' step (a multiple of their f32 and f64 strides)
     MIN_CHUNK = 8192     # smallest vocab chunk handed to a thread on its own
 
 cdef struct RecoverArgs:
@@ -687,7 +687,9 @@ cdef void _recover_all(const RecoverArgs* a, const score_t* inv_q, Py_ssize_t un
         for u in range(units):
             _recover_unit(a, inv_q, u)
     else:
-        for u in prange(units, nogil=True, num_threads=nt, schedule="static"):
+        # dynamic: a unit is tens of microseconds, and a thread that is descheduled (or slowed
+        # by a neighbour) then delays the launch by one unit, not by its whole static share
+        for u in prange(units, nogil=True, num_threads=nt, schedule="dynamic", chunksize=1):
             _recover_unit(a, inv_q, u)
 
 
