@@ -11,6 +11,13 @@ compiled (``BACKEND == "cython"``), with a pure-Python twin of identical behavio
 (``BACKEND == "python"``, forced by ``FASTDISPATCH_PURE_PYTHON=1``). Beyond vLLM: a
 registration-time bind check, ``unregister_kernels``, scoped ``overrides``, ``verify`` and a
 thread-safe registry.
+
+Launch path pieces, public so integrations can reuse them on foreign launch owners:
+``kernel_dispatcher`` / ``LaunchOwner`` (our launch owner), ``launch_binding_plan`` (which
+dispatch inputs bind to which kernel arguments), ``prepare_launch_kwargs`` (vLLM's
+``_prepare_launch_kwargs``) and ``launch_owner`` (vLLM's ``launch``: bind and launch one
+dispatch result, straight into the impl when the kernel is a ``KernelOverride``), with a
+``PlanCache`` per launch site.
 """
 from ._backend import BACKEND
 from ._backend import core as _backend_core
