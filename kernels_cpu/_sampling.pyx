@@ -22,6 +22,15 @@ uniform in float64; recovered-token scores are ``prob * inv_q`` in ``inv_q``'s d
 argmax returns the lowest index among equal maxima (NaN scores never win; ``max(t - d, 0)`` maps a
 NaN difference to 0 as the GPU's ``maxnum`` does).
 
+Contract choices where the Triton kernel would silently misbehave: the offsets must end exactly at
+the token count of the per-token buffers; outputs ``[B, K + 1]`` must have ``max_spec_len + 1``
+columns; arguments a mode does not read (uniforms and rates outside SYNTHETIC_MODE, draft probs
+under NO_DRAFT_PROBS) are not checked, as the kernel ignores them. Draft ids < 0 are legal (they
+are rejected) and ids >= vocab are refused only where the kernel would read memory with them.
+One known difference from an NVIDIA GPU: the float32 quotient of the random accept test is IEEE
+(as in the Triton interpreter), while the GPU's fp32 ``/`` may be a faster, non-correctly-rounded
+division, so an accept decision exactly at an ulp boundary can differ there.
+
 Threads: loops over requests (and, for recovered tokens, over (token, vocab-chunk) units) run with
 OpenMP when ``threads_for(work)`` says the work is worth a team; results never depend on the thread
 count (each unit's result is written to its own slot and reduced in a fixed order).
