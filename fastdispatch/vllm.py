@@ -18,7 +18,9 @@ vLLM: it patches vLLM's objects by name at run time and records every change, so
    (``_DecoratedTritonJitKernel.__call__``) and every ``VllmTritonJitKernel.launch`` -- hand an
    overridden kernel's launch to the compiled :func:`fastdispatch.launch_owner`, which binds the
    dispatch inputs straight into the implementation's call instead of building a kwargs dict per
-   launch. Kernels that are not overridden (and JIT warmup) take vLLM's own path, untouched.
+   launch. Class-style owners wrapped in vLLM's ``kernel_launcher`` (``ComputeSlotMappingKernel``)
+   skip its per-launch ``Signature.bind`` when every argument comes positionally. Kernels that
+   are not overridden (and JIT warmup) take vLLM's own path, untouched.
 3. The 11 kernels are registered with their ``kernels_cpu`` implementations.
 
 Why a front for ``register_kernels``: a CPU worker's ``init_worker`` loads the general plugins
@@ -27,6 +29,11 @@ names -- last writer wins. The front recognises those shims by identity (recorde
 install, by running the hook against a recorder) and registers our kernel in their place; a
 registration of something else (another plugin's kernel) goes through unchanged. Registering
 what is already standing is a no-op, so the hook, or the plugin, may run any number of times.
+
+Opt-in, ``install(fused_noise=True)`` also replaces ``rejection_sampler.rejection_sample`` and
+``sample_recovered_tokens`` with ``fastdispatch.ops.fused``, which draws the random-sampling noise
+inside the kernel instead of materialising a ``[batch, vocab]`` exponential tensor: same
+distribution, a different random stream than stock vLLM (hence off by default).
 
 :func:`plugin` is the entry point (``pyproject.toml``). ``FASTDISPATCH_VLLM_PLUGIN=0`` turns it
 off, ``=1`` forces it on; by default it installs only where vLLM itself runs without Triton on
