@@ -16,7 +16,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import kernels_cpu
-from kernels_cpu import reference
 from kernels_cpu.reference import sampling as ref
 
 from _sampling_helpers import (
@@ -31,7 +30,6 @@ from _sampling_helpers import (
     threads,
 )
 
-assert reference is not None
 KERNELS = ("expand_kernel", "rejection_greedy_sample_kernel", "rejection_random_sample_kernel",
            "sample_recovered_tokens_kernel")
 INDEX = st.sampled_from([torch.int32, torch.int64])
