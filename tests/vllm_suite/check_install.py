@@ -102,6 +102,8 @@ with log:
     _rejection_greedy_sample(out, torch.tensor([2, 4], dtype=torch.int32),
                              torch.tensor([5, 6, 1, 2], dtype=torch.int32),
                              torch.tensor([5, 6, 1, 3]), torch.tensor([8, 9]), None, 2, None, None)
+import vllm.v1.sample.rejection_sampler as rs
+report["fused_noise"] = type(rs.rejection_sample).__name__ == "KernelOverride"
 report["expand_int32"] = y.tolist()
 report["greedy"] = out.tolist()
 report["stock_shims"] = log.shims()
@@ -114,6 +116,7 @@ def run_scenario(name, **env):
     full_env["PYTHONPATH"] = os.pathsep.join(
         [str(TESTS)] + [p for p in full_env.get("PYTHONPATH", "").split(os.pathsep) if p])
     full_env.pop("FASTDISPATCH_VLLM_PLUGIN", None)
+    full_env.pop("FASTDISPATCH_VLLM_FUSED_NOISE", None)
     full_env.update(env)
     proc = subprocess.run([sys.executable, "-c", SCENARIO, name], capture_output=True, text=True,
                           env=full_env, timeout=300)
@@ -146,11 +149,18 @@ def _assert_ours_everywhere(report):
 @pytest.mark.parametrize("scenario", ["init_worker", "modules_first", "hook_first", "twice"])
 def test_ours_left_standing(scenario):
     """Whatever the order, after plugins + platform hook all 11 kernels launch kernels_cpu."""
-    _assert_ours_everywhere(run_scenario(scenario))
+    report = run_scenario(scenario)
+    _assert_ours_everywhere(report)
+    assert report["fused_noise"] is False  # opt-in only
 
 
-def test_forced_on_matches_default_on_cpu():
-    _assert_ours_everywhere(run_scenario("init_worker", FASTDISPATCH_VLLM_PLUGIN="1"))
+def test_forced_on_with_fused_noise():
+    """FASTDISPATCH_VLLM_PLUGIN=1 installs (as the default does on CPU) and
+    FASTDISPATCH_VLLM_FUSED_NOISE=1 adds the fused random-sampling path."""
+    report = run_scenario("init_worker", FASTDISPATCH_VLLM_PLUGIN="1",
+                          FASTDISPATCH_VLLM_FUSED_NOISE="1")
+    _assert_ours_everywhere(report)
+    assert report["fused_noise"] is True
 
 
 def _assert_stock_everywhere(report):
