@@ -115,7 +115,10 @@ class _Installation:
 
         self.fd = fastdispatch
         self.dispatcher = dispatcher
-        self.stock = {name: vars(dispatcher)[name] for name in ("register_kernels",) + _DISPATCHER_API}
+        if not callable(vars(dispatcher).get("register_kernels")):
+            raise RuntimeError(f"unsupported vLLM: {dispatcher.__name__} has no register_kernels")
+        self.stock = {name: vars(dispatcher).get(name)
+                      for name in ("register_kernels",) + _DISPATCHER_API}
         self.patches = _Patches()
         self.ours = {}  # qualified name -> kernels_cpu function
         self.shims = {}  # qualified name -> the platform's own implementation, by identity
