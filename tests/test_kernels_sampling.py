@@ -378,6 +378,22 @@ def test_recovered_ties_lowest_index_and_masking():
     assert out.tolist() == [3, 1, 0]
 
 
+@pytest.mark.parametrize("inv_q_dtype,expected", [(torch.float32, 0), (torch.float64, 1)])
+def test_recovered_scores_in_inv_q_dtype(inv_q_dtype, expected):
+    """(1 - 2**-24) * (1 + 2**-23) rounds to 1.0 in float32 (a tie: index 0 wins) but stays
+    above 1.0 in float64 (index 1 wins), as the Triton kernel's type promotion gives."""
+    target = guarded([[1.0, 1.0 - 2**-24, 0.5]])
+    inv_q = guarded(torch.tensor([[1.0, 1.0 + 2**-23, 1.0]], dtype=torch.float64), inv_q_dtype)
+    out = poisoned((1,), torch.int32)
+    kernels_cpu.sample_recovered_tokens_kernel(
+        out, cu_from_counts([1], torch.int32), guarded([2], torch.int32), None, target, inv_q, 3)
+    assert out.tolist() == [expected]
+    ref_out = poisoned((1,), torch.int32)
+    ref.sample_recovered_tokens_kernel(
+        ref_out, cu_from_counts([1], torch.int32), guarded([2], torch.int32), None, target, inv_q, 3)
+    assert ref_out.tolist() == [expected]
+
+
 @pytest.mark.parametrize("nt", [1, 2])
 @pytest.mark.parametrize("inv_q_dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("with_draft_probs", [True, False])
