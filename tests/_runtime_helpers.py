@@ -52,8 +52,12 @@ def clean_registry():
 
 
 @pytest.fixture(params=BACKENDS)
-def registry_core(request, monkeypatch, clean_registry):
-    """The registry, building its overrides with the compiled module or with the twin."""
+def registry_core(request, clean_registry, monkeypatch):
+    """The registry, building its overrides with the compiled module or with the twin.
+
+    ``clean_registry`` comes before ``monkeypatch`` so that its teardown (restoring earlier
+    registrations) runs after the backend patch is undone, with the session's own backend.
+    """
     from fastdispatch import _registration
 
     mod = load_core(request.param)
