@@ -71,8 +71,10 @@ def headlines(doc: dict) -> list:
         K.VLLM, K.OURS, "≤ 2 µs per launch (anchor 23 µs)")
     add("expand kernel B4: kernels_cpu vs vLLM shim", "kernels/expand_kernel", K.VLLM, K.OURS,
         "≤ 2 µs per launch (anchor 12 µs)")
-    add("batch_memcpy 64 regions: kernels_cpu vs ctypes.memmove loop (vLLM shim)",
+    add("batch_memcpy 64 regions × 4 KiB: kernels_cpu vs ctypes.memmove loop (vLLM shim)",
         "kernels/batch_memcpy_kernel", K.VLLM, K.OURS, "≥ 20x faster")
+    add("batch_memcpy 64 regions × 64 B: kernels_cpu vs ctypes.memmove loop (vLLM shim)",
+        "kernels/batch_memcpy_kernel@64B", K.VLLM, K.OURS, "≥ 20x faster")
     add("vLLM _rejection_greedy_sample B4: install() vs stock", "vllm_entry/_rejection_greedy_sample@B4",
         E.STOCK, E.OURS, "≥ 10x faster")
     add("vLLM expand_batch_to_tokens int32: install() vs stock",
