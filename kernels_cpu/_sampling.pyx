@@ -434,6 +434,12 @@ cdef void _run_rows(const RejectArgs* a, Py_ssize_t B, bint greedy, int nt) noex
             _random_row(a, i)
 
 
+# Below this many elements a single-threaded greedy pass runs with the GIL held: releasing and
+# re-taking it costs about as much as the pass itself (~0.1 us), for no concurrency worth having.
+cdef enum:
+    KEEP_GIL_WORK = 4096
+
+
 cdef inline Py_ssize_t _isz(IBuf b) noexcept:
     return 8 if b.wide else 4
 
@@ -503,8 +509,11 @@ def rejection_greedy_sample_kernel(output_token_ids_ptr, cu_num_draft_tokens_ptr
     if _overlap(a.out.ptr, B * a.row * _isz(a.out), a.cu.ptr, B * _isz(a.cu)):
         raise ValueError("output_token_ids_ptr must not overlap cu_num_draft_tokens_ptr")
     nt = threads_for(T + B)
-    with nogil:
-        _run_rows(&a, B, True, nt)
+    if nt <= 1 and T + B <= KEEP_GIL_WORK:
+        _run_rows(&a, B, True, nt)   # a few hundred ns of work: not worth a GIL hand-off
+    else:
+        with nogil:
+            _run_rows(&a, B, True, nt)
 
 
 cdef object _probs_2d(object t, str name, Py_ssize_t T, Py_ssize_t V, const float** out):
