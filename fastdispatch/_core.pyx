@@ -166,6 +166,7 @@ __all__ = [
     "kernel_dispatcher",
     "launch_binding_plan",
     "launch_owner",
+    "owner_call_method",
     "prepare_launch_kwargs",
     "_kernel_arg_names",
 ]
@@ -781,6 +782,55 @@ def launch_owner(kernel, arg_names, spec, input_names, input_values, PlanCache c
     impl directly from the plan, with the same result.
     """
     return launch_owner_c(kernel, arg_names, spec, tuple(input_names), input_values, cache)
+
+
+def owner_call_method(fallback, dict plan_caches not None, *, str kernel_attr not None,
+                      str dispatch_attr not None, str names_attr not None,
+                      str defaults_attr not None, str warming_attr not None):
+    """A compiled ``__call__`` for a foreign launch owner class that keeps its launch in its
+    instance ``__dict__``: the kernel, a dispatch function, the dispatch function's parameter
+    names (a tuple) and their defaults (a dict) -- stored under the given attribute names.
+
+    Why: an owner's own ``__call__`` is the per-launch glue between the caller and
+    :func:`launch_owner`; written in Python it costs as much as a small CPU kernel. The function
+    returned is a method (it binds like a ``def``), to be set as the class's ``__call__``.
+
+    ``owner(*args, **kwargs)``: when the kernel is a :class:`KernelOverride`, there is a
+    dispatch function and the owner's ``warming_attr`` is false, runs ``spec =
+    dispatch(*args, **kwargs)``, completes the inputs (positional ``args``, then each remaining
+    parameter from ``kwargs`` or the defaults) and launches
+    ``launch_owner(kernel, kernel.arg_names, spec, names, values, cache)``, with one
+    :class:`PlanCache` per owner kept in ``plan_caches`` (``id(owner)`` -> ``(owner, cache)``).
+    Anything else is ``fallback(owner, *args, **kwargs)`` (the class's original ``__call__``).
+    """
+
+    def __call__(self, *args, **kwargs):
+        cdef dict d = _dict_of(self)
+        cdef object kernel = d.get(kernel_attr)
+        cdef object dispatch = d.get(dispatch_attr)
+        cdef object names, values, defaults, hit, key
+        cdef PlanCache cache
+        cdef Py_ssize_t nargs, i
+        if type(kernel) is not KernelOverride or dispatch is None or getattr(self, warming_attr):
+            return fallback(self, *args, **kwargs)
+        spec = dispatch(*args, **kwargs)
+        names = d[names_attr]
+        if type(names) is not tuple:
+            names = tuple(names)
+        values = args
+        nargs = PyTuple_GET_SIZE(args)
+        if nargs != PyTuple_GET_SIZE(names):
+            defaults = d[defaults_attr]
+            values = args + tuple([kwargs[name] if name in kwargs else defaults[name]
+                                   for name in names[nargs:]])
+        key = id(self)
+        hit = plan_caches.get(key)
+        if type(hit) is not tuple or PyTuple_GET_SIZE(hit) != 2 or (<tuple> hit)[0] is not self:
+            hit = plan_caches[key] = (self, PlanCache())
+        cache = <PlanCache?> (<tuple> hit)[1]
+        return launch_owner_c(kernel, (<KernelOverride> kernel).names, spec, names, values, cache)
+
+    return __call__
 
 
 # -- launch owner --------------------------------------------------------------------------------

@@ -18,7 +18,8 @@ vLLM: it patches vLLM's objects by name at run time and records every change, so
    (``_DecoratedTritonJitKernel.__call__``) and every ``VllmTritonJitKernel.launch`` -- hand an
    overridden kernel's launch to the compiled :func:`fastdispatch.launch_owner`, which binds the
    dispatch inputs straight into the implementation's call instead of building a kwargs dict per
-   launch. Class-style owners wrapped in vLLM's ``kernel_launcher`` (``ComputeSlotMappingKernel``)
+   launch; the decorator-made owner's ``__call__`` itself is the backend's compiled
+   ``owner_call_method`` glue (dispatch, complete the inputs, launch) rather than Python code. Class-style owners wrapped in vLLM's ``kernel_launcher`` (``ComputeSlotMappingKernel``)
    skip its per-launch ``Signature.bind`` when every argument comes positionally. Kernels that
    are not overridden (and JIT warmup) take vLLM's own path, untouched.
 3. The 11 kernels are registered with their ``kernels_cpu`` implementations.
@@ -273,26 +274,12 @@ def _patch_owners(state):
     decorated = getattr(helper, "_DecoratedTritonJitKernel", None)
     stock_call = vars(decorated).get("__call__") if isinstance(decorated, type) else None
     if callable(stock_call):
-
-        def __call__(self, *args, **kwargs):
-            d = self.__dict__
-            kernel = d.get("kernel")
-            dispatch = d.get("_dispatch_fn")
-            if type(kernel) is not override_type or dispatch is None or self._warming:
-                return stock_call(self, *args, **kwargs)
-            spec = dispatch(*args, **kwargs)
-            names = d["_dispatch_arg_names"]
-            values = args
-            if len(args) != len(names):
-                defaults = d["_dispatch_defaults"]
-                values = args + tuple(
-                    kwargs[name] if name in kwargs else defaults[name]
-                    for name in names[len(args):]
-                )
-            hit = caches.get(id(self))
-            cache = hit[1] if hit is not None and hit[0] is self else cache_for(self)
-            return launch_owner(kernel, kernel.arg_names, spec, names, values, cache)
-
+        # Compiled glue (fastdispatch's backend): dispatch, complete the inputs, launch_owner.
+        __call__ = state.fd._backend_core.owner_call_method(
+            stock_call, caches,
+            kernel_attr="kernel", dispatch_attr="_dispatch_fn",
+            names_attr="_dispatch_arg_names", defaults_attr="_dispatch_defaults",
+            warming_attr="_warming")
         __call__.__doc__ = stock_call.__doc__
         __call__.__wrapped__ = stock_call
         state.patches.set(decorated, "__call__", __call__)
