@@ -41,6 +41,11 @@ cdef extern from "Python.h":
         PyMethodDef* d_method
     ctypedef struct _TypeTag "PyTypeObject":
         unsigned int tp_version_tag
+    ctypedef Py_ssize_t (*lenfunc)(object) except -1
+    ctypedef struct PyMappingMethods:
+        lenfunc mp_length
+    ctypedef struct _TypeMapping "PyTypeObject":
+        PyMappingMethods* tp_as_mapping
     PyTypeObject PyGetSetDescr_Type
     PyTypeObject PyMethodDescr_Type
     enum:
@@ -56,6 +61,8 @@ cdef tuple _no_args = ()
 cdef PyGetSetDef* _get_dtype = NULL
 cdef PyGetSetDef* _get_is_cpu = NULL
 cdef PyGetSetDef* _get_shape = NULL
+cdef PyGetSetDef* _get_ndim = NULL
+cdef lenfunc _length = NULL        # TensorBase's C length slot: size(0) of a tensor with dim >= 1
 cdef noargs_fn _data_ptr = NULL
 cdef kwargs_fn _is_contiguous = NULL
 
@@ -79,11 +86,12 @@ cdef PyMethodDef* _method(dict base, str name, int flags):
 
 cdef bint _verify_slots() except -1:
     """Point the direct slots at torch's, if ``torch.Tensor`` resolves the five names to them."""
-    global _tensor_tag, _get_dtype, _get_is_cpu, _get_shape, _data_ptr, _is_contiguous
+    global _tensor_tag, _get_dtype, _get_is_cpu, _get_shape, _get_ndim, _length, _data_ptr
+    global _is_contiguous
     _tensor_tag = 0
     base_type = torch._C.TensorBase
     cdef dict base = dict(base_type.__dict__)
-    names = ("dtype", "is_cpu", "shape", "is_contiguous", "data_ptr")
+    names = ("dtype", "is_cpu", "shape", "ndim", "is_contiguous", "data_ptr")
     for name in names:
         # what ``t.<name>`` finds through torch.Tensor's MRO must be TensorBase's own descriptor
         if getattr(_Tensor, name, None) is not base.get(name):
@@ -93,8 +101,11 @@ cdef bint _verify_slots() except -1:
     _get_dtype = _getset(base, "dtype")
     _get_is_cpu = _getset(base, "is_cpu")
     _get_shape = _getset(base, "shape")
+    _get_ndim = _getset(base, "ndim")
+    cdef PyMappingMethods* mapping = (<_TypeMapping*><PyTypeObject*>base_type).tp_as_mapping
+    _length = mapping.mp_length if mapping != NULL else NULL
     if (contiguous == NULL or data_ptr == NULL or _get_dtype == NULL or _get_is_cpu == NULL
-            or _get_shape == NULL):
+            or _get_shape == NULL or _get_ndim == NULL or _length == NULL):
         return False
     _is_contiguous = <kwargs_fn>contiguous.ml_meth
     _data_ptr = data_ptr.ml_meth
@@ -170,8 +181,7 @@ cdef char* check_tensor(object t, str name, int mask, int ndim, int* code_out,
     contiguity) naming ``name``. A zero-element tensor yields a non-NULL dummy pointer.
     """
     cdef int code
-    cdef object shape, dtype
-    cdef Py_ssize_t i, n, numel
+    cdef object dtype
     cdef intptr_t p
     cdef bint direct = _direct(t)
     if not direct and not isinstance(t, _Tensor):
@@ -184,6 +194,23 @@ cdef char* check_tensor(object t, str name, int mask, int ndim, int* code_out,
         raise ValueError(f"{name} must be a CPU tensor, got device {t.device}")
     if not (_is_contiguous(t, _no_args, NULL) if direct else t.is_contiguous()):
         raise ValueError(f"{name} must be contiguous")
+    if direct and ndim <= 1 and _get_ndim.get(t, _get_ndim.closure) == 1:
+        # 1-D (asked for, or any ndim accepted): size(0), which is also numel, from the length
+        # slot without building a torch.Size
+        shape_out[0] = _length(t)
+    else:
+        _check_shape(t, name, ndim, direct, shape_out)
+    if code_out != NULL:
+        code_out[0] = code
+    p = <intptr_t>(_data_ptr(t, NULL) if direct else t.data_ptr())
+    if p == 0:
+        return <char*>shape_out   # empty tensor: never dereferenced, but must not be NULL
+    return <char*>p
+
+
+cdef int _check_shape(object t, str name, int ndim, bint direct, Py_ssize_t* shape_out) except -1:
+    cdef object shape
+    cdef Py_ssize_t i, n, numel
     shape = _get_shape.get(t, _get_shape.closure) if direct else t.shape
     n = PyTuple_GET_SIZE(shape)
     if ndim >= 0:
@@ -196,12 +223,7 @@ cdef char* check_tensor(object t, str name, int mask, int ndim, int* code_out,
         for i in range(n):
             numel *= <Py_ssize_t>(<object>PyTuple_GET_ITEM(shape, i))
         shape_out[0] = numel
-    if code_out != NULL:
-        code_out[0] = code
-    p = <intptr_t>(_data_ptr(t, NULL) if direct else t.data_ptr())
-    if p == 0:
-        return <char*>shape_out   # empty tensor: never dereferenced, but must not be NULL
-    return <char*>p
+    return 0
 
 
 cdef IBuf check_index(object t, str name, int ndim, Py_ssize_t* shape_out) except *:
