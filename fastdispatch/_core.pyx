@@ -51,6 +51,8 @@ cdef extern from "Python.h":
     void _decref "Py_DECREF" (PyObject* o)
     object PyObject_Call(object callable, object args, object kwargs)
     object PyObject_Vectorcall(object callable, PyObject** args, size_t nargsf, PyObject* kwnames)
+    # PyObject_Call with a NULL-able kwargs (Cython's ``f(*args, **kwargs)`` copies the dict first)
+    object _call_with "PyObject_Call"(object callable, object args, PyObject* kwargs)
     size_t PY_VECTORCALL_ARGUMENTS_OFFSET
     object PyObject_GenericGetDict(object o, void* context)
 
@@ -813,7 +815,7 @@ def owner_call_method(fallback, dict plan_caches not None, *, str kernel_attr no
         cdef Py_ssize_t nargs, i
         if type(kernel) is not KernelOverride or dispatch is None or getattr(self, warming_attr):
             return fallback(self, *args, **kwargs)
-        spec = dispatch(*args, **kwargs)
+        spec = _call_with(dispatch, args, <PyObject*> kwargs if kwargs else NULL)
         names = d[names_attr]
         if type(names) is not tuple:
             names = tuple(names)
