@@ -766,6 +766,76 @@ cdef int _step(IBuf out, Py_ssize_t width, IBuf cu, IBuf draft, const float* q, 
     return 0
 
 
+cdef struct StepArgs:
+    # A validated rejection-sampling step (``rejection_sample_step`` and its logits twin).
+    IBuf out
+    IBuf cu
+    IBuf draft
+    IBuf bonus
+    Py_ssize_t B, width, T, V
+    const float* scores     # target probabilities, or target logits
+    const float* q          # draft probabilities or NULL
+    const uint8_t* greedy   # NULL: every request random
+    const int64_t* seeds
+    const float* rates      # synthetic acceptance rates or NULL
+
+
+cdef int _check_step(StepArgs* a, output_token_ids, cu_num_draft_tokens, draft_token_ids,
+                     draft_probs, scores, str scores_name, bonus_token_ids, is_greedy, seeds,
+                     Py_ssize_t max_spec_len, synthetic_rates) except -1:
+    """Validate a whole step's arguments (both entry points) before anything is written."""
+    cdef Py_ssize_t shp[2]
+    cdef Py_ssize_t K = max_spec_len
+    a.out = check_index(output_token_ids, "output_token_ids", 2, shp)
+    a.B = shp[0]
+    a.width = shp[1]
+    cdef Py_ssize_t B = a.B
+    if K < 0:
+        raise ValueError(f"max_spec_len must be >= 0, got {K}")
+    if a.width != K + 1:
+        raise ValueError(f"output_token_ids must have max_spec_len + 1 = {K + 1} columns, "
+                         f"got {a.width}")
+    a.cu = check_index(cu_num_draft_tokens, "cu_num_draft_tokens", 1, shp)
+    if shp[0] != B:
+        raise ValueError(f"cu_num_draft_tokens has {shp[0]} entries, output_token_ids has {B} rows")
+    a.draft = check_index(draft_token_ids, "draft_token_ids", 1, shp)
+    a.T = shp[0]
+    check_tensor(scores, scores_name, M_FLOAT32, 2, NULL, shp)
+    a.V = shp[1]
+    a.scores = _probs(scores, scores_name, a.T, a.V)
+    a.q = NULL
+    if draft_probs is not None:
+        a.q = _probs(draft_probs, "draft_probs", a.T, a.V)
+    a.bonus = check_index(bonus_token_ids, "bonus_token_ids", -1, shp)
+    if shp[0] != B:
+        raise ValueError(f"bonus_token_ids must have {B} elements, got {shp[0]}")
+    a.greedy = NULL
+    if is_greedy is not None:
+        a.greedy = <const uint8_t*>check_tensor(is_greedy, "is_greedy", M_BOOL, 1, NULL, shp)
+        if shp[0] != B:
+            raise ValueError(f"is_greedy must have {B} elements, got {shp[0]}")
+    a.seeds = _seeds(seeds, "seeds", B)
+    if a.V < 1 and a.T > 0:
+        raise ValueError(f"{scores_name} must have at least one vocab column")
+    cdef Py_ssize_t most = _check_offsets(a.cu, B, a.T, K, "cu_num_draft_tokens")
+    a.rates = NULL
+    if synthetic_rates is not None:
+        a.rates = <const float*>check_tensor(synthetic_rates, "synthetic_rates", M_FLOAT32, 1,
+                                             NULL, shp)
+        if shp[0] < most:
+            raise ValueError(f"synthetic_rates has {shp[0]} entries, a request has {most} "
+                             f"draft tokens")
+    _check_ids(a.draft, a.T, a.V, "draft_token_ids")
+    cdef Py_ssize_t osz = B * a.width * (8 if a.out.wide else 4)
+    if _overlap(a.out.ptr, osz, a.cu.ptr, B * (8 if a.cu.wide else 4)):
+        raise ValueError("output_token_ids must not overlap cu_num_draft_tokens")
+    if _overlap(a.out.ptr, osz, a.draft.ptr, a.T * (8 if a.draft.wide else 4)):
+        raise ValueError("output_token_ids must not overlap draft_token_ids")
+    if _overlap(a.out.ptr, osz, a.bonus.ptr, B * (8 if a.bonus.wide else 4)):
+        raise ValueError("output_token_ids must not overlap bonus_token_ids")
+    return 0
+
+
 def rejection_sample_step(output_token_ids, cu_num_draft_tokens, draft_token_ids, draft_probs,
                           target_probs, bonus_token_ids, is_greedy, greedy_scores, seeds,
                           max_spec_len, synthetic_rates=None):
@@ -783,58 +853,15 @@ def rejection_sample_step(output_token_ids, cu_num_draft_tokens, draft_token_ids
     reads two floats per position and the recovered token is computed only at the first
     rejection; greedy requests read their score rows.
     """
-    cdef Py_ssize_t shp[2]
-    cdef IBuf out = check_index(output_token_ids, "output_token_ids", 2, shp)
-    cdef Py_ssize_t B = shp[0]
-    cdef Py_ssize_t width = shp[1]
-    cdef Py_ssize_t K = max_spec_len
-    if K < 0:
-        raise ValueError(f"max_spec_len must be >= 0, got {K}")
-    if width != K + 1:
-        raise ValueError(f"output_token_ids must have max_spec_len + 1 = {K + 1} columns, "
-                         f"got {width}")
-    cdef IBuf cu = check_index(cu_num_draft_tokens, "cu_num_draft_tokens", 1, shp)
-    if shp[0] != B:
-        raise ValueError(f"cu_num_draft_tokens has {shp[0]} entries, output_token_ids has {B} rows")
-    cdef IBuf draft = check_index(draft_token_ids, "draft_token_ids", 1, shp)
-    cdef Py_ssize_t T = shp[0]
-    check_tensor(target_probs, "target_probs", M_FLOAT32, 2, NULL, shp)
-    cdef Py_ssize_t V = shp[1]
-    cdef const float* t = _probs(target_probs, "target_probs", T, V)
-    cdef const float* q = NULL
-    if draft_probs is not None:
-        q = _probs(draft_probs, "draft_probs", T, V)
-    cdef const float* gs = t
+    cdef StepArgs a
+    _check_step(&a, output_token_ids, cu_num_draft_tokens, draft_token_ids, draft_probs,
+                target_probs, "target_probs", bonus_token_ids, is_greedy, seeds, max_spec_len,
+                synthetic_rates)
+    cdef const float* gs = a.scores
     if greedy_scores is not None:
-        gs = _probs(greedy_scores, "greedy_scores", T, V)
-    cdef IBuf bonus = check_index(bonus_token_ids, "bonus_token_ids", -1, shp)
-    if shp[0] != B:
-        raise ValueError(f"bonus_token_ids must have {B} elements, got {shp[0]}")
-    cdef const uint8_t* greedy = NULL
-    if is_greedy is not None:
-        greedy = <const uint8_t*>check_tensor(is_greedy, "is_greedy", M_BOOL, 1, NULL, shp)
-        if shp[0] != B:
-            raise ValueError(f"is_greedy must have {B} elements, got {shp[0]}")
-    cdef const int64_t* sd = _seeds(seeds, "seeds", B)
-    if V < 1 and T > 0:
-        raise ValueError("target_probs must have at least one vocab column")
-    cdef Py_ssize_t most = _check_offsets(cu, B, T, K, "cu_num_draft_tokens")
-    cdef const float* rates = NULL
-    if synthetic_rates is not None:
-        rates = <const float*>check_tensor(synthetic_rates, "synthetic_rates", M_FLOAT32, 1,
-                                           NULL, shp)
-        if shp[0] < most:
-            raise ValueError(f"synthetic_rates has {shp[0]} entries, a request has {most} "
-                             f"draft tokens")
-    _check_ids(draft, T, V, "draft_token_ids")
-    cdef Py_ssize_t osz = B * width * (8 if out.wide else 4)
-    if _overlap(out.ptr, osz, cu.ptr, B * (8 if cu.wide else 4)):
-        raise ValueError("output_token_ids must not overlap cu_num_draft_tokens")
-    if _overlap(out.ptr, osz, draft.ptr, T * (8 if draft.wide else 4)):
-        raise ValueError("output_token_ids must not overlap draft_token_ids")
-    if _overlap(out.ptr, osz, bonus.ptr, B * (8 if bonus.wide else 4)):
-        raise ValueError("output_token_ids must not overlap bonus_token_ids")
-    _step(out, width, cu, draft, q, t, bonus, greedy, gs, rates, sd, B, T, V)
+        gs = _probs(greedy_scores, "greedy_scores", a.T, a.V)
+    _step(a.out, a.width, a.cu, a.draft, a.q, a.scores, a.bonus, a.greedy, gs, a.rates, a.seeds,
+          a.B, a.T, a.V)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -930,54 +957,17 @@ def rejection_sample_step_logits(output_token_ids, cu_num_draft_tokens, draft_to
     float32 ``exp`` (< 2 ulp), so probabilities agree with ``torch.softmax`` to float rounding.
     Requests are walked in parallel (one thread per request at a time).
     """
-    cdef Py_ssize_t shp[2]
-    cdef IBuf out = check_index(output_token_ids, "output_token_ids", 2, shp)
-    cdef Py_ssize_t B = shp[0]
-    cdef Py_ssize_t width = shp[1]
-    cdef Py_ssize_t K = max_spec_len
-    if K < 0:
-        raise ValueError(f"max_spec_len must be >= 0, got {K}")
-    if width != K + 1:
-        raise ValueError(f"output_token_ids must have max_spec_len + 1 = {K + 1} columns, "
-                         f"got {width}")
-    cdef IBuf cu = check_index(cu_num_draft_tokens, "cu_num_draft_tokens", 1, shp)
-    if shp[0] != B:
-        raise ValueError(f"cu_num_draft_tokens has {shp[0]} entries, output_token_ids has {B} rows")
-    cdef IBuf draft = check_index(draft_token_ids, "draft_token_ids", 1, shp)
-    cdef Py_ssize_t T = shp[0]
-    check_tensor(target_logits, "target_logits", M_FLOAT32, 2, NULL, shp)
-    cdef Py_ssize_t V = shp[1]
-    cdef const float* l = _probs(target_logits, "target_logits", T, V)
-    cdef const float* q = NULL
-    if draft_probs is not None:
-        q = _probs(draft_probs, "draft_probs", T, V)
-    cdef IBuf bonus = check_index(bonus_token_ids, "bonus_token_ids", -1, shp)
-    if shp[0] != B:
-        raise ValueError(f"bonus_token_ids must have {B} elements, got {shp[0]}")
-    cdef const uint8_t* greedy = NULL
-    if is_greedy is not None:
-        greedy = <const uint8_t*>check_tensor(is_greedy, "is_greedy", M_BOOL, 1, NULL, shp)
-        if shp[0] != B:
-            raise ValueError(f"is_greedy must have {B} elements, got {shp[0]}")
-    cdef const int64_t* sd = _seeds(seeds, "seeds", B)
-    if V < 1 and T > 0:
-        raise ValueError("target_logits must have at least one vocab column")
-    cdef Py_ssize_t most = _check_offsets(cu, B, T, K, "cu_num_draft_tokens")
-    cdef const float* rates = NULL
-    if synthetic_rates is not None:
-        rates = <const float*>check_tensor(synthetic_rates, "synthetic_rates", M_FLOAT32, 1,
-                                           NULL, shp)
-        if shp[0] < most:
-            raise ValueError(f"synthetic_rates has {shp[0]} entries, a request has {most} "
-                             f"draft tokens")
-    _check_ids(draft, T, V, "draft_token_ids")
-    cdef Py_ssize_t osz = B * width * (8 if out.wide else 4)
-    if _overlap(out.ptr, osz, cu.ptr, B * (8 if cu.wide else 4)):
-        raise ValueError("output_token_ids must not overlap cu_num_draft_tokens")
-    if _overlap(out.ptr, osz, draft.ptr, T * (8 if draft.wide else 4)):
-        raise ValueError("output_token_ids must not overlap draft_token_ids")
-    if _overlap(out.ptr, osz, bonus.ptr, B * (8 if bonus.wide else 4)):
-        raise ValueError("output_token_ids must not overlap bonus_token_ids")
+    cdef StepArgs a
+    _check_step(&a, output_token_ids, cu_num_draft_tokens, draft_token_ids, draft_probs,
+                target_logits, "target_logits", bonus_token_ids, is_greedy, seeds, max_spec_len,
+                synthetic_rates)
+    cdef IBuf out = a.out, cu = a.cu, draft = a.draft, bonus = a.bonus
+    cdef Py_ssize_t B = a.B, width = a.width, T = a.T, V = a.V
+    cdef const float* q = a.q
+    cdef const float* l = a.scores
+    cdef const uint8_t* greedy = a.greedy
+    cdef const float* rates = a.rates
+    cdef const int64_t* sd = a.seeds
     cdef int nt = threads_for(T * V)
     cdef Py_ssize_t r
     if nt > B:
