@@ -1,7 +1,7 @@
 """The fused sampler's comparisons with stock vLLM, run where vLLM is importable.
 
-``tests/test_fused_op.py`` holds them; the dev venv has no vLLM, so they run here, with vLLM in
-its stock state (fastdispatch uninstalled) for the duration of each test.
+``tests/test_fused_op.py`` holds them (uncollected there: the dev venv has no vLLM); they run here,
+with vLLM in its stock state (fastdispatch uninstalled) for the duration of each test.
 """
 import pytest
 
@@ -16,8 +16,8 @@ def stock(modes):
 
 
 def test_signatures_match_vllm(stock):
-    fused_op.test_signatures_match_vllm()
+    fused_op.vllm_signatures_match()
 
 
 def test_same_law_as_stock_vllm(stock):
-    fused_op.test_same_law_as_stock_vllm()
+    fused_op.vllm_same_law_as_stock()
