@@ -890,26 +890,7 @@ cdef class LaunchOwner:
         return names
 
     def __call__(self, *args, **kwargs):
-        cdef PyObject* found
-        spec = self.dispatch_fn(*args, **kwargs)
-        names = self.dispatch_names
-        values = args
-        if len(args) != len(names):
-            defaults = self.dispatch_defaults
-            values = args + tuple(
-                kwargs[name] if name in kwargs else defaults[name] for name in names[len(args):]
-            )
-        d = _dict_of(self)
-        found = PyDict_GetItem(d, "kernel")
-        if found == NULL:
-            raise AttributeError("kernel")
-        kernel = <object> found
-        found = PyDict_GetItem(d, "_kernel_arg_names")
-        if found != NULL and <object> found is not None:
-            arg_names = <object> found
-        else:
-            arg_names = self._kernel_arg_names
-        return launch_owner_c(kernel, arg_names, spec, names, values, self.plan_cache)
+        return _owner_call(self, args, kwargs if kwargs else None)
 
     def launch(self, launch_spec, inputs):
         """vLLM's ``launch(spec, inputs)``: launch a spec with a mapping of dispatch inputs."""
@@ -972,9 +953,13 @@ cdef object _override_tp_call(PyObject* self, PyObject* args, PyObject* kwds):
 
 
 cdef object _owner_tp_call(PyObject* self, PyObject* args, PyObject* kwds):
-    cdef LaunchOwner owner = <LaunchOwner> self
-    cdef object kwargs = <object> kwds if kwds != NULL else None
-    cdef tuple values = <tuple> args
+    return _owner_call(<LaunchOwner> self, <tuple> args, <object> kwds if kwds != NULL else None)
+
+
+cdef object _owner_call(LaunchOwner owner, tuple values, object kwargs):
+    """Dispatch, complete the inputs from the dispatch function's defaults, then launch with the
+    kernel and cached argument names the owner's instance dict holds now (the rebinding pass
+    swaps ``kernel`` there and drops ``_kernel_arg_names``)."""
     cdef tuple names = owner.dispatch_names
     cdef PyObject* found
     spec = PyObject_Call(owner.dispatch_fn, values, kwargs)
