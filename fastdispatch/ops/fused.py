@@ -80,6 +80,16 @@ def _num_drafts(cu_num_draft_tokens: torch.Tensor) -> list[int]:
     return [c - p for p, c in zip([0] + cu[:-1], cu)]
 
 
+def _call_seeds(seeds, cu_num_draft_tokens, generators, num_draft_tokens):
+    """The ops' ``seeds``: as given, else ``request_seeds`` for the batch (draft counts read from
+    ``cu_num_draft_tokens`` only when a request has its own generator and none were passed)."""
+    if seeds is not None:
+        return seeds
+    if num_draft_tokens is None and generators:
+        num_draft_tokens = _num_drafts(cu_num_draft_tokens)
+    return request_seeds(cu_num_draft_tokens.shape[0], generators, num_draft_tokens)
+
+
 def rejection_sample_fused(
     draft_token_ids: torch.Tensor,
     cu_num_draft_tokens: torch.Tensor,
@@ -106,10 +116,7 @@ def rejection_sample_fused(
     """
     batch_size = cu_num_draft_tokens.shape[0]
     out = torch.full((batch_size, max_spec_len + 1), -1, dtype=out_dtype)
-    if seeds is None:
-        if num_draft_tokens is None and generators:
-            num_draft_tokens = _num_drafts(cu_num_draft_tokens)
-        seeds = request_seeds(batch_size, generators, num_draft_tokens)
+    seeds = _call_seeds(seeds, cu_num_draft_tokens, generators, num_draft_tokens)
     _fused.rejection_sample_step(out, cu_num_draft_tokens, draft_token_ids, draft_probs,
                                  target_probs, bonus_token_ids, is_greedy, greedy_scores, seeds,
                                  max_spec_len, synthetic_rates)
@@ -135,10 +142,7 @@ def rejection_sample_fused_logits(
     ``softmax(target_logits)`` computed row by row where needed; greedy requests argmax logits."""
     batch_size = cu_num_draft_tokens.shape[0]
     out = torch.full((batch_size, max_spec_len + 1), -1, dtype=out_dtype)
-    if seeds is None:
-        if num_draft_tokens is None and generators:
-            num_draft_tokens = _num_drafts(cu_num_draft_tokens)
-        seeds = request_seeds(batch_size, generators, num_draft_tokens)
+    seeds = _call_seeds(seeds, cu_num_draft_tokens, generators, num_draft_tokens)
     _fused.rejection_sample_step_logits(out, cu_num_draft_tokens, draft_token_ids, draft_probs,
                                         target_logits, bonus_token_ids, is_greedy, seeds,
                                         max_spec_len, synthetic_rates)
@@ -157,10 +161,7 @@ def sample_recovered_tokens_fused(
 ) -> torch.Tensor:
     """Recovered token of every draft position (same dtype as ``draft_token_ids``)."""
     batch_size = cu_num_draft_tokens.shape[0]
-    if seeds is None:
-        if num_draft_tokens is None and generators:
-            num_draft_tokens = _num_drafts(cu_num_draft_tokens)
-        seeds = request_seeds(batch_size, generators, num_draft_tokens)
+    seeds = _call_seeds(seeds, cu_num_draft_tokens, generators, num_draft_tokens)
     out = torch.empty_like(draft_token_ids)
     _fused.recovered_tokens(out, cu_num_draft_tokens, draft_token_ids, draft_probs, target_probs,
                             seeds)
