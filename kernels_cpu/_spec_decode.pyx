@@ -26,7 +26,7 @@ from kernels_cpu._buffers cimport IBuf, iget, iset, check_index
 from kernels_cpu._parallel cimport threads_for
 from kernels_cpu._tables cimport (
     Rows, as_flag, as_int, check_rows, first_decrease, need_bool, need_index, need_positions,
-    run_rows,
+    pow2_shift, run_rows,
 )
 
 
@@ -665,11 +665,7 @@ def copy_and_expand_dflash_inputs_kernel(
     a.out_tok_idx = need_index(out_token_indices_ptr, "out_token_indices_ptr", n)
     a.out_ctx_pos = need_index(out_context_positions_ptr, "out_context_positions_ptr", 0)
     a.out_ctx_slot = need_index(out_context_slot_mapping_ptr, "out_context_slot_mapping_ptr", 0)
-    a.bs_shift = -1
-    if a.block_size & (a.block_size - 1) == 0:
-        a.bs_shift = 0
-        while (<int64_t>1 << a.bs_shift) < a.block_size:
-            a.bs_shift += 1
+    a.bs_shift = pow2_shift(a.block_size)
     with nogil:
         bad = _dflash_check(&a, R, &at, &val)
     if bad == DB_QSL_ORDER:

@@ -42,6 +42,20 @@ cdef inline Py_ssize_t first_decrease(IBuf b, Py_ssize_t n) noexcept nogil:
     return -1
 
 
+cdef inline int pow2_shift(int64_t v) noexcept nogil:
+    """``log2(v)`` when ``v`` (>= 1) is a power of two, else -1.
+
+    Block sizes are almost always powers of two; the kernels then replace the per-token
+    division and modulo by the block size with a shift and a mask.
+    """
+    cdef int s = 0
+    if v & (v - 1) != 0:
+        return -1
+    while (<int64_t>1 << s) < v:
+        s += 1
+    return s
+
+
 ctypedef void (*row_fn)(const void* args, Py_ssize_t i) noexcept nogil
 
 cdef void run_rows(row_fn fn, const void* args, Py_ssize_t n, int nthreads) noexcept nogil

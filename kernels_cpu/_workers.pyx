@@ -16,7 +16,9 @@ from kernels_cpu._buffers cimport (
     DT_INT64, IBuf, check_index, dtype_code, iget, iset
 )
 from kernels_cpu._parallel cimport threads_for
-from kernels_cpu._tables cimport Rows, as_int, check_rows, first_decrease, run_rows
+from kernels_cpu._tables cimport (
+    Rows, as_int, check_rows, first_decrease, pow2_shift, run_rows,
+)
 
 cdef object _Tensor = torch.Tensor
 cdef object _u64 = getattr(torch, "uint64", None)
@@ -197,11 +199,7 @@ def compute_slot_mapping_kernel(
                          f"needs {a.last}")
     if a.last > a.first and a.bt.rows < a.R:
         raise ValueError(f"block_table_ptr has {a.bt.rows} rows, needs num_reqs={a.R}")
-    a.kb_shift = -1
-    if a.kb & (a.kb - 1) == 0:
-        a.kb_shift = 0
-        while (<int64_t>1 << a.kb_shift) < a.kb:
-            a.kb_shift += 1
+    a.kb_shift = pow2_shift(a.kb)
     a.limit = a.bt.cols * a.kb if a.bt.cols <= INT64_MAX // a.kb else INT64_MAX
     with nogil:
         bad = _slot_check(&a, &at)
