@@ -13,18 +13,27 @@ Why a pass over ``sys.modules``: a kernel object is referenced from more places 
 defining attribute -- ``from mod import kernel`` copies in other modules, and launch owners that
 keep it as ``.kernel`` (with cached argument names). Every one of them must launch the override,
 or the override is silently dead for that call site.
+
+Logged on the ``fastdispatch.registry`` logger: each registration and removal at DEBUG, an
+overwrite of a registered name at WARNING (as vLLM's module logs it; it is also a
+``RuntimeWarning``, see :mod:`fastdispatch._log`).
 """
 import contextlib
 import importlib
+import logging
 import sys
 import threading
 import types
 import warnings
 
 from ._backend import core
+from ._log import get_logger
+
+logger = get_logger("registry")
 
 __all__ = [
     "RegistryEntry",
+    "forward_mode",
     "_registry",
     "_rebind_kernels",
     "_resolve_kernel",
@@ -230,8 +239,13 @@ def _set_host(host, attr, value):
 
 
 def _install(mapping, warn):
-    """Resolve, bind-check and build every wrapper first, then rebind: all or nothing."""
+    """Resolve, bind-check and build every wrapper first, then rebind: all or nothing.
+
+    Overwrites are reported once the new overrides stand (a refused mapping changed nothing,
+    so it overwrote nothing).
+    """
     planned = []
+    overwritten = []
     for name, impl in mapping.items():
         host, attr = _resolve_kernel(name)
         current = getattr(host, attr)
@@ -243,8 +257,7 @@ def _install(mapping, warn):
         original = current
         if entry is not None:
             if warn:
-                warnings.warn(f"Kernel {name} is already registered. Overwriting.",
-                              RuntimeWarning, stacklevel=3)
+                overwritten.append(name)
             if current is entry.override:
                 original = entry.original
                 stored = entry.stored
@@ -262,6 +275,29 @@ def _install(mapping, warn):
     for name, host, attr, _current, original, impl, wrapper, stored in planned:
         _set_host(host, attr, wrapper)
         _registry[name] = RegistryEntry(original, impl, wrapper, host, attr, stored)
+    for name in overwritten:
+        logger.warning("Kernel %s is already registered. Overwriting.", name)
+        warnings.warn(f"Kernel {name} is already registered. Overwriting.",
+                      RuntimeWarning, stacklevel=3)
+    if logger.isEnabledFor(logging.DEBUG):
+        for name, _host, _attr, _current, _original, impl, wrapper, _stored in planned:
+            logger.debug("Registered kernel override %s -> %s (%s)", name, _describe(impl),
+                         forward_mode(wrapper))
+
+
+def _describe(obj):
+    """``module.qualname`` of a function or class, else its repr (for log records)."""
+    qualname = getattr(obj, "__qualname__", None)
+    module = getattr(obj, "__module__", None)
+    if isinstance(qualname, str) and isinstance(module, str):
+        return f"{module}.{qualname}"
+    return repr(obj)
+
+
+def forward_mode(override):
+    """How a :class:`KernelOverride` hands launch arguments to its impl: ``"by name"`` (the impl
+    uses the kernel's argument names) or ``"positional"`` (kernel order, names differ)."""
+    return "by name" if getattr(override, "_forward_by_name", False) else "positional"
 
 
 def register_kernels(overrides):
@@ -300,8 +336,10 @@ def _restore(entries_and_targets):
     for name, _entry, _target, prev in entries_and_targets:
         if prev is None:
             _registry.pop(name, None)
+            logger.debug("Unregistered kernel override %s (original restored)", name)
         else:
             _registry[name] = prev
+            logger.debug("Kernel override %s: previous override restored", name)
 
 
 def unregister_kernels(names=None):

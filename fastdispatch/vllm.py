@@ -171,6 +171,8 @@ class _Installation:
         for name, impl in overrides.items():
             if name in self.ours and self.shims.get(name) is impl:
                 impl = self.ours[name]  # the platform's shim for one of ours: ours stays
+                logger.debug("fastdispatch: vLLM's platform override for %s kept as kernels_cpu",
+                             name)
             mapping[name] = impl
         self.register(mapping)
 
