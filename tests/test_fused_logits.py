@@ -7,10 +7,11 @@ import math
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, strategies as st
 
 import kernels_cpu
 from kernels_cpu import _fused
+from tests._fuzz import fuzz_settings
 from tests._fused_helpers import chi2_pvalue, expf, reference_step_logits
 
 ALPHA = 1e-4
@@ -82,7 +83,7 @@ def run(b, out=None):
     return out
 
 
-@settings(max_examples=120, deadline=None, derandomize=True)
+@fuzz_settings(120, deadline=None, derandomize=True)
 @given(case())
 def test_matches_twin(c):
     b = build(c)

@@ -5,9 +5,10 @@ import math
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, strategies as st
 
 from kernels_cpu import _fused
+from tests._fuzz import fuzz_settings
 from tests._fused_helpers import (
     block_exponential, chi2_pvalue, ks_pvalue, philox4x32_10, step_uniforms,
 )
@@ -41,7 +42,7 @@ def test_fewer_rounds_differ():
 word = st.integers(0, 2 ** 32 - 1)
 
 
-@settings(max_examples=300, deadline=None, derandomize=True)
+@fuzz_settings(300, deadline=None, derandomize=True)
 @given(st.tuples(word, word, word, word), st.tuples(word, word))
 def test_compiled_matches_twin(counter, key):
     assert _fused.philox4x32(counter, key) == philox4x32_10(counter, key)

@@ -3,10 +3,11 @@ chunking, the sampling distributions (chi-square), and validation."""
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, strategies as st
 
 import kernels_cpu
 from kernels_cpu import _fused
+from tests._fuzz import fuzz_settings
 from tests._fused_helpers import (
     chi2_pvalue, masses, recover, reference_step, spread_distribution,
 )
@@ -84,7 +85,7 @@ def run_step(c, out):
                                  c["greedy"], c["scores"], c["seeds"], c["K"], c["rates"])
 
 
-@settings(max_examples=150, deadline=None, derandomize=True)
+@fuzz_settings(150, deadline=None, derandomize=True)
 @given(step_case())
 def test_step_matches_twin(case):
     c = build(case)
@@ -97,7 +98,7 @@ def test_step_matches_twin(case):
     assert margins_intact(buf, pad)
 
 
-@settings(max_examples=60, deadline=None, derandomize=True)
+@fuzz_settings(60, deadline=None, derandomize=True)
 @given(step_case())
 def test_recovered_matches_twin(case):
     c = build(case)

@@ -12,12 +12,13 @@ import math
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
 import kernels_cpu
 from kernels_cpu.reference import sampling as ref
 
+from _fuzz import fuzz_settings
 from _sampling_helpers import (
     allocations,
     assert_same_allocations,
@@ -33,7 +34,7 @@ from _sampling_helpers import (
 KERNELS = ("expand_kernel", "rejection_greedy_sample_kernel", "rejection_random_sample_kernel",
            "sample_recovered_tokens_kernel")
 INDEX = st.sampled_from([torch.int32, torch.int64])
-HYP = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+HYP = fuzz_settings(120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def _gen(seed):
@@ -442,7 +443,7 @@ def test_recovered_nan_and_inf_never_crash(inv_q_dtype):
 # thread-count invariance
 # ------------------------------------------------------------------------------------------
 
-@settings(max_examples=40, deadline=None)
+@fuzz_settings(40, deep_examples=1000, deadline=None)  # each example: 4 kernels x 2 thread counts
 @given(batch=batches(max_b=12), V=st.integers(1, 30), seed=st.integers(0, 2**31),
        dt=st.tuples(INDEX, INDEX, INDEX, INDEX, INDEX))
 def test_results_do_not_depend_on_thread_count(batch, V, seed, dt):

@@ -8,16 +8,17 @@ it must raise the named exception and write nothing. Then thread-count invarianc
 """
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, strategies as st
 
 import kernels_cpu as K
 from kernels_cpu.reference import spec_decode as R
+from tests._fuzz import fuzz_settings
 from tests._spec_helpers import (
     INDEX_DTYPES, Guarded, assert_rejected, assert_same_buffers, launch_args, run_both, threads,
 )
 
 dts = st.sampled_from(INDEX_DTYPES)
-SETTINGS = settings(max_examples=120, deadline=None)
+SETTINGS = fuzz_settings(120, deadline=None)
 
 
 def ints(draw, n, lo, hi):
@@ -230,7 +231,7 @@ def test_matches_reference(which, data, positional):
 
 
 @pytest.mark.parametrize("which", list(KERNELS))
-@settings(max_examples=25, deadline=None)
+@fuzz_settings(25, deep_examples=1000, deadline=None)  # large cases, launched twice
 @given(data=st.data())
 def test_thread_count_invariance(which, data):
     """1 and 2 threads (with every launch forced parallel) give the same bytes."""

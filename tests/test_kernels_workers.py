@@ -6,10 +6,11 @@ and 1- vs 2-thread invariance.
 """
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, strategies as st
 
 import kernels_cpu as K
 from kernels_cpu.reference import workers as R
+from tests._fuzz import fuzz_settings
 from tests._spec_helpers import (
     INDEX_DTYPES, Guarded, assert_rejected, assert_same_buffers, launch_args, run_both, threads,
 )
@@ -57,7 +58,7 @@ def slot_cases(draw, max_r=5, max_len=6, max_pos=60):
     )
 
 
-@settings(max_examples=150, deadline=None)
+@fuzz_settings(150, deadline=None)
 @given(case=slot_cases(), positional=st.booleans())
 def test_slot_mapping_matches_reference(case, positional):
     mine, ref = run_both(K.compute_slot_mapping_kernel, R.compute_slot_mapping_kernel, case,
@@ -65,7 +66,7 @@ def test_slot_mapping_matches_reference(case, positional):
     assert_same_buffers(mine, ref)
 
 
-@settings(max_examples=25, deadline=None)
+@fuzz_settings(25, deep_examples=1000, deadline=None)  # large cases, launched twice
 @given(case=slot_cases(max_r=12, max_len=3000, max_pos=20000))
 def test_slot_mapping_thread_count_invariance(case):
     """Large prefills span several parallel chunks (the team splits tokens, not requests)."""
@@ -187,7 +188,7 @@ def addresses(buf, regions, addr_dtype, size_dtype):
     return src, dst, torch.tensor([n for _, _, n in regions], dtype=size_dtype)
 
 
-@settings(max_examples=150, deadline=None)
+@fuzz_settings(150, deadline=None)
 @given(spec=memcpy_specs())
 def test_batch_memcpy_matches_reference(spec):
     """Overlapping regions included: applied in order, each one as memmove."""
@@ -209,7 +210,7 @@ def test_batch_memcpy_self_overlap_is_memmove():
     assert buf.guards_intact()
 
 
-@settings(max_examples=25, deadline=None)
+@fuzz_settings(25, deep_examples=1000, deadline=None)  # large cases, launched twice
 @given(data=st.data())
 def test_batch_memcpy_thread_count_invariance(data):
     """Disjoint destinations, sources outside every destination: order cannot matter."""

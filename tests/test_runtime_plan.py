@@ -5,9 +5,10 @@ import subprocess
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
+from _fuzz import fuzz_settings
 from _runtime_helpers import core  # noqa: F401  (fixture)
 from _runtime_helpers import load_core
 
@@ -84,7 +85,7 @@ def plan_cases(draw):
     return tuple(arg_names), tuple(input_names), tuple(launch_names)
 
 
-@settings(max_examples=300, deadline=None)
+@fuzz_settings(300, deadline=None)
 @given(plan_cases())
 def test_compiled_and_twin_plans_agree(case):
     # includes "kernel" among names: such plans take the generic path in both
@@ -106,7 +107,7 @@ class FakeTensor:
         return f"T{self.tag}"
 
 
-@settings(max_examples=200, deadline=None)
+@fuzz_settings(200, deadline=None)
 @given(plan_cases(), st.sampled_from(["cython", "python"]))
 def test_planned_launch_equals_prepare_then_launch(case, backend):
     """The override fast path (plan straight into call slots) == prepare_launch_kwargs + launch."""

@@ -1,0 +1,37 @@
+"""Fuzz depth for the hypothesis tests, chosen by ``FASTDISPATCH_FUZZ``.
+
+* ``fast`` (default, what CI runs): each test keeps the example count written next to it.
+* ``deep``: every differential test runs at least ``DEEP_EXAMPLES`` (10,000) examples; a test
+  whose examples are too costly for that (the Triton-interpreter parity tests, the launches
+  forced across thread counts) names its own, smaller ``deep_examples`` and says why there.
+
+Hypothesis lets a test's own ``@settings(max_examples=...)`` override any loaded profile, so a
+profile alone cannot deepen these tests: they take their settings from ``fuzz_settings``
+instead. Hypothesis still stops early when a strategy's search space is exhausted; run with
+``--hypothesis-show-statistics`` to see how many examples each test really ran.
+"""
+import os
+
+from hypothesis import settings
+
+PROFILES = ("fast", "deep")
+DEEP_EXAMPLES = 10_000
+
+PROFILE = os.environ.get("FASTDISPATCH_FUZZ", "fast").strip().lower() or "fast"
+if PROFILE not in PROFILES:
+    # A typo must not quietly run the fast profile and be reported as a deep run.
+    raise ValueError(f"FASTDISPATCH_FUZZ must be one of {PROFILES}, got {PROFILE!r}")
+
+DEEP = PROFILE == "deep"
+
+
+def examples(fast_examples, deep_examples=None):
+    """The example count for this profile: the fast count, or the deep one (never fewer)."""
+    if not DEEP:
+        return fast_examples
+    return max(fast_examples, DEEP_EXAMPLES if deep_examples is None else deep_examples)
+
+
+def fuzz_settings(fast_examples, *, deep_examples=None, **kwargs):
+    """``hypothesis.settings`` with ``max_examples`` taken from the active profile."""
+    return settings(max_examples=examples(fast_examples, deep_examples), **kwargs)
