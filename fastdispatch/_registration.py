@@ -25,9 +25,17 @@ import sys
 import threading
 import types
 import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Union
 
-from ._backend import core
 from ._log import get_logger
+
+if TYPE_CHECKING:
+    # Either backend implements ``_core.pyi``; type-check against that contract.
+    from . import _core as core
+    from ._core import KernelOverride
+else:
+    from ._backend import core
 
 logger = get_logger("registry")
 
@@ -53,7 +61,13 @@ class RegistryEntry(tuple):
     object the host itself stored: for a class attribute this may be a ``staticmethod`` around
     ``original``; it is what ``unregister_kernels`` puts back)."""
 
-    def __new__(cls, original, impl, override, host, attr, stored=None):
+    override: "KernelOverride"
+    host: Any
+    attr: str
+    stored: Any
+
+    def __new__(cls, original: Any, impl: Callable[..., Any], override: "KernelOverride",
+                host: Any, attr: str, stored: Any = None) -> "RegistryEntry":
         self = tuple.__new__(cls, (original, impl))
         self.override = override
         self.host = host
@@ -62,19 +76,19 @@ class RegistryEntry(tuple):
         return self
 
     @property
-    def original(self):
+    def original(self) -> Any:
         return self[0]
 
     @property
-    def impl(self):
+    def impl(self) -> Callable[..., Any]:
         return self[1]
 
 
 #: Qualified kernel name -> :class:`RegistryEntry` ``(original, impl)``.
-_registry = {}
+_registry: dict[str, RegistryEntry] = {}
 
 
-def _import(module_name, kernel_name):
+def _import(module_name: str, kernel_name: str) -> types.ModuleType:
     try:
         importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
@@ -86,7 +100,7 @@ def _import(module_name, kernel_name):
     return sys.modules[module_name]
 
 
-def _resolve_kernel(name):
+def _resolve_kernel(name: str) -> tuple[Any, str]:
     """Return the ``(host, attribute)`` holding the kernel ``name``.
 
     ``pkg.mod.attr`` resolves to the module ``pkg.mod``; ``pkg.mod.Class.attr`` (a capitalised
@@ -127,7 +141,9 @@ def _resolve_kernel(name):
 # named ``__dict__`` or a deprecated attribute (torch's FutureWarning) must never run, and foreign
 # objects are compared by ``id`` only -- never hashed, never ``==``.
 
-_MODULE_DICT = types.ModuleType.__dict__["__dict__"]
+# (typeshed declares ``ModuleType.__dict__`` as an instance property; on the class it is the
+# class namespace, whose ``"__dict__"`` entry is the getset descriptor read here.)
+_MODULE_DICT: Any = types.ModuleType.__dict__["__dict__"]  # type: ignore[index]
 _TYPE_DICT = type.__dict__["__dict__"]
 _TYPE_MRO = type.__dict__["__mro__"]
 _TYPE_SETATTR = type.__setattr__
@@ -206,7 +222,7 @@ def _scan(by_id):
                 yield "owner", f"{mod_name}.{attr}.kernel", value, d, "kernel", kernel
 
 
-def _rebind_kernels(overrides):
+def _rebind_kernels(overrides: Iterable[tuple[Any, Any]]) -> None:
     """Point every reference to each original kernel at its wrapper, in one pass.
 
     ``overrides`` is a list of ``(original, wrapper)`` pairs (vLLM's signature; any replacement
@@ -294,13 +310,13 @@ def _describe(obj):
     return repr(obj)
 
 
-def forward_mode(override):
+def forward_mode(override: "KernelOverride") -> str:
     """How a :class:`KernelOverride` hands launch arguments to its impl: ``"by name"`` (the impl
     uses the kernel's argument names) or ``"positional"`` (kernel order, names differ)."""
     return "by name" if getattr(override, "_forward_by_name", False) else "positional"
 
 
-def register_kernels(overrides):
+def register_kernels(overrides: Mapping[str, Callable[..., Any]]) -> None:
     """Register platform implementations for Triton kernels (vLLM-compatible).
 
     ``overrides`` maps a qualified kernel name (``"pkg.mod.kernel"`` or, for a kernel kept as a
@@ -315,7 +331,7 @@ def register_kernels(overrides):
         _install(dict(overrides), warn=True)
 
 
-def _names(names):
+def _names(names: Union[str, Iterable[str], None]) -> list[str]:
     if names is None:
         return list(_registry)
     if isinstance(names, str):
@@ -342,7 +358,7 @@ def _restore(entries_and_targets):
             logger.debug("Kernel override %s: previous override restored", name)
 
 
-def unregister_kernels(names=None):
+def unregister_kernels(names: Union[str, Iterable[str], None] = None) -> None:
     """Remove overrides (all when ``names`` is None) and restore every holder to the original.
 
     Module attributes, ``from x import kernel`` copies, launch owners and class attributes that
@@ -357,7 +373,9 @@ def unregister_kernels(names=None):
 
 
 @contextlib.contextmanager
-def overrides(mapping):
+def overrides(
+    mapping: Mapping[str, Callable[..., Any]],
+) -> "Iterator[dict[str, KernelOverride]]":
     """Scoped registration: ``with overrides({...}):`` installs, leaving restores.
 
     On exit each name goes back to exactly what it was before -- the original kernel, or the
@@ -384,7 +402,7 @@ def overrides(mapping):
             _restore(todo)
 
 
-def verify(names=None):
+def verify(names: Union[str, Iterable[str], None] = None) -> dict[str, list[str]]:
     """Report, for each registered name, the holders that still point at the original kernel.
 
     Returns ``{name: [holder, ...]}`` with holders written ``module.attr`` (a module attribute)
@@ -397,8 +415,8 @@ def verify(names=None):
         unknown = [name for name in names if name not in _registry]
         if unknown:
             raise KeyError(f"kernel override(s) not registered: {unknown}")
-        report = {name: [] for name in names}
-        by_id = {}
+        report: dict[str, list[str]] = {name: [] for name in names}
+        by_id: dict[int, tuple[Any, list[str]]] = {}
         for name in names:
             original = _registry[name].original
             by_id.setdefault(id(original), (original, []))[1].append(name)

@@ -20,7 +20,8 @@ count.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import torch
 
@@ -80,7 +81,12 @@ def _num_drafts(cu_num_draft_tokens: torch.Tensor) -> list[int]:
     return [c - p for p, c in zip([0] + cu[:-1], cu)]
 
 
-def _call_seeds(seeds, cu_num_draft_tokens, generators, num_draft_tokens):
+def _call_seeds(
+    seeds: torch.Tensor | None,
+    cu_num_draft_tokens: torch.Tensor,
+    generators: Mapping[int, torch.Generator] | None,
+    num_draft_tokens: Sequence[int] | None,
+) -> torch.Tensor:
     """The ops' ``seeds``: as given, else ``request_seeds`` for the batch (draft counts read from
     ``cu_num_draft_tokens`` only when a request has its own generator and none were passed)."""
     if seeds is not None:
@@ -173,16 +179,16 @@ def sample_recovered_tokens_fused(
 # ---------------------------------------------------------------------------------------------
 
 def vllm_sample_recovered_tokens(
-    max_spec_len,
-    num_draft_tokens,
-    cu_num_draft_tokens,
-    draft_token_ids,
-    draft_probs,
-    target_probs,
-    sampling_metadata,
-    device,
-    use_fp64_gumbel=False,
-):
+    max_spec_len: int,
+    num_draft_tokens: Sequence[int],
+    cu_num_draft_tokens: torch.Tensor,
+    draft_token_ids: torch.Tensor,
+    draft_probs: torch.Tensor | None,
+    target_probs: torch.Tensor,
+    sampling_metadata: Any,
+    device: torch.device | str,
+    use_fp64_gumbel: bool = False,
+) -> torch.Tensor:
     """Replaces ``rejection_sampler.sample_recovered_tokens``: same arguments, no ``q`` tensor.
 
     ``use_fp64_gumbel`` is accepted and needs no action: the race's exponentials and scores are
@@ -196,18 +202,18 @@ def vllm_sample_recovered_tokens(
 
 
 def vllm_rejection_sample(
-    draft_token_ids,
-    num_draft_tokens,
-    max_spec_len,
-    cu_num_draft_tokens,
-    draft_probs,
-    target_logits,
-    bonus_token_ids,
-    sampling_metadata,
-    synthetic_mode=False,
-    synthetic_conditional_rates=None,
-    use_fp64_gumbel=False,
-):
+    draft_token_ids: torch.Tensor,
+    num_draft_tokens: Sequence[int],
+    max_spec_len: int,
+    cu_num_draft_tokens: torch.Tensor,
+    draft_probs: torch.Tensor | None,
+    target_logits: torch.Tensor,
+    bonus_token_ids: torch.Tensor,
+    sampling_metadata: Any,
+    synthetic_mode: bool = False,
+    synthetic_conditional_rates: torch.Tensor | None = None,
+    use_fp64_gumbel: bool = False,
+) -> torch.Tensor:
     """Replaces ``rejection_sampler.rejection_sample``: same arguments and result, fused noise.
 
     As vLLM: greedy requests (temperature 0) take the argmax of their logits, random requests
@@ -223,6 +229,7 @@ def vllm_rejection_sample(
     if logits.dtype != torch.float32:
         logits = logits.to(torch.float32)
     logits = logits.contiguous()
+    is_greedy: torch.Tensor | None
     if all_greedy:
         is_greedy = torch.ones(batch_size, dtype=torch.bool)
     else:
@@ -240,7 +247,7 @@ def vllm_rejection_sample(
     return out
 
 
-def fastdispatch_fused_vllm_overrides(whole_step: bool = True) -> dict:
+def fastdispatch_fused_vllm_overrides(whole_step: bool = True) -> dict[str, Callable[..., Any]]:
     """``{qualified name: replacement}`` for ``register_kernels``, routing vLLM through the fused path.
 
     * ``...rejection_sampler.sample_recovered_tokens`` -> ``vllm_sample_recovered_tokens``: the
@@ -252,13 +259,15 @@ def fastdispatch_fused_vllm_overrides(whole_step: bool = True) -> dict:
     the rebinding pass that swaps module attributes reaches them. Opt-in: the random stream
     differs from stock vLLM (same distribution; seeded requests stay reproducible).
     """
-    mapping = {f"{_VLLM_MODULE}.sample_recovered_tokens": vllm_sample_recovered_tokens}
+    mapping: dict[str, Callable[..., Any]] = {
+        f"{_VLLM_MODULE}.sample_recovered_tokens": vllm_sample_recovered_tokens
+    }
     if whole_step:
         mapping[f"{_VLLM_MODULE}.rejection_sample"] = vllm_rejection_sample
     return mapping
 
 
-def fused_kernel_overrides() -> dict:
+def fused_kernel_overrides() -> dict[str, Callable[..., Any]]:
     """Kernel-level alternative: ``sample_recovered_tokens_kernel`` -> the fused kernel.
 
     It ignores ``inv_q``'s values (keys come from each row's first 8 bytes, so seeded requests
