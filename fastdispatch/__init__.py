@@ -19,6 +19,8 @@ dispatch inputs bind to which kernel arguments), ``prepare_launch_kwargs`` (vLLM
 dispatch result, straight into the impl when the kernel is a ``KernelOverride``), with a
 ``PlanCache`` per launch site.
 """
+from typing import TYPE_CHECKING
+
 from ._backend import BACKEND
 from ._backend import core as _backend_core
 from ._registration import (
@@ -32,19 +34,35 @@ from ._registration import (
     verify,
 )
 
-KernelOverride = _backend_core.KernelOverride
-Launcher = _backend_core.Launcher
-LaunchArgumentError = _backend_core.LaunchArgumentError
-LaunchBindingPlan = _backend_core.LaunchBindingPlan
-LaunchOwner = _backend_core.LaunchOwner
-PlanCache = _backend_core.PlanCache
-kernel_dispatcher = _backend_core.kernel_dispatcher
-launch_binding_plan = _backend_core.launch_binding_plan
-launch_owner = _backend_core.launch_owner
-prepare_launch_kwargs = _backend_core.prepare_launch_kwargs
-_kernel_arg_names = _backend_core._kernel_arg_names
+if TYPE_CHECKING:
+    # Both backends implement ``_core.pyi``: that stub is the public types' one definition.
+    from ._core import (
+        KernelOverride,
+        LaunchArgumentError,
+        LaunchBindingPlan,
+        Launcher,
+        LaunchOwner,
+        PlanCache,
+        _kernel_arg_names,
+        kernel_dispatcher,
+        launch_binding_plan,
+        launch_owner,
+        prepare_launch_kwargs,
+    )
+else:
+    KernelOverride = _backend_core.KernelOverride
+    Launcher = _backend_core.Launcher
+    LaunchArgumentError = _backend_core.LaunchArgumentError
+    LaunchBindingPlan = _backend_core.LaunchBindingPlan
+    LaunchOwner = _backend_core.LaunchOwner
+    PlanCache = _backend_core.PlanCache
+    kernel_dispatcher = _backend_core.kernel_dispatcher
+    launch_binding_plan = _backend_core.launch_binding_plan
+    launch_owner = _backend_core.launch_owner
+    prepare_launch_kwargs = _backend_core.prepare_launch_kwargs
+    _kernel_arg_names = _backend_core._kernel_arg_names
 
-__version__ = "0.1.0"
+__version__: str = "0.1.0"
 
 __all__ = [
     "BACKEND",

@@ -3,9 +3,11 @@
 vLLM (0.32.0) looks its 11 CPU-replaceable kernels up under these names; the function names here
 are the Triton kernels' own, with the same arguments, so a launch binds by name or position.
 """
+from collections.abc import Callable
+from typing import Any
 
 #: vLLM qualified kernel name -> name of the implementing function in ``kernels_cpu``.
-VLLM_KERNEL_NAMES = {
+VLLM_KERNEL_NAMES: dict[str, str] = {
     "vllm.v1.sample.rejection_sampler.expand_kernel": "expand_kernel",
     "vllm.v1.sample.rejection_sampler.rejection_greedy_sample_kernel": "rejection_greedy_sample_kernel",
     "vllm.v1.sample.rejection_sampler.rejection_random_sample_kernel": "rejection_random_sample_kernel",
@@ -26,7 +28,7 @@ VLLM_KERNEL_NAMES = {
 }
 
 
-def vllm_overrides():
+def vllm_overrides() -> dict[str, Callable[..., Any]]:
     """Return ``{vLLM qualified name: kernels_cpu function}`` for all 11 kernels.
 
     The result is ready for ``register_kernels`` -- fastdispatch's or vLLM's own.

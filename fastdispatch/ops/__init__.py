@@ -18,6 +18,8 @@ The ops launch our Triton kernels (:mod:`fastdispatch.ops.triton_kernels`) throu
 under the interpreter, or ``FASTDISPATCH_OPS_CPU_KERNELS=1`` at import).
 """
 import os
+from collections.abc import Callable
+from typing import Any
 
 from ._triton import HAS_TRITON, INTERPRET, active_driver, run_mode
 from .sampling import (
@@ -86,14 +88,14 @@ __all__ = [
 ]
 
 
-def cpu_overrides():
+def cpu_overrides() -> dict[str, Callable[..., Any]]:
     """``{our kernel's qualified name: kernels_cpu implementation}`` for all 11 kernels."""
     import kernels_cpu
 
     return {qualname: getattr(kernels_cpu, name) for name, qualname in QUALNAMES.items()}
 
 
-def use_cpu_kernels():
+def use_cpu_kernels() -> None:
     """Register the ``kernels_cpu`` implementations over our Triton kernels (idempotent)."""
     from .. import _registry, register_kernels
 
@@ -103,7 +105,7 @@ def use_cpu_kernels():
         register_kernels(todo)
 
 
-def use_triton_kernels():
+def use_triton_kernels() -> None:
     """Undo :func:`use_cpu_kernels`: the ops launch our Triton kernels again."""
     from .. import _registry, unregister_kernels
 
@@ -112,18 +114,18 @@ def use_triton_kernels():
         unregister_kernels(registered)
 
 
-def cpu_kernels_active():
+def cpu_kernels_active() -> bool:
     """Whether the ops currently launch the ``kernels_cpu`` implementations."""
     from .. import _registry
 
     return all(name in _registry for name in QUALNAMES.values())
 
 
-def _env_flag(name):
+def _env_flag(name: str) -> bool:
     return os.environ.get(name, "0").strip().lower() not in ("", "0", "false", "no")
 
 
 #: How the ops run in this process, as decided at import: "native", "interpret" or "cpu".
-RUN_MODE = run_mode()
+RUN_MODE: str = run_mode()
 if RUN_MODE == "cpu" or _env_flag("FASTDISPATCH_OPS_CPU_KERNELS"):
     use_cpu_kernels()

@@ -18,6 +18,7 @@ Three run modes follow from the environment at import time:
 """
 import os
 import types
+from typing import Optional
 
 __all__ = ["HAS_TRITON", "INTERPRET", "triton", "tl", "active_driver", "run_mode"]
 
@@ -68,7 +69,7 @@ INTERPRET = HAS_TRITON and os.environ.get("TRITON_INTERPRET", "0").strip().lower
     "1", "true", "yes", "on", "y")
 
 
-def active_driver():
+def active_driver() -> Optional[str]:
     """Name of the one active Triton GPU backend (``"nvidia"``, ``"amd"``), or ``None``.
 
     Mirrors Triton's own driver selection: the ``cpu`` backend, where present, reports itself
@@ -93,7 +94,7 @@ def active_driver():
     return active[0] if len(active) == 1 else None
 
 
-def run_mode():
+def run_mode() -> str:
     """``"native"``, ``"interpret"`` or ``"cpu"`` (see the module docstring)."""
     if not HAS_TRITON:
         return "cpu"

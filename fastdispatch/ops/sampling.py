@@ -11,6 +11,10 @@ as vLLM implements it: greedy requests accept drafts while they match the target
 random requests accept a draft with probability ``min(1, target/draft)`` and otherwise emit a
 token drawn from ``max(target - draft, 0)`` by the exponential-race (Gumbel) trick.
 """
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
 import torch
 
 from .. import kernel_dispatcher
@@ -85,7 +89,8 @@ def _sample_recovered_tokens(output_token_ids, cu_num_draft_tokens, draft_token_
 
 # -- ops ----------------------------------------------------------------------------------------
 
-def expand_batch_to_tokens(x, cu_num_tokens, num_tokens, replace_from=0, replace_to=0):
+def expand_batch_to_tokens(x: torch.Tensor, cu_num_tokens: torch.Tensor, num_tokens: int,
+                           replace_from: float = 0, replace_to: float = 0) -> torch.Tensor:
     """Repeat per-request values per token: ``[a, b, c]`` with ``cu = [2, 5, 6]`` gives
     ``[a, a, b, b, b, c]``; values equal to ``replace_from`` become ``replace_to`` (vLLM uses it
     to turn a greedy temperature of 0 into 1). Returns a new ``[num_tokens]`` tensor of
@@ -100,7 +105,8 @@ def expand_batch_to_tokens(x, cu_num_tokens, num_tokens, replace_from=0, replace
     return out
 
 
-def _draft_counts(num_draft_tokens, cu_num_draft_tokens):
+def _draft_counts(num_draft_tokens: Sequence[int] | None,
+                  cu_num_draft_tokens: torch.Tensor) -> list[int]:
     if num_draft_tokens is not None:
         counts = list(num_draft_tokens)
         if len(counts) != cu_num_draft_tokens.shape[0]:
@@ -112,7 +118,9 @@ def _draft_counts(num_draft_tokens, cu_num_draft_tokens):
     return [b - a for a, b in zip([0] + cu[:-1], cu)]
 
 
-def generate_uniform_probs(num_tokens, num_draft_tokens, generators=None, device="cpu"):
+def generate_uniform_probs(num_tokens: int, num_draft_tokens: Sequence[int] | None,
+                           generators: Mapping[int, torch.Generator] | None = None,
+                           device: torch.device | str = "cpu") -> torch.Tensor:
     """``[num_tokens]`` float64 uniforms in [0, 1), one per draft token.
 
     float64 because float32 ``rand`` returns exactly 0.0 often enough to matter (an accept test
@@ -123,7 +131,8 @@ def generate_uniform_probs(num_tokens, num_draft_tokens, generators=None, device
     uniform = torch.rand((num_tokens,), dtype=torch.float64, device=device)
     if generators:
         start = 0
-        for req, n in enumerate(num_draft_tokens):
+        # the counts may be None only without generators
+        for req, n in enumerate(num_draft_tokens):  # type: ignore[arg-type]
             if n == 0:
                 continue
             gen = generators.get(req)
@@ -133,8 +142,10 @@ def generate_uniform_probs(num_tokens, num_draft_tokens, generators=None, device
     return uniform
 
 
-def generate_inv_q(batch_size, vocab_size, num_draft_tokens, generators=None, device="cpu",
-                   use_fp64_gumbel=False):
+def generate_inv_q(batch_size: int, vocab_size: int, num_draft_tokens: Sequence[int] | None,
+                   generators: Mapping[int, torch.Generator] | None = None,
+                   device: torch.device | str = "cpu",
+                   use_fp64_gumbel: bool = False) -> torch.Tensor:
     """``1 / q`` for ``q ~ Exp(1)`` of shape ``[batch_size, vocab_size]``, one row per request.
 
     ``argmax_v p[v] / q[v]`` is a sample from ``p`` (normalized or not): the exponential race.
@@ -145,13 +156,15 @@ def generate_inv_q(batch_size, vocab_size, num_draft_tokens, generators=None, de
     q.exponential_()
     if generators:
         for req, gen in generators.items():
-            if num_draft_tokens[req] > 0:
+            if num_draft_tokens[req] > 0:  # type: ignore[index]  # given with generators
                 q[req].exponential_(generator=gen)
     return q.reciprocal_()
 
 
-def sample_recovered_tokens(cu_num_draft_tokens, draft_token_ids, draft_probs, target_probs,
-                            inv_q, max_spec_len, out=None):
+def sample_recovered_tokens(cu_num_draft_tokens: torch.Tensor, draft_token_ids: torch.Tensor,
+                            draft_probs: torch.Tensor | None, target_probs: torch.Tensor,
+                            inv_q: torch.Tensor, max_spec_len: int,
+                            out: torch.Tensor | None = None) -> torch.Tensor:
     """The recovered token of every draft position: ``argmax_v p[v] * inv_q[req, v]`` with
     ``p = max(target - draft, 0)`` (or ``target`` minus the draft token itself without draft
     probabilities); lowest index on ties. Returns ``[T]`` in ``draft_token_ids``' dtype."""
@@ -173,11 +186,16 @@ def sample_recovered_tokens(cu_num_draft_tokens, draft_token_ids, draft_probs, t
     return out
 
 
-def rejection_sample(draft_token_ids, cu_num_draft_tokens, max_spec_len, target_logits,
-                     bonus_token_ids, *, draft_probs=None, is_greedy=None, all_random=False,
-                     num_draft_tokens=None, generators=None, synthetic_conditional_rates=None,
-                     use_fp64_gumbel=False, uniform_probs=None, inv_q=None,
-                     target_probs=None, out_dtype=torch.int32):
+def rejection_sample(draft_token_ids: torch.Tensor, cu_num_draft_tokens: torch.Tensor,
+                     max_spec_len: int, target_logits: torch.Tensor,
+                     bonus_token_ids: torch.Tensor, *, draft_probs: torch.Tensor | None = None,
+                     is_greedy: torch.Tensor | None = None, all_random: bool = False,
+                     num_draft_tokens: Sequence[int] | None = None,
+                     generators: Mapping[int, torch.Generator] | None = None,
+                     synthetic_conditional_rates: torch.Tensor | None = None,
+                     use_fp64_gumbel: bool = False, uniform_probs: torch.Tensor | None = None,
+                     inv_q: torch.Tensor | None = None, target_probs: torch.Tensor | None = None,
+                     out_dtype: torch.dtype = torch.int32) -> torch.Tensor:
     """Speculative-decoding rejection sampling for a batch of requests.
 
     Arguments (B requests, T draft tokens in all, V vocabulary entries, K = ``max_spec_len``):

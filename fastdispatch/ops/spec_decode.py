@@ -4,6 +4,8 @@ Each op allocates (or takes) its outputs, works out the launch grid and launches
 Triton kernels through a launch owner (``kernel_dispatcher``); see :mod:`fastdispatch.ops` for
 which implementation runs. Index outputs take the dtype of the index inputs they derive from.
 """
+from __future__ import annotations
+
 from collections import namedtuple
 
 import torch
@@ -102,9 +104,16 @@ def _copy_and_expand_dflash(next_token_ids, target_positions, out_input_ids,
 
 # -- ops ----------------------------------------------------------------------------------------
 
-def eagle_step_update_slot_mapping_and_metadata(positions, block_table, seq_lens, block_size,
-                                                max_model_len, out_clamped_positions,
-                                                out_slot_mapping, input_batch_size=None):
+def eagle_step_update_slot_mapping_and_metadata(
+    positions: torch.Tensor,
+    block_table: torch.Tensor,
+    seq_lens: torch.Tensor,
+    block_size: int,
+    max_model_len: int,
+    out_clamped_positions: torch.Tensor,
+    out_slot_mapping: torch.Tensor,
+    input_batch_size: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """One EAGLE autoregressive step, fused: ``out_clamped_positions = positions + 1`` (0 once
     past ``max_model_len``), ``out_slot_mapping`` from the block table (``PADDING_SLOT_ID`` past
     the end and for the ``input_batch_size - batch`` padding slots), ``seq_lens += 1`` in place
@@ -129,8 +138,11 @@ def eagle_step_update_slot_mapping_and_metadata(positions, block_table, seq_lens
     return out_clamped_positions, out_slot_mapping
 
 
-def eagle_prepare_inputs_padded(cu_num_draft_tokens, valid_sampled_tokens_count,
-                                query_start_loc):
+def eagle_prepare_inputs_padded(
+    cu_num_draft_tokens: torch.Tensor,
+    valid_sampled_tokens_count: torch.Tensor,
+    query_start_loc: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Per request: ``num_rejected = drafts + 1 - valid`` (0 without drafts) and the token index
     to sample, ``query_start_loc[i + 1] - 1 - num_rejected``.
 
@@ -150,8 +162,12 @@ def eagle_prepare_inputs_padded(cu_num_draft_tokens, valid_sampled_tokens_count,
     return token_indices, num_rejected
 
 
-def eagle_prepare_next_token_padded(sampled_token_ids, discard_request_mask,
-                                    backup_next_token_ids, vocab_size):
+def eagle_prepare_next_token_padded(
+    sampled_token_ids: torch.Tensor,
+    discard_request_mask: torch.Tensor,
+    backup_next_token_ids: torch.Tensor,
+    vocab_size: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Per request: the number of valid sampled tokens (not -1, below ``vocab_size``) and the
     next token -- the last valid one, or the backup when there is none or the request is
     discarded (a discarded request counts 0).
@@ -176,10 +192,19 @@ EagleInputs = namedtuple("EagleInputs", [
     "new_token_indices", "hidden_state_mapping"])
 
 
-def copy_and_expand_eagle_inputs(target_token_ids, target_positions, next_token_ids,
-                                 query_start_loc, query_end_loc, *, num_padding_slots_per_request,
-                                 shift_input_ids, padding_token_id=0,
-                                 parallel_drafting_token_id=0, max_query_len=None):
+def copy_and_expand_eagle_inputs(
+    target_token_ids: torch.Tensor,
+    target_positions: torch.Tensor,
+    next_token_ids: torch.Tensor,
+    query_start_loc: torch.Tensor,
+    query_end_loc: torch.Tensor,
+    *,
+    num_padding_slots_per_request: int,
+    shift_input_ids: bool,
+    padding_token_id: int = 0,
+    parallel_drafting_token_id: int = 0,
+    max_query_len: int | None = None,
+) -> EagleInputs:
     """Lay out the drafter's inputs from the target model's (padded) batch.
 
     Per request (input tokens ``[query_start_loc[r], query_start_loc[r+1])``, the last accepted
@@ -230,10 +255,18 @@ DFlashInputs = namedtuple("DFlashInputs", [
     "query_slot_mapping", "token_indices"])
 
 
-def copy_and_expand_dflash_inputs(next_token_ids, target_positions, block_table, query_start_loc,
-                                  *, num_speculative_tokens, block_size,
-                                  parallel_drafting_token_id, num_rejected_tokens=None,
-                                  max_query_len=None):
+def copy_and_expand_dflash_inputs(
+    next_token_ids: torch.Tensor,
+    target_positions: torch.Tensor,
+    block_table: torch.Tensor,
+    query_start_loc: torch.Tensor,
+    *,
+    num_speculative_tokens: int,
+    block_size: int,
+    parallel_drafting_token_id: int,
+    num_rejected_tokens: torch.Tensor | None = None,
+    max_query_len: int | None = None,
+) -> DFlashInputs:
     """DFlash first pass: context positions and slots for every target token, and
     ``1 + num_speculative_tokens`` query tokens per request (the bonus token, then the
     parallel-drafting token) continuing from the last *accepted* context position.

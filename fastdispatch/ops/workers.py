@@ -1,4 +1,6 @@
 """Model-runner ops: token -> KV-cache slot mapping, and batched raw-address memcpy."""
+from __future__ import annotations
+
 import torch
 
 from .. import kernel_dispatcher
@@ -34,9 +36,19 @@ def _batch_memcpy(src_ptrs, dst_ptrs, sizes):
     return ((n,) if n else None), dict(BLOCK_SIZE=_MEMCPY_BLOCK)
 
 
-def compute_slot_mapping(query_start_loc, positions, block_table, slot_mapping, *,
-                         block_size, num_reqs=None, num_tokens=None, cp_world_size=1, cp_rank=0,
-                         cp_interleave_size=1):
+def compute_slot_mapping(
+    query_start_loc: torch.Tensor,
+    positions: torch.Tensor,
+    block_table: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    *,
+    block_size: int,
+    num_reqs: int | None = None,
+    num_tokens: int | None = None,
+    cp_world_size: int = 1,
+    cp_rank: int = 0,
+    cp_interleave_size: int = 1,
+) -> torch.Tensor:
     """Map every scheduled token to its KV-cache slot, in place in ``slot_mapping``.
 
     Token ``t`` of request ``r`` (``query_start_loc[r] <= t < query_start_loc[r + 1]``) at
@@ -70,7 +82,7 @@ def compute_slot_mapping(query_start_loc, positions, block_table, slot_mapping, 
     return slot_mapping
 
 
-def batch_memcpy(src_ptrs, dst_ptrs, sizes):
+def batch_memcpy(src_ptrs: torch.Tensor, dst_ptrs: torch.Tensor, sizes: torch.Tensor) -> None:
     """Copy ``sizes[i]`` bytes from address ``src_ptrs[i]`` to ``dst_ptrs[i]`` for every ``i``
     (int64 tensors of raw addresses on the device that owns the memory). Each copy is
     overlap-safe like ``memmove``; distinct copies must not overlap each other."""
