@@ -42,7 +42,7 @@ EXIT_OK = 0
 EXIT_STALE = 1  # a holder still points at an original kernel
 EXIT_USAGE = 2  # argparse's own status for a bad command line
 EXIT_NO_VLLM = 3  # --vllm, but vLLM cannot be imported by this Python
-EXIT_NOT_OURS = 4  # --vllm: some of vLLM's 11 kernels do not launch kernels_cpu through fastdispatch
+EXIT_NOT_OURS = 4  # --vllm: some of vLLM's 11 kernels do not launch kernels_cpu via fastdispatch
 EXIT_IMPORT_FAILED = 5  # a module named by --import (or --ops) failed to import
 
 _EPILOG = f"""\
@@ -118,7 +118,7 @@ def _triton_module():
 
 
 def _triton_facts():
-    """Triton's version and how Triton kernels run here: native / interpreter / no driver / absent."""
+    """Triton's version, and how Triton kernels run here: native, interpreter, no driver, absent."""
     try:
         probe = _triton_module()
     except Exception as exc:  # noqa: BLE001 - Triton itself fails to import
@@ -227,6 +227,7 @@ def _vllm_report(platform):
     ``none`` (the Triton kernel itself)."""
     import fastdispatch.vllm as fv
     import kernels_cpu
+
     from ._registration import _registry
 
     ours = kernels_cpu.vllm_overrides()

@@ -77,7 +77,8 @@ def test_overwrite_is_one_warning_record_and_one_runtime_warning(clean_registry,
     assert len([w for w in caught if issubclass(w.category, RuntimeWarning)]) == 1
     assert caught[0].filename == __file__  # attributed to the caller of register_kernels
     warning = records(caplog, "fastdispatch.registry", logging.WARNING)
-    assert [r.getMessage() for r in warning] == [f"Kernel {EXPAND} is already registered. Overwriting."]
+    assert [r.getMessage() for r in warning] == [
+        f"Kernel {EXPAND} is already registered. Overwriting."]
     assert [r.getMessage() for r in records(caplog, "fastdispatch.registry", logging.DEBUG)] == [
         f"Registered kernel override {EXPAND} -> test_logging.other_expand_impl (positional)"]
 
