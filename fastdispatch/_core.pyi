@@ -82,7 +82,10 @@ class LaunchBindingPlan:
     @property
     def generic(self) -> bool: ...
     def __init__(
-        self, arg_names: tuple[str, ...], input_names: tuple[str, ...], launch_names: tuple[str, ...]
+        self,
+        arg_names: tuple[str, ...],
+        input_names: tuple[str, ...],
+        launch_names: tuple[str, ...],
     ) -> None: ...
 
 def launch_binding_plan(
@@ -98,7 +101,10 @@ class PlanCache:
     def keys(self) -> tuple[str, ...] | None: ...
     def __init__(self) -> None: ...
     def lookup(
-        self, arg_names: tuple[str, ...], input_names: tuple[str, ...], launch_kwargs: dict[str, Any]
+        self,
+        arg_names: tuple[str, ...],
+        input_names: tuple[str, ...],
+        launch_kwargs: dict[str, Any],
     ) -> LaunchBindingPlan: ...
 
 def prepare_launch_kwargs(

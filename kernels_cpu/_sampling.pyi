@@ -12,8 +12,8 @@ def expand_kernel(
     output_ptr: Tensor,
     input_ptr: Tensor,
     cu_num_tokens_ptr: Tensor,
-    replace_from: int | float,
-    replace_to: int | float,
+    replace_from: float,
+    replace_to: float,
     MAX_NUM_TOKENS: SupportsIndex | None = None,
 ) -> None: ...
 def rejection_greedy_sample_kernel(

@@ -10,7 +10,6 @@ Not a test module (pytest collects ``test_*.py`` only): ``python tests/typing/pu
 """
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from typing import Any, Optional
 
@@ -30,13 +29,13 @@ from fastdispatch import (
     kernel_dispatcher,
     launch_binding_plan,
     launch_owner,
+    ops,
     overrides,
     prepare_launch_kwargs,
     register_kernels,
     unregister_kernels,
     verify,
 )
-from fastdispatch import ops
 
 
 # -- a kernel, its CPU implementation and a launch owner for it --------------------------------
@@ -210,4 +209,3 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
-    sys.exit(0)
