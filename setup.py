@@ -10,6 +10,12 @@ Knobs (environment variables, all optional):
     build ``kernels_cpu`` without OpenMP (serial loops). Without the variable, OpenMP is used
     when the compiler accepts ``-fopenmp`` (GCC, most Linux clangs) and silently skipped
     otherwise (Apple clang); ``kernels_cpu.openmp_enabled()`` reports which.
+``FASTDISPATCH_NATIVE=1``
+    add ``-march=native`` (GCC/clang): code for *this* CPU only, for local builds. Never set it
+    for a wheel you hand to anyone else: the default targets the platform baseline (x86-64,
+    aarch64), and the kernels that profit from wider vectors already carry AVX2/AVX-512
+    clones chosen at load time (``target_clones``). Float results do not depend on it
+    (``-ffp-contract=off`` stays).
 ``FASTDISPATCH_SANITIZE=address``
     build with AddressSanitizer (for ``tools/asan_tests.sh``); never for release builds.
 ``FASTDISPATCH_EXTENSIONS=mod1,mod2``
@@ -61,7 +67,15 @@ def _extensions():
     use_omp = _compiler_accepts_openmp()
     sanitize = os.environ.get("FASTDISPATCH_SANITIZE", "")
     only = {m for m in os.environ.get("FASTDISPATCH_EXTENSIONS", "").split(",") if m}
-    base_cflags = ["-O3"] if sys.platform != "win32" else ["/O2"]
+    if sys.platform == "win32":
+        base_cflags = ["/O2"]
+    else:
+        # -O3 without -ffast-math: IEEE semantics stay. -ffp-contract=off: no a*b+c -> fma
+        # contraction, so float results round the same on every target (aarch64 has fma in its
+        # baseline, the x86-64-v3/v4 clones in kernels_cpu do too) and match the torch references bit for bit.
+        base_cflags = ["-O3", "-ffp-contract=off"]
+        if os.environ.get("FASTDISPATCH_NATIVE") == "1":
+            base_cflags.append("-march=native")
     base_ldflags = []
     if sanitize:
         base_cflags += [f"-fsanitize={sanitize}", "-fno-omit-frame-pointer", "-O1", "-g"]

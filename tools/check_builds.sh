@@ -1,0 +1,340 @@
+#!/usr/bin/env bash
+# Check what we ship: the sdist and wheel that `python -m build` makes, the compiler flags they
+# are built with, and a build without OpenMP.
+#
+# Usage: tools/check_builds.sh [--keep]
+#
+# Steps (each in a temporary work directory; the checkout's in-place .so files are never touched,
+# since other processes import them):
+#   1. copy      the working tree (tracked files plus untracked, non-ignored ones -- no build
+#                outputs) to WORK/src.
+#   2. build     `python -m build` there: an sdist, then the wheel built *from that sdist* in an
+#                isolated build environment (pyproject's build requirements only: a file missing
+#                from the sdist fails the wheel build, and torch must not be needed to build).
+#   3. contents  the wheel holds every package source of the tree (.py, .pyx, .pxd, .pyi, py.typed)
+#                and one compiled extension per .pyx; the sdist holds the .pyx/.pxd sources,
+#                setup.py, pyproject.toml, MANIFEST.in, README.md, and no .so or generated .c.
+#   4. flags     every compile command in the build log: -O3 (or -O2), -ffp-contract=off, no
+#                -march=/-mtune=native, no -ffast-math/-Ofast; -fopenmp only on kernels_cpu
+#                modules, and there only when the compiler supports it (then
+#                kernels_cpu._parallel needs libgomp.so.1).
+#   5. wheel     a throwaway venv (no system site-packages) gets the pinned CPU torch and the
+#                wheel with its declared dependencies; from outside the tree: the modules load
+#                from that venv, the backend is compiled, and a launch through the whole path
+#                (op -> launch owner -> override -> kernels_cpu) matches the plain-torch reference.
+#   6. no-OpenMP FASTDISPATCH_NO_OPENMP=1 build of a second copy (WORK/noomp); no -fopenmp in its
+#                log, no libgomp in its .so files, openmp_enabled() is False, and the kernel tests
+#                (tests/test_kernels_*.py, tests/test_fused_*.py) pass against it, in one serial
+#                pytest process.
+#
+# Environment: PYTHON (default .venv/bin/python, else python3) builds and runs the tests; it needs
+# pip, Cython, setuptools and the test extras (tools/setup_env.sh makes such a .venv); the `build`
+# package is pip-installed into it when missing. TORCH_SPEC (default torch==2.13.0) is what the
+# throwaway venv installs. TMPDIR.
+#
+# Exit status: 0 when every check passed, 1 when one failed (its log is printed), 2 on usage.
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+keep=0
+for arg in "$@"; do
+    case "$arg" in
+        --keep) keep=1 ;;
+        -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+        *) echo "check_builds: unknown argument $arg" >&2; exit 2 ;;
+    esac
+done
+
+if [ -n "${PYTHON:-}" ]; then
+    PY=$PYTHON
+elif [ -x "$ROOT/.venv/bin/python" ]; then
+    PY=$ROOT/.venv/bin/python
+else
+    PY=python3
+fi
+PY=$(command -v "$PY") || { echo "check_builds: no python (${PYTHON:-python3})" >&2; exit 2; }
+TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
+
+T0=$SECONDS
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/fastdispatch-builds.XXXXXX") || exit 2
+cleanup() {
+    if [ $keep -eq 1 ]; then echo "check_builds: work directory kept: $WORK"; else rm -rf "$WORK"; fi
+    echo "check_builds: done in $(( SECONDS - T0 ))s"
+}
+trap cleanup EXIT
+
+step_t0=$SECONDS
+step() { step_t0=$SECONDS; echo "check_builds: [$(( SECONDS - T0 ))s] $*"; }
+done_step() { echo "check_builds:   ok ($(( SECONDS - step_t0 ))s) $*"; }
+fail() {   # message [log file]
+    echo "check_builds: FAILED: $1" >&2
+    if [ -n "${2:-}" ] && [ -f "$2" ]; then
+        echo "---- last lines of $2" >&2
+        tail -n 60 "$2" >&2
+    fi
+    keep=1
+    exit 1
+}
+
+echo "check_builds: python $PY | work $WORK"
+
+# The checks must not inherit a developer's build knobs.
+unset FASTDISPATCH_NO_OPENMP FASTDISPATCH_NATIVE FASTDISPATCH_SANITIZE FASTDISPATCH_EXTENSIONS \
+    FASTDISPATCH_PURE_PYTHON PYTHONPATH
+
+copy_tree() {   # destination
+    mkdir -p "$1"
+    # Tracked files as they are in the working tree, plus untracked non-ignored ones; a tracked
+    # file deleted in the working tree is skipped. Ignored outputs (*.so, *.c, build/) stay out.
+    (cd "$ROOT" && git ls-files -co --exclude-standard --deduplicate -z \
+        | while IFS= read -r -d '' f; do [ -f "$f" ] && printf '%s\0' "$f"; done \
+        | tar --null -T - -cf -) | tar -xf - -C "$1"
+}
+
+# Checks the compile commands of a build log. mode: openmp | no-openmp | auto (openmp when the
+# log shows the compiler took it; prints which).
+check_flags() {   # log mode
+    "$PY" - "$1" "$2" "$WORK/src" <<'PYFLAGS'
+import glob, os, re, shlex, sys
+
+log, mode, src = sys.argv[1], sys.argv[2], sys.argv[3]
+modules = sorted(p[len(src) + 1:-4].replace("/", ".")
+                 for p in glob.glob(f"{src}/fastdispatch/*.pyx") + glob.glob(f"{src}/kernels_cpu/*.pyx"))
+compiles = {}
+for line in open(log, errors="replace"):
+    m = re.search(r"\s-c\s+(\S+)\.c\s", line)
+    if m and re.match(r"^\S*(gcc|cc|clang)\S*\s", line.strip()):
+        compiles[m.group(1).replace("/", ".")] = shlex.split(line.strip())
+problems = []
+missing = [m for m in modules if m not in compiles]
+if missing:
+    problems.append(f"no compile command in the log for {missing}")
+omp_seen = {m: "-fopenmp" in compiles[m] for m in compiles if m.startswith("kernels_cpu.")}
+if mode == "auto":
+    mode = "openmp" if omp_seen and all(omp_seen.values()) else "no-openmp"
+for mod, argv in sorted(compiles.items()):
+    opt = [a for a in argv if re.fullmatch(r"-O\w*", a)]
+    if not opt or opt[-1] not in ("-O2", "-O3"):
+        problems.append(f"{mod}: effective optimisation level {opt[-1] if opt else None}, want -O2/-O3")
+    if "-ffp-contract=off" not in argv:
+        problems.append(f"{mod}: no -ffp-contract=off")
+    bad = [a for a in argv if a in ("-march=native", "-mtune=native", "-mcpu=native", "-ffast-math",
+                                    "-Ofast", "-funsafe-math-optimizations")]
+    if bad:
+        problems.append(f"{mod}: flags unfit for a distributed wheel: {bad}")
+    want_omp = mod.startswith("kernels_cpu.") and mode == "openmp"
+    if ("-fopenmp" in argv) != want_omp:
+        problems.append(f"{mod}: -fopenmp {'missing' if want_omp else 'present'} ({mode} build)")
+for p in problems:
+    print("  -", p, file=sys.stderr)
+print(f"{len(compiles)} compile commands, mode {mode}")
+for pkg in ("fastdispatch.", "kernels_cpu."):
+    mod = next((m for m in sorted(compiles) if m.startswith(pkg)), None)
+    if mod is not None:
+        print(f"  e.g. {mod}: " + " ".join(a for a in compiles[mod] if a.startswith(("-O", "-f", "-m", "-g"))))
+with open(os.path.join(os.path.dirname(log), os.path.basename(log) + ".mode"), "w") as f:
+    f.write(mode)
+sys.exit(1 if problems else 0)
+PYFLAGS
+}
+
+needs_gomp() {   # .so file: exit 0 when it lists libgomp in DT_NEEDED
+    readelf -d "$1" 2>/dev/null | grep -E 'NEEDED.*libgomp' > /dev/null
+}
+
+# ---- 1. copy ---------------------------------------------------------------------------------------
+step "copying the working tree"
+copy_tree "$WORK/src" || fail "copy of the working tree"
+done_step "$(cd "$WORK/src" && find . -type f | wc -l) files"
+
+# ---- 2. build ---------------------------------------------------------------------------------------
+if ! "$PY" -m build --version > /dev/null 2>&1; then
+    step "installing the 'build' package into $PY"
+    "$PY" -m pip install -q build > "$WORK/pip-build.log" 2>&1 || fail "pip install build" "$WORK/pip-build.log"
+    done_step
+fi
+step "python -m build (sdist, then the wheel from the sdist, isolated)"
+(cd "$WORK/src" && "$PY" -m build --outdir "$WORK/dist" > "$WORK/build.log" 2>&1) \
+    || fail "python -m build" "$WORK/build.log"
+SDIST=$(ls "$WORK"/dist/*.tar.gz 2>/dev/null | head -n 1)
+WHEEL=$(ls "$WORK"/dist/*.whl 2>/dev/null | head -n 1)
+[ -n "$SDIST" ] && [ -n "$WHEEL" ] || fail "python -m build made no sdist or no wheel" "$WORK/build.log"
+done_step "$(basename "$SDIST") ($(du -k "$SDIST" | cut -f1) KiB), $(basename "$WHEEL") ($(du -k "$WHEEL" | cut -f1) KiB)"
+
+# ---- 3. contents ------------------------------------------------------------------------------------
+step "sdist and wheel contents"
+"$PY" - "$WORK/src" "$SDIST" "$WHEEL" <<'PYCONTENTS' || fail "sdist/wheel contents"
+import glob, os, sys, tarfile, zipfile
+
+src, sdist, wheel = sys.argv[1:]
+problems = []
+packages = ("fastdispatch", "kernels_cpu")
+tree = sorted(os.path.relpath(p, src)
+              for pkg in packages
+              for p in glob.glob(f"{src}/{pkg}/**/*", recursive=True)
+              if os.path.isfile(p) and (p.endswith((".py", ".pyx", ".pxd", ".pyi"))
+                                        or os.path.basename(p) == "py.typed"))
+pyx = [p for p in tree if p.endswith(".pyx")]
+pxd = [p for p in tree if p.endswith(".pxd")]
+
+whl = zipfile.ZipFile(wheel).namelist()
+whl_set = set(whl)
+for p in tree:
+    if p not in whl_set:
+        problems.append(f"wheel lacks {p}")
+for p in pyx:
+    stem = p[:-4]
+    if not any(n.startswith(stem + ".") and n.endswith((".so", ".pyd")) for n in whl):
+        problems.append(f"wheel has no compiled extension for {p}")
+for n in whl:
+    if n.endswith(".c") and n.startswith(packages):
+        problems.append(f"wheel ships generated C {n}")
+meta = [n for n in whl if n.endswith(".dist-info/entry_points.txt")]
+if not meta or b"fastdispatch.vllm:plugin" not in zipfile.ZipFile(wheel).read(meta[0]):
+    problems.append("wheel metadata lacks the vllm.general_plugins entry point")
+
+with tarfile.open(sdist) as tf:
+    names = tf.getnames()
+top = names[0].split("/")[0]
+rel = {n[len(top) + 1:] for n in names if n.startswith(top + "/")}
+for p in pyx + pxd + ["setup.py", "pyproject.toml", "MANIFEST.in", "README.md"]:
+    if p not in rel:
+        problems.append(f"sdist lacks {p}")
+for n in sorted(rel):
+    if n.endswith((".so", ".pyd", ".o")) or (n.endswith(".c") and n.startswith(packages)):
+        problems.append(f"sdist ships build output {n}")
+
+for p in problems:
+    print("  -", p, file=sys.stderr)
+print(f"wheel: {len(whl)} files, {sum(n.endswith('.so') for n in whl)} extensions "
+      f"for {len(pyx)} .pyx, {len(pxd)} .pxd; sdist: {len(rel)} entries")
+sys.exit(1 if problems else 0)
+PYCONTENTS
+done_step
+
+# ---- 4. flags ---------------------------------------------------------------------------------------
+step "compiler flags of the wheel build"
+check_flags "$WORK/build.log" auto || fail "compiler flags (log: $WORK/build.log)"
+WHEEL_OMP=$(cat "$WORK/build.log.mode")
+if [ "$WHEEL_OMP" = openmp ]; then
+    mkdir -p "$WORK/wheel-x" && (cd "$WORK/wheel-x" && "$PY" -m zipfile -e "$WHEEL" .) \
+        || fail "unpacking the wheel"
+    # Modules without a parallel region may drop libgomp at link time; the thread policy's own
+    # module queries the OpenMP runtime, so it must need it.
+    gomp=()
+    for so in "$WORK"/wheel-x/kernels_cpu/*.so; do
+        if needs_gomp "$so"; then name=$(basename "$so"); gomp+=("${name%%.*}"); fi
+    done
+    printf '%s\n' "${gomp[@]}" | grep -x _parallel > /dev/null \
+        || fail "kernels_cpu._parallel was compiled with -fopenmp but does not need libgomp"
+    echo "check_builds:   libgomp.so.1 needed by kernels_cpu.{$(IFS=,; echo "${gomp[*]}")}"
+else
+    echo "check_builds:   WARNING: the compiler took no -fopenmp: this wheel's kernels run serially"
+fi
+done_step
+
+# ---- 5. the wheel in a throwaway venv ---------------------------------------------------------------
+step "throwaway venv: $TORCH_SPEC, then the wheel"
+"$PY" -m venv "$WORK/venv" > "$WORK/venv.log" 2>&1 || fail "creating the throwaway venv" "$WORK/venv.log"
+VPY=$WORK/venv/bin/python
+"$VPY" -m pip install -q --disable-pip-version-check "$TORCH_SPEC" >> "$WORK/venv.log" 2>&1 \
+    || fail "pip install $TORCH_SPEC into the throwaway venv" "$WORK/venv.log"
+"$VPY" -m pip install -q --disable-pip-version-check "$WHEEL" >> "$WORK/venv.log" 2>&1 \
+    || fail "pip install of the wheel (with its dependencies)" "$WORK/venv.log"
+done_step
+step "smoke test of the installed wheel (OpenMP expected: $WHEEL_OMP)"
+(cd "$WORK" && "$VPY" - "$WORK/venv" "$WHEEL_OMP" <<'PYSMOKE') \
+    > "$WORK/smoke.log" 2>&1 || fail "smoke test of the installed wheel" "$WORK/smoke.log"
+import importlib.metadata as md
+import importlib.util
+import os
+import sys
+import warnings
+
+venv, omp_mode = sys.argv[1], sys.argv[2]
+warnings.filterwarnings("ignore", message="Failed to initialize NumPy")  # torch, without numpy
+import torch
+import fastdispatch
+import fastdispatch._core
+import kernels_cpu
+import kernels_cpu._sampling
+from kernels_cpu.reference import sampling as reference
+
+for mod in (fastdispatch, fastdispatch._core, kernels_cpu, kernels_cpu._sampling):
+    path = os.path.realpath(mod.__file__)
+    assert path.startswith(os.path.realpath(venv) + os.sep), f"{mod.__name__} loaded from {path}"
+assert fastdispatch._core.__file__.endswith(".so"), fastdispatch._core.__file__
+assert fastdispatch.BACKEND == "cython", fastdispatch.BACKEND
+assert kernels_cpu.openmp_enabled() == (omp_mode == "openmp"), (kernels_cpu.openmp_enabled(), omp_mode)
+assert importlib.util.find_spec("triton") is None, "the throwaway venv should not have triton"
+eps = [ep.value for ep in md.entry_points(group="vllm.general_plugins")]
+assert "fastdispatch.vllm:plugin" in eps, eps
+
+# Triton absent: importing the ops registers kernels_cpu over our kernels; the greedy op then
+# launches owner -> KernelOverride -> kernels_cpu wrapper -> nogil loop.
+import fastdispatch.ops as ops
+assert ops.RUN_MODE == "cpu" and ops.cpu_kernels_active(), ops.RUN_MODE
+assert not any(fastdispatch.verify().values()), fastdispatch.verify()
+
+draft = torch.tensor([1, 2, 3, 4, 5], dtype=torch.int32)
+cu = torch.tensor([3, 5], dtype=torch.int32)
+logits = torch.full((5, 16), -1.0)
+logits[torch.arange(5), torch.tensor([1, 2, 9, 4, 5])] = 1.0       # argmax: accept 1 2, reject 3
+bonus = torch.tensor([7, 8], dtype=torch.int64)
+got = ops.rejection_sample(draft, cu, 3, logits, bonus)
+want = torch.full((2, 4), ops.PLACEHOLDER_TOKEN_ID, dtype=torch.int32)
+reference.rejection_greedy_sample_kernel(want, cu, draft, logits.argmax(-1), bonus, None, 3)
+assert torch.equal(got, want), (got, want)
+assert got.tolist() == [[1, 2, 9, -1], [4, 5, 8, -1]], got.tolist()
+
+# a kernel called directly, int32 offsets, float32 values written in place
+x = torch.tensor([0.0, 2.5, 3.0])
+out = torch.full((6,), float("nan"))
+kernels_cpu.expand_kernel(out, x, torch.tensor([2, 5, 6], dtype=torch.int32), 0, 1, 8)
+assert out.tolist() == [1.0, 1.0, 2.5, 2.5, 2.5, 3.0], out.tolist()
+try:
+    kernels_cpu.expand_kernel(out, x, torch.tensor([2, 5], dtype=torch.int32), 0, 1, 8)
+except (TypeError, ValueError, IndexError) as e:
+    assert "cu_num_tokens" in str(e), e
+else:
+    raise AssertionError("a short cu_num_tokens was accepted")
+print(f"smoke ok: fastdispatch {fastdispatch.__version__} backend {fastdispatch.BACKEND}, "
+      f"OpenMP {kernels_cpu.openmp_enabled()}, torch {torch.__version__}, run mode {ops.RUN_MODE}")
+PYSMOKE
+done_step "$(tail -n 1 "$WORK/smoke.log")"
+
+# ---- 6. the OpenMP-less build -----------------------------------------------------------------------
+step "FASTDISPATCH_NO_OPENMP=1 build in a second copy"
+copy_tree "$WORK/noomp" || fail "copy of the working tree"
+(cd "$WORK/noomp" && FASTDISPATCH_NO_OPENMP=1 "$PY" setup.py build_ext --inplace -j 2 \
+    > "$WORK/noomp-build.log" 2>&1) || fail "FASTDISPATCH_NO_OPENMP=1 build" "$WORK/noomp-build.log"
+check_flags "$WORK/noomp-build.log" no-openmp || fail "no-OpenMP build flags (log: $WORK/noomp-build.log)"
+for so in "$WORK"/noomp/kernels_cpu/*.so; do
+    needs_gomp "$so" && fail "$(basename "$so") of the no-OpenMP build needs libgomp"
+done
+done_step
+step "kernel tests against the no-OpenMP build (one serial pytest process)"
+NOOMP_TESTS=$(cd "$WORK/noomp" && ls tests/test_kernels_*.py tests/test_fused_*.py)
+(
+    cd "$WORK/noomp" || exit 1
+    export PYTHONPATH="$WORK/noomp" PYTHONDONTWRITEBYTECODE=1
+    # An editable install of the checkout in $PY's environment has a finder *after* sys.path that
+    # would supply any extension missing here from the checkout: every one must load from here.
+    "$PY" - "$WORK/noomp" <<'PYNOOMP' || exit 1
+import glob, importlib, os, sys
+root = os.path.realpath(sys.argv[1])
+import kernels_cpu
+for pyx in sorted(glob.glob(f"{root}/fastdispatch/*.pyx") + glob.glob(f"{root}/kernels_cpu/*.pyx")):
+    mod = importlib.import_module(os.path.relpath(pyx, root)[:-4].replace(os.sep, "."))
+    where = os.path.realpath(mod.__file__)
+    assert where.startswith(root + os.sep) and where.endswith(".so"), f"{mod.__name__} from {where}"
+assert kernels_cpu.openmp_enabled() is False, "the no-OpenMP build reports OpenMP"
+print("no-OpenMP build: every extension loads from the copy; openmp_enabled() is False")
+PYNOOMP
+    # shellcheck disable=SC2086
+    "$PY" -m pytest -q -p no:cacheprovider $NOOMP_TESTS
+) > "$WORK/noomp-tests.log" 2>&1 || fail "kernel tests against the no-OpenMP build" "$WORK/noomp-tests.log"
+head -n 1 "$WORK/noomp-tests.log" | sed 's/^/check_builds:   /'
+done_step "$(grep -E '[0-9]+ passed' "$WORK/noomp-tests.log" | tail -n 1)"
+
+echo "check_builds: OK -- every check passed"
