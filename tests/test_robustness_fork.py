@@ -33,8 +33,9 @@ DEADLOCK_EXIT = 86             # the script's exit status when its child had to 
 def _run_script(*args):
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.pop("TRITON_INTERPRET", None)
-    proc = subprocess.run([sys.executable, os.path.abspath(__file__), *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=CHILD_DEADLINE_S + 120)
+    proc = subprocess.run([sys.executable, os.path.abspath(__file__), *args], check=False,
+                          cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=CHILD_DEADLINE_S + 120)
     detail = f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
     assert proc.returncode != DEADLOCK_EXIT, "forked child deadlocked\n" + detail
     assert proc.returncode == 0, f"script failed (rc={proc.returncode})\n" + detail

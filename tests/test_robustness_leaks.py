@@ -18,7 +18,6 @@ import sys
 
 import pytest
 import torch
-
 from _fuzz import DEEP
 
 import kernels_cpu
@@ -224,7 +223,8 @@ def _case(name, idx):
 @pytest.mark.parametrize("name", testing.KERNELS)
 def test_kernel_launches_keep_memory_flat(name, idx):
     impl = getattr(kernels_cpu, name)
-    kw, compared = _case(name, idx).build()
+    built = _case(name, idx).build()   # keeps the memcpy arena alive with its addresses
+    kw = built[0]
     tensors = [v for v in kw.values() if isinstance(v, torch.Tensor)]
 
     def run(k):
@@ -238,7 +238,8 @@ def test_kernel_launches_keep_memory_flat(name, idx):
 def test_rejected_kernel_launches_keep_memory_flat(name):
     """Validation failures raise after acquiring buffers: nothing may stay behind."""
     impl = getattr(kernels_cpu, name)
-    kw, compared = _case(name, torch.int64).build()
+    built = _case(name, torch.int64).build()
+    kw = built[0]
     first = next(k for k, v in kw.items() if isinstance(v, torch.Tensor))
     kw[first] = torch.zeros(kw[first].shape, dtype=torch.complex64)   # no kernel takes complex
     tensors = [v for v in kw.values() if isinstance(v, torch.Tensor)]

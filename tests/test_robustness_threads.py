@@ -98,7 +98,7 @@ def test_kernel_from_8_threads_matches_serial(name, inputs, loops):
                             failures.append(f"thread {t} round {r}: {cases[i]} differs in {buf}")
                     if testing.guard_violations(cases[i], compared):
                         failures.append(f"thread {t} round {r}: {cases[i]} wrote a guard")
-        except Exception as exc:   # reported below, with the thread that raised
+        except Exception as exc:  # noqa: BLE001 -- reported below, with the thread that raised
             barrier.abort()
             failures.append(f"thread {t}: {type(exc).__name__}: {exc}")
 
