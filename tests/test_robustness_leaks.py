@@ -9,7 +9,8 @@ the bounds leave room only for allocator noise.
 Counts: the compiled override's main path runs 10**7 launches in every profile (about 2 s at
 ~200 ns each); its other paths run 10**6 (10**7 under ``FASTDISPATCH_FUZZ=deep``); every
 ``kernels_cpu`` kernel runs 10**5 valid launches (half with int32, half with int64 index buffers;
-10**5 each under deep) and 10**4 rejected ones (10**5 under deep).
+10**5 each under deep) and 10**4 rejected ones (10**5 under deep); the fused whole-step entry
+points run 2 * 10**4 launches per index dtype (10**5 under deep).
 """
 import ctypes
 import gc
@@ -19,6 +20,7 @@ import sys
 import pytest
 import torch
 from _fuzz import DEEP
+from _robustness_helpers import FUSED_ENTRIES, fused_launches, shared_inputs
 
 import kernels_cpu
 from fastdispatch import _core
@@ -36,6 +38,7 @@ OVERRIDE_MAIN = 10**7
 OVERRIDE_OTHER = 10**7 if DEEP else 10**6
 KERNEL_VALID_PER_DTYPE = 10**5 if DEEP else 10**5 // 2
 KERNEL_REJECTED = 10**5 if DEEP else 10**4
+FUSED_LAUNCHES = 10**5 if DEEP else 2 * 10**4
 
 
 def _rss():
@@ -255,3 +258,17 @@ def test_rejected_kernel_launches_keep_memory_flat(name):
                 pass
 
     _check_flat(run, KERNEL_REJECTED, [*tensors, kw, impl], f"{name} rejected")
+
+
+@pytest.mark.parametrize("idx", [torch.int32, torch.int64], ids=["int32", "int64"])
+@pytest.mark.parametrize("entry", FUSED_ENTRIES)
+def test_fused_entry_points_keep_memory_flat(entry, idx):
+    """The fused whole-step entry points allocate per-launch scratch (malloc/free): none stays."""
+    label, new_output, launch = next(x for x in fused_launches(idx) if x[0] == entry)
+    out = new_output()
+
+    def run(k):
+        for _ in range(k):
+            launch(out)
+
+    _check_flat(run, FUSED_LAUNCHES, [*shared_inputs(launch), out, launch], f"{label} {idx}")

@@ -7,7 +7,8 @@ guards) are first launched one by one for the expected bytes. Then 8 threads, re
 by a barrier, each launch every case several times into their *own* outputs; read-only inputs
 are either one set of tensors shared by all threads (``shared``) or per-thread copies
 (``private``). Every output of every launch must equal the serial one bit for bit, no guard may
-change, and shared inputs must come out untouched. The interpreter's switch interval is cut to
+change, and shared inputs must come out untouched. The fused whole-step entry points
+(``kernels_cpu._fused``) get the same treatment. The interpreter's switch interval is cut to
 10 us meanwhile, so the threads also interleave at many points outside the kernels.
 """
 import sys
@@ -15,6 +16,7 @@ import threading
 
 import pytest
 import torch
+from _robustness_helpers import FUSED_ENTRIES, fused_launches, shared_inputs
 
 import kernels_cpu
 from fastdispatch.ops import testing
@@ -114,3 +116,38 @@ def test_kernel_from_8_threads_matches_serial(name, inputs, loops):
             continue
         for k, before in inputs_before.items():
             assert torch.equal(shared[i][k], before), f"{cases[i]}: shared input {k} was written"
+
+
+@pytest.mark.parametrize("idx", [torch.int32, torch.int64], ids=["int32", "int64"])
+@pytest.mark.parametrize("entry", FUSED_ENTRIES)
+def test_fused_entry_point_from_8_threads_matches_serial(entry, idx, loops):
+    """The fused entry points draw their noise from per-request counters, not shared state:
+    concurrent launches over shared inputs give the serial tokens."""
+    label, new_output, launch = next(x for x in fused_launches(idx) if x[0] == entry)
+    want = new_output()
+    launch(want)
+    inputs = shared_inputs(launch)
+    pristine = [t.clone() for t in inputs]
+    barrier = threading.Barrier(THREADS)
+    failures = []
+
+    def worker(t):
+        try:
+            outs = [new_output() for _ in range(ROUNDS * 4)]
+            barrier.wait()
+            for out in outs:
+                launch(out)
+            failures.extend(f"thread {t} launch {i}: {out.tolist()} != {want.tolist()}"
+                            for i, out in enumerate(outs) if not torch.equal(out, want))
+        except Exception as exc:  # noqa: BLE001 -- reported below, with the thread that raised
+            barrier.abort()
+            failures.append(f"thread {t}: {type(exc).__name__}: {exc}")
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(THREADS)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=300)
+    assert not any(th.is_alive() for th in threads), "a launching thread did not finish"
+    assert not failures, f"{label}:\n" + "\n".join(failures[:10])
+    assert all(torch.equal(a, b) for a, b in zip(inputs, pristine)), f"{label} wrote an input"
