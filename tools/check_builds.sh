@@ -24,13 +24,13 @@
 #                (op -> launch owner -> override -> kernels_cpu) matches the plain-torch reference.
 #   6. no-OpenMP FASTDISPATCH_NO_OPENMP=1 build of a second copy (WORK/noomp); no -fopenmp in its
 #                log, no libgomp in its .so files, openmp_enabled() is False, and the kernel tests
-#                (tests/test_kernels_*.py, tests/test_fused_*.py) pass against it, in one serial
-#                pytest process.
+#                (tests/test_kernels_*.py, tests/test_fused_*.py, and the fork/thread robustness
+#                tests) pass against it, in one serial pytest process.
 #
 # Environment: PYTHON (default .venv/bin/python, else python3) builds and runs the tests; it needs
-# pip, Cython, setuptools and the test extras (tools/setup_env.sh makes such a .venv); the `build`
-# package is pip-installed into it when missing. TORCH_SPEC (default torch==2.13.0) is what the
-# throwaway venv installs. TMPDIR.
+# pip and the test extras (tools/setup_env.sh makes such a .venv); the `build` package and the
+# build requirements (Cython>=3.0, setuptools>=77) are pip-installed into it when missing.
+# TORCH_SPEC (default torch==2.13.0) is what the throwaway venv installs. TMPDIR.
 #
 # Exit status: 0 when every check passed, 1 when one failed (its log is printed), 2 on usage.
 set -uo pipefail
@@ -57,7 +57,9 @@ TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
 
 T0=$SECONDS
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/fastdispatch-builds.XXXXXX") || exit 2
+RM_PID=""
 cleanup() {
+    if [ -n "$RM_PID" ]; then wait "$RM_PID" 2> /dev/null; fi
     if [ $keep -eq 1 ]; then echo "check_builds: work directory kept: $WORK"; else rm -rf "$WORK"; fi
     echo "check_builds: done in $(( SECONDS - T0 ))s"
 }
@@ -237,13 +239,15 @@ done_step
 step "throwaway venv: $TORCH_SPEC, then the wheel"
 "$PY" -m venv "$WORK/venv" > "$WORK/venv.log" 2>&1 || fail "creating the throwaway venv" "$WORK/venv.log"
 VPY=$WORK/venv/bin/python
-"$VPY" -m pip install -q --disable-pip-version-check "$TORCH_SPEC" >> "$WORK/venv.log" 2>&1 \
+# --no-compile (and no bytecode written by the smoke test): torch's ~17k files are installed and
+# removed several times faster without a .pyc beside each.
+"$VPY" -m pip install -q --no-compile --disable-pip-version-check "$TORCH_SPEC" >> "$WORK/venv.log" 2>&1 \
     || fail "pip install $TORCH_SPEC into the throwaway venv" "$WORK/venv.log"
-"$VPY" -m pip install -q --disable-pip-version-check "$WHEEL" >> "$WORK/venv.log" 2>&1 \
+"$VPY" -m pip install -q --no-compile --disable-pip-version-check "$WHEEL" >> "$WORK/venv.log" 2>&1 \
     || fail "pip install of the wheel (with its dependencies)" "$WORK/venv.log"
 done_step
 step "smoke test of the installed wheel (OpenMP expected: $WHEEL_OMP)"
-(cd "$WORK" && "$VPY" - "$WORK/venv" "$WHEEL_OMP" <<'PYSMOKE') \
+(cd "$WORK" && PYTHONDONTWRITEBYTECODE=1 "$VPY" - "$WORK/venv" "$WHEEL_OMP" <<'PYSMOKE') \
     > "$WORK/smoke.log" 2>&1 || fail "smoke test of the installed wheel" "$WORK/smoke.log"
 import importlib.metadata as md
 import importlib.util
@@ -302,8 +306,24 @@ print(f"smoke ok: fastdispatch {fastdispatch.__version__} backend {fastdispatch.
       f"OpenMP {kernels_cpu.openmp_enabled()}, torch {torch.__version__}, run mode {ops.RUN_MODE}")
 PYSMOKE
 done_step "$(tail -n 1 "$WORK/smoke.log")"
+# Deleting torch's files is slow on a busy disk (a minute here); let it overlap the build below.
+if [ $keep -eq 0 ]; then
+    rm -rf "$WORK/venv" &
+    RM_PID=$!
+fi
 
 # ---- 6. the OpenMP-less build -----------------------------------------------------------------------
+# This build runs setup.py directly with $PY (the tests need that interpreter's torch, triton,
+# pytest), so $PY needs pyproject's build requirements itself; a venv made by `pip install -e .`
+# has them only in pip's isolated build environment.
+if ! "$PY" -c 'import sys, Cython, setuptools
+sys.exit(int(setuptools.__version__.split(".")[0]) < 77 or int(Cython.__version__.split(".")[0]) < 3)' \
+        > /dev/null 2>&1; then
+    step "installing the build requirements (Cython>=3.0, setuptools>=77) into $PY"
+    "$PY" -m pip install -q "Cython>=3.0" "setuptools>=77" > "$WORK/pip-build-reqs.log" 2>&1 \
+        || fail "pip install of the build requirements" "$WORK/pip-build-reqs.log"
+    done_step
+fi
 step "FASTDISPATCH_NO_OPENMP=1 build in a second copy"
 copy_tree "$WORK/noomp" || fail "copy of the working tree"
 (cd "$WORK/noomp" && FASTDISPATCH_NO_OPENMP=1 "$PY" setup.py build_ext --inplace -j 2 \
@@ -314,7 +334,10 @@ for so in "$WORK"/noomp/kernels_cpu/*.so; do
 done
 done_step
 step "kernel tests against the no-OpenMP build (one serial pytest process)"
-NOOMP_TESTS=$(cd "$WORK/noomp" && ls tests/test_kernels_*.py tests/test_fused_*.py)
+# The kernel tests, plus the fork and thread robustness tests where the tree has them (they run
+# their scenarios serially on a build without OpenMP).
+NOOMP_TESTS=$(cd "$WORK/noomp" && ls tests/test_kernels_*.py tests/test_fused_*.py \
+    tests/test_robustness_fork.py tests/test_robustness_threads.py 2>/dev/null)
 (
     cd "$WORK/noomp" || exit 1
     export PYTHONPATH="$WORK/noomp" PYTHONDONTWRITEBYTECODE=1
