@@ -55,7 +55,7 @@ def _compiler_accepts_openmp():
             os.close(devnull)
             os.close(saved)
         return True
-    except Exception:
+    except Exception:  # noqa: BLE001 - whatever fails (compile, link, no compiler): no OpenMP
         return False
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -13,8 +13,8 @@ import sys
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.patches import FancyArrowPatch, FancyBboxPatch  # noqa: E402
+import matplotlib.pyplot as plt
+from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
 # Colours by layer.
 VLLM = "#fde2c8"       # vLLM's own code
@@ -129,20 +129,20 @@ ARROWS = [
     ("bind", "rebind", "", "once"),
     ("rebind", "registry", "", "once"),
     ("rebind", "owner", "owner.kernel\n:= override", "once",
-     dict(p=(30, 51), q=(36, 74), label=(33, 62.5))),
+     {"p": (30, 51), "q": (36, 74), "label": (33, 62.5)}),
     ("plugin", "register", "registers the 11\nkernels_cpu kernels", "once",
-     dict(p=(71, 86), q=(16, 82), label=(29.5, 84.6))),
+     {"p": (71, 86), "q": (16, 82), "label": (29.5, 84.6)}),
     ("plugin", "owner", "patches\nowners", "once",
-     dict(p=(71, 85), q=(65, 79.5), label=(68, 80.2))),
-    ("ops", "owner", "our\nowners", "launch", dict(p=(71, 73), q=(65, 75), label=(68, 71.2))),
+     {"p": (71, 85), "q": (65, 79.5), "label": (68, 80.2)}),
+    ("ops", "owner", "our\nowners", "launch", {"p": (71, 73), "q": (65, 75), "label": (68, 71.2)}),
     ("planner", "triton", "not overridden:\nkernel[grid](**kw)", "launch",
-     dict(p=(65, 61), q=(71, 56), label=(68, 61.8))),
+     {"p": (65, 61), "q": (71, 56), "label": (68, 61.8)}),
 ]
 def _edge(box, toward):
     """The point on ``box``'s border facing the centre of ``toward``."""
     x, y, w, h = box[:4]
     tx, ty, tw, th = toward[:4]
-    cx, cy = x + w / 2, y + h / 2
+    cx = x + w / 2
     ox, oy = tx + tw / 2, ty + th / 2
     if ty >= y + h:                      # target above
         return (min(max(ox, x + 2), x + w - 2), y + h)
@@ -158,7 +158,7 @@ def draw(path):
     ax.set_ylim(0, 100)
     ax.axis("off")
 
-    for name, (x, y, w, h, colour, title, body, where) in BOXES.items():
+    for x, y, w, h, colour, title, body, where in BOXES.values():
         ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0.25,rounding_size=0.8",
                                     facecolor=colour, edgecolor="#444444", linewidth=1.1))
         ax.text(x + 0.8, y + h - 1.0, title, ha="left", va="top", fontsize=10.5,
@@ -180,8 +180,8 @@ def draw(path):
         if label:
             mx, my = where.get("label") or ((p[0] + q[0]) / 2, (p[1] + q[1]) / 2 + 0.6)
             ax.text(mx, my, label, ha="center", va="bottom", fontsize=7.8, color="#333333",
-                    bbox=dict(boxstyle="round,pad=0.15", facecolor="white", edgecolor="none",
-                              alpha=0.85))
+                    bbox={"boxstyle": "round,pad=0.15", "facecolor": "white",
+                          "edgecolor": "none", "alpha": 0.85})
 
     ax.text(50.5, 99.4, "fastdispatch: from a vLLM call site to a nogil loop", ha="center",
             va="top", fontsize=15, fontweight="bold")
