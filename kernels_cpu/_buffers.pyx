@@ -17,12 +17,75 @@ tensor's live metadata on every call; nothing is cached per tensor. The shortcut
 while ``torch.Tensor``'s type version tag is the one under which the five names were verified to
 resolve to those descriptors (any assignment to the class changes the tag: re-verified then); any
 other tensor type (subclasses) takes plain attribute access.
+
+Faster still, and the path every exact ``torch.Tensor`` takes when torch offers it: the DLPack
+exchange API (DLPack >= 1.3, ``torch.Tensor.__dlpack_c_exchange_api__``). Its
+``dltensor_from_py_object_no_sync`` fills a stack ``DLTensor`` -- data pointer, device, dtype,
+shape, strides -- from the tensor in one C call, without allocating; five torch getters and
+methods become one. It is the standard's own interface for exactly this (a kernel launcher
+reading a tensor it does not keep), so it is used as documented: the view is read before
+control returns to Python. The module checks it against the attribute reads on a range of
+tensors at import and uses it only if every answer agrees. A tensor the API refuses is not
+read in place: the check raises, naming the argument. (Unlike the getters, the view does not
+consult ``__torch_function__`` modes: a kernel reads the tensor's memory, whatever a mode
+would report about it.)
 """
 import torch
 
 from cpython.object cimport PyObject, PyObject_TypeCheck, PyTypeObject, Py_TYPE
+from cpython.ref cimport Py_XDECREF
 from cpython.tuple cimport PyTuple_GET_SIZE, PyTuple_GET_ITEM
-from libc.stdint cimport intptr_t
+from libc.stdint cimport int32_t, int64_t, intptr_t, uint8_t, uint16_t, uint32_t, uint64_t
+from cpython.exc cimport PyErr_Fetch, PyErr_Clear
+from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
+
+cdef extern from *:
+    """
+    /* DLPack's C ABI (dlpack.h, v1.3): the structs read here, declared locally so that the
+     * extension builds without torch's headers. Layouts are fixed by the standard. */
+    typedef struct { int32_t device_type; int32_t device_id; } __kc_DLDevice;
+    typedef struct { uint8_t code; uint8_t bits; uint16_t lanes; } __kc_DLDataType;
+    typedef struct {
+        void *data; __kc_DLDevice device; int32_t ndim; __kc_DLDataType dtype;
+        int64_t *shape; int64_t *strides; uint64_t byte_offset;
+    } __kc_DLTensor;
+    typedef int (*__kc_view_fn)(void *py_object, __kc_DLTensor *out);
+    typedef struct {
+        uint32_t major; uint32_t minor; void *prev_api;          /* DLPackExchangeAPIHeader */
+        void *managed_tensor_allocator;
+        void *managed_tensor_from_py_object_no_sync;
+        void *managed_tensor_to_py_object_no_sync;
+        __kc_view_fn dltensor_from_py_object_no_sync;
+        void *current_work_stream;
+    } __kc_ExchangeAPI;
+    """
+    ctypedef struct DLDevice "__kc_DLDevice":
+        int32_t device_type
+    ctypedef struct DLDataType "__kc_DLDataType":
+        uint8_t code
+        uint8_t bits
+        uint16_t lanes
+    ctypedef struct DLTensor "__kc_DLTensor":
+        void* data
+        DLDevice device
+        int32_t ndim
+        DLDataType dtype
+        int64_t* shape
+        int64_t* strides
+        uint64_t byte_offset
+    ctypedef int (*view_fn "__kc_view_fn")(void* py_object, DLTensor* out) noexcept
+    ctypedef struct ExchangeAPI "__kc_ExchangeAPI":
+        uint32_t major
+        uint32_t minor
+        view_fn dltensor_from_py_object_no_sync
+
+cdef enum:
+    kDLCPU = 1
+    kDLInt = 0
+    kDLUInt = 1
+    kDLFloat = 2
+    kDLBfloat = 4
+    kDLBool = 6
 
 cdef extern from "Python.h":
     # The slots behind ``getset_descriptor`` and ``method_descriptor`` objects (descrobject.h).
@@ -180,6 +243,109 @@ cdef char* check_tensor(object t, str name, int mask, int ndim, int* code_out,
     Raises TypeError (not a tensor / wrong dtype / wrong ndim) or ValueError (device,
     contiguity) naming ``name``. A zero-element tensor yields a non-NULL dummy pointer.
     """
+    cdef DLTensor view
+    if _view != NULL and Py_TYPE(t) == _tensor_type:
+        if _view(<void*>t, &view) == 0:
+            return _check_view(t, name, mask, ndim, code_out, shape_out, &view)
+        return _check_refused(t, name, mask, ndim, code_out, shape_out)
+    return _check_attrs(t, name, mask, ndim, code_out, shape_out)
+
+
+cdef int _view_code(DLDataType dt) noexcept:
+    """Our dtype code for a DLPack dtype (DT_OTHER for anything we never read)."""
+    if dt.lanes != 1:
+        return DT_OTHER
+    if dt.code == kDLInt:
+        if dt.bits == 32:
+            return DT_INT32
+        if dt.bits == 64:
+            return DT_INT64
+        if dt.bits == 8:
+            return DT_INT8
+    elif dt.code == kDLFloat:
+        if dt.bits == 32:
+            return DT_FLOAT32
+        if dt.bits == 64:
+            return DT_FLOAT64
+        if dt.bits == 16:
+            return DT_FLOAT16
+    elif dt.code == kDLBool and dt.bits == 8:
+        return DT_BOOL
+    elif dt.code == kDLUInt and dt.bits == 8:
+        return DT_UINT8
+    elif dt.code == kDLBfloat and dt.bits == 16:
+        return DT_BFLOAT16
+    return DT_OTHER
+
+
+cdef bint _view_contiguous(DLTensor* v, int64_t* numel_out) noexcept:
+    """torch's ``is_contiguous()`` rule on a view: row-major strides, size-1 dimensions free,
+    an empty tensor contiguous."""
+    cdef int i
+    cdef int64_t numel = 1, expected = 1
+    for i in range(v.ndim):
+        numel *= v.shape[i]
+    numel_out[0] = numel
+    if numel == 0 or v.strides == NULL:
+        return True
+    for i in range(v.ndim - 1, -1, -1):
+        if v.shape[i] != 1:
+            if v.strides[i] != expected:
+                return False
+            expected *= v.shape[i]
+    return True
+
+
+cdef char* _check_view(object t, str name, int mask, int ndim, int* code_out,
+                       Py_ssize_t* shape_out, DLTensor* v) except NULL:
+    """``check_tensor`` on the DLPack view of an exact ``torch.Tensor`` (same checks, same
+    errors; the error paths read the tensor's attributes for their messages)."""
+    cdef int code = _view_code(v.dtype)
+    cdef int64_t numel
+    cdef int i
+    cdef intptr_t p
+    if code == DT_OTHER or not (mask & (1 << code)):
+        raise TypeError(f"{name} must have dtype {_allowed(mask)}, got {t.dtype}")
+    if v.device.device_type != kDLCPU:
+        raise ValueError(f"{name} must be a CPU tensor, got device {t.device}")
+    if not _view_contiguous(v, &numel):
+        raise ValueError(f"{name} must be contiguous")
+    if ndim >= 0:
+        if v.ndim != ndim:
+            raise TypeError(f"{name} must be {ndim}-D, got shape {tuple(t.shape)}")
+        for i in range(ndim):
+            shape_out[i] = <Py_ssize_t>v.shape[i]
+    else:
+        shape_out[0] = <Py_ssize_t>numel
+    if code_out != NULL:
+        code_out[0] = code
+    p = <intptr_t>v.data + <intptr_t>v.byte_offset
+    if p == 0:
+        return <char*>shape_out   # empty tensor: never dereferenced, but must not be NULL
+    return <char*>p
+
+
+cdef char* _check_refused(object t, str name, int mask, int ndim, int* code_out,
+                          Py_ssize_t* shape_out) except NULL:
+    """The exchange API refused an exact tensor. If the ordinary checks refuse it too, their
+    error stands; if they would accept it, torch has a reason not to hand out its memory as a
+    plain strided view: raise, naming the argument and giving torch's reason."""
+    cdef PyObject* kind = NULL
+    cdef PyObject* value = NULL
+    cdef PyObject* tb = NULL
+    PyErr_Fetch(&kind, &value, &tb)
+    reason = "" if value == NULL else str(<object>value)
+    Py_XDECREF(kind)
+    Py_XDECREF(value)
+    Py_XDECREF(tb)
+    _check_attrs(t, name, mask, ndim, code_out, shape_out)
+    raise ValueError(f"{name} cannot be read in place: {reason or 'refused by torch'}")
+
+
+cdef char* _check_attrs(object t, str name, int mask, int ndim, int* code_out,
+                        Py_ssize_t* shape_out) except NULL:
+    """``check_tensor`` through torch's attribute getters (subclasses, or a torch without the
+    exchange API)."""
     cdef int code
     cdef object dtype
     cdef intptr_t p
@@ -194,7 +360,7 @@ cdef char* check_tensor(object t, str name, int mask, int ndim, int* code_out,
         raise ValueError(f"{name} must be a CPU tensor, got device {t.device}")
     if not (_is_contiguous(t, _no_args, NULL) if direct else t.is_contiguous()):
         raise ValueError(f"{name} must be contiguous")
-    if direct and ndim <= 1 and _get_ndim.get(t, _get_ndim.closure) == 1:
+    if direct and (ndim == 1 or ndim < 0) and _get_ndim.get(t, _get_ndim.closure) == 1:
         # 1-D (asked for, or any ndim accepted): size(0), which is also numel, from the length
         # slot without building a torch.Size
         shape_out[0] = _length(t)
@@ -233,3 +399,84 @@ cdef IBuf check_index(object t, str name, int ndim, Py_ssize_t* shape_out) excep
     b.ptr = check_tensor(t, name, M_INDEX, ndim, &code, shape_out)
     b.wide = code == DT_INT64
     return b
+
+
+# -- the exchange-API reader ----------------------------------------------------------------------
+
+cdef view_fn _view = NULL          # torch's dltensor_from_py_object_no_sync, once verified
+cdef object _exchange_capsule = None   # keeps the API's capsule (and so the struct) alive
+
+
+def _check_view_reader():
+    """Enable the DLPack view reader if torch offers it (v1.x, x >= 3) and it agrees with the
+    attribute reads on every sample tensor: dtype, device, contiguity, shape, data pointer."""
+    global _view, _exchange_capsule
+    cdef ExchangeAPI* api
+    cdef view_fn fn
+    cdef DLTensor v
+    cdef int64_t numel
+    cdef int i
+    _view = NULL
+    capsule = getattr(_Tensor, "__dlpack_c_exchange_api__", None)
+    if capsule is None or not PyCapsule_IsValid(capsule, b"dlpack_exchange_api"):
+        return False
+    api = <ExchangeAPI*>PyCapsule_GetPointer(capsule, b"dlpack_exchange_api")
+    if api == NULL or api.major != 1 or api.minor < 3 or api.dltensor_from_py_object_no_sync == NULL:
+        return False
+    fn = api.dltensor_from_py_object_no_sync
+    base = torch.arange(24, dtype=torch.int64)
+    samples = [
+        base, base[3:], base[::2], base.view(2, 3, 4), base.view(2, 3, 4)[:, 1:, :],
+        base.view(4, 6).t(), base.view(4, 6)[:, :1], base.view(24, 1), base[5:6].view(1, 1),
+        torch.zeros(0, dtype=torch.int32), torch.zeros(3, 0, dtype=torch.int64),
+        torch.tensor(7, dtype=torch.int32), torch.zeros(5, dtype=torch.int32)[1:],
+        torch.zeros(4, dtype=torch.float32), torch.zeros(4, dtype=torch.float64)[2:],
+        torch.zeros(4, dtype=torch.bool), torch.zeros(4, dtype=torch.uint8),
+        torch.zeros(4, dtype=torch.int8), torch.zeros(4, dtype=torch.float16),
+        torch.zeros(4, dtype=torch.bfloat16), torch.zeros(2, 3, dtype=torch.float32).expand(4, 2, 3),
+        torch.zeros(3, requires_grad=True),
+    ]
+    for t in samples:
+        if Py_TYPE(t) != _tensor_type or fn(<void*>t, &v) != 0:
+            PyErr_Clear()
+            return False
+        if _view_code(v.dtype) != dtype_code(t.dtype) or (v.device.device_type == kDLCPU) != t.is_cpu:
+            return False
+        if _view_contiguous(&v, &numel) != t.is_contiguous() or numel != t.numel():
+            return False
+        if tuple([v.shape[i] for i in range(v.ndim)]) != tuple(t.shape):
+            return False
+        if t.numel() and <intptr_t>v.data + <intptr_t>v.byte_offset != t.data_ptr():
+            return False
+    _exchange_capsule = capsule
+    _view = fn
+    return True
+
+
+def _view_reader_enabled():
+    """Whether exact tensors are read through the DLPack exchange API (for tests)."""
+    return _view != NULL
+
+
+def _set_view_reader(bint enabled):
+    """Turn the DLPack view reader off or (re-verified) on; returns whether it is on (tests)."""
+    global _view
+    if not enabled:
+        _view = NULL
+        return False
+    return _check_view_reader()
+
+
+_check_view_reader()
+
+
+def _inspect(t, str name="t", int mask=M_ANY, int ndim=-1):
+    """``check_tensor`` from Python, for tests: ``(dtype code, shape or (numel,), data pointer)``
+    or the error the kernels would raise."""
+    cdef Py_ssize_t shape[8]
+    cdef int code = 0
+    if ndim > 8:
+        raise ValueError("ndim > 8")
+    p = <intptr_t>check_tensor(t, name, mask, ndim, &code, shape)
+    dims = tuple([shape[i] for i in range(ndim if ndim >= 0 else 1)])
+    return code, dims, (p if p != <intptr_t>shape else 0)
