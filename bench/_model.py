@@ -6,6 +6,7 @@ measured in the same run. Suites declare their groups up front (id, row names, a
 ``--filter`` and the choice of interpreter are decided before any input is allocated; the inputs are
 built only when the group runs.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

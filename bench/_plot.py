@@ -4,6 +4,7 @@ Drawn from the run's JSON document only (so a saved JSON can be re-plotted:
 ``python -c "import json,bench._plot as p; p.plot(json.load(open('run.json')), 'run.png')"``).
 Panels with nothing measured say so instead of disappearing, so the layout is the same every run.
 """
+
 from __future__ import annotations
 
 # row name -> (label in the legend, colour, marker)
@@ -25,8 +26,17 @@ def _style(row_name):
 
 
 def _empty(ax, text):
-    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=9,
-            color="#555555", wrap=True)
+    ax.text(
+        0.5,
+        0.5,
+        text,
+        ha="center",
+        va="center",
+        transform=ax.transAxes,
+        fontsize=9,
+        color="#555555",
+        wrap=True,
+    )
     ax.set_xticks([])
     ax.set_yticks([])
 
@@ -38,17 +48,28 @@ def _launch_panel(ax, doc):
         short = "override" if g["id"].endswith("override") else "owner chain"
         for r in g["rows"]:
             if r["status"] == "ok":
-                bars.append((f"{short}: {r['name']}", r["ns"]["median"], r["ns"]["q1"], r["ns"]["q3"]))
+                bars.append(
+                    (f"{short}: {r['name']}", r["ns"]["median"], r["ns"]["q1"], r["ns"]["q3"])
+                )
     if not bars:
         _empty(ax, "launch overhead: not measured in this run")
         ax.set_title("Launch overhead")
         return
-    labels = [b[0].replace("fastdispatch ", "fd ").replace("(pure-Python twin)", "(twin)")
-              for b in bars]
+    labels = [
+        b[0].replace("fastdispatch ", "fd ").replace("(pure-Python twin)", "(twin)") for b in bars
+    ]
     med = [b[1] for b in bars]
     err = [[b[1] - b[2] for b in bars], [b[3] - b[1] for b in bars]]
-    colours = ["#c0392b" if "vLLM" in lab else "#7f8c8d" if "direct" in lab else
-               "#e67e22" if "twin" in lab else "#2980b9" for lab in labels]
+    colours = [
+        "#c0392b"
+        if "vLLM" in lab
+        else "#7f8c8d"
+        if "direct" in lab
+        else "#e67e22"
+        if "twin" in lab
+        else "#2980b9"
+        for lab in labels
+    ]
     y = range(len(bars))
     ax.barh(list(y), med, xerr=err, color=colours, capsize=2)
     ax.set_yticks(list(y))
@@ -63,8 +84,14 @@ def _launch_panel(ax, doc):
 
 def _step_panel(ax, doc, V, mode):
     title = f"{mode} step, V={V}"
-    groups = [g for g in doc["groups"] if g["suite"] == "spec_decode" and g["status"] == "ok"
-              and g["params"].get("V") == V and g["params"].get("mode") == mode]
+    groups = [
+        g
+        for g in doc["groups"]
+        if g["suite"] == "spec_decode"
+        and g["status"] == "ok"
+        and g["params"].get("V") == V
+        and g["params"].get("mode") == mode
+    ]
     if not groups:
         _empty(ax, f"{mode} step, V={V}: not measured in this run")
         ax.set_title(title)
@@ -77,15 +104,30 @@ def _step_panel(ax, doc, V, mode):
         for r in g["rows"]:
             if r["status"] == "ok":
                 series.setdefault(r["name"], []).append(
-                    (g["params"]["B"], r["ns"]["median"] / 1e6, r["ns"]["q1"] / 1e6, r["ns"]["q3"] / 1e6))
+                    (
+                        g["params"]["B"],
+                        r["ns"]["median"] / 1e6,
+                        r["ns"]["q1"] / 1e6,
+                        r["ns"]["q3"] / 1e6,
+                    )
+                )
     for name, pts in series.items():
         pts.sort()
         label, colour, marker = _style(name)
         xs = [p[0] for p in pts]
-        ax.plot(xs, [p[1] for p in pts], marker=marker, color=colour, label=label, linewidth=1.2,
-                markersize=4, linestyle=":" if "memcpy" in name else "-")
-        ax.fill_between(xs, [p[2] for p in pts], [p[3] for p in pts], color=colour, alpha=0.12,
-                        linewidth=0)
+        ax.plot(
+            xs,
+            [p[1] for p in pts],
+            marker=marker,
+            color=colour,
+            label=label,
+            linewidth=1.2,
+            markersize=4,
+            linestyle=":" if "memcpy" in name else "-",
+        )
+        ax.fill_between(
+            xs, [p[2] for p in pts], [p[3] for p in pts], color=colour, alpha=0.12, linewidth=0
+        )
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("batch size B (requests)")
@@ -99,8 +141,9 @@ def plot(doc: dict, path: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     from pathlib import Path
+
+    import matplotlib.pyplot as plt
 
     fig = plt.figure(figsize=(18, 9))
     grid = fig.add_gridspec(2, 3, width_ratios=[1.25, 1, 1])
@@ -114,7 +157,8 @@ def plot(doc: dict, path: str) -> None:
         f"fastdispatch bench ({doc['preset']}) {doc['created'][:16]}Z — {m['cpu_model']}, "
         f"{m['cpu_count']} CPUs, torch {i['torch']}, backend {i['fastdispatch_backend']}, "
         f"vLLM {doc['vllm'].get('version') or 'n/a'}",
-        fontsize=10)
+        fontsize=10,
+    )
     fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

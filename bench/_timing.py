@@ -26,6 +26,7 @@ The rules are pyperf's, applied to cases compared side by side in one process:
 Statements are timed through :mod:`timeit`-style compiled loops (the statement is compiled into the
 loop body), so a 40 ns call is not drowned by a Python-level wrapper call per iteration.
 """
+
 from __future__ import annotations
 
 import gc

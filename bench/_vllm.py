@@ -17,6 +17,7 @@ platform hook, fastdispatch not installed; ``"installed"`` — ``fastdispatch.vl
 on top. Switching checks that the switch took effect, so a row can never silently measure the
 wrong side.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -104,7 +105,9 @@ class VllmSide:
             import fastdispatch.vllm as fdv
         except Exception as exc:
             raise Unavailable(f"fastdispatch.vllm not importable: {type(exc).__name__}: {exc}")
-        if not (callable(getattr(fdv, "install", None)) and callable(getattr(fdv, "uninstall", None))):
+        if not (
+            callable(getattr(fdv, "install", None)) and callable(getattr(fdv, "uninstall", None))
+        ):
             raise Unavailable("fastdispatch.vllm has no install()/uninstall()")
         return fdv
 

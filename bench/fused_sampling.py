@@ -23,6 +23,7 @@ numerator and denominator alike. Cases (B requests x k drafts, float32, all requ
   ``memcpy rows step read``: the same for only as many rows as the fused step reads in full.
 * ``torch softmax``            the softmax stock vLLM computes (and the probs step would need).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,8 +41,8 @@ if ROOT not in sys.path:
 import torch  # noqa: E402
 
 import kernels_cpu  # noqa: E402
-from kernels_cpu import _fused  # noqa: E402
 from fastdispatch.ops import fused  # noqa: E402
+from kernels_cpu import _fused  # noqa: E402
 
 
 def _stock():
@@ -69,10 +70,23 @@ def _inputs(B, K, V, with_draft, draft_noise=2.0, seed=0):
     draft = torch.multinomial(sample_from, 1, generator=gen).reshape(T).to(torch.int32)
     cu = torch.arange(K, T + 1, K, dtype=torch.int32)
     bonus = torch.randint(0, V, (B, 1), generator=gen)
-    meta = SimpleNamespace(all_greedy=False, all_random=True, generators={},
-                           temperature=torch.ones(B))
-    return SimpleNamespace(B=B, K=K, V=V, T=T, logits=logits, probs=probs, dprobs=dprobs,
-                           draft=draft, cu=cu, bonus=bonus, meta=meta, counts=[K] * B)
+    meta = SimpleNamespace(
+        all_greedy=False, all_random=True, generators={}, temperature=torch.ones(B)
+    )
+    return SimpleNamespace(
+        B=B,
+        K=K,
+        V=V,
+        T=T,
+        logits=logits,
+        probs=probs,
+        dprobs=dprobs,
+        draft=draft,
+        cu=cu,
+        bonus=bonus,
+        meta=meta,
+        counts=[K] * B,
+    )
 
 
 def _cases(x, rs, rows):
@@ -83,17 +97,23 @@ def _cases(x, rs, rows):
     cases = {}
     if rs is not None:
         cases["stock rejection_sample"] = lambda: rs.rejection_sample(
-            x.draft, x.counts, x.K, x.cu, x.dprobs, x.logits, x.bonus, x.meta)
+            x.draft, x.counts, x.K, x.cu, x.dprobs, x.logits, x.bonus, x.meta
+        )
         cases["stock sample_recovered"] = lambda: rs.sample_recovered_tokens(
-            x.K, x.counts, x.cu, x.draft, x.dprobs, x.probs, x.meta, "cpu")
+            x.K, x.counts, x.cu, x.draft, x.dprobs, x.probs, x.meta, "cpu"
+        )
     cases["fused rejection_sample"] = lambda: fused.vllm_rejection_sample(
-        x.draft, x.counts, x.K, x.cu, x.dprobs, x.logits, x.bonus, x.meta)
+        x.draft, x.counts, x.K, x.cu, x.dprobs, x.logits, x.bonus, x.meta
+    )
     cases["fused step (logits)"] = lambda: _fused.rejection_sample_step_logits(
-        out, x.cu, x.draft, x.dprobs, x.logits, x.bonus, None, seeds, x.K, None)
+        out, x.cu, x.draft, x.dprobs, x.logits, x.bonus, None, seeds, x.K, None
+    )
     cases["fused step (probs)"] = lambda: _fused.rejection_sample_step(
-        out, x.cu, x.draft, x.dprobs, x.probs, x.bonus, None, None, seeds, x.K, None)
+        out, x.cu, x.draft, x.dprobs, x.probs, x.bonus, None, None, seeds, x.K, None
+    )
     cases["fused recovered, all T"] = lambda: fused.vllm_sample_recovered_tokens(
-        x.K, x.counts, x.cu, x.draft, x.dprobs, x.probs, x.meta, "cpu")
+        x.K, x.counts, x.cu, x.draft, x.dprobs, x.probs, x.meta, "cpu"
+    )
     cases["memcpy probs"] = lambda: [d.copy_(s) for d, s in zip(dst, src)]
     cases["memcpy rows step read"] = lambda: [d[:rows].copy_(s[:rows]) for d, s in zip(dst, src)]
     cases["sum probs"] = lambda: [s.sum() for s in src]
@@ -103,7 +123,7 @@ def _cases(x, rs, rows):
 
 def _measure(cases, repeats, clock):
     names = list(cases)
-    for fn in cases.values():       # warm-up: lazy imports, allocator pools, page faults
+    for fn in cases.values():  # warm-up: lazy imports, allocator pools, page faults
         fn()
         fn()
     samples = {n: [] for n in names}
@@ -127,8 +147,9 @@ def _rows_read(x):
     """How many probability rows the fused step reads in full (one per rejecting request)."""
     seeds = fused.request_seeds(x.B)
     out = torch.full((x.B, x.K + 1), -1, dtype=torch.int32)
-    _fused.rejection_sample_step(out, x.cu, x.draft, x.dprobs, x.probs, x.bonus, None, None,
-                                 seeds, x.K, None)
+    _fused.rejection_sample_step(
+        out, x.cu, x.draft, x.dprobs, x.probs, x.bonus, None, None, seeds, x.K, None
+    )
     return int((out[:, x.K] == -1).sum())
 
 
@@ -140,20 +161,30 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, nargs="*", default=[2])
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--no-stock", action="store_true")
-    ap.add_argument("--draft-noise", type=float, default=2.0,
-                    help="std of the noise added to the target logits to make the draft's; "
-                         "small values mean high acceptance (the fused walk reads more rows)")
-    ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
-                    help="cpu: process CPU time (all threads summed), a figure that stays "
-                         "meaningful on an oversubscribed machine; use it with --threads 1")
+    ap.add_argument(
+        "--draft-noise",
+        type=float,
+        default=2.0,
+        help="std of the noise added to the target logits to make the draft's; "
+        "small values mean high acceptance (the fused walk reads more rows)",
+    )
+    ap.add_argument(
+        "--clock",
+        choices=["wall", "cpu"],
+        default="wall",
+        help="cpu: process CPU time (all threads summed), a figure that stays "
+        "meaningful on an oversubscribed machine; use it with --threads 1",
+    )
     args = ap.parse_args(argv)
 
     rs = None if args.no_stock else _stock()
     clock = time.perf_counter_ns if args.clock == "wall" else time.process_time_ns
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"# torch {torch.__version__}, kernels_cpu OpenMP={kernels_cpu.openmp_enabled()}, "
-          f"{os.cpu_count()} CPUs, load average {load:.1f}, {args.clock} clock, "
-          f"repeats={args.repeats}; medians in ms")
+    print(
+        f"# torch {torch.__version__}, kernels_cpu OpenMP={kernels_cpu.openmp_enabled()}, "
+        f"{os.cpu_count()} CPUs, load average {load:.1f}, {args.clock} clock, "
+        f"repeats={args.repeats}; medians in ms"
+    )
     for threads in args.threads:
         torch.set_num_threads(threads)
         for V in args.vocab:
@@ -163,21 +194,37 @@ def main(argv=None):
                 rows = _rows_read(x)
                 s = _measure(_cases(x, rs, rows), args.repeats, clock)
                 mb = x.T * V * 4 * (2 if with_draft else 1) / 1e6
-                print(f"\n## B{x.B} k{x.K} V{V} {'draft probs' if with_draft else 'no draft probs'}"
-                      f" draft noise {args.draft_noise}"
-                      f" threads={threads}  (full pass: {mb:.1f} MB of probabilities; the fused "
-                      f"step read {rows} of {x.T} rows in full)")
+                print(
+                    f"\n## B{x.B} k{x.K} V{V} {'draft probs' if with_draft else 'no draft probs'}"
+                    f" draft noise {args.draft_noise}"
+                    f" threads={threads}  (full pass: {mb:.1f} MB of probabilities; the fused "
+                    f"step read {rows} of {x.T} rows in full)"
+                )
                 for n, v in s.items():
                     lo, hi = min(v), max(v)
                     print(f"  {n:26s} {statistics.median(v):9.3f}   (min {lo:.3f}, max {hi:.3f})")
-                print(f"  step / memcpy probs          {_ratio(s, 'fused step (probs)', 'memcpy probs'):6.2f}x")
-                print(f"  step / memcpy rows step read {_ratio(s, 'fused step (probs)', 'memcpy rows step read'):6.2f}x")
-                print(f"  recovered all T / memcpy     {_ratio(s, 'fused recovered, all T', 'memcpy probs'):6.2f}x")
-                print(f"  recovered all T / sum probs  {_ratio(s, 'fused recovered, all T', 'sum probs'):6.2f}x")
+                print(
+                    f"  step / memcpy probs          {_ratio(s, 'fused step (probs)', 'memcpy probs'):6.2f}x"
+                )
+                print(
+                    f"  step / memcpy rows step read {_ratio(s, 'fused step (probs)', 'memcpy rows step read'):6.2f}x"
+                )
+                print(
+                    f"  recovered all T / memcpy     {_ratio(s, 'fused recovered, all T', 'memcpy probs'):6.2f}x"
+                )
+                print(
+                    f"  recovered all T / sum probs  {_ratio(s, 'fused recovered, all T', 'sum probs'):6.2f}x"
+                )
                 if rs is not None:
-                    print(f"  stock / fused rejection_sample   {_ratio(s, 'stock rejection_sample', 'fused rejection_sample'):6.1f}x faster")
-                    print(f"  stock rejection_sample / step (probs) {_ratio(s, 'stock rejection_sample', 'fused step (probs)'):6.1f}x faster")
-                    print(f"  stock / fused sample_recovered   {_ratio(s, 'stock sample_recovered', 'fused recovered, all T'):6.1f}x faster")
+                    print(
+                        f"  stock / fused rejection_sample   {_ratio(s, 'stock rejection_sample', 'fused rejection_sample'):6.1f}x faster"
+                    )
+                    print(
+                        f"  stock rejection_sample / step (probs) {_ratio(s, 'stock rejection_sample', 'fused step (probs)'):6.1f}x faster"
+                    )
+                    print(
+                        f"  stock / fused sample_recovered   {_ratio(s, 'stock sample_recovered', 'fused recovered, all T'):6.1f}x faster"
+                    )
 
 
 if __name__ == "__main__":

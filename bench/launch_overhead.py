@@ -33,6 +33,7 @@ dev venv and the vLLM venv are the same CPython (3.11), so the extension built i
 either interpreter loads in both; no install into the vLLM venv is needed. vLLM's rows appear
 when ``vllm`` is importable (Triton absent there, as on vLLM's CPU path).
 """
+
 import argparse
 import gc
 import os
@@ -48,8 +49,19 @@ if ROOT not in sys.path:
 
 # -- the kernel, its no-op implementations and the dispatch function ---------------------------
 
-def kernel10(out_ptr, inp_ptr, cu_ptr, draft_ptr, probs_ptr, max_spec_len, vocab_size, replace_from,
-             replace_to, BLOCK_SIZE):  # pragma: no cover - never launched, only introspected
+
+def kernel10(
+    out_ptr,
+    inp_ptr,
+    cu_ptr,
+    draft_ptr,
+    probs_ptr,
+    max_spec_len,
+    vocab_size,
+    replace_from,
+    replace_to,
+    BLOCK_SIZE,
+):  # pragma: no cover - never launched, only introspected
     raise AssertionError("the original kernel must never run")
 
 
@@ -57,8 +69,18 @@ def impl10(a, b, c, d, e, f, g, h, i, j):
     return None
 
 
-def impl10_named(out_ptr, inp_ptr, cu_ptr, draft_ptr, probs_ptr, max_spec_len, vocab_size,
-                 replace_from, replace_to, BLOCK_SIZE):
+def impl10_named(
+    out_ptr,
+    inp_ptr,
+    cu_ptr,
+    draft_ptr,
+    probs_ptr,
+    max_spec_len,
+    vocab_size,
+    replace_from,
+    replace_to,
+    BLOCK_SIZE,
+):
     return None
 
 
@@ -67,8 +89,18 @@ def dispatch(out, inp, cu, draft, probs, max_spec_len):
     return (4,), dict(vocab_size=32000, replace_from=0, replace_to=1, BLOCK_SIZE=128)
 
 
-LAUNCH_KW = dict(out_ptr=1, inp_ptr=2, cu_ptr=3, draft_ptr=4, probs_ptr=5, max_spec_len=6,
-                 vocab_size=7, replace_from=8, replace_to=9, BLOCK_SIZE=10)
+LAUNCH_KW = dict(
+    out_ptr=1,
+    inp_ptr=2,
+    cu_ptr=3,
+    draft_ptr=4,
+    probs_ptr=5,
+    max_spec_len=6,
+    vocab_size=7,
+    replace_from=8,
+    replace_to=9,
+    BLOCK_SIZE=10,
+)
 OWNER_ARGS = (1, 2, 3, 4, 5, 6)
 
 
@@ -77,8 +109,14 @@ def build_cases():
     cases = {}
     skipped = {}
     vals = tuple(LAUNCH_KW.values())
-    base = {"impl10": impl10, "impl10_named": impl10_named, "kw": LAUNCH_KW, "grid": (4,),
-            "dispatch": dispatch, "args": OWNER_ARGS}
+    base = {
+        "impl10": impl10,
+        "impl10_named": impl10_named,
+        "kw": LAUNCH_KW,
+        "grid": (4,),
+        "dispatch": dispatch,
+        "args": OWNER_ARGS,
+    }
     for i, v in enumerate(vals):
         base[f"a{i}"] = v
     cases["direct"] = ("impl10(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9)", base)
@@ -105,16 +143,18 @@ def build_cases():
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            from vllm.triton_utils.dispatcher import KernelOverride as VllmOverride
             from vllm.model_executor.warmup.jit_warmup_triton_helper import (
                 triton_kernel_dispatcher_with_warmup,
             )
+            from vllm.triton_utils.dispatcher import KernelOverride as VllmOverride
     except Exception as exc:  # vLLM absent (dev venv): say so in the table
         skipped["vLLM"] = skipped["owner vLLM"] = f"vllm not importable ({type(exc).__name__})"
     else:
         vov = VllmOverride(kernel10, impl10)
         cases["vLLM"] = ("ov[grid](**kw)", dict(base, ov=vov))
-        vowner = triton_kernel_dispatcher_with_warmup(kernel=vov, warmup_inputs=lambda: {})(dispatch)
+        vowner = triton_kernel_dispatcher_with_warmup(kernel=vov, warmup_inputs=lambda: {})(
+            dispatch
+        )
         assert vowner(*OWNER_ARGS) is None
         cases["owner vLLM"] = ("owner(*args)", dict(base, owner=vowner))
     cases["dispatch fn only"] = ("dispatch(*args)", base)
@@ -157,8 +197,10 @@ def measure(cases, repeats, min_time):
 
 def report(samples, skipped, backend, repeats):
     anchor = samples["direct"]
-    print(f"fastdispatch backend: {backend}; python {sys.version.split()[0]}; "
-          f"{repeats} interleaved rounds; ns per launch (median [min-max])")
+    print(
+        f"fastdispatch backend: {backend}; python {sys.version.split()[0]}; "
+        f"{repeats} interleaved rounds; ns per launch (median [min-max])"
+    )
     print(f"{'case':<18} {'ns':>9} {'range':>17} {'x direct':>9}")
     medians = {}
     for name, s in samples.items():

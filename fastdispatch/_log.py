@@ -16,6 +16,7 @@ configured, nothing reaches stderr through logging. That is why an overwrite and
 default, can be made an error with ``-W error`` or ``pytest.warns``, and is what callers of the
 registry have been told to expect.
 """
+
 import logging
 
 __all__ = ["LOGGER_NAME", "get_logger"]

@@ -18,6 +18,7 @@ Logged on the ``fastdispatch.registry`` logger: each registration and removal at
 overwrite of a registered name at WARNING (as vLLM's module logs it; it is also a
 ``RuntimeWarning``, see :mod:`fastdispatch._log`).
 """
+
 import contextlib
 import importlib
 import logging
@@ -66,8 +67,15 @@ class RegistryEntry(tuple):
     attr: str
     stored: Any
 
-    def __new__(cls, original: Any, impl: Callable[..., Any], override: "KernelOverride",
-                host: Any, attr: str, stored: Any = None) -> "RegistryEntry":
+    def __new__(
+        cls,
+        original: Any,
+        impl: Callable[..., Any],
+        override: "KernelOverride",
+        host: Any,
+        attr: str,
+        stored: Any = None,
+    ) -> "RegistryEntry":
         self = tuple.__new__(cls, (original, impl))
         self.override = override
         self.host = host
@@ -293,12 +301,17 @@ def _install(mapping, warn):
         _registry[name] = RegistryEntry(original, impl, wrapper, host, attr, stored)
     for name in overwritten:
         logger.warning("Kernel %s is already registered. Overwriting.", name)
-        warnings.warn(f"Kernel {name} is already registered. Overwriting.",
-                      RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"Kernel {name} is already registered. Overwriting.", RuntimeWarning, stacklevel=3
+        )
     if logger.isEnabledFor(logging.DEBUG):
         for name, _host, _attr, _current, _original, impl, wrapper, _stored in planned:
-            logger.debug("Registered kernel override %s -> %s (%s)", name, _describe(impl),
-                         forward_mode(wrapper))
+            logger.debug(
+                "Registered kernel override %s -> %s (%s)",
+                name,
+                _describe(impl),
+                forward_mode(wrapper),
+            )
 
 
 def _describe(obj):
@@ -345,10 +358,16 @@ def _restore(entries_and_targets):
     # scan then rebinds every other holder.
     for _name, entry, target, _prev in entries_and_targets:
         host_dict = _TYPE_DICT.__get__(entry.host) if issubclass(type(entry.host), type) else None
-        held = host_dict.get(entry.attr) if host_dict is not None else getattr(entry.host, entry.attr, None)
+        held = (
+            host_dict.get(entry.attr)
+            if host_dict is not None
+            else getattr(entry.host, entry.attr, None)
+        )
         if held is entry.override:
             _set_host(entry.host, entry.attr, entry.stored if target is entry.original else target)
-    _rebind_kernels([(entry.override, target) for _name, entry, target, _prev in entries_and_targets])
+    _rebind_kernels(
+        [(entry.override, target) for _name, entry, target, _prev in entries_and_targets]
+    )
     for name, _entry, _target, prev in entries_and_targets:
         if prev is None:
             _registry.pop(name, None)

@@ -40,6 +40,7 @@ distribution, a different random stream than stock vLLM (hence off by default).
 off, ``=1`` forces it on; by default it installs only where vLLM itself runs without Triton on
 the CPU platform -- with a usable Triton driver vLLM launches real Triton kernels and we stay out.
 """
+
 import logging
 import os
 import threading
@@ -118,8 +119,9 @@ class _Installation:
         self.dispatcher = dispatcher
         if not callable(vars(dispatcher).get("register_kernels")):
             raise RuntimeError(f"unsupported vLLM: {dispatcher.__name__} has no register_kernels")
-        self.stock = {name: vars(dispatcher).get(name)
-                      for name in ("register_kernels",) + _DISPATCHER_API}
+        self.stock = {
+            name: vars(dispatcher).get(name) for name in ("register_kernels",) + _DISPATCHER_API
+        }
         self.patches = _Patches()
         self.ours = {}  # qualified name -> kernels_cpu function
         self.shims = {}  # qualified name -> the platform's own implementation, by identity
@@ -171,8 +173,9 @@ class _Installation:
         for name, impl in overrides.items():
             if name in self.ours and self.shims.get(name) is impl:
                 impl = self.ours[name]  # the platform's shim for one of ours: ours stays
-                logger.debug("fastdispatch: vLLM's platform override for %s kept as kernels_cpu",
-                             name)
+                logger.debug(
+                    "fastdispatch: vLLM's platform override for %s kept as kernels_cpu", name
+                )
             mapping[name] = impl
         self.register(mapping)
 
@@ -248,7 +251,6 @@ def _patch_owners(state):
     base = getattr(helper, "VllmTritonJitKernel", None)
     stock_launch = vars(base).get("launch") if isinstance(base, type) else None
     if callable(stock_launch):
-
         names_seen = {}  # id(owner) -> its last input-names tuple, reused while equal
 
         def launch(self, launch_spec, inputs):
@@ -263,8 +265,14 @@ def _patch_owners(state):
                 names = last
             else:
                 names_seen[id(self)] = names
-            return launch_owner(kernel, kernel.arg_names, launch_spec, names,
-                                tuple(inputs.values()), cache_for(self))
+            return launch_owner(
+                kernel,
+                kernel.arg_names,
+                launch_spec,
+                names,
+                tuple(inputs.values()),
+                cache_for(self),
+            )
 
         launch.__doc__ = stock_launch.__doc__
         launch.__wrapped__ = stock_launch
@@ -278,10 +286,14 @@ def _patch_owners(state):
     if callable(stock_call):
         # Compiled glue (fastdispatch's backend): dispatch, complete the inputs, launch_owner.
         __call__ = state.fd._backend_core.owner_call_method(
-            stock_call, caches,
-            kernel_attr="kernel", dispatch_attr="_dispatch_fn",
-            names_attr="_dispatch_arg_names", defaults_attr="_dispatch_defaults",
-            warming_attr="_warming")
+            stock_call,
+            caches,
+            kernel_attr="kernel",
+            dispatch_attr="_dispatch_fn",
+            names_attr="_dispatch_arg_names",
+            defaults_attr="_dispatch_defaults",
+            warming_attr="_warming",
+        )
         __call__.__doc__ = stock_call.__doc__
         __call__.__wrapped__ = stock_call
         state.patches.set(decorated, "__call__", __call__)
@@ -317,9 +329,18 @@ def _patch_kernel_launchers(state, base, launch_owner, override_type, cache_for)
         params = list(inspect.signature(call_fn).parameters.values())[1:]
         if any(p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params):
             continue
-        state.patches.set(cls, "__call__", _fast_launcher(
-            wrapper, call_fn, tuple(p.name for p in params), launch_owner, override_type,
-            cache_for))
+        state.patches.set(
+            cls,
+            "__call__",
+            _fast_launcher(
+                wrapper,
+                call_fn,
+                tuple(p.name for p in params),
+                launch_owner,
+                override_type,
+                cache_for,
+            ),
+        )
 
 
 def _fast_launcher(wrapper, call_fn, names, launch_owner, override_type, cache_for):
@@ -327,8 +348,13 @@ def _fast_launcher(wrapper, call_fn, names, launch_owner, override_type, cache_f
 
     def __call__(self, *args, **kwargs):
         kernel = self.kernel
-        if (kwargs or len(args) != nparams or type(kernel) is not override_type
-                or self._warming or not self.bind_launch_inputs):
+        if (
+            kwargs
+            or len(args) != nparams
+            or type(kernel) is not override_type
+            or self._warming
+            or not self.bind_launch_inputs
+        ):
             return wrapper(self, *args, **kwargs)
         spec = call_fn(self, *args)
         return launch_owner(kernel, kernel.arg_names, spec, names, args, cache_for(self))
@@ -390,8 +416,10 @@ def install(fused_noise=False):
             _teardown(state)
             raise
         _state = state
-        logger.info("fastdispatch: vLLM kernels now launch kernels_cpu through fastdispatch (%s)",
-                    state.fd.BACKEND)
+        logger.info(
+            "fastdispatch: vLLM kernels now launch kernels_cpu through fastdispatch (%s)",
+            state.fd.BACKEND,
+        )
 
 
 def _make_front(state):
@@ -473,8 +501,11 @@ def plugin():
     if wanted is None:
         reason = _reason_to_stay_out()
         if reason:
-            logger.info("fastdispatch: vLLM plugin not installed: %s (set %s=1 to force)",
-                        reason, PLUGIN_ENV)
+            logger.info(
+                "fastdispatch: vLLM plugin not installed: %s (set %s=1 to force)",
+                reason,
+                PLUGIN_ENV,
+            )
             return
     try:
         install(fused_noise=bool(_wants(os.environ.get(FUSED_NOISE_ENV))))
@@ -483,8 +514,12 @@ def plugin():
             raise
         # A plugin must not take the worker down: vLLM stays exactly stock (install() undid
         # whatever it had changed) and says why.
-        logger.warning("fastdispatch: vLLM plugin could not install; vLLM runs stock "
-                       "(set %s=1 to make this an error)", PLUGIN_ENV, exc_info=True)
+        logger.warning(
+            "fastdispatch: vLLM plugin could not install; vLLM runs stock "
+            "(set %s=1 to make this an error)",
+            PLUGIN_ENV,
+            exc_info=True,
+        )
 
 
 def _reason_to_stay_out():
@@ -502,4 +537,3 @@ def _reason_to_stay_out():
     except Exception as exc:  # noqa: BLE001
         return f"vLLM platform unknown ({exc})"
     return None
-

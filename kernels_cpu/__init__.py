@@ -4,6 +4,7 @@ Each kernel takes the Triton kernel's arguments in its order and under its names
 int64 buffers in place and writes outputs in the caller's dtype. ``vllm_overrides()`` maps vLLM's
 qualified kernel names to these functions for ``register_kernels``.
 """
+
 import torch  # noqa: F401  -- load torch's libgomp before ours: one OpenMP runtime per process
 
 from ._overrides import VLLM_KERNEL_NAMES, vllm_overrides  # noqa: E402

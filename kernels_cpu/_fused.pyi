@@ -4,6 +4,7 @@ Token buffers are int32/int64 CPU tensors, probabilities and logits float32; ``s
 int64 ``[B, 2]`` tensor of ``(key, stream)`` per request. The Philox helpers below the kernels
 expose the random stream itself, so tests can recompute it.
 """
+
 from collections.abc import Sequence
 from typing import Literal, SupportsIndex
 

@@ -3,6 +3,7 @@
 vLLM (0.32.0) looks its 11 CPU-replaceable kernels up under these names; the function names here
 are the Triton kernels' own, with the same arguments, so a launch binds by name or position.
 """
+
 from collections.abc import Callable
 from typing import Any
 

@@ -4,6 +4,7 @@ Buffers (``*_ptr``) are CPU tensors, used in place; integer scalars accept anyth
 ``__index__`` (Python or numpy integers, 0-d integer tensors). Flags that the Triton kernels
 take as ``constexpr`` default to what the other arguments imply when ``None``.
 """
+
 from typing import SupportsIndex
 
 from torch import Tensor

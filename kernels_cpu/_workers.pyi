@@ -3,6 +3,7 @@
 Buffers (``*_ptr``) are CPU tensors, used in place; integer scalars accept anything with
 ``__index__`` (Python or numpy integers, 0-d integer tensors).
 """
+
 from typing import SupportsIndex
 
 from torch import Tensor

@@ -4,6 +4,7 @@ Written from the algorithm's definition, independently of the Cython code: Philo
 Python ints, block sums emulated in float32 with numpy in the kernel's documented lane order,
 scores and the in-block choice in float64. The kernels must agree with it token for token.
 """
+
 import math
 
 import numpy as np
@@ -33,7 +34,7 @@ def split_key(key):
 
 
 def u53(a, b):
-    return ((a >> 5) * 67108864.0 + (b >> 6) + 0.5) * 2.0 ** -53
+    return ((a >> 5) * 67108864.0 + (b >> 6) + 0.5) * 2.0**-53
 
 
 def step_uniforms(key, stream, pos):
@@ -43,14 +44,14 @@ def step_uniforms(key, stream, pos):
 
 def block_exponential(key, stream, pos, b):
     w = philox4x32_10((b >> 2, pos & MASK32, stream & MASK32, 0), split_key(key))
-    return -math.log((w[b & 3] + 0.5) * 2.0 ** -32)
+    return -math.log((w[b & 3] + 0.5) * 2.0**-32)
 
 
 def masses(t_row, q_row, skip):
     """The recovered distribution's unnormalised masses, float32, as the kernel defines them."""
     t = np.asarray(t_row, dtype=np.float32)
     x = t - np.asarray(q_row, dtype=np.float32) if q_row is not None else t.copy()
-    x = np.where(x > 0, x, np.float32(0)).astype(np.float32)   # NaN and negatives -> 0
+    x = np.where(x > 0, x, np.float32(0)).astype(np.float32)  # NaN and negatives -> 0
     if skip is not None and skip >= 0:
         x[skip] = 0
     return x
@@ -62,11 +63,11 @@ def lane_sum(x):
     n = len(x)
     full = n - n % LANES
     for i in range(0, full, LANES):
-        acc += x[i:i + LANES]
+        acc += x[i : i + LANES]
     acc[: n - full] += x[full:]
     w = LANES // 2
     while w >= 1:
-        acc[:w] = acc[:w] + acc[w:2 * w]
+        acc[:w] = acc[:w] + acc[w : 2 * w]
         w //= 2
     return float(acc[0])
 
@@ -76,14 +77,14 @@ def recover(t_row, q_row, skip, key, stream, pos):
     V = len(x)
     best, best_b = -1.0, -1
     for b in range((V + BLOCK - 1) // BLOCK):
-        P = lane_sum(x[b * BLOCK:(b + 1) * BLOCK])
+        P = lane_sum(x[b * BLOCK : (b + 1) * BLOCK])
         s = P / block_exponential(key, stream, pos, b)
         if s > best:
             best, best_b = s, b
     if best_b < 0:
         return 0
     lo = best_b * BLOCK
-    blk = x[lo:lo + BLOCK].astype(np.float64)
+    blk = x[lo : lo + BLOCK].astype(np.float64)
     total = 0.0
     for m in blk:
         total += float(m)
@@ -106,8 +107,18 @@ def first_argmax(row):
     return int(np.flatnonzero(row == row.max())[0])
 
 
-def reference_step(cu, draft, draft_probs, target_probs, bonus, is_greedy, greedy_scores, seeds,
-                   max_spec_len, rates=None):
+def reference_step(
+    cu,
+    draft,
+    draft_probs,
+    target_probs,
+    bonus,
+    is_greedy,
+    greedy_scores,
+    seeds,
+    max_spec_len,
+    rates=None,
+):
     """The whole step in Python; returns a [B, K + 1] list of lists (-1 where nothing)."""
     cu = [int(c) for c in cu]
     draft = [int(d) for d in draft]
@@ -147,8 +158,14 @@ def reference_step(cu, draft, draft_probs, target_probs, bonus, is_greedy, greed
                 if greedy:
                     row[j] = first_argmax(gs[s + j])
                 else:
-                    row[j] = recover(t[s + j], q[s + j] if q is not None else None,
-                                     None if q is not None else d, key, stream, j)
+                    row[j] = recover(
+                        t[s + j],
+                        q[s + j] if q is not None else None,
+                        None if q is not None else d,
+                        key,
+                        stream,
+                        j,
+                    )
                 break
             row[j] = d
         else:
@@ -172,8 +189,11 @@ def chi2_pvalue(observed, expected_probs):
     obs_c, exp_c = obs_c[keep], exp_c[keep]
     stat = float(((obs_c - exp_c) ** 2 / exp_c).sum())
     dof = len(obs_c) - 1
-    return float(torch.special.gammaincc(torch.tensor(dof / 2, dtype=torch.float64),
-                                         torch.tensor(stat / 2, dtype=torch.float64)))
+    return float(
+        torch.special.gammaincc(
+            torch.tensor(dof / 2, dtype=torch.float64), torch.tensor(stat / 2, dtype=torch.float64)
+        )
+    )
 
 
 def ks_pvalue(sample, cdf):
@@ -183,8 +203,15 @@ def ks_pvalue(sample, cdf):
     F = cdf(x)
     d = max(np.max(np.arange(1, n + 1) / n - F), np.max(F - np.arange(0, n) / n))
     lam = (math.sqrt(n) + 0.12 + 0.11 / math.sqrt(n)) * d
-    return float(min(1.0, max(0.0, 2 * sum((-1) ** (k - 1) * math.exp(-2 * k * k * lam * lam)
-                                           for k in range(1, 101)))))
+    return float(
+        min(
+            1.0,
+            max(
+                0.0,
+                2 * sum((-1) ** (k - 1) * math.exp(-2 * k * k * lam * lam) for k in range(1, 101)),
+            ),
+        )
+    )
 
 
 def spread_distribution(V, support, gen, floor=0.0):
@@ -213,8 +240,13 @@ def expf(x):
         r = xc - n * F32(0.693359375)
         r = r - n * F32(-2.12194440e-4)
         p = np.full_like(r, F32(1.9875691500e-4))
-        for c in (1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1,
-                  5.0000001201e-1):
+        for c in (
+            1.3981999507e-3,
+            8.3334519073e-3,
+            4.1665795894e-2,
+            1.6666665459e-1,
+            5.0000001201e-1,
+        ):
             p = p * r + F32(c)
         p = p * (r * r) + r
         p = p + F32(1.0)
@@ -232,7 +264,7 @@ def row_norm(l):
     e = np.where(e > 0, e, F32(0)).astype(F32)
     z = 0.0
     for b in range(0, len(l), BLOCK):
-        z += lane_sum(e[b:b + BLOCK])
+        z += lane_sum(e[b : b + BLOCK])
     with np.errstate(divide="ignore"):
         invz = F32(1.0 / z) if z else F32(np.inf)
     return m, invz
@@ -253,13 +285,13 @@ def recover_masses(x, key, stream, pos):
     V = len(x)
     best, best_b = -1.0, -1
     for b in range((V + BLOCK - 1) // BLOCK):
-        s = lane_sum(x[b * BLOCK:(b + 1) * BLOCK]) / block_exponential(key, stream, pos, b)
+        s = lane_sum(x[b * BLOCK : (b + 1) * BLOCK]) / block_exponential(key, stream, pos, b)
         if s > best:
             best, best_b = s, b
     if best_b < 0:
         return 0
     lo = best_b * BLOCK
-    blk = x[lo:lo + BLOCK].astype(np.float64)
+    blk = x[lo : lo + BLOCK].astype(np.float64)
     total = float(sum(float(m) for m in blk))
     target = step_uniforms(key, stream, pos)[1] * total
     c, last = 0.0, -1
@@ -272,8 +304,9 @@ def recover_masses(x, key, stream, pos):
     return lo + (last if last >= 0 else 0)
 
 
-def reference_step_logits(cu, draft, draft_probs, logits, bonus, is_greedy, seeds, max_spec_len,
-                          rates=None):
+def reference_step_logits(
+    cu, draft, draft_probs, logits, bonus, is_greedy, seeds, max_spec_len, rates=None
+):
     cu = [int(c) for c in cu]
     draft = [int(d) for d in draft]
     lg = logits.numpy()
@@ -313,8 +346,9 @@ def reference_step_logits(cu, draft, draft_probs, logits, bonus, is_greedy, seed
                 row[j] = first_argmax(lrow)
             else:
                 m, invz = row_norm(lrow)
-                x = logit_masses(lrow, q[s + j] if q is not None else None,
-                                 None if q is not None else d, m, invz)
+                x = logit_masses(
+                    lrow, q[s + j] if q is not None else None, None if q is not None else d, m, invz
+                )
                 row[j] = recover_masses(x, key, stream, j)
             break
         else:

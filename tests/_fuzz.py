@@ -10,6 +10,7 @@ profile alone cannot deepen these tests: they take their settings from ``fuzz_se
 instead. Hypothesis still stops early when a strategy's search space is exhausted; run with
 ``--hypothesis-show-statistics`` to see how many examples each test really ran.
 """
+
 import os
 
 from hypothesis import settings

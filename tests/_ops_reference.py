@@ -5,6 +5,7 @@ grid, and writes its outputs in place exactly as the kernel would -- element by 
 deliberately naive, so it shares no code (and no cleverness) with either the Triton kernels or
 ``kernels_cpu``. Used by the interpreter tests of our Triton kernels and by the ops tests.
 """
+
 import ctypes
 
 
@@ -12,8 +13,9 @@ def _span(cu, i):
     return (int(cu[i - 1]) if i > 0 else 0), int(cu[i])
 
 
-def ref_expand_kernel(grid, output_ptr, input_ptr, cu_num_tokens_ptr, replace_from, replace_to,
-                      MAX_NUM_TOKENS=None):
+def ref_expand_kernel(
+    grid, output_ptr, input_ptr, cu_num_tokens_ptr, replace_from, replace_to, MAX_NUM_TOKENS=None
+):
     for i in range(grid[0]):
         start, end = _span(cu_num_tokens_ptr, i)
         v = input_ptr[i].item()
@@ -23,11 +25,19 @@ def ref_expand_kernel(grid, output_ptr, input_ptr, cu_num_tokens_ptr, replace_fr
             output_ptr[t] = v
 
 
-def ref_rejection_greedy_sample_kernel(grid, output_token_ids_ptr, cu_num_draft_tokens_ptr,
-                                       draft_token_ids_ptr, target_argmax_ptr,
-                                       bonus_token_ids_ptr, is_greedy_ptr, max_spec_len,
-                                       uniform_probs_ptr, synthetic_conditional_rates_ptr,
-                                       SYNTHETIC_MODE):
+def ref_rejection_greedy_sample_kernel(
+    grid,
+    output_token_ids_ptr,
+    cu_num_draft_tokens_ptr,
+    draft_token_ids_ptr,
+    target_argmax_ptr,
+    bonus_token_ids_ptr,
+    is_greedy_ptr,
+    max_spec_len,
+    uniform_probs_ptr,
+    synthetic_conditional_rates_ptr,
+    SYNTHETIC_MODE,
+):
     out = output_token_ids_ptr.view(-1)
     for i in range(grid[0]):
         if is_greedy_ptr is not None and not bool(is_greedy_ptr[i]):
@@ -39,8 +49,10 @@ def ref_rejection_greedy_sample_kernel(grid, output_token_ids_ptr, cu_num_draft_
             d = int(draft_token_ids_ptr[start + pos])
             t = int(target_argmax_ptr[start + pos])
             if SYNTHETIC_MODE:
-                ok = (float(uniform_probs_ptr[start + pos])
-                      < float(synthetic_conditional_rates_ptr[pos])) and d >= 0
+                ok = (
+                    float(uniform_probs_ptr[start + pos])
+                    < float(synthetic_conditional_rates_ptr[pos])
+                ) and d >= 0
                 out[row + pos] = d if ok else t
             else:
                 ok = d == t
@@ -52,12 +64,23 @@ def ref_rejection_greedy_sample_kernel(grid, output_token_ids_ptr, cu_num_draft_
             out[row + end - start] = int(bonus_token_ids_ptr.view(-1)[i])
 
 
-def ref_rejection_random_sample_kernel(grid, output_token_ids_ptr, cu_num_draft_tokens_ptr,
-                                       draft_token_ids_ptr, draft_probs_ptr, target_probs_ptr,
-                                       bonus_token_ids_ptr, recovered_token_ids_ptr,
-                                       uniform_probs_ptr, is_greedy_ptr, max_spec_len,
-                                       vocab_size, synthetic_conditional_rates_ptr,
-                                       NO_DRAFT_PROBS, SYNTHETIC_MODE):
+def ref_rejection_random_sample_kernel(
+    grid,
+    output_token_ids_ptr,
+    cu_num_draft_tokens_ptr,
+    draft_token_ids_ptr,
+    draft_probs_ptr,
+    target_probs_ptr,
+    bonus_token_ids_ptr,
+    recovered_token_ids_ptr,
+    uniform_probs_ptr,
+    is_greedy_ptr,
+    max_spec_len,
+    vocab_size,
+    synthetic_conditional_rates_ptr,
+    NO_DRAFT_PROBS,
+    SYNTHETIC_MODE,
+):
     import torch
 
     out = output_token_ids_ptr.view(-1)
@@ -77,8 +100,11 @@ def ref_rejection_random_sample_kernel(grid, output_token_ids_ptr, cu_num_draft_
                 ok = u < float(synthetic_conditional_rates_ptr[pos])
             else:
                 tp = target_probs_ptr[tok, d].to(torch.float32)
-                dp = (torch.ones((), dtype=torch.float32) if NO_DRAFT_PROBS
-                      else draft_probs_ptr[tok, d].to(torch.float32))
+                dp = (
+                    torch.ones((), dtype=torch.float32)
+                    if NO_DRAFT_PROBS
+                    else draft_probs_ptr[tok, d].to(torch.float32)
+                )
                 # float32 ratio, float64 comparison
                 ok = bool(dp > 0) and float(tp / dp) >= u
             if ok:
@@ -91,10 +117,19 @@ def ref_rejection_random_sample_kernel(grid, output_token_ids_ptr, cu_num_draft_
             out[row + end - start] = int(bonus_token_ids_ptr.view(-1)[i])
 
 
-def ref_sample_recovered_tokens_kernel(grid, output_token_ids_ptr, cu_num_draft_tokens_ptr,
-                                       draft_token_ids_ptr, draft_probs_ptr, target_probs_ptr,
-                                       inv_q_ptr, vocab_size, BLOCK_SIZE=None,
-                                       NO_DRAFT_PROBS=False, USE_FP64_GUMBEL=False):
+def ref_sample_recovered_tokens_kernel(
+    grid,
+    output_token_ids_ptr,
+    cu_num_draft_tokens_ptr,
+    draft_token_ids_ptr,
+    draft_probs_ptr,
+    target_probs_ptr,
+    inv_q_ptr,
+    vocab_size,
+    BLOCK_SIZE=None,
+    NO_DRAFT_PROBS=False,
+    USE_FP64_GUMBEL=False,
+):
     import torch
 
     for i in range(grid[0]):
@@ -119,11 +154,20 @@ def ref_sample_recovered_tokens_kernel(grid, output_token_ids_ptr, cu_num_draft_
             output_token_ids_ptr[tok] = min(best_v, vocab_size - 1)
 
 
-def ref_eagle_step_slot_mapping_metadata_kernel(grid, positions_ptr, block_table_ptr,
-                                                block_table_stride, seq_lens_ptr,
-                                                out_clamped_positions_ptr, out_slot_mapping_ptr,
-                                                block_size, max_model_len, n_blocks_per_req,
-                                                PAD_ID, batch_size):
+def ref_eagle_step_slot_mapping_metadata_kernel(
+    grid,
+    positions_ptr,
+    block_table_ptr,
+    block_table_stride,
+    seq_lens_ptr,
+    out_clamped_positions_ptr,
+    out_slot_mapping_ptr,
+    block_size,
+    max_model_len,
+    n_blocks_per_req,
+    PAD_ID,
+    batch_size,
+):
     flat_bt = block_table_ptr.reshape(-1) if block_table_ptr.is_contiguous() else None
     for i in range(grid[0]):
         if i >= batch_size:
@@ -145,10 +189,15 @@ def ref_eagle_step_slot_mapping_metadata_kernel(grid, positions_ptr, block_table
         seq_lens_ptr[i] = min(s, max_model_len)
 
 
-def ref_eagle_prepare_inputs_padded_kernel(grid, cu_num_draft_tokens_ptr,
-                                           valid_sampled_tokens_count_ptr,
-                                           query_start_loc_gpu_ptr, token_indices_to_sample_ptr,
-                                           num_rejected_tokens_gpu_ptr, num_reqs):
+def ref_eagle_prepare_inputs_padded_kernel(
+    grid,
+    cu_num_draft_tokens_ptr,
+    valid_sampled_tokens_count_ptr,
+    query_start_loc_gpu_ptr,
+    token_indices_to_sample_ptr,
+    num_rejected_tokens_gpu_ptr,
+    num_reqs,
+):
     for i in range(min(grid[0], num_reqs)):
         start, end = _span(cu_num_draft_tokens_ptr, i)
         n = end - start
@@ -157,13 +206,19 @@ def ref_eagle_prepare_inputs_padded_kernel(grid, cu_num_draft_tokens_ptr,
         num_rejected_tokens_gpu_ptr[i] = rej
 
 
-def ref_eagle_prepare_next_token_padded_kernel(grid, sampled_token_ids_ptr,
-                                               discard_request_mask_ptr,
-                                               backup_next_token_ids_ptr, next_token_ids_ptr,
-                                               valid_sampled_tokens_count_ptr, vocab_size,
-                                               num_sampled_tokens_per_req, num_reqs,
-                                               stride_sampled_token_ids,
-                                               BLOCK_SIZE_TOKENS=None):
+def ref_eagle_prepare_next_token_padded_kernel(
+    grid,
+    sampled_token_ids_ptr,
+    discard_request_mask_ptr,
+    backup_next_token_ids_ptr,
+    next_token_ids_ptr,
+    valid_sampled_tokens_count_ptr,
+    vocab_size,
+    num_sampled_tokens_per_req,
+    num_reqs,
+    stride_sampled_token_ids,
+    BLOCK_SIZE_TOKENS=None,
+):
     for i in range(min(grid[0], num_reqs)):
         if bool(discard_request_mask_ptr[i]):
             next_token_ids_ptr[i] = int(backup_next_token_ids_ptr[i])
@@ -175,21 +230,34 @@ def ref_eagle_prepare_next_token_padded_kernel(grid, sampled_token_ids_ptr,
         valid_sampled_tokens_count_ptr[i] = len(valid)
 
 
-def ref_copy_and_expand_eagle_inputs_kernel(grid, target_token_ids_ptr, target_positions_ptr,
-                                            next_token_ids_ptr, out_input_ids_ptr,
-                                            out_positions_ptr, out_is_rejected_token_mask_ptr,
-                                            out_is_masked_token_mask_ptr,
-                                            out_new_token_indices_ptr,
-                                            out_hidden_state_mapping_ptr, query_start_loc_ptr,
-                                            query_end_loc_ptr, padding_token_id,
-                                            parallel_drafting_token_id, total_input_tokens,
-                                            num_padding_slots_per_request, shift_input_ids,
-                                            BLOCK_SIZE_TOKENS):
+def ref_copy_and_expand_eagle_inputs_kernel(
+    grid,
+    target_token_ids_ptr,
+    target_positions_ptr,
+    next_token_ids_ptr,
+    out_input_ids_ptr,
+    out_positions_ptr,
+    out_is_rejected_token_mask_ptr,
+    out_is_masked_token_mask_ptr,
+    out_new_token_indices_ptr,
+    out_hidden_state_mapping_ptr,
+    query_start_loc_ptr,
+    query_end_loc_ptr,
+    padding_token_id,
+    parallel_drafting_token_id,
+    total_input_tokens,
+    num_padding_slots_per_request,
+    shift_input_ids,
+    BLOCK_SIZE_TOKENS,
+):
     P = num_padding_slots_per_request
     limit = grid[1] * BLOCK_SIZE_TOKENS
     for r in range(grid[0]):
-        qs, qn, qe = (int(query_start_loc_ptr[r]), int(query_start_loc_ptr[r + 1]),
-                      int(query_end_loc_ptr[r]))
+        qs, qn, qe = (
+            int(query_start_loc_ptr[r]),
+            int(query_start_loc_ptr[r + 1]),
+            int(query_end_loc_ptr[r]),
+        )
         if shift_input_ids:
             n_valid, skip, out_start = qe - qs, 1, qs + r * (P - 1)
         else:
@@ -218,17 +286,28 @@ def ref_copy_and_expand_eagle_inputs_kernel(grid, target_token_ids_ptr, target_p
                 out_hidden_state_mapping_ptr[qs + j] = out_start + j
 
 
-def ref_copy_and_expand_dflash_inputs_kernel(grid, next_token_ids_ptr, target_positions_ptr,
-                                             out_input_ids_ptr, out_context_positions_ptr,
-                                             out_query_positions_ptr,
-                                             out_context_slot_mapping_ptr,
-                                             out_query_slot_mapping_ptr, out_token_indices_ptr,
-                                             block_table_ptr, block_table_stride,
-                                             query_start_loc_ptr, num_rejected_tokens_ptr,
-                                             parallel_drafting_token_id, block_size,
-                                             num_query_per_req, num_speculative_tokens,
-                                             total_input_tokens, BLOCK_SIZE,
-                                             HAS_NUM_REJECTED=False):
+def ref_copy_and_expand_dflash_inputs_kernel(
+    grid,
+    next_token_ids_ptr,
+    target_positions_ptr,
+    out_input_ids_ptr,
+    out_context_positions_ptr,
+    out_query_positions_ptr,
+    out_context_slot_mapping_ptr,
+    out_query_slot_mapping_ptr,
+    out_token_indices_ptr,
+    block_table_ptr,
+    block_table_stride,
+    query_start_loc_ptr,
+    num_rejected_tokens_ptr,
+    parallel_drafting_token_id,
+    block_size,
+    num_query_per_req,
+    num_speculative_tokens,
+    total_input_tokens,
+    BLOCK_SIZE,
+    HAS_NUM_REJECTED=False,
+):
     flat_bt = block_table_ptr.reshape(-1)
     limit = grid[1] * BLOCK_SIZE
     for r in range(grid[0]):
@@ -252,17 +331,29 @@ def ref_copy_and_expand_dflash_inputs_kernel(grid, next_token_ids_ptr, target_po
                 pos = last + 1 + k
                 out_query_positions_ptr[q] = pos
                 out_query_slot_mapping_ptr[q] = slot(pos)
-                out_input_ids_ptr[q] = int(next_token_ids_ptr[r]) if k == 0 \
-                    else parallel_drafting_token_id
+                out_input_ids_ptr[q] = (
+                    int(next_token_ids_ptr[r]) if k == 0 else parallel_drafting_token_id
+                )
                 if k > 0:
                     out_token_indices_ptr[r * num_speculative_tokens + k - 1] = q
 
 
-def ref_compute_slot_mapping_kernel(grid, num_tokens, max_num_tokens, query_start_loc_ptr,
-                                    positions_ptr, block_table_ptr, block_table_stride,
-                                    slot_mapping_ptr, KV_CACHE_BLOCK_SIZE, TOTAL_CP_WORLD_SIZE,
-                                    TOTAL_CP_RANK, CP_KV_CACHE_INTERLEAVE_SIZE, PAD_ID,
-                                    BLOCK_SIZE=None):
+def ref_compute_slot_mapping_kernel(
+    grid,
+    num_tokens,
+    max_num_tokens,
+    query_start_loc_ptr,
+    positions_ptr,
+    block_table_ptr,
+    block_table_stride,
+    slot_mapping_ptr,
+    KV_CACHE_BLOCK_SIZE,
+    TOTAL_CP_WORLD_SIZE,
+    TOTAL_CP_RANK,
+    CP_KV_CACHE_INTERLEAVE_SIZE,
+    PAD_ID,
+    BLOCK_SIZE=None,
+):
     flat_bt = block_table_ptr.reshape(-1)
     span = KV_CACHE_BLOCK_SIZE * TOTAL_CP_WORLD_SIZE
     inter = CP_KV_CACHE_INTERLEAVE_SIZE
@@ -272,8 +363,9 @@ def ref_compute_slot_mapping_kernel(grid, num_tokens, max_num_tokens, query_star
             vb, vo = p // span, p % span
             if (vo // inter) % TOTAL_CP_WORLD_SIZE == TOTAL_CP_RANK:
                 local = (vo // (TOTAL_CP_WORLD_SIZE * inter)) * inter + vo % inter
-                slot_mapping_ptr[t] = int(flat_bt[r * block_table_stride + vb]) \
-                    * KV_CACHE_BLOCK_SIZE + local
+                slot_mapping_ptr[t] = (
+                    int(flat_bt[r * block_table_stride + vb]) * KV_CACHE_BLOCK_SIZE + local
+                )
             else:
                 slot_mapping_ptr[t] = PAD_ID
     for t in range(num_tokens, max_num_tokens):

@@ -5,6 +5,7 @@ its pure-Python twin (``fastdispatch._core_py``): the two must behave identicall
 one is imported, not skipped: a missing build fails these tests. ``registry_core`` does the same
 for the registry, which builds its overrides with whichever module it is pointed at.
 """
+
 import importlib
 import os
 import subprocess

@@ -6,6 +6,7 @@ judged on whole allocations: the kernel's run and the reference's run (on a clon
 bit-identical allocations, which checks the outputs, that inputs were not written, and that
 nothing outside the views changed; the guards must still hold their poison.
 """
+
 import contextlib
 
 import torch
@@ -28,11 +29,11 @@ def guarded(values, dtype=None, poison=None):
     if isinstance(values, torch.Tensor):
         t = values if dtype is None else values.to(dtype)
     else:
-        t = torch.as_tensor(values, dtype=dtype)   # no float32 detour for float64 values
+        t = torch.as_tensor(values, dtype=dtype)  # no float32 detour for float64 values
     if poison is None:
         poison = poison_for(t.dtype)
     base = torch.full((t.numel() + 2 * GUARD,), poison, dtype=t.dtype)
-    view = base[GUARD:GUARD + t.numel()].view(t.shape)
+    view = base[GUARD : GUARD + t.numel()].view(t.shape)
     view.copy_(t)
     return view
 
@@ -65,8 +66,11 @@ def _bits(t):
 
 
 def allocations(case):
-    return {k: _bits(_root(v)).clone() for k, v in case.items()
-            if isinstance(v, torch.Tensor) and not v.is_meta}
+    return {
+        k: _bits(_root(v)).clone()
+        for k, v in case.items()
+        if isinstance(v, torch.Tensor) and not v.is_meta
+    }
 
 
 def guards_intact(view):

@@ -6,14 +6,15 @@ is compared -- so a write outside the slice (or to an input) shows up as a misma
 guard regions must still hold the poison. A case is a dict of launch arguments; ``clone_case``
 gives an independent copy so the kernel and the reference run on identical inputs.
 """
+
 import contextlib
 
 import torch
 
 import kernels_cpu
 
-POISON = -77          # fill for index buffers (outputs are poisoned before the launch)
-GUARD = 5             # guard elements (or rows/columns) on each side
+POISON = -77  # fill for index buffers (outputs are poisoned before the launch)
+GUARD = 5  # guard elements (or rows/columns) on each side
 
 
 class Guarded:
@@ -42,13 +43,18 @@ class Guarded:
     @property
     def view(self):
         if len(self.shape) == 1:
-            return self.base[GUARD:GUARD + self.shape[0]]
+            return self.base[GUARD : GUARD + self.shape[0]]
         rows, cols = self.shape
-        return self.base[GUARD:GUARD + rows, :cols]
+        return self.base[GUARD : GUARD + rows, :cols]
 
     def clone(self):
         g = object.__new__(Guarded)
-        g.shape, g.dtype, g.extra_cols, g.poison = self.shape, self.dtype, self.extra_cols, self.poison
+        g.shape, g.dtype, g.extra_cols, g.poison = (
+            self.shape,
+            self.dtype,
+            self.extra_cols,
+            self.poison,
+        )
         g.base = self.base.clone()
         return g
 
@@ -56,9 +62,9 @@ class Guarded:
         """True when nothing outside the view changed."""
         mask = torch.ones_like(self.base, dtype=torch.bool)
         if len(self.shape) == 1:
-            mask[GUARD:GUARD + self.shape[0]] = False
+            mask[GUARD : GUARD + self.shape[0]] = False
         else:
-            mask[GUARD:GUARD + self.shape[0], :self.shape[1]] = False
+            mask[GUARD : GUARD + self.shape[0], : self.shape[1]] = False
         return bool((self.base[mask] == self.poison).all())
 
 

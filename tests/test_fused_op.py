@@ -1,5 +1,6 @@
 """``fastdispatch.ops.fused``: seeds from generators, reproducibility of seeded requests, and the
 vLLM-signature drop-ins."""
+
 import inspect
 from types import SimpleNamespace
 
@@ -9,14 +10,17 @@ import torch
 
 from fastdispatch.ops import fused
 from kernels_cpu import _fused
-from tests._fused_helpers import first_argmax, reference_step, reference_step_logits
+from tests._fused_helpers import first_argmax, reference_step_logits
 
 
 def _meta(temperature, generators=None):
     temperature = torch.as_tensor(temperature, dtype=torch.float32)
-    return SimpleNamespace(all_greedy=bool((temperature == 0).all()),
-                           all_random=bool((temperature != 0).all()),
-                           temperature=temperature, generators=generators or {})
+    return SimpleNamespace(
+        all_greedy=bool((temperature == 0).all()),
+        all_random=bool((temperature != 0).all()),
+        temperature=temperature,
+        generators=generators or {},
+    )
 
 
 def _batch(counts, V=700, seed=0):
@@ -41,11 +45,12 @@ def test_request_seeds():
     assert seeds[:, 1].tolist() == [0, fused.SEEDED_STREAM, 2, 3]
     assert seeds[0, 0] == seeds[2, 0] == seeds[3, 0]
     assert seeds[1, 0] == torch.empty((), dtype=torch.int64).random_(
-        generator=torch.Generator().manual_seed(77))
-    assert torch.equal(g_idle.get_state(), idle_state)      # no drafts: generator untouched
+        generator=torch.Generator().manual_seed(77)
+    )
+    assert torch.equal(g_idle.get_state(), idle_state)  # no drafts: generator untouched
     a = fused.request_seeds(2)
     b = fused.request_seeds(2)
-    assert a[0, 0] != b[0, 0]                               # fresh key per call
+    assert a[0, 0] != b[0, 0]  # fresh key per call
     with pytest.raises(IndexError, match="generators"):
         fused.request_seeds(2, {5: g})
 
@@ -60,12 +65,19 @@ def test_seeded_request_reproducible_in_any_batch():
         order[slot] = "seeded"
         t = torch.cat([probs if o else torch.softmax(torch.randn(3, 700), -1) for o in order])
         q = torch.cat([dprobs if o else torch.softmax(torch.randn(3, 700), -1) for o in order])
-        d = torch.cat([draft if o else torch.randint(0, 700, (3,), dtype=torch.int32)
-                       for o in order])
+        d = torch.cat(
+            [draft if o else torch.randint(0, 700, (3,), dtype=torch.int32) for o in order]
+        )
         cu_b = torch.arange(3, 3 * B + 1, 3, dtype=torch.int32)
-        out = fused.rejection_sample_fused(d, cu_b, 3, t, torch.zeros(B, dtype=torch.int64),
-                                           draft_probs=q,
-                                           generators={slot: torch.Generator().manual_seed(9)})
+        out = fused.rejection_sample_fused(
+            d,
+            cu_b,
+            3,
+            t,
+            torch.zeros(B, dtype=torch.int64),
+            draft_probs=q,
+            generators={slot: torch.Generator().manual_seed(9)},
+        )
         rows.append(out[slot].tolist())
     assert rows[0] == rows[1] == rows[2]
 
@@ -77,9 +89,12 @@ def test_seeded_steps_advance_generator():
 
     def two_steps(seed):
         g = torch.Generator().manual_seed(seed)
-        return [fused.sample_recovered_tokens_fused(cu, draft, probs, draft_probs=dprobs,
-                                                    generators={0: g})[:4].tolist()
-                for _ in range(2)]
+        return [
+            fused.sample_recovered_tokens_fused(
+                cu, draft, probs, draft_probs=dprobs, generators={0: g}
+            )[:4].tolist()
+            for _ in range(2)
+        ]
 
     first = two_steps(5)
     assert first == two_steps(5)
@@ -96,11 +111,20 @@ def test_vllm_rejection_sample_all_greedy_matches_argmax_walk():
     logits, draft, cu, dprobs, bonus = _batch(counts, seed=3)
     g = torch.Generator().manual_seed(1)
     state = g.get_state()
-    out = fused.vllm_rejection_sample(draft, counts, 4, cu, None, logits, bonus,
-                                      _meta([0, 0, 0, 0], {0: g}))
+    out = fused.vllm_rejection_sample(
+        draft, counts, 4, cu, None, logits, bonus, _meta([0, 0, 0, 0], {0: g})
+    )
     assert torch.equal(g.get_state(), state)
-    ref = reference_step_logits(cu, draft, None, logits, bonus, torch.ones(4, dtype=torch.bool),
-                                torch.zeros((4, 2), dtype=torch.int64), 4)
+    ref = reference_step_logits(
+        cu,
+        draft,
+        None,
+        logits,
+        bonus,
+        torch.ones(4, dtype=torch.bool),
+        torch.zeros((4, 2), dtype=torch.int64),
+        4,
+    )
     assert out.tolist() == ref
     assert out.dtype == torch.int32
 
@@ -111,14 +135,15 @@ def test_vllm_rejection_sample_mixed_matches_twin():
     temp = [0, 0.7, 1.0, 0, 1.3]
     torch.manual_seed(123)
     gens = {2: torch.Generator().manual_seed(8)}
-    out = fused.vllm_rejection_sample(draft, counts, 4, cu, dprobs, logits, bonus,
-                                      _meta(temp, gens))
+    out = fused.vllm_rejection_sample(
+        draft, counts, 4, cu, dprobs, logits, bonus, _meta(temp, gens)
+    )
     torch.manual_seed(123)
     seeds = fused.request_seeds(5, {2: torch.Generator().manual_seed(8)}, counts)
     greedy = torch.tensor([t == 0 for t in temp])
     ref = reference_step_logits(cu, draft, dprobs, logits, bonus, greedy, seeds, 4)
     assert out.tolist() == ref
-    for r, c in enumerate(counts):      # greedy rows: first token is the logits argmax
+    for r, c in enumerate(counts):  # greedy rows: first token is the logits argmax
         if temp[r] == 0 and c:
             assert out[r, 0] == first_argmax(logits[int(cu[r]) - c].numpy())
 
@@ -127,10 +152,12 @@ def test_logits_op_equals_probs_op_with_same_seeds():
     counts = [4] * 8
     logits, draft, cu, dprobs, bonus = _batch(counts, seed=12)
     seeds = fused.request_seeds(8)
-    a = fused.rejection_sample_fused_logits(draft, cu, 4, logits, bonus, draft_probs=dprobs,
-                                            seeds=seeds)
-    b = fused.rejection_sample_fused(draft, cu, 4, logits.softmax(-1), bonus, draft_probs=dprobs,
-                                     seeds=seeds)
+    a = fused.rejection_sample_fused_logits(
+        draft, cu, 4, logits, bonus, draft_probs=dprobs, seeds=seeds
+    )
+    b = fused.rejection_sample_fused(
+        draft, cu, 4, logits.softmax(-1), bonus, draft_probs=dprobs, seeds=seeds
+    )
     assert torch.equal(a, b)
     g = {3: torch.Generator().manual_seed(4)}
     c = fused.rejection_sample_fused_logits(draft, cu, 4, logits, bonus, generators=g)
@@ -142,10 +169,19 @@ def test_logits_op_equals_probs_op_with_same_seeds():
 def test_vllm_rejection_sample_synthetic():
     counts = [2, 2, 2]
     logits, draft, cu, dprobs, bonus = _batch(counts, seed=6)
-    rates = torch.tensor([1.0, 0.0], dtype=torch.float32)   # accept first, reject second
-    out = fused.vllm_rejection_sample(draft, counts, 2, cu, None, logits, bonus,
-                                      _meta([0, 1.0, 0.5]), synthetic_mode=True,
-                                      synthetic_conditional_rates=rates)
+    rates = torch.tensor([1.0, 0.0], dtype=torch.float32)  # accept first, reject second
+    out = fused.vllm_rejection_sample(
+        draft,
+        counts,
+        2,
+        cu,
+        None,
+        logits,
+        bonus,
+        _meta([0, 1.0, 0.5]),
+        synthetic_mode=True,
+        synthetic_conditional_rates=rates,
+    )
     for r in range(3):
         assert out[r, 0] == draft[2 * r]
         assert out[r, 1] != -1 and out[r, 2] == -1
@@ -157,8 +193,9 @@ def test_vllm_sample_recovered_tokens_matches_kernel():
     logits, draft, cu, dprobs, bonus = _batch(counts, seed=7)
     probs = torch.softmax(logits, -1)
     torch.manual_seed(99)
-    got = fused.vllm_sample_recovered_tokens(3, counts, cu, draft, dprobs, probs, _meta([1, 1]),
-                                             "cpu", use_fp64_gumbel=True)
+    got = fused.vllm_sample_recovered_tokens(
+        3, counts, cu, draft, dprobs, probs, _meta([1, 1]), "cpu", use_fp64_gumbel=True
+    )
     torch.manual_seed(99)
     want = torch.empty_like(draft)
     _fused.recovered_tokens(want, cu, draft, dprobs, probs, fused.request_seeds(2, {}, counts))
@@ -172,13 +209,22 @@ def test_override_maps():
         "vllm.v1.sample.rejection_sampler.rejection_sample": fused.vllm_rejection_sample,
     }
     assert list(fused.fastdispatch_fused_vllm_overrides(whole_step=False)) == [
-        "vllm.v1.sample.rejection_sampler.sample_recovered_tokens"]
-    (name, fn), = fused.fused_kernel_overrides().items()
+        "vllm.v1.sample.rejection_sampler.sample_recovered_tokens"
+    ]
+    ((name, fn),) = fused.fused_kernel_overrides().items()
     assert name.endswith(".sample_recovered_tokens_kernel")
     assert tuple(inspect.signature(fn).parameters) == (
-        "output_token_ids_ptr", "cu_num_draft_tokens_ptr", "draft_token_ids_ptr",
-        "draft_probs_ptr", "target_probs_ptr", "inv_q_ptr", "vocab_size", "BLOCK_SIZE",
-        "NO_DRAFT_PROBS", "USE_FP64_GUMBEL")
+        "output_token_ids_ptr",
+        "cu_num_draft_tokens_ptr",
+        "draft_token_ids_ptr",
+        "draft_probs_ptr",
+        "target_probs_ptr",
+        "inv_q_ptr",
+        "vocab_size",
+        "BLOCK_SIZE",
+        "NO_DRAFT_PROBS",
+        "USE_FP64_GUMBEL",
+    )
 
 
 # The two comparisons with stock vLLM below need vLLM, which the dev venv does not have: they are
@@ -188,15 +234,25 @@ def test_override_maps():
 
 def vllm_signatures_match():
     import vllm.v1.sample.rejection_sampler as rs
-    for ours, theirs in ((fused.vllm_rejection_sample, rs.rejection_sample),
-                         (fused.vllm_sample_recovered_tokens, rs.sample_recovered_tokens)):
+
+    for ours, theirs in (
+        (fused.vllm_rejection_sample, rs.rejection_sample),
+        (fused.vllm_sample_recovered_tokens, rs.sample_recovered_tokens),
+    ):
         assert list(inspect.signature(ours).parameters) == list(
-            inspect.signature(theirs).parameters)
-    assert list(inspect.signature(fused.fused_kernel_overrides()[
-        "vllm.v1.sample.rejection_sampler.sample_recovered_tokens_kernel"]).parameters) == list(
+            inspect.signature(theirs).parameters
+        )
+    assert list(
+        inspect.signature(
+            fused.fused_kernel_overrides()[
+                "vllm.v1.sample.rejection_sampler.sample_recovered_tokens_kernel"
+            ]
+        ).parameters
+    ) == list(
         rs.sample_recovered_tokens_kernel.arg_names
         if getattr(rs.sample_recovered_tokens_kernel, "arg_names", None)
-        else inspect.signature(rs.sample_recovered_tokens_kernel).parameters)
+        else inspect.signature(rs.sample_recovered_tokens_kernel).parameters
+    )
 
 
 def vllm_same_law_as_stock():
@@ -205,7 +261,7 @@ def vllm_same_law_as_stock():
     import vllm.v1.sample.rejection_sampler as rs
     from vllm.platforms.cpu import CpuPlatform
 
-    CpuPlatform.register_triton_kernel_overrides()    # stock needs its CPU kernels (no Triton)
+    CpuPlatform.register_triton_kernel_overrides()  # stock needs its CPU kernels (no Triton)
     B, K, V = 8000, 2, 600
     T = B * K
     gen = torch.Generator().manual_seed(40)
@@ -228,8 +284,11 @@ def vllm_same_law_as_stock():
     ea, eb = tot * a.sum() / tot.sum(), tot * b.sum() / tot.sum()
     stat = float((((a - ea) ** 2) / ea + ((b - eb) ** 2) / eb)[tot > 0].sum())
     dof = int((tot > 0).sum()) - 1
-    p = float(torch.special.gammaincc(torch.tensor(dof / 2, dtype=torch.float64),
-                                      torch.tensor(stat / 2, dtype=torch.float64)))
+    p = float(
+        torch.special.gammaincc(
+            torch.tensor(dof / 2, dtype=torch.float64), torch.tensor(stat / 2, dtype=torch.float64)
+        )
+    )
     assert p > 1e-4
     # and both accept at the same rate (within 5 standard errors)
     acc_s = (stock[:, 0] == draft[0::K]).float().mean().item()

@@ -1,18 +1,24 @@
 """``kernels_cpu._fused``: token-exact agreement with the Python twin, invariance to threads and
 chunking, the sampling distributions (chi-square), and validation."""
+
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 import kernels_cpu
 from kernels_cpu import _fused
-from tests._fuzz import fuzz_settings
 from tests._fused_helpers import (
-    chi2_pvalue, masses, recover, reference_step, spread_distribution,
+    chi2_pvalue,
+    masses,
+    recover,
+    reference_step,
+    spread_distribution,
 )
+from tests._fuzz import fuzz_settings
 
-ALPHA = 1e-4   # significance of every chi-square test; seeds are fixed, so outcomes are too
+ALPHA = 1e-4  # significance of every chi-square test; seeds are fixed, so outcomes are too
 POISON = -7
 IDX = (torch.int32, torch.int64)
 
@@ -21,7 +27,7 @@ def guarded(shape, dtype, fill=POISON, pad=5):
     """A tensor view inside a larger buffer whose margins hold a canary value."""
     n = int(np.prod(shape))
     buf = torch.full((n + 2 * pad,), 12345, dtype=dtype)
-    view = buf[pad:pad + n].view(shape)
+    view = buf[pad : pad + n].view(shape)
     view.fill_(fill)
     return buf, view, pad
 
@@ -51,11 +57,19 @@ def step_case(draw):
     K = draw(st.integers(0, 4))
     counts = [draw(st.integers(0, K)) for _ in range(B)]
     V = draw(st.sampled_from([1, 5, 256, 300, 777]))
-    seed = draw(st.integers(0, 2 ** 31))
-    return dict(B=B, K=K, counts=counts, V=V, seed=seed,
-                with_q=draw(st.booleans()), greedy=draw(st.sampled_from(["none", "mixed", "all"])),
-                scores=draw(st.booleans()), synthetic=draw(st.booleans()),
-                dt=[draw(st.sampled_from(IDX)) for _ in range(4)])
+    seed = draw(st.integers(0, 2**31))
+    return dict(
+        B=B,
+        K=K,
+        counts=counts,
+        V=V,
+        seed=seed,
+        with_q=draw(st.booleans()),
+        greedy=draw(st.sampled_from(["none", "mixed", "all"])),
+        scores=draw(st.booleans()),
+        synthetic=draw(st.booleans()),
+        dt=[draw(st.sampled_from(IDX)) for _ in range(4)],
+    )
 
 
 def build(case):
@@ -67,22 +81,50 @@ def build(case):
     t = rand_probs(T, V, gen)
     q = rand_probs(T, V, gen) if case["with_q"] else None
     draft = torch.randint(-1, V, (T,), generator=gen).to(d_dt)
-    if T and V > 1:   # make acceptance common: half the drafts are the target's argmax
+    if T and V > 1:  # make acceptance common: half the drafts are the target's argmax
         take = torch.rand(T, generator=gen) < 0.5
         draft[take] = t.argmax(-1)[take].to(d_dt)
-    bonus = torch.randint(0, 10 ** 6, (B, 1), generator=gen).to(b_dt)
-    greedy = {"none": None, "all": torch.ones(B, dtype=torch.bool),
-              "mixed": torch.rand(B, generator=gen) < 0.5}[case["greedy"]]
+    bonus = torch.randint(0, 10**6, (B, 1), generator=gen).to(b_dt)
+    greedy = {
+        "none": None,
+        "all": torch.ones(B, dtype=torch.bool),
+        "mixed": torch.rand(B, generator=gen) < 0.5,
+    }[case["greedy"]]
     scores = torch.randn(T, V, generator=gen) if case["scores"] else None
     rates = torch.rand(max(K, 1), generator=gen) if case["synthetic"] else None
-    seeds = torch.randint(-2 ** 63, 2 ** 63 - 1, (B, 2), generator=gen)
-    return dict(cu=cu, t=t, q=q, draft=draft, bonus=bonus, greedy=greedy, scores=scores,
-                rates=rates, seeds=seeds, B=B, K=K, T=T, V=V, out_dt=out_dt)
+    seeds = torch.randint(-(2**63), 2**63 - 1, (B, 2), generator=gen)
+    return dict(
+        cu=cu,
+        t=t,
+        q=q,
+        draft=draft,
+        bonus=bonus,
+        greedy=greedy,
+        scores=scores,
+        rates=rates,
+        seeds=seeds,
+        B=B,
+        K=K,
+        T=T,
+        V=V,
+        out_dt=out_dt,
+    )
 
 
 def run_step(c, out):
-    _fused.rejection_sample_step(out, c["cu"], c["draft"], c["q"], c["t"], c["bonus"],
-                                 c["greedy"], c["scores"], c["seeds"], c["K"], c["rates"])
+    _fused.rejection_sample_step(
+        out,
+        c["cu"],
+        c["draft"],
+        c["q"],
+        c["t"],
+        c["bonus"],
+        c["greedy"],
+        c["scores"],
+        c["seeds"],
+        c["K"],
+        c["rates"],
+    )
 
 
 @fuzz_settings(150, deadline=None, derandomize=True)
@@ -91,8 +133,18 @@ def test_step_matches_twin(case):
     c = build(case)
     buf, out, pad = guarded((c["B"], c["K"] + 1), c["out_dt"])
     run_step(c, out)
-    ref = reference_step(c["cu"], c["draft"], c["q"], c["t"], c["bonus"], c["greedy"],
-                         c["scores"], c["seeds"], c["K"], c["rates"])
+    ref = reference_step(
+        c["cu"],
+        c["draft"],
+        c["q"],
+        c["t"],
+        c["bonus"],
+        c["greedy"],
+        c["scores"],
+        c["seeds"],
+        c["K"],
+        c["rates"],
+    )
     ref = [[POISON if v == -1 else v for v in row] for row in ref]
     assert out.tolist() == ref
     assert margins_intact(buf, pad)
@@ -103,7 +155,7 @@ def test_step_matches_twin(case):
 def test_recovered_matches_twin(case):
     c = build(case)
     if c["V"] == 1 and c["q"] is None:
-        pass   # draft id 0 masked: the all-zero row gives id 0
+        pass  # draft id 0 masked: the all-zero row gives id 0
     buf, out, pad = guarded((c["T"],), c["out_dt"])
     _fused.recovered_tokens(out, c["cu"], c["draft"], c["q"], c["t"], c["seeds"])
     cu = [0] + c["cu"].tolist()
@@ -112,8 +164,16 @@ def test_recovered_matches_twin(case):
         key, stream = c["seeds"][r].tolist()
         for j in range(cu[r + 1] - cu[r]):
             k = cu[r] + j
-            ref.append(recover(c["t"][k].numpy(), c["q"][k].numpy() if c["q"] is not None else None,
-                               None if c["q"] is not None else int(c["draft"][k]), key, stream, j))
+            ref.append(
+                recover(
+                    c["t"][k].numpy(),
+                    c["q"][k].numpy() if c["q"] is not None else None,
+                    None if c["q"] is not None else int(c["draft"][k]),
+                    key,
+                    stream,
+                    j,
+                )
+            )
     assert out.tolist() == ref
     assert margins_intact(buf, pad)
 
@@ -126,12 +186,13 @@ def test_step_token_equals_recovered_kernel_token():
     t, q = rand_probs(T, V, gen), rand_probs(T, V, gen)
     cu = torch.arange(K, T + 1, K, dtype=torch.int32)
     draft = torch.randint(0, V, (T,), generator=gen, dtype=torch.int32)
-    seeds = torch.randint(0, 2 ** 62, (B, 2), generator=gen)
+    seeds = torch.randint(0, 2**62, (B, 2), generator=gen)
     rec = torch.empty(T, dtype=torch.int64)
     _fused.recovered_tokens(rec, cu, draft, q, t, seeds)
     out = torch.full((B, K + 1), -1, dtype=torch.int32)
-    _fused.rejection_sample_step(out, cu, draft, q, t, torch.zeros(B, dtype=torch.int64), None,
-                                 None, seeds, K, None)
+    _fused.rejection_sample_step(
+        out, cu, draft, q, t, torch.zeros(B, dtype=torch.int64), None, None, seeds, K, None
+    )
     n_rejected = 0
     for r in range(B):
         row = out[r].tolist()
@@ -149,7 +210,7 @@ def test_threads_and_chunking_do_not_change_tokens(parallel_everything):
     t, q = rand_probs(T, V, gen, 0.0), rand_probs(T, V, gen, 0.0)
     cu = torch.arange(K, T + 1, K, dtype=torch.int64)
     draft = torch.randint(0, V, (T,), generator=gen)
-    seeds = torch.randint(0, 2 ** 62, (B, 2), generator=gen)
+    seeds = torch.randint(0, 2**62, (B, 2), generator=gen)
     greedy = torch.tensor([i % 3 == 0 for i in range(B)])
     results = set()
     for threads in (1, 2, 3):
@@ -162,11 +223,14 @@ def test_threads_and_chunking_do_not_change_tokens(parallel_everything):
                 rec2 = torch.empty(T, dtype=torch.int64)
                 _fused.recovered_tokens(rec2, cu, draft, None, t, seeds)
                 out = torch.full((B, K + 1), -1, dtype=torch.int64)
-                _fused.rejection_sample_step(out, cu, draft, q, t, torch.arange(B), greedy, None,
-                                             seeds, K, None)
+                _fused.rejection_sample_step(
+                    out, cu, draft, q, t, torch.arange(B), greedy, None, seeds, K, None
+                )
             finally:
                 _fused._set_chunk_blocks(old)
-            results.add((tuple(rec.tolist()), tuple(rec2.tolist()), tuple(out.reshape(-1).tolist())))
+            results.add(
+                (tuple(rec.tolist()), tuple(rec2.tolist()), tuple(out.reshape(-1).tolist()))
+            )
     assert len(results) == 1
 
 
@@ -176,7 +240,7 @@ def test_seeds_reproduce_and_differ():
     t, q = rand_probs(T, V, gen, 0), rand_probs(T, V, gen, 0)
     cu = torch.arange(1, T + 1, dtype=torch.int32)
     draft = torch.randint(0, V, (T,), generator=gen, dtype=torch.int32)
-    seeds = torch.randint(0, 2 ** 62, (T, 2), generator=gen)
+    seeds = torch.randint(0, 2**62, (T, 2), generator=gen)
     a, b, c = (torch.empty(T, dtype=torch.int32) for _ in range(3))
     _fused.recovered_tokens(a, cu, draft, q, t, seeds)
     _fused.recovered_tokens(b, cu, draft, q, t, seeds.clone())
@@ -203,7 +267,7 @@ def _pq(seed):
 
 
 def _draw_seeds(n, seed):
-    return torch.randint(-2 ** 63, 2 ** 63 - 1, (n, 2), generator=torch.Generator().manual_seed(seed))
+    return torch.randint(-(2**63), 2**63 - 1, (n, 2), generator=torch.Generator().manual_seed(seed))
 
 
 @pytest.mark.parametrize("chunk", [64, 1])
@@ -241,8 +305,9 @@ def test_recovered_distribution_masks_draft_without_draft_probs():
 def test_recovered_all_zero_row_gives_zero():
     t = torch.zeros(3, 700)
     out = torch.full((3,), 9, dtype=torch.int32)
-    _fused.recovered_tokens(out, torch.tensor([3]), torch.tensor([5, 6, 7]), t.clone(), t,
-                            _draw_seeds(1, 0))
+    _fused.recovered_tokens(
+        out, torch.tensor([3]), torch.tensor([5, 6, 7]), t.clone(), t, _draw_seeds(1, 0)
+    )
     assert out.tolist() == [0, 0, 0]
 
 
@@ -259,8 +324,9 @@ def test_emitted_tokens_follow_target(with_q, K):
     dq = q.expand(T, V).contiguous() if with_q else None
     cu = torch.arange(K, T + 1, K, dtype=torch.int32)
     out = torch.full((B, K + 1), -1, dtype=torch.int32)
-    _fused.rejection_sample_step(out, cu, draft, dq, t, torch.full((B,), V - 1), None, None,
-                                 _draw_seeds(B, 9), K, None)
+    _fused.rejection_sample_step(
+        out, cu, draft, dq, t, torch.full((B,), V - 1), None, None, _draw_seeds(B, 9), K, None
+    )
     first = out[:, 0].numpy()
     assert (first >= 0).all()
     counts = np.bincount(first, minlength=V)
@@ -272,16 +338,26 @@ def test_emitted_tokens_follow_target(with_q, K):
 def test_second_token_follows_target_given_first_accepted():
     # with iid positions, the token after an accepted draft is again ~ p
     p, q = _pq(21)
-    q = (0.6 * p + 0.4 * q).contiguous()     # overlapping draft: ~60 % acceptance
+    q = (0.6 * p + 0.4 * q).contiguous()  # overlapping draft: ~60 % acceptance
     B, K = 6000, 2
     T = B * K
     gen = torch.Generator().manual_seed(22)
     draft = torch.multinomial(q.double(), T, replacement=True, generator=gen).to(torch.int32)
     t = p.expand(T, V).contiguous()
     out = torch.full((B, K + 1), -1, dtype=torch.int32)
-    _fused.rejection_sample_step(out, torch.arange(K, T + 1, K), draft, q.expand(T, V).contiguous(),
-                                 t, torch.zeros(B, dtype=torch.int64), None, None,
-                                 _draw_seeds(B, 23), K, None)
+    _fused.rejection_sample_step(
+        out,
+        torch.arange(K, T + 1, K),
+        draft,
+        q.expand(T, V).contiguous(),
+        t,
+        torch.zeros(B, dtype=torch.int64),
+        None,
+        None,
+        _draw_seeds(B, 23),
+        K,
+        None,
+    )
     acc = out[:, 0] == draft[0::K]
     second = out[acc, 1].numpy()
     assert len(second) > 2000
@@ -292,17 +368,23 @@ def test_second_token_follows_target_given_first_accepted():
 # validation: named errors, nothing written
 # ---------------------------------------------------------------------------------------------
 
+
 def _valid():
     B, K, V = 3, 2, 300
     T = 5
-    return dict(output_token_ids=torch.full((B, K + 1), POISON, dtype=torch.int32),
-                cu_num_draft_tokens=torch.tensor([2, 3, 5], dtype=torch.int32),
-                draft_token_ids=torch.tensor([1, -1, 299, 4, 5], dtype=torch.int32),
-                draft_probs=torch.rand(T, V), target_probs=torch.rand(T, V),
-                bonus_token_ids=torch.zeros((B, 1), dtype=torch.int64),
-                is_greedy=torch.tensor([True, False, False]), greedy_scores=None,
-                seeds=torch.zeros((B, 2), dtype=torch.int64), max_spec_len=K,
-                synthetic_rates=None)
+    return dict(
+        output_token_ids=torch.full((B, K + 1), POISON, dtype=torch.int32),
+        cu_num_draft_tokens=torch.tensor([2, 3, 5], dtype=torch.int32),
+        draft_token_ids=torch.tensor([1, -1, 299, 4, 5], dtype=torch.int32),
+        draft_probs=torch.rand(T, V),
+        target_probs=torch.rand(T, V),
+        bonus_token_ids=torch.zeros((B, 1), dtype=torch.int64),
+        is_greedy=torch.tensor([True, False, False]),
+        greedy_scores=None,
+        seeds=torch.zeros((B, 2), dtype=torch.int64),
+        max_spec_len=K,
+        synthetic_rates=None,
+    )
 
 
 BAD = [
@@ -315,7 +397,7 @@ BAD = [
     ("cu_num_draft_tokens", lambda a: torch.tensor([0, 3, 5], dtype=torch.int32), ValueError),
     ("cu_num_draft_tokens", lambda a: torch.tensor([2, 5], dtype=torch.int32), ValueError),
     ("draft_token_ids", lambda a: torch.tensor([1, 2, 300, 4, 5], dtype=torch.int32), IndexError),
-    ("draft_token_ids", lambda a: torch.tensor([1., 2, 3, 4, 5]), TypeError),
+    ("draft_token_ids", lambda a: torch.tensor([1.0, 2, 3, 4, 5]), TypeError),
     ("draft_probs", lambda a: torch.rand(5, 300, dtype=torch.float64), TypeError),
     ("draft_probs", lambda a: torch.rand(5, 299), ValueError),
     ("target_probs", lambda a: torch.rand(300, 5).t(), ValueError),
@@ -342,14 +424,16 @@ def test_step_bad_inputs_raise_named_and_write_nothing(name, make, exc):
 
 
 def test_step_output_must_not_overlap_inputs():
-    for name, lo, values in (("cu_num_draft_tokens", 8, [2, 3, 5]),
-                             ("draft_token_ids", 4, [1, -1, 299, 4, 5]),
-                             ("bonus_token_ids", 6, [0, 0, 0])):
+    for name, lo, values in (
+        ("cu_num_draft_tokens", 8, [2, 3, 5]),
+        ("draft_token_ids", 4, [1, -1, 299, 4, 5]),
+        ("bonus_token_ids", 6, [0, 0, 0]),
+    ):
         args = _valid()
         buf = torch.full((20,), 0, dtype=torch.int32)
-        buf[lo:lo + len(values)] = torch.tensor(values, dtype=torch.int32)
+        buf[lo : lo + len(values)] = torch.tensor(values, dtype=torch.int32)
         args["output_token_ids"] = buf[:9].view(3, 3)
-        args[name] = buf[lo:lo + len(values)]
+        args[name] = buf[lo : lo + len(values)]
         before = buf.clone()
         with pytest.raises(ValueError, match="overlap " + name):
             _fused.rejection_sample_step(**args)
@@ -359,8 +443,14 @@ def test_step_output_must_not_overlap_inputs():
 def test_recovered_bad_inputs():
     a = _valid()
     out = torch.full((5,), POISON, dtype=torch.int64)
-    ok = (out, a["cu_num_draft_tokens"], a["draft_token_ids"], a["draft_probs"],
-          a["target_probs"], a["seeds"])
+    ok = (
+        out,
+        a["cu_num_draft_tokens"],
+        a["draft_token_ids"],
+        a["draft_probs"],
+        a["target_probs"],
+        a["seeds"],
+    )
     _fused.recovered_tokens(*ok)
     out.fill_(POISON)
     for i, bad, exc, name in [

@@ -1,5 +1,6 @@
 """Tensor validation reads torch's C slots directly for exact ``torch.Tensor`` inputs and plain
 attributes for anything else; both paths must agree (``kernels_cpu._buffers``)."""
+
 import pytest
 import torch
 
@@ -24,20 +25,26 @@ def _greedy_inputs(bonus_shape=(2,)):
 def test_greedy_same_result_for_tensor_and_subclass(bonus_shape, subclass):
     out, cu, draft, argmax, bonus = _greedy_inputs(bonus_shape)
     if subclass:
-        out, cu, draft, argmax, bonus = (t.as_subclass(MyTensor)
-                                         for t in (out, cu, draft, argmax, bonus))
+        out, cu, draft, argmax, bonus = (
+            t.as_subclass(MyTensor) for t in (out, cu, draft, argmax, bonus)
+        )
     rejection_greedy_sample_kernel(out, cu, draft, argmax, bonus, None, 2)
-    assert torch.equal(torch.as_tensor(out).as_subclass(torch.Tensor),
-                       torch.tensor([[5, 6, 11], [7, 9, -7]], dtype=torch.int32))
+    assert torch.equal(
+        torch.as_tensor(out).as_subclass(torch.Tensor),
+        torch.tensor([[5, 6, 11], [7, 9, -7]], dtype=torch.int32),
+    )
 
 
 @pytest.mark.parametrize("subclass", [False, True])
-@pytest.mark.parametrize("bad, match", [
-    (lambda t: t.to(torch.float32), "dtype"),
-    (lambda t: t.reshape(1, 2), "1-D"),
-    (lambda t: t[0], "1-D"),                      # 0-d
-    (lambda t: torch.stack([t, t], 1)[:, 0], "contiguous"),
-])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (lambda t: t.to(torch.float32), "dtype"),
+        (lambda t: t.reshape(1, 2), "1-D"),
+        (lambda t: t[0], "1-D"),  # 0-d
+        (lambda t: torch.stack([t, t], 1)[:, 0], "contiguous"),
+    ],
+)
 def test_bad_cu_is_named_on_both_paths(subclass, bad, match):
     out, cu, draft, argmax, bonus = _greedy_inputs()
     cu = bad(cu)
@@ -69,9 +76,12 @@ def test_class_attribute_changes_are_seen():
 
 def test_empty_and_meta_tensors():
     out = torch.empty(0, dtype=torch.int32)
-    expand_kernel(out, torch.empty(0, dtype=torch.int32), torch.empty(0, dtype=torch.int32),
-                  0, 0)
+    expand_kernel(out, torch.empty(0, dtype=torch.int32), torch.empty(0, dtype=torch.int32), 0, 0)
     with pytest.raises(ValueError, match="output_ptr must be a CPU tensor"):
-        expand_kernel(torch.empty(4, dtype=torch.int32, device="meta"),
-                      torch.tensor([1, 2], dtype=torch.int32),
-                      torch.tensor([1, 4], dtype=torch.int32), 0, 0)
+        expand_kernel(
+            torch.empty(4, dtype=torch.int32, device="meta"),
+            torch.tensor([1, 2], dtype=torch.int32),
+            torch.tensor([1, 4], dtype=torch.int32),
+            0,
+            0,
+        )

@@ -1,17 +1,29 @@
 """Exact tensors are read through torch's DLPack exchange API (one C call per tensor); anything
 else through torch's attribute getters. Both readers must give the same answers and the same
 errors on every tensor layout (``kernels_cpu._buffers``)."""
+
 import pytest
 import torch
+from _fuzz import fuzz_settings
 from hypothesis import given
 from hypothesis import strategies as st
 
 from kernels_cpu import _buffers, expand_kernel, rejection_greedy_sample_kernel
 
-from _fuzz import fuzz_settings
-
-DTYPES = [torch.int32, torch.int64, torch.float32, torch.float64, torch.bool, torch.uint8,
-          torch.int8, torch.float16, torch.bfloat16, torch.complex64, torch.int16, torch.uint16]
+DTYPES = [
+    torch.int32,
+    torch.int64,
+    torch.float32,
+    torch.float64,
+    torch.bool,
+    torch.uint8,
+    torch.int8,
+    torch.float16,
+    torch.bfloat16,
+    torch.complex64,
+    torch.int16,
+    torch.uint16,
+]
 
 
 @pytest.fixture
@@ -45,12 +57,15 @@ def tensors(draw):
     base = torch.zeros(shape, dtype=dtype)
     t = base
     for _ in range(draw(st.integers(0, 3))):
-        op = draw(st.sampled_from(["slice", "step", "transpose", "unsqueeze", "expand",
-                                   "select", "flip_view"]))
+        op = draw(
+            st.sampled_from(
+                ["slice", "step", "transpose", "unsqueeze", "expand", "select", "flip_view"]
+            )
+        )
         if op == "slice" and t.dim() and t.shape[0] > 0:
-            t = t[draw(st.integers(0, t.shape[0] - 1)):]
+            t = t[draw(st.integers(0, t.shape[0] - 1)) :]
         elif op == "step" and t.dim():
-            t = t[::draw(st.integers(1, 3))]
+            t = t[:: draw(st.integers(1, 3))]
         elif op == "transpose" and t.dim() >= 2:
             t = t.transpose(0, t.dim() - 1)
         elif op == "unsqueeze":
@@ -117,10 +132,12 @@ def test_errors_name_the_argument_through_either_reader(reader, view):
     cu = torch.tensor([2, 4], dtype=torch.int32)
     draft = torch.tensor([5, 6, 7, 8], dtype=torch.int32)
     bonus = torch.tensor([11, 12], dtype=torch.int64)
-    for bad, match in [(torch.tensor([5, 6, 7, 9.0]), "dtype"),
-                       (torch.tensor([[5, 6], [7, 9]]), "1-D"),
-                       (torch.tensor([5, 0, 6, 0, 7, 0, 9, 0])[::2], "contiguous"),
-                       (torch.empty(4, dtype=torch.int64, device="meta"), "CPU")]:
+    for bad, match in [
+        (torch.tensor([5, 6, 7, 9.0]), "dtype"),
+        (torch.tensor([[5, 6], [7, 9]]), "1-D"),
+        (torch.tensor([5, 0, 6, 0, 7, 0, 9, 0])[::2], "contiguous"),
+        (torch.empty(4, dtype=torch.int64, device="meta"), "CPU"),
+    ]:
         with pytest.raises((TypeError, ValueError), match=match) as info:
             rejection_greedy_sample_kernel(out, cu, draft, bad, bonus, None, 2)
         assert "target_argmax_ptr" in str(info.value)

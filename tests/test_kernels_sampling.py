@@ -7,17 +7,12 @@ int32/int64 buffers in every combination; every output is poisoned and guarded (
 ``_sampling_helpers``). Bad inputs must raise the named exception and leave every allocation
 untouched; results must not depend on the thread count.
 """
+
 import inspect
 import math
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given
-from hypothesis import strategies as st
-
-import kernels_cpu
-from kernels_cpu.reference import sampling as ref
-
 from _fuzz import fuzz_settings
 from _sampling_helpers import (
     allocations,
@@ -30,9 +25,18 @@ from _sampling_helpers import (
     run_both,
     threads,
 )
+from hypothesis import HealthCheck, given
+from hypothesis import strategies as st
 
-KERNELS = ("expand_kernel", "rejection_greedy_sample_kernel", "rejection_random_sample_kernel",
-           "sample_recovered_tokens_kernel")
+import kernels_cpu
+from kernels_cpu.reference import sampling as ref
+
+KERNELS = (
+    "expand_kernel",
+    "rejection_greedy_sample_kernel",
+    "rejection_random_sample_kernel",
+    "sample_recovered_tokens_kernel",
+)
 INDEX = st.sampled_from([torch.int32, torch.int64])
 HYP = fuzz_settings(120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -55,6 +59,7 @@ def batches(draw, max_b=6, max_k=5):
 # case builders (valid inputs)
 # ------------------------------------------------------------------------------------------
 
+
 def expand_case(counts, data_dtype, cu_dtype, replace_from, replace_to, max_num, seed):
     g = _gen(seed)
     B = len(counts)
@@ -63,34 +68,48 @@ def expand_case(counts, data_dtype, cu_dtype, replace_from, replace_to, max_num,
         x = pool[torch.randint(0, len(pool), (B,), generator=g)]
     else:
         x = torch.randint(-3, 4, (B,), generator=g)
-    return dict(output_ptr=poisoned((sum(counts),), data_dtype),
-                input_ptr=guarded(x, data_dtype),
-                cu_num_tokens_ptr=cu_from_counts(counts, cu_dtype),
-                replace_from=replace_from, replace_to=replace_to, MAX_NUM_TOKENS=max_num)
+    return dict(
+        output_ptr=poisoned((sum(counts),), data_dtype),
+        input_ptr=guarded(x, data_dtype),
+        cu_num_tokens_ptr=cu_from_counts(counts, cu_dtype),
+        replace_from=replace_from,
+        replace_to=replace_to,
+        MAX_NUM_TOKENS=max_num,
+    )
 
 
-def greedy_case(counts, K, V, dt, *, greedy_mask=None, synthetic=False, seed=0,
-                match_p=0.75, uniform_dtype=torch.float64):
+def greedy_case(
+    counts,
+    K,
+    V,
+    dt,
+    *,
+    greedy_mask=None,
+    synthetic=False,
+    seed=0,
+    match_p=0.75,
+    uniform_dtype=torch.float64,
+):
     """dt: dtypes for (out, cu, draft, argmax, bonus)."""
     g = _gen(seed)
     B, T = len(counts), sum(counts)
     argmax = torch.randint(0, V, (T,), generator=g)
     other = torch.randint(-1, V, (T,), generator=g)
     draft = torch.where(torch.rand(T, generator=g) < match_p, argmax, other)
-    case = dict(output_token_ids_ptr=poisoned((B, K + 1), dt[0]),
-                cu_num_draft_tokens_ptr=cu_from_counts(counts, dt[1]),
-                draft_token_ids_ptr=guarded(draft, dt[2]),
-                target_argmax_ptr=guarded(argmax, dt[3]),
-                bonus_token_ids_ptr=guarded(torch.randint(0, V, (B, 1), generator=g), dt[4]),
-                is_greedy_ptr=None if greedy_mask is None else guarded(greedy_mask, torch.bool),
-                max_spec_len=K,
-                uniform_probs_ptr=guarded(torch.rand(T, generator=g, dtype=torch.float64),
-                                          uniform_dtype),
-                synthetic_conditional_rates_ptr=None,
-                SYNTHETIC_MODE=synthetic)
+    case = dict(
+        output_token_ids_ptr=poisoned((B, K + 1), dt[0]),
+        cu_num_draft_tokens_ptr=cu_from_counts(counts, dt[1]),
+        draft_token_ids_ptr=guarded(draft, dt[2]),
+        target_argmax_ptr=guarded(argmax, dt[3]),
+        bonus_token_ids_ptr=guarded(torch.randint(0, V, (B, 1), generator=g), dt[4]),
+        is_greedy_ptr=None if greedy_mask is None else guarded(greedy_mask, torch.bool),
+        max_spec_len=K,
+        uniform_probs_ptr=guarded(torch.rand(T, generator=g, dtype=torch.float64), uniform_dtype),
+        synthetic_conditional_rates_ptr=None,
+        SYNTHETIC_MODE=synthetic,
+    )
     if synthetic:
-        case["synthetic_conditional_rates_ptr"] = guarded(torch.rand(K, generator=g),
-                                                          torch.float32)
+        case["synthetic_conditional_rates_ptr"] = guarded(torch.rand(K, generator=g), torch.float32)
     return case
 
 
@@ -102,55 +121,70 @@ def _probs(g, T, V, zero_p=0.3, levels=None):
     return p * (torch.rand(T, V, generator=g) >= zero_p)
 
 
-def random_case(counts, K, V, dt, *, greedy_mask, with_draft_probs=True, synthetic=False,
-                seed=0, uniform_dtype=torch.float64):
+def random_case(
+    counts,
+    K,
+    V,
+    dt,
+    *,
+    greedy_mask,
+    with_draft_probs=True,
+    synthetic=False,
+    seed=0,
+    uniform_dtype=torch.float64,
+):
     """dt: dtypes for (out, cu, draft, bonus, recovered)."""
     g = _gen(seed)
     B, T = len(counts), sum(counts)
     target = _probs(g, T, V)
     draft_probs = _probs(g, T, V, zero_p=0.2) if with_draft_probs else None
     draft = torch.randint(-1, V, (T,), generator=g) if V > 0 else torch.full((T,), -1)
-    case = dict(output_token_ids_ptr=poisoned((B, K + 1), dt[0]),
-                cu_num_draft_tokens_ptr=cu_from_counts(counts, dt[1]),
-                draft_token_ids_ptr=guarded(draft, dt[2]),
-                draft_probs_ptr=None if draft_probs is None else guarded(draft_probs),
-                target_probs_ptr=guarded(target),
-                bonus_token_ids_ptr=guarded(torch.randint(0, max(V, 1), (B, 1), generator=g),
-                                            dt[3]),
-                recovered_token_ids_ptr=guarded(torch.randint(0, max(V, 1), (T,), generator=g),
-                                                dt[4]),
-                uniform_probs_ptr=guarded(torch.rand(T, generator=g, dtype=torch.float64),
-                                          uniform_dtype),
-                is_greedy_ptr=guarded(greedy_mask, torch.bool),
-                max_spec_len=K, vocab_size=V,
-                synthetic_conditional_rates_ptr=None,
-                NO_DRAFT_PROBS=not with_draft_probs, SYNTHETIC_MODE=synthetic)
+    case = dict(
+        output_token_ids_ptr=poisoned((B, K + 1), dt[0]),
+        cu_num_draft_tokens_ptr=cu_from_counts(counts, dt[1]),
+        draft_token_ids_ptr=guarded(draft, dt[2]),
+        draft_probs_ptr=None if draft_probs is None else guarded(draft_probs),
+        target_probs_ptr=guarded(target),
+        bonus_token_ids_ptr=guarded(torch.randint(0, max(V, 1), (B, 1), generator=g), dt[3]),
+        recovered_token_ids_ptr=guarded(torch.randint(0, max(V, 1), (T,), generator=g), dt[4]),
+        uniform_probs_ptr=guarded(torch.rand(T, generator=g, dtype=torch.float64), uniform_dtype),
+        is_greedy_ptr=guarded(greedy_mask, torch.bool),
+        max_spec_len=K,
+        vocab_size=V,
+        synthetic_conditional_rates_ptr=None,
+        NO_DRAFT_PROBS=not with_draft_probs,
+        SYNTHETIC_MODE=synthetic,
+    )
     if synthetic:
-        case["synthetic_conditional_rates_ptr"] = guarded(torch.rand(K, generator=g),
-                                                          torch.float32)
+        case["synthetic_conditional_rates_ptr"] = guarded(torch.rand(K, generator=g), torch.float32)
     return case
 
 
-def recovered_case(counts, V, dt, *, with_draft_probs=True, inv_q_dtype=torch.float32,
-                   levels=None, seed=0):
+def recovered_case(
+    counts, V, dt, *, with_draft_probs=True, inv_q_dtype=torch.float32, levels=None, seed=0
+):
     """dt: dtypes for (out, cu, draft)."""
     g = _gen(seed)
     B, T = len(counts), sum(counts)
     if levels:
         inv_q = torch.randint(1, 3, (B, V), generator=g).to(inv_q_dtype)
     else:
-        inv_q = (1.0 / torch.empty(B, V, dtype=torch.float64).exponential_(generator=g)
-                 ).to(inv_q_dtype)
-    draft = torch.randint(-1, V + 2, (T,), generator=g)   # out-of-range ids are legal here
-    return dict(output_token_ids_ptr=poisoned((T,), dt[0]),
-                cu_num_draft_tokens_ptr=cu_from_counts(counts, dt[1]),
-                draft_token_ids_ptr=guarded(draft, dt[2]),
-                draft_probs_ptr=guarded(_probs(g, T, V, levels=levels)) if with_draft_probs
-                else None,
-                target_probs_ptr=guarded(_probs(g, T, V, levels=levels)),
-                inv_q_ptr=guarded(inv_q),
-                vocab_size=V, BLOCK_SIZE=8192, NO_DRAFT_PROBS=not with_draft_probs,
-                USE_FP64_GUMBEL=inv_q_dtype == torch.float64)
+        inv_q = (1.0 / torch.empty(B, V, dtype=torch.float64).exponential_(generator=g)).to(
+            inv_q_dtype
+        )
+    draft = torch.randint(-1, V + 2, (T,), generator=g)  # out-of-range ids are legal here
+    return dict(
+        output_token_ids_ptr=poisoned((T,), dt[0]),
+        cu_num_draft_tokens_ptr=cu_from_counts(counts, dt[1]),
+        draft_token_ids_ptr=guarded(draft, dt[2]),
+        draft_probs_ptr=guarded(_probs(g, T, V, levels=levels)) if with_draft_probs else None,
+        target_probs_ptr=guarded(_probs(g, T, V, levels=levels)),
+        inv_q_ptr=guarded(inv_q),
+        vocab_size=V,
+        BLOCK_SIZE=8192,
+        NO_DRAFT_PROBS=not with_draft_probs,
+        USE_FP64_GUMBEL=inv_q_dtype == torch.float64,
+    )
 
 
 def _check(name, case):
@@ -164,21 +198,54 @@ def _check(name, case):
 # ------------------------------------------------------------------------------------------
 
 CONTRACT_ARGS = {
-    "expand_kernel": ["output_ptr", "input_ptr", "cu_num_tokens_ptr", "replace_from",
-                      "replace_to", "MAX_NUM_TOKENS"],
+    "expand_kernel": [
+        "output_ptr",
+        "input_ptr",
+        "cu_num_tokens_ptr",
+        "replace_from",
+        "replace_to",
+        "MAX_NUM_TOKENS",
+    ],
     "rejection_greedy_sample_kernel": [
-        "output_token_ids_ptr", "cu_num_draft_tokens_ptr", "draft_token_ids_ptr",
-        "target_argmax_ptr", "bonus_token_ids_ptr", "is_greedy_ptr", "max_spec_len",
-        "uniform_probs_ptr", "synthetic_conditional_rates_ptr", "SYNTHETIC_MODE"],
+        "output_token_ids_ptr",
+        "cu_num_draft_tokens_ptr",
+        "draft_token_ids_ptr",
+        "target_argmax_ptr",
+        "bonus_token_ids_ptr",
+        "is_greedy_ptr",
+        "max_spec_len",
+        "uniform_probs_ptr",
+        "synthetic_conditional_rates_ptr",
+        "SYNTHETIC_MODE",
+    ],
     "rejection_random_sample_kernel": [
-        "output_token_ids_ptr", "cu_num_draft_tokens_ptr", "draft_token_ids_ptr",
-        "draft_probs_ptr", "target_probs_ptr", "bonus_token_ids_ptr", "recovered_token_ids_ptr",
-        "uniform_probs_ptr", "is_greedy_ptr", "max_spec_len", "vocab_size",
-        "synthetic_conditional_rates_ptr", "NO_DRAFT_PROBS", "SYNTHETIC_MODE"],
+        "output_token_ids_ptr",
+        "cu_num_draft_tokens_ptr",
+        "draft_token_ids_ptr",
+        "draft_probs_ptr",
+        "target_probs_ptr",
+        "bonus_token_ids_ptr",
+        "recovered_token_ids_ptr",
+        "uniform_probs_ptr",
+        "is_greedy_ptr",
+        "max_spec_len",
+        "vocab_size",
+        "synthetic_conditional_rates_ptr",
+        "NO_DRAFT_PROBS",
+        "SYNTHETIC_MODE",
+    ],
     "sample_recovered_tokens_kernel": [
-        "output_token_ids_ptr", "cu_num_draft_tokens_ptr", "draft_token_ids_ptr",
-        "draft_probs_ptr", "target_probs_ptr", "inv_q_ptr", "vocab_size", "BLOCK_SIZE",
-        "NO_DRAFT_PROBS", "USE_FP64_GUMBEL"],
+        "output_token_ids_ptr",
+        "cu_num_draft_tokens_ptr",
+        "draft_token_ids_ptr",
+        "draft_probs_ptr",
+        "target_probs_ptr",
+        "inv_q_ptr",
+        "vocab_size",
+        "BLOCK_SIZE",
+        "NO_DRAFT_PROBS",
+        "USE_FP64_GUMBEL",
+    ],
 }
 
 
@@ -212,12 +279,17 @@ def test_positional_and_keyword_launches_agree(name):
 # expand_kernel
 # ------------------------------------------------------------------------------------------
 
+
 @HYP
-@given(batch=batches(max_k=6), data_dtype=st.sampled_from([torch.float32, torch.int32,
-                                                            torch.int64]),
-       cu_dtype=INDEX, rf=st.sampled_from([0, 1, -3, 0.0, 2**40]),
-       rt=st.sampled_from([0, 1, -1, 7]),
-       max_num=st.sampled_from([None, None, 128, 2, 0]), seed=st.integers(0, 2**31))
+@given(
+    batch=batches(max_k=6),
+    data_dtype=st.sampled_from([torch.float32, torch.int32, torch.int64]),
+    cu_dtype=INDEX,
+    rf=st.sampled_from([0, 1, -3, 0.0, 2**40]),
+    rt=st.sampled_from([0, 1, -1, 7]),
+    max_num=st.sampled_from([None, None, 128, 2, 0]),
+    seed=st.integers(0, 2**31),
+)
 def test_expand_matches_reference(batch, data_dtype, cu_dtype, rf, rt, max_num, seed):
     counts, _ = batch
     _check("expand_kernel", expand_case(counts, data_dtype, cu_dtype, rf, rt, max_num, seed))
@@ -225,8 +297,14 @@ def test_expand_matches_reference(batch, data_dtype, cu_dtype, rf, rt, max_num, 
 
 def test_expand_float_replacement_and_cap():
     out = poisoned((7,), torch.float32)
-    kernels_cpu.expand_kernel(out, guarded([0.0, 2.5, -0.0]), cu_from_counts([2, 1, 4], torch.int32),
-                              0, 1, MAX_NUM_TOKENS=3)
+    kernels_cpu.expand_kernel(
+        out,
+        guarded([0.0, 2.5, -0.0]),
+        cu_from_counts([2, 1, 4], torch.int32),
+        0,
+        1,
+        MAX_NUM_TOKENS=3,
+    )
     # -0.0 == 0 in float32, so it is replaced too; the third request is capped at 3 tokens
     assert out.tolist() == [1.0, 1.0, 2.5, 1.0, 1.0, 1.0, 1234.5]
     assert guards_intact(out)
@@ -236,11 +314,17 @@ def test_expand_float_replacement_and_cap():
 # rejection_greedy_sample_kernel
 # ------------------------------------------------------------------------------------------
 
+
 @HYP
-@given(batch=batches(), V=st.integers(1, 6), dt=st.tuples(INDEX, INDEX, INDEX, INDEX, INDEX),
-       mask_kind=st.sampled_from(["none", "all", "random"]), synthetic=st.booleans(),
-       uniform_dtype=st.sampled_from([torch.float64, torch.float32]),
-       seed=st.integers(0, 2**31))
+@given(
+    batch=batches(),
+    V=st.integers(1, 6),
+    dt=st.tuples(INDEX, INDEX, INDEX, INDEX, INDEX),
+    mask_kind=st.sampled_from(["none", "all", "random"]),
+    synthetic=st.booleans(),
+    uniform_dtype=st.sampled_from([torch.float64, torch.float32]),
+    seed=st.integers(0, 2**31),
+)
 def test_greedy_matches_reference(batch, V, dt, mask_kind, synthetic, uniform_dtype, seed):
     counts, K = batch
     mask = None
@@ -248,33 +332,56 @@ def test_greedy_matches_reference(batch, V, dt, mask_kind, synthetic, uniform_dt
         mask = [True] * len(counts)
     elif mask_kind == "random":
         mask = (torch.rand(len(counts), generator=_gen(seed)) < 0.6).tolist()
-    _check("rejection_greedy_sample_kernel",
-           greedy_case(counts, K, V, dt, greedy_mask=mask, synthetic=synthetic, seed=seed,
-                       uniform_dtype=uniform_dtype))
+    _check(
+        "rejection_greedy_sample_kernel",
+        greedy_case(
+            counts,
+            K,
+            V,
+            dt,
+            greedy_mask=mask,
+            synthetic=synthetic,
+            seed=seed,
+            uniform_dtype=uniform_dtype,
+        ),
+    )
 
 
 def test_greedy_all_accepted_first_rejected_and_padding():
     out = poisoned((4, 4), torch.int32)
     kernels_cpu.rejection_greedy_sample_kernel(
-        out, cu_from_counts([3, 3, 0, 2], torch.int32),
+        out,
+        cu_from_counts([3, 3, 0, 2], torch.int32),
         guarded([5, 6, 7, 1, 6, 7, 4, 4], torch.int32),
         guarded([5, 6, 7, 9, 6, 7, 4, 3], torch.int64),
         guarded([[11], [12], [13], [14]], torch.int64),
-        guarded([True, True, True, False]), 3)
+        guarded([True, True, True, False]),
+        3,
+    )
     P = -7777
-    assert out.tolist() == [[5, 6, 7, 11],      # all accepted: bonus appended
-                            [9, P, P, P],       # first rejected: target argmax, stop
-                            [13, P, P, P],      # no drafts: bonus at position 0
-                            [P, P, P, P]]       # not greedy: untouched
+    assert out.tolist() == [
+        [5, 6, 7, 11],  # all accepted: bonus appended
+        [9, P, P, P],  # first rejected: target argmax, stop
+        [13, P, P, P],  # no drafts: bonus at position 0
+        [P, P, P, P],
+    ]  # not greedy: untouched
     assert guards_intact(out)
 
 
 def test_greedy_synthetic_rejects_padding():
     out = poisoned((1, 4), torch.int64)
     kernels_cpu.rejection_greedy_sample_kernel(
-        out, cu_from_counts([3], torch.int64), guarded([8, -1, 9]), guarded([1, 2, 3]),
-        guarded([5]), None, 3, guarded([0.0, 0.0, 0.0], torch.float64),
-        guarded([0.5, 0.5, 0.5], torch.float32), True)
+        out,
+        cu_from_counts([3], torch.int64),
+        guarded([8, -1, 9]),
+        guarded([1, 2, 3]),
+        guarded([5]),
+        None,
+        3,
+        guarded([0.0, 0.0, 0.0], torch.float64),
+        guarded([0.5, 0.5, 0.5], torch.float32),
+        True,
+    )
     # uniform < rate accepts the draft; a -1 draft is rejected and replaced by the argmax
     assert out.tolist() == [[8, 2, -7777, -7777]]
 
@@ -282,8 +389,14 @@ def test_greedy_synthetic_rejects_padding():
 def test_greedy_argmax_truncated_to_int32_like_the_kernel():
     out = poisoned((1, 2), torch.int64)
     kernels_cpu.rejection_greedy_sample_kernel(
-        out, cu_from_counts([1], torch.int32), guarded([3]), guarded([3 + 2**32]),
-        guarded([4]), None, 1)
+        out,
+        cu_from_counts([1], torch.int32),
+        guarded([3]),
+        guarded([3 + 2**32]),
+        guarded([4]),
+        None,
+        1,
+    )
     assert out.tolist() == [[3, 4]]
 
 
@@ -291,18 +404,34 @@ def test_greedy_argmax_truncated_to_int32_like_the_kernel():
 # rejection_random_sample_kernel
 # ------------------------------------------------------------------------------------------
 
+
 @HYP
-@given(batch=batches(), V=st.integers(0, 6), dt=st.tuples(INDEX, INDEX, INDEX, INDEX, INDEX),
-       with_draft_probs=st.booleans(), synthetic=st.booleans(),
-       uniform_dtype=st.sampled_from([torch.float64, torch.float32]),
-       seed=st.integers(0, 2**31))
-def test_random_matches_reference(batch, V, dt, with_draft_probs, synthetic, uniform_dtype,
-                                  seed):
+@given(
+    batch=batches(),
+    V=st.integers(0, 6),
+    dt=st.tuples(INDEX, INDEX, INDEX, INDEX, INDEX),
+    with_draft_probs=st.booleans(),
+    synthetic=st.booleans(),
+    uniform_dtype=st.sampled_from([torch.float64, torch.float32]),
+    seed=st.integers(0, 2**31),
+)
+def test_random_matches_reference(batch, V, dt, with_draft_probs, synthetic, uniform_dtype, seed):
     counts, K = batch
     mask = (torch.rand(len(counts), generator=_gen(seed + 1)) < 0.3).tolist()
-    _check("rejection_random_sample_kernel",
-           random_case(counts, K, V, dt, greedy_mask=mask, with_draft_probs=with_draft_probs,
-                       synthetic=synthetic, seed=seed, uniform_dtype=uniform_dtype))
+    _check(
+        "rejection_random_sample_kernel",
+        random_case(
+            counts,
+            K,
+            V,
+            dt,
+            greedy_mask=mask,
+            with_draft_probs=with_draft_probs,
+            synthetic=synthetic,
+            seed=seed,
+            uniform_dtype=uniform_dtype,
+        ),
+    )
 
 
 def _accept_one(tp, dp, u, out_dtype=torch.int32):
@@ -312,37 +441,55 @@ def _accept_one(tp, dp, u, out_dtype=torch.int32):
     draft = torch.zeros(1, 4)
     draft[0, 2] = dp
     kernels_cpu.rejection_random_sample_kernel(
-        out, cu_from_counts([1], torch.int32), guarded([2], torch.int32), guarded(draft),
-        guarded(target), guarded([[3]]), guarded([1], torch.int32),
-        guarded([u], torch.float64), guarded([False]), 1, 4)
+        out,
+        cu_from_counts([1], torch.int32),
+        guarded([2], torch.int32),
+        guarded(draft),
+        guarded(target),
+        guarded([[3]]),
+        guarded([1], torch.int32),
+        guarded([u], torch.float64),
+        guarded([False]),
+        1,
+        4,
+    )
     return out.tolist()[0]
 
 
 def test_random_accept_test_is_float32_quotient_compared_in_float64():
     tp, dp = torch.tensor(0.3), torch.tensor(0.7)
-    q32 = float(tp / dp)                     # the float32 quotient, exactly, as a float64
-    assert _accept_one(0.3, 0.7, q32) == [2, 3]                       # equal: accepted
+    q32 = float(tp / dp)  # the float32 quotient, exactly, as a float64
+    assert _accept_one(0.3, 0.7, q32) == [2, 3]  # equal: accepted
     above = math.nextafter(q32, 1.0)
     assert float(torch.tensor(above, dtype=torch.float64).float()) == q32  # float32 would tie
-    assert _accept_one(0.3, 0.7, above) == [1, -7777]                 # float64: rejected
+    assert _accept_one(0.3, 0.7, above) == [1, -7777]  # float64: rejected
 
 
 def test_random_all_accepted_first_rejected_and_greedy_skipped():
     V = 5
     target = torch.full((6, V), 0.2)
     draft_probs = target.clone()
-    draft_probs[3, 4] = 0.9                     # request 1, position 0: 0.2 / 0.9 < 0.5
+    draft_probs[3, 4] = 0.9  # request 1, position 0: 0.2 / 0.9 < 0.5
     out = poisoned((3, 4), torch.int64)
     kernels_cpu.rejection_random_sample_kernel(
-        out, cu_from_counts([3, 2, 1], torch.int64), guarded([1, 2, 3, 4, 0, 2], torch.int64),
-        guarded(draft_probs), guarded(target), guarded([[7], [8], [9]]),
+        out,
+        cu_from_counts([3, 2, 1], torch.int64),
+        guarded([1, 2, 3, 4, 0, 2], torch.int64),
+        guarded(draft_probs),
+        guarded(target),
+        guarded([[7], [8], [9]]),
         guarded([10, 11, 12, 13, 14, 15], torch.int64),
-        guarded([0.99, 0.5, 0.0, 0.5, 0.5, 0.5], torch.float64), guarded([False, False, True]),
-        3, V)
+        guarded([0.99, 0.5, 0.0, 0.5, 0.5, 0.5], torch.float64),
+        guarded([False, False, True]),
+        3,
+        V,
+    )
     P = -7777
-    assert out.tolist() == [[1, 2, 3, 7],        # ratio 1 >= u everywhere: bonus appended
-                            [13, P, P, P],       # first rejected: recovered id, stop
-                            [P, P, P, P]]        # greedy request: untouched
+    assert out.tolist() == [
+        [1, 2, 3, 7],  # ratio 1 >= u everywhere: bonus appended
+        [13, P, P, P],  # first rejected: recovered id, stop
+        [P, P, P, P],
+    ]  # greedy request: untouched
     assert guards_intact(out)
 
 
@@ -354,27 +501,52 @@ def test_random_zero_draft_prob_rejects():
 # sample_recovered_tokens_kernel
 # ------------------------------------------------------------------------------------------
 
+
 @HYP
-@given(batch=batches(), V=st.integers(0, 40), dt=st.tuples(INDEX, INDEX, INDEX),
-       with_draft_probs=st.booleans(),
-       inv_q_dtype=st.sampled_from([torch.float32, torch.float64]),
-       levels=st.sampled_from([None, 2, 3]), seed=st.integers(0, 2**31))
+@given(
+    batch=batches(),
+    V=st.integers(0, 40),
+    dt=st.tuples(INDEX, INDEX, INDEX),
+    with_draft_probs=st.booleans(),
+    inv_q_dtype=st.sampled_from([torch.float32, torch.float64]),
+    levels=st.sampled_from([None, 2, 3]),
+    seed=st.integers(0, 2**31),
+)
 def test_recovered_matches_reference(batch, V, dt, with_draft_probs, inv_q_dtype, levels, seed):
     counts, _ = batch
-    _check("sample_recovered_tokens_kernel",
-           recovered_case(counts, V, dt, with_draft_probs=with_draft_probs,
-                          inv_q_dtype=inv_q_dtype, levels=levels, seed=seed))
+    _check(
+        "sample_recovered_tokens_kernel",
+        recovered_case(
+            counts,
+            V,
+            dt,
+            with_draft_probs=with_draft_probs,
+            inv_q_dtype=inv_q_dtype,
+            levels=levels,
+            seed=seed,
+        ),
+    )
 
 
 def test_recovered_ties_lowest_index_and_masking():
     V = 6
-    target = guarded([[0.0, 0.5, 0.2, 0.5, 0.5, 0.0],
-                      [0.0, 0.5, 0.2, 0.5, 0.5, 0.0],
-                      [0.0, 0.0, 0.0, 0.0, 0.0, 0.0]])
+    target = guarded(
+        [
+            [0.0, 0.5, 0.2, 0.5, 0.5, 0.0],
+            [0.0, 0.5, 0.2, 0.5, 0.5, 0.0],
+            [0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+        ]
+    )
     out = poisoned((3,), torch.int32)
     kernels_cpu.sample_recovered_tokens_kernel(
-        out, cu_from_counts([3], torch.int32), guarded([1, 4, 2], torch.int32), None, target,
-        guarded(torch.ones(1, V)), V)
+        out,
+        cu_from_counts([3], torch.int32),
+        guarded([1, 4, 2], torch.int32),
+        None,
+        target,
+        guarded(torch.ones(1, V)),
+        V,
+    )
     # the draft's own id is masked: 1 is masked so 3 wins over 4; all-zero row: index 0
     assert out.tolist() == [3, 1, 0]
 
@@ -387,11 +559,13 @@ def test_recovered_scores_in_inv_q_dtype(inv_q_dtype, expected):
     inv_q = guarded(torch.tensor([[1.0, 1.0 + 2**-23, 1.0]], dtype=torch.float64), inv_q_dtype)
     out = poisoned((1,), torch.int32)
     kernels_cpu.sample_recovered_tokens_kernel(
-        out, cu_from_counts([1], torch.int32), guarded([2], torch.int32), None, target, inv_q, 3)
+        out, cu_from_counts([1], torch.int32), guarded([2], torch.int32), None, target, inv_q, 3
+    )
     assert out.tolist() == [expected]
     ref_out = poisoned((1,), torch.int32)
     ref.sample_recovered_tokens_kernel(
-        ref_out, cu_from_counts([1], torch.int32), guarded([2], torch.int32), None, target, inv_q, 3)
+        ref_out, cu_from_counts([1], torch.int32), guarded([2], torch.int32), None, target, inv_q, 3
+    )
     assert ref_out.tolist() == [expected]
 
 
@@ -403,16 +577,19 @@ def test_recovered_large_vocab_chunked(nt, inv_q_dtype, with_draft_probs):
     V = 3 * 8192 + 1234
     g = _gen(7)
     target = torch.rand(3, V, generator=g) * 0.5
-    target[0, 20000] = target[0, 5000] = 0.99          # tie across chunks
-    target[1, V - 1] = 0.99                            # max in the last, short chunk
-    target[2].fill_(0.25)                              # all tied: index 0 (or 1 if 0 masked)
+    target[0, 20000] = target[0, 5000] = 0.99  # tie across chunks
+    target[1, V - 1] = 0.99  # max in the last, short chunk
+    target[2].fill_(0.25)  # all tied: index 0 (or 1 if 0 masked)
     draft_probs = torch.zeros(3, V) if with_draft_probs else None
-    case = dict(output_token_ids_ptr=poisoned((3,), torch.int64),
-                cu_num_draft_tokens_ptr=cu_from_counts([1, 2], torch.int32),
-                draft_token_ids_ptr=guarded([7, 8, 0], torch.int32),
-                draft_probs_ptr=None if draft_probs is None else guarded(draft_probs),
-                target_probs_ptr=guarded(target),
-                inv_q_ptr=guarded(torch.ones(2, V, dtype=inv_q_dtype)), vocab_size=V)
+    case = dict(
+        output_token_ids_ptr=poisoned((3,), torch.int64),
+        cu_num_draft_tokens_ptr=cu_from_counts([1, 2], torch.int32),
+        draft_token_ids_ptr=guarded([7, 8, 0], torch.int32),
+        draft_probs_ptr=None if draft_probs is None else guarded(draft_probs),
+        target_probs_ptr=guarded(target),
+        inv_q_ptr=guarded(torch.ones(2, V, dtype=inv_q_dtype)),
+        vocab_size=V,
+    )
     with threads(nt):
         out = _check("sample_recovered_tokens_kernel", case)["output_token_ids_ptr"]
     assert out.tolist() == [5000, V - 1, 0 if with_draft_probs else 1]
@@ -428,13 +605,17 @@ def test_recovered_nan_and_inf_never_crash(inv_q_dtype):
     draft = torch.rand(4, V, generator=g)
     draft[2, :] = float("nan")
     inv_q = torch.rand(2, V, generator=g).to(inv_q_dtype)
-    inv_q[0, 10] = float("inf")          # q = 0 -> 1/q = inf; 0 * inf = NaN must not win
+    inv_q[0, 10] = float("inf")  # q = 0 -> 1/q = inf; 0 * inf = NaN must not win
     inv_q[1, :] = float("inf")
-    case = dict(output_token_ids_ptr=poisoned((4,), torch.int32),
-                cu_num_draft_tokens_ptr=cu_from_counts([2, 2], torch.int32),
-                draft_token_ids_ptr=guarded([0, 1, 2, 3], torch.int32),
-                draft_probs_ptr=guarded(draft), target_probs_ptr=guarded(target),
-                inv_q_ptr=guarded(inv_q), vocab_size=V)
+    case = dict(
+        output_token_ids_ptr=poisoned((4,), torch.int32),
+        cu_num_draft_tokens_ptr=cu_from_counts([2, 2], torch.int32),
+        draft_token_ids_ptr=guarded([0, 1, 2, 3], torch.int32),
+        draft_probs_ptr=guarded(draft),
+        target_probs_ptr=guarded(target),
+        inv_q_ptr=guarded(inv_q),
+        vocab_size=V,
+    )
     out = _check("sample_recovered_tokens_kernel", case)["output_token_ids_ptr"]
     assert all(0 <= v < V for v in out.tolist())
 
@@ -443,18 +624,25 @@ def test_recovered_nan_and_inf_never_crash(inv_q_dtype):
 # thread-count invariance
 # ------------------------------------------------------------------------------------------
 
+
 @fuzz_settings(40, deep_examples=1000, deadline=None)  # each example: 4 kernels x 2 thread counts
-@given(batch=batches(max_b=12), V=st.integers(1, 30), seed=st.integers(0, 2**31),
-       dt=st.tuples(INDEX, INDEX, INDEX, INDEX, INDEX))
+@given(
+    batch=batches(max_b=12),
+    V=st.integers(1, 30),
+    seed=st.integers(0, 2**31),
+    dt=st.tuples(INDEX, INDEX, INDEX, INDEX, INDEX),
+)
 def test_results_do_not_depend_on_thread_count(batch, V, seed, dt):
     counts, K = batch
     mask = (torch.rand(len(counts), generator=_gen(seed)) < 0.5).tolist()
     cases = {
         "expand_kernel": expand_case(counts, torch.int32, dt[0], 0, 5, None, seed),
-        "rejection_greedy_sample_kernel": greedy_case(counts, K, V, dt, greedy_mask=mask,
-                                                      seed=seed),
-        "rejection_random_sample_kernel": random_case(counts, K, V, dt, greedy_mask=mask,
-                                                      seed=seed),
+        "rejection_greedy_sample_kernel": greedy_case(
+            counts, K, V, dt, greedy_mask=mask, seed=seed
+        ),
+        "rejection_random_sample_kernel": random_case(
+            counts, K, V, dt, greedy_mask=mask, seed=seed
+        ),
         "sample_recovered_tokens_kernel": recovered_case(counts, V, dt[:3], levels=2, seed=seed),
     }
     for name, case in cases.items():
@@ -469,6 +657,7 @@ def test_results_do_not_depend_on_thread_count(batch, V, seed, dt):
 # ------------------------------------------------------------------------------------------
 # bad inputs: named exception, nothing written
 # ------------------------------------------------------------------------------------------
+
 
 def _noncontig(t):
     wide = torch.stack([t, t], dim=-1)
@@ -494,92 +683,257 @@ BAD = [
     ("expand_kernel", "input_ptr", _noncontig, ValueError, "input_ptr"),
     ("expand_kernel", "output_ptr", _meta, ValueError, "output_ptr"),
     ("expand_kernel", "cu_num_tokens_ptr", _as(torch.float32), TypeError, "cu_num_tokens_ptr"),
-    ("expand_kernel", "cu_num_tokens_ptr", _replace_values([2, 1, 5]), ValueError,
-     "cu_num_tokens_ptr"),
-    ("expand_kernel", "cu_num_tokens_ptr", _replace_values([2, 2, 4]), ValueError,
-     "cu_num_tokens_ptr"),
-    ("expand_kernel", "cu_num_tokens_ptr", _replace_values([-1, 2, 5]), ValueError,
-     "cu_num_tokens_ptr"),
-    ("expand_kernel", "cu_num_tokens_ptr", _replace_values([2, 2]), ValueError,
-     "cu_num_tokens_ptr"),
+    (
+        "expand_kernel",
+        "cu_num_tokens_ptr",
+        _replace_values([2, 1, 5]),
+        ValueError,
+        "cu_num_tokens_ptr",
+    ),
+    (
+        "expand_kernel",
+        "cu_num_tokens_ptr",
+        _replace_values([2, 2, 4]),
+        ValueError,
+        "cu_num_tokens_ptr",
+    ),
+    (
+        "expand_kernel",
+        "cu_num_tokens_ptr",
+        _replace_values([-1, 2, 5]),
+        ValueError,
+        "cu_num_tokens_ptr",
+    ),
+    (
+        "expand_kernel",
+        "cu_num_tokens_ptr",
+        _replace_values([2, 2]),
+        ValueError,
+        "cu_num_tokens_ptr",
+    ),
     ("expand_kernel", "output_ptr", lambda t: [0] * 5, TypeError, "output_ptr"),
     ("expand_kernel", "replace_to", lambda v: 2**40, ValueError, "replace_to"),
     ("expand_kernel", "replace_to", lambda v: 0.5, TypeError, "replace_to"),
     ("expand_kernel", "MAX_NUM_TOKENS", lambda v: -1, ValueError, "MAX_NUM_TOKENS"),
     ("expand_kernel", "replace_from", lambda v: None, TypeError, "replace_from"),
     ("expand_kernel", "replace_from", lambda v: 2**70, ValueError, "replace_from"),
-
-    ("rejection_greedy_sample_kernel", "output_token_ids_ptr", _as(torch.float32), TypeError,
-     "output_token_ids_ptr"),
-    ("rejection_greedy_sample_kernel", "output_token_ids_ptr", lambda t: guarded(t[:, :3]),
-     ValueError, "output_token_ids_ptr"),
-    ("rejection_greedy_sample_kernel", "output_token_ids_ptr", _noncontig, ValueError,
-     "output_token_ids_ptr"),
-    ("rejection_greedy_sample_kernel", "draft_token_ids_ptr", _as(torch.int16), TypeError,
-     "draft_token_ids_ptr"),
-    ("rejection_greedy_sample_kernel", "target_argmax_ptr", lambda t: guarded(t[:-1]),
-     ValueError, "target_argmax_ptr"),
-    ("rejection_greedy_sample_kernel", "bonus_token_ids_ptr", lambda t: guarded(t[:-1]),
-     ValueError, "bonus_token_ids_ptr"),
-    ("rejection_greedy_sample_kernel", "is_greedy_ptr", _as(torch.int32), TypeError,
-     "is_greedy_ptr"),
-    ("rejection_greedy_sample_kernel", "is_greedy_ptr", lambda t: guarded(t[:-1]), ValueError,
-     "is_greedy_ptr"),
-    ("rejection_greedy_sample_kernel", "cu_num_draft_tokens_ptr", _replace_values([2, 6, 5]),
-     ValueError, "cu_num_draft_tokens_ptr"),
-    ("rejection_greedy_sample_kernel", "cu_num_draft_tokens_ptr", _replace_values([4, 4, 5]),
-     ValueError, "max_spec_len"),
-    ("rejection_greedy_sample_kernel", "cu_num_draft_tokens_ptr", _replace_values([2, 2, 6]),
-     ValueError, "cu_num_draft_tokens_ptr"),
-    ("rejection_greedy_sample_kernel", "max_spec_len", lambda v: 2, ValueError,
-     "output_token_ids_ptr"),
+    (
+        "rejection_greedy_sample_kernel",
+        "output_token_ids_ptr",
+        _as(torch.float32),
+        TypeError,
+        "output_token_ids_ptr",
+    ),
+    (
+        "rejection_greedy_sample_kernel",
+        "output_token_ids_ptr",
+        lambda t: guarded(t[:, :3]),
+        ValueError,
+        "output_token_ids_ptr",
+    ),
+    (
+        "rejection_greedy_sample_kernel",
+        "output_token_ids_ptr",
+        _noncontig,
+        ValueError,
+        "output_token_ids_ptr",
+    ),
+    (
+        "rejection_greedy_sample_kernel",
+        "draft_token_ids_ptr",
+        _as(torch.int16),
+        TypeError,
+        "draft_token_ids_ptr",
+    ),
+    (
+        "rejection_greedy_sample_kernel",
+        "target_argmax_ptr",
+        lambda t: guarded(t[:-1]),
+        ValueError,
+        "target_argmax_ptr",
+    ),
+    (
+        "rejection_greedy_sample_kernel",
+        "bonus_token_ids_ptr",
+        lambda t: guarded(t[:-1]),
+        ValueError,
+        "bonus_token_ids_ptr",
+    ),
+    (
+        "rejection_greedy_sample_kernel",
+        "is_greedy_ptr",
+        _as(torch.int32),
+        TypeError,
+        "is_greedy_ptr",
+    ),
+    (
+        "rejection_greedy_sample_kernel",
+        "is_greedy_ptr",
+        lambda t: guarded(t[:-1]),
+        ValueError,
+        "is_greedy_ptr",
+    ),
+    (
+        "rejection_greedy_sample_kernel",
+        "cu_num_draft_tokens_ptr",
+        _replace_values([2, 6, 5]),
+        ValueError,
+        "cu_num_draft_tokens_ptr",
+    ),
+    (
+        "rejection_greedy_sample_kernel",
+        "cu_num_draft_tokens_ptr",
+        _replace_values([4, 4, 5]),
+        ValueError,
+        "max_spec_len",
+    ),
+    (
+        "rejection_greedy_sample_kernel",
+        "cu_num_draft_tokens_ptr",
+        _replace_values([2, 2, 6]),
+        ValueError,
+        "cu_num_draft_tokens_ptr",
+    ),
+    (
+        "rejection_greedy_sample_kernel",
+        "max_spec_len",
+        lambda v: 2,
+        ValueError,
+        "output_token_ids_ptr",
+    ),
     ("rejection_greedy_sample_kernel", "max_spec_len", lambda v: "3", TypeError, ""),
-    ("rejection_greedy_sample_kernel", "synthetic_conditional_rates_ptr", lambda t: None,
-     ValueError, "synthetic_conditional_rates_ptr"),
-    ("rejection_greedy_sample_kernel", "synthetic_conditional_rates_ptr",
-     lambda t: guarded(t[:2]), ValueError, "synthetic_conditional_rates_ptr"),
-    ("rejection_greedy_sample_kernel", "uniform_probs_ptr", lambda t: None, ValueError,
-     "uniform_probs_ptr"),
-    ("rejection_greedy_sample_kernel", "uniform_probs_ptr", _as(torch.float16), TypeError,
-     "uniform_probs_ptr"),
-
-    ("rejection_random_sample_kernel", "draft_token_ids_ptr", _replace_values([1, 7, 2, 3, 4]),
-     IndexError, "draft_token_ids_ptr"),
-    ("rejection_random_sample_kernel", "target_probs_ptr", _as(torch.float64), TypeError,
-     "target_probs_ptr"),
-    ("rejection_random_sample_kernel", "target_probs_ptr", lambda t: guarded(t[:, :-1]),
-     ValueError, "target_probs_ptr"),
-    ("rejection_random_sample_kernel", "draft_probs_ptr", lambda t: guarded(t[:-1]),
-     ValueError, "draft_probs_ptr"),
-    ("rejection_random_sample_kernel", "draft_probs_ptr", _noncontig, ValueError,
-     "draft_probs_ptr"),
-    ("rejection_random_sample_kernel", "vocab_size", lambda v: 8, ValueError,
-     "target_probs_ptr"),
+    (
+        "rejection_greedy_sample_kernel",
+        "synthetic_conditional_rates_ptr",
+        lambda t: None,
+        ValueError,
+        "synthetic_conditional_rates_ptr",
+    ),
+    (
+        "rejection_greedy_sample_kernel",
+        "synthetic_conditional_rates_ptr",
+        lambda t: guarded(t[:2]),
+        ValueError,
+        "synthetic_conditional_rates_ptr",
+    ),
+    (
+        "rejection_greedy_sample_kernel",
+        "uniform_probs_ptr",
+        lambda t: None,
+        ValueError,
+        "uniform_probs_ptr",
+    ),
+    (
+        "rejection_greedy_sample_kernel",
+        "uniform_probs_ptr",
+        _as(torch.float16),
+        TypeError,
+        "uniform_probs_ptr",
+    ),
+    (
+        "rejection_random_sample_kernel",
+        "draft_token_ids_ptr",
+        _replace_values([1, 7, 2, 3, 4]),
+        IndexError,
+        "draft_token_ids_ptr",
+    ),
+    (
+        "rejection_random_sample_kernel",
+        "target_probs_ptr",
+        _as(torch.float64),
+        TypeError,
+        "target_probs_ptr",
+    ),
+    (
+        "rejection_random_sample_kernel",
+        "target_probs_ptr",
+        lambda t: guarded(t[:, :-1]),
+        ValueError,
+        "target_probs_ptr",
+    ),
+    (
+        "rejection_random_sample_kernel",
+        "draft_probs_ptr",
+        lambda t: guarded(t[:-1]),
+        ValueError,
+        "draft_probs_ptr",
+    ),
+    (
+        "rejection_random_sample_kernel",
+        "draft_probs_ptr",
+        _noncontig,
+        ValueError,
+        "draft_probs_ptr",
+    ),
+    ("rejection_random_sample_kernel", "vocab_size", lambda v: 8, ValueError, "target_probs_ptr"),
     ("rejection_random_sample_kernel", "vocab_size", lambda v: -1, ValueError, "vocab_size"),
-    ("rejection_random_sample_kernel", "is_greedy_ptr", lambda t: None, TypeError,
-     "is_greedy_ptr"),
-    ("rejection_random_sample_kernel", "uniform_probs_ptr", lambda t: guarded(t[:-1]),
-     ValueError, "uniform_probs_ptr"),
-    ("rejection_random_sample_kernel", "recovered_token_ids_ptr", _meta, ValueError,
-     "recovered_token_ids_ptr"),
+    ("rejection_random_sample_kernel", "is_greedy_ptr", lambda t: None, TypeError, "is_greedy_ptr"),
+    (
+        "rejection_random_sample_kernel",
+        "uniform_probs_ptr",
+        lambda t: guarded(t[:-1]),
+        ValueError,
+        "uniform_probs_ptr",
+    ),
+    (
+        "rejection_random_sample_kernel",
+        "recovered_token_ids_ptr",
+        _meta,
+        ValueError,
+        "recovered_token_ids_ptr",
+    ),
     ("rejection_random_sample_kernel", "NO_DRAFT_PROBS", lambda v: False, None, None),
-    ("rejection_random_sample_kernel", "cu_num_draft_tokens_ptr", _replace_values([3, 2, 5]),
-     ValueError, "cu_num_draft_tokens_ptr"),
-
-    ("sample_recovered_tokens_kernel", "inv_q_ptr", lambda t: guarded(t[:-1]), ValueError,
-     "inv_q_ptr"),
+    (
+        "rejection_random_sample_kernel",
+        "cu_num_draft_tokens_ptr",
+        _replace_values([3, 2, 5]),
+        ValueError,
+        "cu_num_draft_tokens_ptr",
+    ),
+    (
+        "sample_recovered_tokens_kernel",
+        "inv_q_ptr",
+        lambda t: guarded(t[:-1]),
+        ValueError,
+        "inv_q_ptr",
+    ),
     ("sample_recovered_tokens_kernel", "inv_q_ptr", _as(torch.float16), TypeError, "inv_q_ptr"),
-    ("sample_recovered_tokens_kernel", "target_probs_ptr", lambda t: guarded(t[:-1]),
-     ValueError, "target_probs_ptr"),
-    ("sample_recovered_tokens_kernel", "output_token_ids_ptr", lambda t: guarded(t[:-1]),
-     ValueError, "draft_token_ids_ptr"),
-    ("sample_recovered_tokens_kernel", "output_token_ids_ptr", _as(torch.float32), TypeError,
-     "output_token_ids_ptr"),
-    ("sample_recovered_tokens_kernel", "cu_num_draft_tokens_ptr", _replace_values([2, 1, 5]),
-     ValueError, "cu_num_draft_tokens_ptr"),
+    (
+        "sample_recovered_tokens_kernel",
+        "target_probs_ptr",
+        lambda t: guarded(t[:-1]),
+        ValueError,
+        "target_probs_ptr",
+    ),
+    (
+        "sample_recovered_tokens_kernel",
+        "output_token_ids_ptr",
+        lambda t: guarded(t[:-1]),
+        ValueError,
+        "draft_token_ids_ptr",
+    ),
+    (
+        "sample_recovered_tokens_kernel",
+        "output_token_ids_ptr",
+        _as(torch.float32),
+        TypeError,
+        "output_token_ids_ptr",
+    ),
+    (
+        "sample_recovered_tokens_kernel",
+        "cu_num_draft_tokens_ptr",
+        _replace_values([2, 1, 5]),
+        ValueError,
+        "cu_num_draft_tokens_ptr",
+    ),
     ("sample_recovered_tokens_kernel", "vocab_size", lambda v: 6, ValueError, "target_probs_ptr"),
-    ("sample_recovered_tokens_kernel", "draft_probs_ptr", _noncontig, ValueError,
-     "draft_probs_ptr"),
+    (
+        "sample_recovered_tokens_kernel",
+        "draft_probs_ptr",
+        _noncontig,
+        ValueError,
+        "draft_probs_ptr",
+    ),
 ]
 
 
@@ -589,18 +943,20 @@ def _bad_case(name):
         return expand_case([2, 0, 3], torch.int32, torch.int32, 0, 9, None, 1)
     if name == "rejection_greedy_sample_kernel":
         # synthetic, so that the uniforms and rates are read and checked
-        return greedy_case([2, 0, 3], 3, 7, dt, greedy_mask=[True, True, False], seed=1,
-                           synthetic=True)
+        return greedy_case(
+            [2, 0, 3], 3, 7, dt, greedy_mask=[True, True, False], seed=1, synthetic=True
+        )
     if name == "rejection_random_sample_kernel":
         return random_case([2, 0, 3], 3, 7, dt, greedy_mask=[False, True, False], seed=1)
     return recovered_case([2, 0, 3], 7, dt[:3], seed=1)
 
 
-@pytest.mark.parametrize("name,arg,mutate,exc,words", BAD,
-                         ids=[f"{b[0][:14]}-{b[1]}-{i}" for i, b in enumerate(BAD)])
+@pytest.mark.parametrize(
+    "name,arg,mutate,exc,words", BAD, ids=[f"{b[0][:14]}-{b[1]}-{i}" for i, b in enumerate(BAD)]
+)
 def test_bad_input_raises_and_writes_nothing(name, arg, mutate, exc, words):
     case = _bad_case(name)
-    if arg == "NO_DRAFT_PROBS":        # draft probs demanded but absent
+    if arg == "NO_DRAFT_PROBS":  # draft probs demanded but absent
         case["draft_probs_ptr"] = None
         case[arg] = False
         exc, words = ValueError, "draft_probs_ptr"
@@ -623,7 +979,8 @@ def test_output_overlapping_offsets_is_refused():
     snapshot = base.clone()
     with pytest.raises(ValueError, match="overlap"):
         kernels_cpu.rejection_greedy_sample_kernel(
-            out, cu, guarded([1, 2], torch.int32), guarded([1, 2]), guarded([0, 0]), None, 3)
+            out, cu, guarded([1, 2], torch.int32), guarded([1, 2]), guarded([0, 0]), None, 3
+        )
     assert torch.equal(base, snapshot)
 
 

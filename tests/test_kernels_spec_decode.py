@@ -6,15 +6,23 @@ HAS_NUM_REJECTED on/off, row-strided tables -- with int32 and int64 buffers draw
 per argument, outputs poisoned and surrounded by guard regions. Then every class of bad input:
 it must raise the named exception and write nothing. Then thread-count invariance.
 """
+
 import pytest
 import torch
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 import kernels_cpu as K
 from kernels_cpu.reference import spec_decode as R
 from tests._fuzz import fuzz_settings
 from tests._spec_helpers import (
-    INDEX_DTYPES, Guarded, assert_rejected, assert_same_buffers, launch_args, run_both, threads,
+    INDEX_DTYPES,
+    Guarded,
+    assert_rejected,
+    assert_same_buffers,
+    launch_args,
+    run_both,
+    threads,
 )
 
 dts = st.sampled_from(INDEX_DTYPES)
@@ -44,6 +52,7 @@ def positions_arg(draw, pos):
 # case strategies (dicts in the kernels' argument order, so positional launches bind too)
 # ------------------------------------------------------------------------------------------
 
+
 @st.composite
 def eagle_step_cases(draw, max_b=6):
     b = draw(st.integers(0, max_b))
@@ -55,8 +64,9 @@ def eagle_step_cases(draw, max_b=6):
     rows = b + draw(st.integers(0, 2))
     return dict(
         positions_ptr=Guarded((b,), draw(dts), ints(draw, b, -1, mml + 3)),
-        block_table_ptr=Guarded((rows, cols), draw(dts), ints(draw, rows * cols, 0, 500),
-                                extra_cols=extra),
+        block_table_ptr=Guarded(
+            (rows, cols), draw(dts), ints(draw, rows * cols, 0, 500), extra_cols=extra
+        ),
         block_table_stride=cols + extra,
         seq_lens_ptr=Guarded((b,), draw(dts), ints(draw, b, 0, 100)),
         out_clamped_positions_ptr=Guarded((b,), draw(dts)),
@@ -77,9 +87,13 @@ def prepare_inputs_cases(draw, max_n=8):
     valid = [draw(st.integers(0, d + 1)) for d in drafts]
     qlens = [d + 1 + draw(st.integers(0, 3)) for d in drafts]
     return dict(
-        cu_num_draft_tokens_ptr=Guarded((n + slack,), draw(dts), cumsum(0, drafts)[1:] + [0] * slack),
+        cu_num_draft_tokens_ptr=Guarded(
+            (n + slack,), draw(dts), cumsum(0, drafts)[1:] + [0] * slack
+        ),
         valid_sampled_tokens_count_ptr=Guarded((n,), draw(dts), valid),
-        query_start_loc_gpu_ptr=Guarded((n + 1,), draw(dts), cumsum(draw(st.integers(0, 3)), qlens)),
+        query_start_loc_gpu_ptr=Guarded(
+            (n + 1,), draw(dts), cumsum(draw(st.integers(0, 3)), qlens)
+        ),
         token_indices_to_sample_ptr=Guarded((n + slack,), draw(dts)),
         num_rejected_tokens_gpu_ptr=Guarded((n,), draw(dts)),
         num_reqs=n,
@@ -96,8 +110,9 @@ def next_token_cases(draw, max_n=8, max_w=6):
     toks = [draw(st.one_of(st.just(-1), st.integers(-3, vocab + 2))) for _ in range(n * cols)]
     return dict(
         sampled_token_ids_ptr=Guarded((n, cols), draw(dts), toks, extra_cols=extra),
-        discard_request_mask_ptr=Guarded((n,), torch.bool, draw(st.lists(st.booleans(),
-                                         min_size=n, max_size=n)), poison=False),
+        discard_request_mask_ptr=Guarded(
+            (n,), torch.bool, draw(st.lists(st.booleans(), min_size=n, max_size=n)), poison=False
+        ),
         backup_next_token_ids_ptr=Guarded((n,), draw(dts), ints(draw, n, 0, vocab - 1)),
         next_token_ids_ptr=Guarded((n,), draw(dts)),
         valid_sampled_tokens_count_ptr=Guarded((n,), draw(dts)),
@@ -120,7 +135,7 @@ def eagle_copy_cases(draw, max_r=5, max_len=6):
     qel = [qsl[i] + lens[i] - 1 - rej[i] for i in range(r_n)]
     extra = draw(st.integers(0, 2))
     if r_n and lens[-1] == 0:
-        extra = max(extra, 1)     # a trailing empty request still needs a start position
+        extra = max(extra, 1)  # a trailing empty request still needs a start position
     t = qsl[-1] + extra
     n_out = qsl[-1] + r_n * (p - 1 if shift else p) + draw(st.integers(0, 3))
     slack = draw(st.integers(0, 2))
@@ -161,13 +176,15 @@ def dflash_cases(draw, max_r=5, max_len=6):
     t = qsl[-1] + draw(st.integers(0, 2))
     pos = ints(draw, t, 0, 40)
     strided = draw(st.booleans())
-    if strided:   # the clamp to stride - 1 would leave the columns: size them to the data
+    if strided:  # the clamp to stride - 1 would leave the columns: size them to the data
         need = 1
         for i in range(r_n):
             last = pos[qsl[i + 1] - rej[i] - 1] + q
-            need = max([need, last // bs + 1] + [pos[j] // bs + 1 for j in range(qsl[i], qsl[i + 1])])
+            need = max(
+                [need, last // bs + 1] + [pos[j] // bs + 1 for j in range(qsl[i], qsl[i + 1])]
+            )
         cols, extra = need, draw(st.integers(1, 3))
-    else:         # contiguous: the kernel's clamp keeps any position inside the row
+    else:  # contiguous: the kernel's clamp keeps any position inside the row
         cols, extra = draw(st.integers(1, 8)), 0
     rows = r_n + draw(st.integers(0, 2))
     if has_rej:
@@ -187,8 +204,9 @@ def dflash_cases(draw, max_r=5, max_len=6):
         out_context_slot_mapping_ptr=Guarded((ctx_n,), draw(dts)),
         out_query_slot_mapping_ptr=Guarded((q_n,), draw(dts)),
         out_token_indices_ptr=Guarded((r_n * s + draw(st.integers(0, 2)),), draw(dts)),
-        block_table_ptr=Guarded((rows, cols), draw(dts), ints(draw, rows * cols, 0, 300),
-                                extra_cols=extra),
+        block_table_ptr=Guarded(
+            (rows, cols), draw(dts), ints(draw, rows * cols, 0, 300), extra_cols=extra
+        ),
         block_table_stride=cols + extra,
         query_start_loc_ptr=Guarded((r_n + 1,), draw(dts), qsl),
         num_rejected_tokens_ptr=num_rej,
@@ -203,22 +221,38 @@ def dflash_cases(draw, max_r=5, max_len=6):
 
 
 KERNELS = {
-    "eagle_step": (K.eagle_step_slot_mapping_metadata_kernel,
-                   R.eagle_step_slot_mapping_metadata_kernel, eagle_step_cases),
-    "prepare_inputs": (K.eagle_prepare_inputs_padded_kernel,
-                       R.eagle_prepare_inputs_padded_kernel, prepare_inputs_cases),
-    "next_token": (K.eagle_prepare_next_token_padded_kernel,
-                   R.eagle_prepare_next_token_padded_kernel, next_token_cases),
-    "eagle_copy": (K.copy_and_expand_eagle_inputs_kernel,
-                   R.copy_and_expand_eagle_inputs_kernel, eagle_copy_cases),
-    "dflash": (K.copy_and_expand_dflash_inputs_kernel,
-               R.copy_and_expand_dflash_inputs_kernel, dflash_cases),
+    "eagle_step": (
+        K.eagle_step_slot_mapping_metadata_kernel,
+        R.eagle_step_slot_mapping_metadata_kernel,
+        eagle_step_cases,
+    ),
+    "prepare_inputs": (
+        K.eagle_prepare_inputs_padded_kernel,
+        R.eagle_prepare_inputs_padded_kernel,
+        prepare_inputs_cases,
+    ),
+    "next_token": (
+        K.eagle_prepare_next_token_padded_kernel,
+        R.eagle_prepare_next_token_padded_kernel,
+        next_token_cases,
+    ),
+    "eagle_copy": (
+        K.copy_and_expand_eagle_inputs_kernel,
+        R.copy_and_expand_eagle_inputs_kernel,
+        eagle_copy_cases,
+    ),
+    "dflash": (
+        K.copy_and_expand_dflash_inputs_kernel,
+        R.copy_and_expand_dflash_inputs_kernel,
+        dflash_cases,
+    ),
 }
 
 
 # ------------------------------------------------------------------------------------------
 # differential tests
 # ------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("which", list(KERNELS))
 @SETTINGS
@@ -236,9 +270,13 @@ def test_matches_reference(which, data, positional):
 def test_thread_count_invariance(which, data):
     """1 and 2 threads (with every launch forced parallel) give the same bytes."""
     kernel, reference, cases = KERNELS[which]
-    sizes = {"eagle_step": dict(max_b=40), "prepare_inputs": dict(max_n=40),
-             "next_token": dict(max_n=40), "eagle_copy": dict(max_r=24, max_len=40),
-             "dflash": dict(max_r=24, max_len=40)}[which]
+    sizes = {
+        "eagle_step": dict(max_b=40),
+        "prepare_inputs": dict(max_n=40),
+        "next_token": dict(max_n=40),
+        "eagle_copy": dict(max_r=24, max_len=40),
+        "dflash": dict(max_r=24, max_len=40),
+    }[which]
     case = data.draw(cases(**sizes))
     with threads(1):
         one, ref = run_both(kernel, reference, case)
@@ -252,12 +290,18 @@ def test_eagle_step_clamps_and_pads():
     """A hand-checked launch: clamp at max_model_len, padding rows, seq_len capped."""
     case = dict(
         positions_ptr=Guarded((3,), torch.int64, [0, 5, 14]),
-        block_table_ptr=Guarded((3, 4), torch.int32, [10, 11, 12, 13, 20, 21, 22, 23, 30, 31, 32, 33]),
+        block_table_ptr=Guarded(
+            (3, 4), torch.int32, [10, 11, 12, 13, 20, 21, 22, 23, 30, 31, 32, 33]
+        ),
         block_table_stride=4,
         seq_lens_ptr=Guarded((3,), torch.int32, [1, 6, 15]),
         out_clamped_positions_ptr=Guarded((3,), torch.int64),
         out_slot_mapping_ptr=Guarded((5,), torch.int64),
-        block_size=4, max_model_len=15, n_blocks_per_req=4, PAD_ID=-1, batch_size=3,
+        block_size=4,
+        max_model_len=15,
+        n_blocks_per_req=4,
+        PAD_ID=-1,
+        batch_size=3,
     )
     K.eagle_step_slot_mapping_metadata_kernel(**launch_args(case))
     assert case["out_clamped_positions_ptr"].view.tolist() == [1, 6, 0]
@@ -279,8 +323,11 @@ def test_eagle_copy_hand_checked():
         out_hidden_state_mapping_ptr=Guarded((5,), torch.int32),
         query_start_loc_ptr=Guarded((3,), torch.int32, [0, 2, 5]),
         query_end_loc_ptr=Guarded((2,), torch.int32, [1, 3]),
-        padding_token_id=0, parallel_drafting_token_id=-5, total_input_tokens=5,
-        num_padding_slots_per_request=2, shift_input_ids=False,
+        padding_token_id=0,
+        parallel_drafting_token_id=-5,
+        total_input_tokens=5,
+        num_padding_slots_per_request=2,
+        shift_input_ids=False,
     )
     K.copy_and_expand_eagle_inputs_kernel(**launch_args(case))
     v = {k: g.view.tolist() for k, g in case.items() if isinstance(g, Guarded)}
@@ -289,12 +336,13 @@ def test_eagle_copy_hand_checked():
     assert v["out_is_rejected_token_mask_ptr"] == [False] * 8 + [True]
     assert v["out_is_masked_token_mask_ptr"] == [False, False, False, True] * 2 + [False]
     assert v["out_new_token_indices_ptr"] == [2, 3, 6, 7]
-    assert v["out_hidden_state_mapping_ptr"] == [-77] * 5      # untouched without shift
+    assert v["out_hidden_state_mapping_ptr"] == [-77] * 5  # untouched without shift
 
 
 # ------------------------------------------------------------------------------------------
 # bad input: named exception, nothing written
 # ------------------------------------------------------------------------------------------
+
 
 def step_case():
     return dict(
@@ -304,7 +352,11 @@ def step_case():
         seq_lens_ptr=Guarded((3,), torch.int32, [1, 6, 10]),
         out_clamped_positions_ptr=Guarded((3,), torch.int64),
         out_slot_mapping_ptr=Guarded((4,), torch.int64),
-        block_size=4, max_model_len=15, n_blocks_per_req=4, PAD_ID=-1, batch_size=3,
+        block_size=4,
+        max_model_len=15,
+        n_blocks_per_req=4,
+        PAD_ID=-1,
+        batch_size=3,
     )
 
 
@@ -326,7 +378,10 @@ def next_case():
         backup_next_token_ids_ptr=Guarded((3,), torch.int32, [7, 8, 9]),
         next_token_ids_ptr=Guarded((3,), torch.int32),
         valid_sampled_tokens_count_ptr=Guarded((3,), torch.int32),
-        vocab_size=10, num_sampled_tokens_per_req=4, num_reqs=3, stride_sampled_token_ids=4,
+        vocab_size=10,
+        num_sampled_tokens_per_req=4,
+        num_reqs=3,
+        stride_sampled_token_ids=4,
         BLOCK_SIZE_TOKENS=4,
     )
 
@@ -344,8 +399,11 @@ def copy_case(shift=True):
         out_hidden_state_mapping_ptr=Guarded((5,), torch.int32),
         query_start_loc_ptr=Guarded((3,), torch.int32, [0, 2, 5]),
         query_end_loc_ptr=Guarded((2,), torch.int32, [1, 3]),
-        padding_token_id=0, parallel_drafting_token_id=-5, total_input_tokens=5,
-        num_padding_slots_per_request=2, shift_input_ids=shift,
+        padding_token_id=0,
+        parallel_drafting_token_id=-5,
+        total_input_tokens=5,
+        num_padding_slots_per_request=2,
+        shift_input_ids=shift,
     )
 
 
@@ -363,22 +421,31 @@ def dflash_case():
         block_table_stride=4,
         query_start_loc_ptr=Guarded((3,), torch.int32, [0, 2, 5]),
         num_rejected_tokens_ptr=Guarded((2,), torch.int32, [0, 1]),
-        parallel_drafting_token_id=-5, block_size=4, num_query_per_req=3,
-        num_speculative_tokens=2, total_input_tokens=5, BLOCK_SIZE=8, HAS_NUM_REJECTED=True,
+        parallel_drafting_token_id=-5,
+        block_size=4,
+        num_query_per_req=3,
+        num_speculative_tokens=2,
+        total_input_tokens=5,
+        BLOCK_SIZE=8,
+        HAS_NUM_REJECTED=True,
     )
 
 
 def _set(key, value):
     """Mutation: replace an argument (a tensor given as a callable of the case, or a scalar)."""
+
     def mutate(case):
         case[key] = value(case) if callable(value) else value
+
     return mutate
 
 
 def _poke(key, index, value):
     """Mutation: write one value into a guarded input's view."""
+
     def mutate(case):
         case[key].view.view(-1)[index] = value
+
     return mutate
 
 
@@ -393,10 +460,10 @@ def _huge_queries(case):
     case["num_query_per_req"] = case["num_speculative_tokens"] = 2**62
 
 
-f32 = lambda n: (lambda c: torch.zeros(n, dtype=torch.float32))  # noqa: E731
-i64 = lambda n: (lambda c: torch.zeros(n, dtype=torch.int64))  # noqa: E731
-strided = lambda n: (lambda c: torch.zeros(2 * n, dtype=torch.int64)[::2])  # noqa: E731
-meta = lambda n: (lambda c: torch.zeros(n, dtype=torch.int64, device="meta"))  # noqa: E731
+f32 = lambda n: lambda c: torch.zeros(n, dtype=torch.float32)  # noqa: E731
+i64 = lambda n: lambda c: torch.zeros(n, dtype=torch.int64)  # noqa: E731
+strided = lambda n: lambda c: torch.zeros(2 * n, dtype=torch.int64)[::2]  # noqa: E731
+meta = lambda n: lambda c: torch.zeros(n, dtype=torch.int64, device="meta")  # noqa: E731
 
 BAD = [
     # eagle_step_slot_mapping_metadata_kernel
@@ -406,53 +473,153 @@ BAD = [
     ("step", step_case, _set("positions_ptr", i64(2)), ValueError, "positions_ptr"),
     ("step", step_case, _set("positions_ptr", [0, 1, 2]), TypeError, "positions_ptr"),
     ("step", step_case, _poke("positions_ptr", 1, -2), IndexError, "positions_ptr"),
-    ("step", step_case, _set("seq_lens_ptr", lambda c: torch.zeros(3, dtype=torch.bool)),
-     TypeError, "seq_lens_ptr"),
+    (
+        "step",
+        step_case,
+        _set("seq_lens_ptr", lambda c: torch.zeros(3, dtype=torch.bool)),
+        TypeError,
+        "seq_lens_ptr",
+    ),
     ("step", step_case, _set("block_table_stride", 5), ValueError, "block_table_stride"),
-    ("step", step_case, _set("block_table_ptr", lambda c: torch.zeros(12, dtype=torch.int32)),
-     TypeError, "block_table_ptr"),
-    ("step", step_case, _set("block_table_ptr", lambda c: torch.zeros(4, 3, dtype=torch.int32).t()),
-     ValueError, "block_table_ptr"),
-    ("step", step_case, _set("block_table_ptr", lambda c: torch.zeros(2, 4, dtype=torch.int32)),
-     ValueError, "block_table_ptr"),
+    (
+        "step",
+        step_case,
+        _set("block_table_ptr", lambda c: torch.zeros(12, dtype=torch.int32)),
+        TypeError,
+        "block_table_ptr",
+    ),
+    (
+        "step",
+        step_case,
+        _set("block_table_ptr", lambda c: torch.zeros(4, 3, dtype=torch.int32).t()),
+        ValueError,
+        "block_table_ptr",
+    ),
+    (
+        "step",
+        step_case,
+        _set("block_table_ptr", lambda c: torch.zeros(2, 4, dtype=torch.int32)),
+        ValueError,
+        "block_table_ptr",
+    ),
     ("step", step_case, _set("n_blocks_per_req", 5), ValueError, "n_blocks_per_req"),
     ("step", step_case, _set("n_blocks_per_req", 0), ValueError, "n_blocks_per_req"),
     ("step", step_case, _set("out_slot_mapping_ptr", i64(2)), ValueError, "out_slot_mapping_ptr"),
-    ("step", step_case, _set("out_clamped_positions_ptr", i64(2)), ValueError,
-     "out_clamped_positions_ptr"),
+    (
+        "step",
+        step_case,
+        _set("out_clamped_positions_ptr", i64(2)),
+        ValueError,
+        "out_clamped_positions_ptr",
+    ),
     ("step", step_case, _set("block_size", 0), ValueError, "block_size"),
     ("step", step_case, _set("max_model_len", 0), ValueError, "max_model_len"),
     ("step", step_case, _set("batch_size", 3.0), TypeError, "batch_size"),
     ("step", step_case, _set("batch_size", -1), ValueError, "batch_size"),
     # eagle_prepare_inputs_padded_kernel
-    ("prep", prep_case, _poke("cu_num_draft_tokens_ptr", 1, 1), ValueError, "cu_num_draft_tokens_ptr"),
-    ("prep", prep_case, _poke("cu_num_draft_tokens_ptr", 0, -1), ValueError, "cu_num_draft_tokens_ptr"),
-    ("prep", prep_case, _poke("query_start_loc_gpu_ptr", 2, 2), ValueError, "query_start_loc_gpu_ptr"),
-    ("prep", prep_case, _set("query_start_loc_gpu_ptr", i64(3)), ValueError, "query_start_loc_gpu_ptr"),
-    ("prep", prep_case, _set("valid_sampled_tokens_count_ptr", f32(3)), TypeError,
-     "valid_sampled_tokens_count_ptr"),
-    ("prep", prep_case, _set("token_indices_to_sample_ptr", i64(2)), ValueError,
-     "token_indices_to_sample_ptr"),
-    ("prep", prep_case, _set("num_rejected_tokens_gpu_ptr", strided(3)), ValueError,
-     "num_rejected_tokens_gpu_ptr"),
+    (
+        "prep",
+        prep_case,
+        _poke("cu_num_draft_tokens_ptr", 1, 1),
+        ValueError,
+        "cu_num_draft_tokens_ptr",
+    ),
+    (
+        "prep",
+        prep_case,
+        _poke("cu_num_draft_tokens_ptr", 0, -1),
+        ValueError,
+        "cu_num_draft_tokens_ptr",
+    ),
+    (
+        "prep",
+        prep_case,
+        _poke("query_start_loc_gpu_ptr", 2, 2),
+        ValueError,
+        "query_start_loc_gpu_ptr",
+    ),
+    (
+        "prep",
+        prep_case,
+        _set("query_start_loc_gpu_ptr", i64(3)),
+        ValueError,
+        "query_start_loc_gpu_ptr",
+    ),
+    (
+        "prep",
+        prep_case,
+        _set("valid_sampled_tokens_count_ptr", f32(3)),
+        TypeError,
+        "valid_sampled_tokens_count_ptr",
+    ),
+    (
+        "prep",
+        prep_case,
+        _set("token_indices_to_sample_ptr", i64(2)),
+        ValueError,
+        "token_indices_to_sample_ptr",
+    ),
+    (
+        "prep",
+        prep_case,
+        _set("num_rejected_tokens_gpu_ptr", strided(3)),
+        ValueError,
+        "num_rejected_tokens_gpu_ptr",
+    ),
     ("prep", prep_case, _set("num_reqs", -1), ValueError, "num_reqs"),
     # eagle_prepare_next_token_padded_kernel
-    ("next", next_case, _set("stride_sampled_token_ids", 5), ValueError, "stride_sampled_token_ids"),
-    ("next", next_case, _set("num_sampled_tokens_per_req", 5), ValueError,
-     "num_sampled_tokens_per_req"),
+    (
+        "next",
+        next_case,
+        _set("stride_sampled_token_ids", 5),
+        ValueError,
+        "stride_sampled_token_ids",
+    ),
+    (
+        "next",
+        next_case,
+        _set("num_sampled_tokens_per_req", 5),
+        ValueError,
+        "num_sampled_tokens_per_req",
+    ),
     ("next", next_case, _set("BLOCK_SIZE_TOKENS", 2), ValueError, "BLOCK_SIZE_TOKENS"),
     ("next", next_case, _set("num_reqs", 4), ValueError, "sampled_token_ids_ptr"),
-    ("next", next_case, _set("discard_request_mask_ptr", lambda c: torch.zeros(3, dtype=torch.int32)),
-     TypeError, "discard_request_mask_ptr"),
-    ("next", next_case, _set("discard_request_mask_ptr", lambda c: torch.zeros(2, dtype=torch.bool)),
-     ValueError, "discard_request_mask_ptr"),
-    ("next", next_case, _set("backup_next_token_ids_ptr", f32(3)), TypeError,
-     "backup_next_token_ids_ptr"),
+    (
+        "next",
+        next_case,
+        _set("discard_request_mask_ptr", lambda c: torch.zeros(3, dtype=torch.int32)),
+        TypeError,
+        "discard_request_mask_ptr",
+    ),
+    (
+        "next",
+        next_case,
+        _set("discard_request_mask_ptr", lambda c: torch.zeros(2, dtype=torch.bool)),
+        ValueError,
+        "discard_request_mask_ptr",
+    ),
+    (
+        "next",
+        next_case,
+        _set("backup_next_token_ids_ptr", f32(3)),
+        TypeError,
+        "backup_next_token_ids_ptr",
+    ),
     ("next", next_case, _set("next_token_ids_ptr", i64(2)), ValueError, "next_token_ids_ptr"),
-    ("next", next_case, _set("valid_sampled_tokens_count_ptr", meta(3)), ValueError,
-     "valid_sampled_tokens_count_ptr"),
-    ("next", next_case, _set("sampled_token_ids_ptr", lambda c: torch.zeros(4, 3, dtype=torch.int32).t()),
-     ValueError, "sampled_token_ids_ptr"),
+    (
+        "next",
+        next_case,
+        _set("valid_sampled_tokens_count_ptr", meta(3)),
+        ValueError,
+        "valid_sampled_tokens_count_ptr",
+    ),
+    (
+        "next",
+        next_case,
+        _set("sampled_token_ids_ptr", lambda c: torch.zeros(4, 3, dtype=torch.int32).t()),
+        ValueError,
+        "sampled_token_ids_ptr",
+    ),
     # copy_and_expand_eagle_inputs_kernel
     ("copy", copy_case, _poke("query_start_loc_ptr", 1, 6), ValueError, "query_start_loc_ptr"),
     ("copy", copy_case, _poke("query_start_loc_ptr", 2, 6), ValueError, "query_start_loc_ptr"),
@@ -460,68 +627,177 @@ BAD = [
     ("copy", copy_case, _poke("query_end_loc_ptr", 0, -2), ValueError, "query_end_loc_ptr"),
     ("copy", copy_case, _set("total_input_tokens", 6), ValueError, "target_token_ids_ptr"),
     ("copy", copy_case, _set("total_input_tokens", -1), ValueError, "total_input_tokens"),
-    ("copy", copy_case, _set("num_padding_slots_per_request", 3), ValueError,
-     "out_new_token_indices_ptr"),
-    ("copy", copy_case, _set("num_padding_slots_per_request", -1), ValueError,
-     "num_padding_slots_per_request"),
-    ("copy", copy_case, _set("num_padding_slots_per_request", 2**62), ValueError,
-     "out_new_token_indices_ptr"),
+    (
+        "copy",
+        copy_case,
+        _set("num_padding_slots_per_request", 3),
+        ValueError,
+        "out_new_token_indices_ptr",
+    ),
+    (
+        "copy",
+        copy_case,
+        _set("num_padding_slots_per_request", -1),
+        ValueError,
+        "num_padding_slots_per_request",
+    ),
+    (
+        "copy",
+        copy_case,
+        _set("num_padding_slots_per_request", 2**62),
+        ValueError,
+        "out_new_token_indices_ptr",
+    ),
     ("copy", copy_case, _set("padding_token_id", 2**63), ValueError, "padding_token_id"),
     ("copy", copy_case, _set("out_positions_ptr", i64(6)), ValueError, "out_positions_ptr"),
-    ("copy", copy_case, _set("out_is_rejected_token_mask_ptr", lambda c: torch.zeros(9, dtype=torch.uint8)),
-     TypeError, "out_is_rejected_token_mask_ptr"),
-    ("copy", copy_case, _set("out_is_masked_token_mask_ptr", lambda c: torch.zeros(6, dtype=torch.bool)),
-     ValueError, "out_is_masked_token_mask_ptr"),
-    ("copy", copy_case, _set("out_new_token_indices_ptr", i64(3)), ValueError,
-     "out_new_token_indices_ptr"),
-    ("copy", copy_case, _set("out_hidden_state_mapping_ptr", i64(4)), ValueError,
-     "out_hidden_state_mapping_ptr"),
-    ("copy", copy_case, _set("out_hidden_state_mapping_ptr", None), TypeError,
-     "out_hidden_state_mapping_ptr"),
+    (
+        "copy",
+        copy_case,
+        _set("out_is_rejected_token_mask_ptr", lambda c: torch.zeros(9, dtype=torch.uint8)),
+        TypeError,
+        "out_is_rejected_token_mask_ptr",
+    ),
+    (
+        "copy",
+        copy_case,
+        _set("out_is_masked_token_mask_ptr", lambda c: torch.zeros(6, dtype=torch.bool)),
+        ValueError,
+        "out_is_masked_token_mask_ptr",
+    ),
+    (
+        "copy",
+        copy_case,
+        _set("out_new_token_indices_ptr", i64(3)),
+        ValueError,
+        "out_new_token_indices_ptr",
+    ),
+    (
+        "copy",
+        copy_case,
+        _set("out_hidden_state_mapping_ptr", i64(4)),
+        ValueError,
+        "out_hidden_state_mapping_ptr",
+    ),
+    (
+        "copy",
+        copy_case,
+        _set("out_hidden_state_mapping_ptr", None),
+        TypeError,
+        "out_hidden_state_mapping_ptr",
+    ),
     ("copy", copy_case, _set("next_token_ids_ptr", i64(1)), ValueError, "next_token_ids_ptr"),
     ("copy", copy_case, _set("target_positions_ptr", f32(5)), TypeError, "target_positions_ptr"),
     ("copy", copy_case, _set("shift_input_ids", 2), ValueError, "shift_input_ids"),
-    ("copy", lambda: copy_case(shift=False), _set("out_input_ids_ptr", i64(8)), ValueError,
-     "out_input_ids_ptr"),
+    (
+        "copy",
+        lambda: copy_case(shift=False),
+        _set("out_input_ids_ptr", i64(8)),
+        ValueError,
+        "out_input_ids_ptr",
+    ),
     # copy_and_expand_dflash_inputs_kernel
     ("dflash", dflash_case, _poke("query_start_loc_ptr", 1, 6), ValueError, "query_start_loc_ptr"),
     ("dflash", dflash_case, _set("total_input_tokens", 4), ValueError, "query_start_loc_ptr"),
-    ("dflash", dflash_case, _poke("target_positions_ptr", 3, -1), IndexError, "target_positions_ptr"),
-    ("dflash", dflash_case, _poke("num_rejected_tokens_ptr", 0, 2), IndexError,
-     "num_rejected_tokens_ptr"),
-    ("dflash", dflash_case, _poke("num_rejected_tokens_ptr", 1, -1), IndexError,
-     "num_rejected_tokens_ptr"),
-    ("dflash", dflash_case, _set("num_rejected_tokens_ptr", 0), TypeError, "num_rejected_tokens_ptr"),
+    (
+        "dflash",
+        dflash_case,
+        _poke("target_positions_ptr", 3, -1),
+        IndexError,
+        "target_positions_ptr",
+    ),
+    (
+        "dflash",
+        dflash_case,
+        _poke("num_rejected_tokens_ptr", 0, 2),
+        IndexError,
+        "num_rejected_tokens_ptr",
+    ),
+    (
+        "dflash",
+        dflash_case,
+        _poke("num_rejected_tokens_ptr", 1, -1),
+        IndexError,
+        "num_rejected_tokens_ptr",
+    ),
+    (
+        "dflash",
+        dflash_case,
+        _set("num_rejected_tokens_ptr", 0),
+        TypeError,
+        "num_rejected_tokens_ptr",
+    ),
     ("dflash", dflash_case, _set("block_table_stride", 3), ValueError, "block_table_stride"),
     ("dflash", dflash_case, _narrow_table, IndexError, "block_table_ptr"),
-    ("dflash", dflash_case, _set("block_table_ptr", lambda c: torch.zeros(1, 4, dtype=torch.int32)),
-     ValueError, "block_table_ptr"),
-    ("dflash", dflash_case, _set("num_speculative_tokens", 1), ValueError, "num_speculative_tokens"),
+    (
+        "dflash",
+        dflash_case,
+        _set("block_table_ptr", lambda c: torch.zeros(1, 4, dtype=torch.int32)),
+        ValueError,
+        "block_table_ptr",
+    ),
+    (
+        "dflash",
+        dflash_case,
+        _set("num_speculative_tokens", 1),
+        ValueError,
+        "num_speculative_tokens",
+    ),
     ("dflash", dflash_case, _set("block_size", 0), ValueError, "block_size"),
     ("dflash", dflash_case, _huge_queries, ValueError, "out_input_ids_ptr"),
-    ("dflash", dflash_case, _poke("target_positions_ptr", 3, 2**63 - 2), IndexError,
-     "target_positions_ptr"),
-    ("dflash", dflash_case, _set("out_context_positions_ptr", i64(4)), ValueError,
-     "out_context_positions_ptr"),
-    ("dflash", dflash_case, _set("out_context_slot_mapping_ptr", f32(5)), TypeError,
-     "out_context_slot_mapping_ptr"),
-    ("dflash", dflash_case, _set("out_query_slot_mapping_ptr", i64(5)), ValueError,
-     "out_query_slot_mapping_ptr"),
-    ("dflash", dflash_case, _set("out_token_indices_ptr", i64(3)), ValueError, "out_token_indices_ptr"),
+    (
+        "dflash",
+        dflash_case,
+        _poke("target_positions_ptr", 3, 2**63 - 2),
+        IndexError,
+        "target_positions_ptr",
+    ),
+    (
+        "dflash",
+        dflash_case,
+        _set("out_context_positions_ptr", i64(4)),
+        ValueError,
+        "out_context_positions_ptr",
+    ),
+    (
+        "dflash",
+        dflash_case,
+        _set("out_context_slot_mapping_ptr", f32(5)),
+        TypeError,
+        "out_context_slot_mapping_ptr",
+    ),
+    (
+        "dflash",
+        dflash_case,
+        _set("out_query_slot_mapping_ptr", i64(5)),
+        ValueError,
+        "out_query_slot_mapping_ptr",
+    ),
+    (
+        "dflash",
+        dflash_case,
+        _set("out_token_indices_ptr", i64(3)),
+        ValueError,
+        "out_token_indices_ptr",
+    ),
     ("dflash", dflash_case, _set("out_input_ids_ptr", strided(6)), ValueError, "out_input_ids_ptr"),
     ("dflash", dflash_case, _set("query_start_loc_ptr", i64(0)), ValueError, "query_start_loc_ptr"),
 ]
 
-_FN = {"step": K.eagle_step_slot_mapping_metadata_kernel, "prep": K.eagle_prepare_inputs_padded_kernel,
-       "next": K.eagle_prepare_next_token_padded_kernel, "copy": K.copy_and_expand_eagle_inputs_kernel,
-       "dflash": K.copy_and_expand_dflash_inputs_kernel}
+_FN = {
+    "step": K.eagle_step_slot_mapping_metadata_kernel,
+    "prep": K.eagle_prepare_inputs_padded_kernel,
+    "next": K.eagle_prepare_next_token_padded_kernel,
+    "copy": K.copy_and_expand_eagle_inputs_kernel,
+    "dflash": K.copy_and_expand_dflash_inputs_kernel,
+}
 
 
-@pytest.mark.parametrize("kind,make,mutate,exc,name", BAD,
-                         ids=[f"{b[0]}-{i}-{b[4]}" for i, b in enumerate(BAD)])
+@pytest.mark.parametrize(
+    "kind,make,mutate,exc,name", BAD, ids=[f"{b[0]}-{i}-{b[4]}" for i, b in enumerate(BAD)]
+)
 def test_bad_input_raises_and_writes_nothing(kind, make, mutate, exc, name):
     case = make()
-    _FN[kind](**launch_args(make()))       # the unmutated case is valid
+    _FN[kind](**launch_args(make()))  # the unmutated case is valid
     mutate(case)
     assert_rejected(_FN[kind], case, exc, name)
 
@@ -530,7 +806,8 @@ def test_block_index_beyond_row_raises_eagle_step():
     """The kernel clamps to n_blocks_per_req - 1, which validation keeps inside the row."""
     case = step_case()
     case["n_blocks_per_req"] = 2
-    case["positions_ptr"].view[0] = 13    # block 3 wanted, clamped to 1: legal
-    mine, ref = run_both(K.eagle_step_slot_mapping_metadata_kernel,
-                         R.eagle_step_slot_mapping_metadata_kernel, case)
+    case["positions_ptr"].view[0] = 13  # block 3 wanted, clamped to 1: legal
+    mine, ref = run_both(
+        K.eagle_step_slot_mapping_metadata_kernel, R.eagle_step_slot_mapping_metadata_kernel, case
+    )
     assert_same_buffers(mine, ref)

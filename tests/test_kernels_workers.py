@@ -4,15 +4,23 @@ Same discipline as the spec-decode tests: hypothesis over sizes and edge cases, 
 argument, poisoned guarded outputs, every bad input raising the named error with nothing written,
 and 1- vs 2-thread invariance.
 """
+
 import pytest
 import torch
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 import kernels_cpu as K
 from kernels_cpu.reference import workers as R
 from tests._fuzz import fuzz_settings
 from tests._spec_helpers import (
-    INDEX_DTYPES, Guarded, assert_rejected, assert_same_buffers, launch_args, run_both, threads,
+    INDEX_DTYPES,
+    Guarded,
+    assert_rejected,
+    assert_same_buffers,
+    launch_args,
+    run_both,
+    threads,
 )
 
 dts = st.sampled_from(INDEX_DTYPES)
@@ -44,9 +52,12 @@ def slot_cases(draw, max_r=5, max_len=6, max_pos=60):
         max_num_tokens=max_num_tokens,
         query_start_loc_ptr=Guarded((r_n + 1,), draw(dts), qsl),
         positions_ptr=Guarded((n_pos,), draw(dts), pos),
-        block_table_ptr=Guarded((rows, cols), draw(dts),
-                                torch.randint(0, 401, (rows * cols,), generator=gen),
-                                extra_cols=extra),
+        block_table_ptr=Guarded(
+            (rows, cols),
+            draw(dts),
+            torch.randint(0, 401, (rows * cols,), generator=gen),
+            extra_cols=extra,
+        ),
         block_table_stride=cols + extra,
         slot_mapping_ptr=Guarded((n_out,), draw(dts)),
         KV_CACHE_BLOCK_SIZE=kb,
@@ -61,8 +72,9 @@ def slot_cases(draw, max_r=5, max_len=6, max_pos=60):
 @fuzz_settings(150, deadline=None)
 @given(case=slot_cases(), positional=st.booleans())
 def test_slot_mapping_matches_reference(case, positional):
-    mine, ref = run_both(K.compute_slot_mapping_kernel, R.compute_slot_mapping_kernel, case,
-                         positional=positional)
+    mine, ref = run_both(
+        K.compute_slot_mapping_kernel, R.compute_slot_mapping_kernel, case, positional=positional
+    )
     assert_same_buffers(mine, ref)
 
 
@@ -80,7 +92,8 @@ def test_slot_mapping_thread_count_invariance(case):
 
 def test_slot_mapping_hand_checked():
     case = dict(
-        num_tokens=4, max_num_tokens=6,
+        num_tokens=4,
+        max_num_tokens=6,
         query_start_loc_ptr=Guarded((3,), torch.int32, [0, 1, 4]),
         positions_ptr=Guarded((4,), torch.int64, [5, 0, 3, 4]),
         block_table_ptr=Guarded((2, 2), torch.int32, [7, 8, 9, 10]),
@@ -94,26 +107,33 @@ def test_slot_mapping_hand_checked():
 
 def slot_case():
     return dict(
-        num_tokens=4, max_num_tokens=6,
+        num_tokens=4,
+        max_num_tokens=6,
         query_start_loc_ptr=Guarded((3,), torch.int32, [0, 1, 4]),
         positions_ptr=Guarded((4,), torch.int64, [5, 0, 3, 4]),
         block_table_ptr=Guarded((2, 2), torch.int32, [7, 8, 9, 10]),
         block_table_stride=2,
         slot_mapping_ptr=Guarded((6,), torch.int64),
-        KV_CACHE_BLOCK_SIZE=4, TOTAL_CP_WORLD_SIZE=1, TOTAL_CP_RANK=0,
-        CP_KV_CACHE_INTERLEAVE_SIZE=1, PAD_ID=-1, BLOCK_SIZE=1024,
+        KV_CACHE_BLOCK_SIZE=4,
+        TOTAL_CP_WORLD_SIZE=1,
+        TOTAL_CP_RANK=0,
+        CP_KV_CACHE_INTERLEAVE_SIZE=1,
+        PAD_ID=-1,
+        BLOCK_SIZE=1024,
     )
 
 
 def _set(key, value):
     def mutate(case):
         case[key] = value(case) if callable(value) else value
+
     return mutate
 
 
 def _poke(key, index, value):
     def mutate(case):
         case[key].view.view(-1)[index] = value
+
     return mutate
 
 
@@ -121,23 +141,44 @@ SLOT_BAD = [
     (_poke("query_start_loc_ptr", 1, 5), ValueError, "query_start_loc_ptr"),
     (_poke("query_start_loc_ptr", 0, -1), ValueError, "query_start_loc_ptr"),
     (_poke("query_start_loc_ptr", 2, 5), ValueError, "positions_ptr"),
-    (_set("query_start_loc_ptr", lambda c: torch.zeros(0, dtype=torch.int32)), ValueError,
-     "query_start_loc_ptr"),
-    (_set("query_start_loc_ptr", lambda c: torch.zeros(3, dtype=torch.float64)), TypeError,
-     "query_start_loc_ptr"),
+    (
+        _set("query_start_loc_ptr", lambda c: torch.zeros(0, dtype=torch.int32)),
+        ValueError,
+        "query_start_loc_ptr",
+    ),
+    (
+        _set("query_start_loc_ptr", lambda c: torch.zeros(3, dtype=torch.float64)),
+        TypeError,
+        "query_start_loc_ptr",
+    ),
     (_poke("positions_ptr", 2, -1), IndexError, "positions_ptr"),
     (_poke("positions_ptr", 2, 8), IndexError, "block_table_ptr"),
-    (_set("positions_ptr", lambda c: torch.zeros(8, dtype=torch.int64)[::2]), ValueError,
-     "positions_ptr"),
-    (_set("slot_mapping_ptr", lambda c: torch.zeros(5, dtype=torch.int64)), ValueError,
-     "slot_mapping_ptr"),
-    (_set("slot_mapping_ptr", lambda c: torch.zeros(6, dtype=torch.int64, device="meta")),
-     ValueError, "slot_mapping_ptr"),
+    (
+        _set("positions_ptr", lambda c: torch.zeros(8, dtype=torch.int64)[::2]),
+        ValueError,
+        "positions_ptr",
+    ),
+    (
+        _set("slot_mapping_ptr", lambda c: torch.zeros(5, dtype=torch.int64)),
+        ValueError,
+        "slot_mapping_ptr",
+    ),
+    (
+        _set("slot_mapping_ptr", lambda c: torch.zeros(6, dtype=torch.int64, device="meta")),
+        ValueError,
+        "slot_mapping_ptr",
+    ),
     (_set("block_table_stride", 3), ValueError, "block_table_stride"),
-    (_set("block_table_ptr", lambda c: torch.zeros(1, 2, dtype=torch.int32)), ValueError,
-     "block_table_ptr"),
-    (_set("block_table_ptr", lambda c: torch.zeros(2, 2, dtype=torch.float32)), TypeError,
-     "block_table_ptr"),
+    (
+        _set("block_table_ptr", lambda c: torch.zeros(1, 2, dtype=torch.int32)),
+        ValueError,
+        "block_table_ptr",
+    ),
+    (
+        _set("block_table_ptr", lambda c: torch.zeros(2, 2, dtype=torch.float32)),
+        TypeError,
+        "block_table_ptr",
+    ),
     (_set("num_tokens", -1), ValueError, "num_tokens"),
     (_set("max_num_tokens", 7), ValueError, "slot_mapping_ptr"),
     (_set("KV_CACHE_BLOCK_SIZE", 0), ValueError, "KV_CACHE_BLOCK_SIZE"),
@@ -145,12 +186,17 @@ SLOT_BAD = [
     (_set("TOTAL_CP_RANK", 1), ValueError, "TOTAL_CP_RANK"),
     (_set("CP_KV_CACHE_INTERLEAVE_SIZE", 0), ValueError, "CP_KV_CACHE_INTERLEAVE_SIZE"),
     (_set("PAD_ID", "x"), TypeError, "PAD_ID"),
-    (lambda c: c.update(KV_CACHE_BLOCK_SIZE=2**62, TOTAL_CP_WORLD_SIZE=4), ValueError,
-     "KV_CACHE_BLOCK_SIZE"),
+    (
+        lambda c: c.update(KV_CACHE_BLOCK_SIZE=2**62, TOTAL_CP_WORLD_SIZE=4),
+        ValueError,
+        "KV_CACHE_BLOCK_SIZE",
+    ),
 ]
 
 
-@pytest.mark.parametrize("mutate,exc,name", SLOT_BAD, ids=[f"{i}-{b[2]}" for i, b in enumerate(SLOT_BAD)])
+@pytest.mark.parametrize(
+    "mutate,exc,name", SLOT_BAD, ids=[f"{i}-{b[2]}" for i, b in enumerate(SLOT_BAD)]
+)
 def test_slot_mapping_bad_input(mutate, exc, name):
     K.compute_slot_mapping_kernel(**launch_args(slot_case()))
     case = slot_case()
@@ -171,14 +217,15 @@ def memcpy_specs(draw, max_n=10, max_size=300):
     regions = []
     for _ in range(n):
         size = draw(st.integers(0, max_size))
-        regions.append((draw(st.integers(0, ARENA - size)), draw(st.integers(0, ARENA - size)), size))
+        regions.append(
+            (draw(st.integers(0, ARENA - size)), draw(st.integers(0, ARENA - size)), size)
+        )
     return regions, draw(st.sampled_from(ADDR_DTYPES)), draw(dts)
 
 
 def arena():
     g = torch.Generator().manual_seed(0)
-    return Guarded((ARENA,), torch.uint8, torch.randint(0, 256, (ARENA,), generator=g),
-                   poison=171)
+    return Guarded((ARENA,), torch.uint8, torch.randint(0, 256, (ARENA,), generator=g), poison=171)
 
 
 def addresses(buf, regions, addr_dtype, size_dtype):
@@ -205,7 +252,9 @@ def test_batch_memcpy_self_overlap_is_memmove():
     want = buf.view.clone()
     want[10:110] = buf.view[0:100].clone()
     want[200:300] = buf.view[210:310].clone()
-    K.batch_memcpy_kernel(*addresses(buf, [(0, 10, 100), (210, 200, 100)], torch.uint64, torch.int32))
+    K.batch_memcpy_kernel(
+        *addresses(buf, [(0, 10, 100), (210, 200, 100)], torch.uint64, torch.int32)
+    )
     assert torch.equal(buf.view, want)
     assert buf.guards_intact()
 
@@ -233,22 +282,25 @@ def _memcpy_args():
     return buf, list(addresses(buf, [(0, 100, 50), (200, 300, 10)], torch.uint64, torch.int32))
 
 
-@pytest.mark.parametrize("index,value,exc,name", [
-    (0, torch.zeros(2, dtype=torch.int32), TypeError, "src_ptrs"),
-    (1, torch.zeros(2, dtype=torch.float64), TypeError, "dst_ptrs"),
-    (1, torch.zeros(3, dtype=torch.int64), ValueError, "dst_ptrs"),
-    (2, torch.zeros(3, dtype=torch.int32), ValueError, "sizes"),
-    (2, torch.tensor([5, -1], dtype=torch.int32), ValueError, "sizes"),
-    (2, torch.zeros(2, dtype=torch.uint8), TypeError, "sizes"),
-    (0, torch.zeros(4, dtype=torch.int64)[::2], ValueError, "src_ptrs"),
-    (0, torch.zeros(2, 1, dtype=torch.int64), TypeError, "src_ptrs"),
-    (0, torch.zeros(2, dtype=torch.int64, device="meta"), ValueError, "src_ptrs"),
-    (0, "null-src", ValueError, "src_ptrs"),
-    (1, "null-dst", ValueError, "dst_ptrs"),
-])
+@pytest.mark.parametrize(
+    "index,value,exc,name",
+    [
+        (0, torch.zeros(2, dtype=torch.int32), TypeError, "src_ptrs"),
+        (1, torch.zeros(2, dtype=torch.float64), TypeError, "dst_ptrs"),
+        (1, torch.zeros(3, dtype=torch.int64), ValueError, "dst_ptrs"),
+        (2, torch.zeros(3, dtype=torch.int32), ValueError, "sizes"),
+        (2, torch.tensor([5, -1], dtype=torch.int32), ValueError, "sizes"),
+        (2, torch.zeros(2, dtype=torch.uint8), TypeError, "sizes"),
+        (0, torch.zeros(4, dtype=torch.int64)[::2], ValueError, "src_ptrs"),
+        (0, torch.zeros(2, 1, dtype=torch.int64), TypeError, "src_ptrs"),
+        (0, torch.zeros(2, dtype=torch.int64, device="meta"), ValueError, "src_ptrs"),
+        (0, "null-src", ValueError, "src_ptrs"),
+        (1, "null-dst", ValueError, "dst_ptrs"),
+    ],
+)
 def test_batch_memcpy_bad_input(index, value, exc, name):
     buf, args = _memcpy_args()
-    if isinstance(value, str):       # a null address for a non-empty copy
+    if isinstance(value, str):  # a null address for a non-empty copy
         value = args[index].clone()
         value[1] = 0
     args[index] = value

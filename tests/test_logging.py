@@ -9,15 +9,16 @@
 * with logging left unconfigured, an overwrite reaches stderr once (the warning), not twice;
 * no ``print`` in library code.
 """
+
 import ast
 import logging
 import re
 from pathlib import Path
 
 import pytest
+from _runtime_helpers import BLOCKER, ROOT, clean_registry, run_python  # noqa: F401  (fixture)
 
 import fastdispatch
-from _runtime_helpers import BLOCKER, ROOT, clean_registry, run_python  # noqa: F401  (fixture)
 
 EXPAND = "fakepkg_rt.kernels.expand_kernel"
 COPY = "fakepkg_rt.kernels.copy_kernel"
@@ -58,7 +59,8 @@ def test_registration_and_removal_are_debug_records(clean_registry, caplog):
     caplog.clear()
     fastdispatch.unregister_kernels([EXPAND])
     assert [r.getMessage() for r in records(caplog, "fastdispatch.registry", logging.DEBUG)] == [
-        f"Unregistered kernel override {EXPAND} (original restored)"]
+        f"Unregistered kernel override {EXPAND} (original restored)"
+    ]
 
 
 def test_nothing_logged_at_info_and_above_for_a_plain_registration(clean_registry, caplog):
@@ -78,9 +80,11 @@ def test_overwrite_is_one_warning_record_and_one_runtime_warning(clean_registry,
     assert caught[0].filename == __file__  # attributed to the caller of register_kernels
     warning = records(caplog, "fastdispatch.registry", logging.WARNING)
     assert [r.getMessage() for r in warning] == [
-        f"Kernel {EXPAND} is already registered. Overwriting."]
+        f"Kernel {EXPAND} is already registered. Overwriting."
+    ]
     assert [r.getMessage() for r in records(caplog, "fastdispatch.registry", logging.DEBUG)] == [
-        f"Registered kernel override {EXPAND} -> test_logging.other_expand_impl (positional)"]
+        f"Registered kernel override {EXPAND} -> test_logging.other_expand_impl (positional)"
+    ]
 
 
 def test_refused_overwrite_logs_no_overwrite(clean_registry, caplog, recwarn):
@@ -111,7 +115,9 @@ def test_scoped_override_logs_no_warning(clean_registry, caplog, recwarn):
 
 
 def test_fallback_to_the_twin_logs_one_warning_per_process():
-    run_python(BLOCKER + """
+    run_python(
+        BLOCKER
+        + """
 block("fastdispatch._core")
 import logging, warnings
 
@@ -137,7 +143,8 @@ mine = [r for r in keep.records if r.name.startswith("fastdispatch")]
 assert [(r.name, r.levelname) for r in mine] == [("fastdispatch.backend", "WARNING")], mine
 assert "pure-Python twin" in mine[0].getMessage()
 assert len([w for w in caught if issubclass(w.category, RuntimeWarning)]) == 1
-""")
+"""
+    )
 
 
 def test_unconfigured_logging_reports_an_overwrite_once_on_stderr():
@@ -157,9 +164,13 @@ LIBRARY = [Path(ROOT) / "fastdispatch", Path(ROOT) / "kernels_cpu"]
 
 def _python_prints(path):
     tree = ast.parse(path.read_text(), filename=str(path))
-    return [node.lineno for node in ast.walk(tree)
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-            and node.func.id == "print"]
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "print"
+    ]
 
 
 _CYTHON_PRINT = re.compile(r"^[^#'\"]*\bprint\s*\(")

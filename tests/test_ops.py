@@ -10,6 +10,7 @@
 The same tests run in each mode (the subprocesses run this very file); the expected values come
 from plain Python written from the contracts, never from the kernels themselves.
 """
+
 import os
 import subprocess
 import sys
@@ -52,13 +53,21 @@ def _owner_kernel(owner):
 
 # -- the mode itself ----------------------------------------------------------------------------
 
+
 def test_run_mode_and_registration():
-    owners = [ops.sampling._expand, ops.sampling._rejection_greedy_sample,
-              ops.sampling._rejection_random_sample, ops.sampling._sample_recovered_tokens,
-              ops.spec_decode._eagle_step, ops.spec_decode._eagle_prepare_inputs,
-              ops.spec_decode._eagle_prepare_next_token, ops.spec_decode._copy_and_expand_eagle,
-              ops.spec_decode._copy_and_expand_dflash, ops.workers._compute_slot_mapping,
-              ops.workers._batch_memcpy]
+    owners = [
+        ops.sampling._expand,
+        ops.sampling._rejection_greedy_sample,
+        ops.sampling._rejection_random_sample,
+        ops.sampling._sample_recovered_tokens,
+        ops.spec_decode._eagle_step,
+        ops.spec_decode._eagle_prepare_inputs,
+        ops.spec_decode._eagle_prepare_next_token,
+        ops.spec_decode._copy_and_expand_eagle,
+        ops.spec_decode._copy_and_expand_dflash,
+        ops.workers._compute_slot_mapping,
+        ops.workers._batch_memcpy,
+    ]
     assert len(owners) == len(ops.QUALNAMES) == 11
     if MODE == "interpret":
         assert ops.RUN_MODE == "interpret" and ops.HAS_TRITON
@@ -94,7 +103,7 @@ def test_kernel_signatures_match_kernels_cpu():
         kernel = triton_kernels.kernel(name)
         names = getattr(kernel, "arg_names", None) or list(inspect.signature(kernel).parameters)
         cpu = list(inspect.signature(getattr(kernels_cpu, name)).parameters)
-        assert list(names) == cpu[:len(names)], name
+        assert list(names) == cpu[: len(names)], name
 
 
 def test_switching_implementations():
@@ -140,9 +149,23 @@ def test_other_modes(mode):
     else:
         env.pop("TRITON_INTERPRET", None)
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", os.path.abspath(__file__), "-q", "-p", "no:cacheprovider",
-         "-p", "no:randomly"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            os.path.abspath(__file__),
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:randomly",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, f"mode {mode}:\n{proc.stdout[-6000:]}\n{proc.stderr[-3000:]}"
     assert " passed" in proc.stdout
 
@@ -151,15 +174,18 @@ def test_env_flag_registers_cpu_kernels_under_the_interpreter():
     """``FASTDISPATCH_OPS_CPU_KERNELS=1`` asks for ``kernels_cpu`` even where the Triton kernels
     could run (here: the interpreter)."""
     pytest.importorskip("triton")
-    code = ("import fastdispatch.ops as o, torch; "
-            "assert o.RUN_MODE == 'interpret' and o.cpu_kernels_active(); "
-            "x = o.expand_batch_to_tokens(torch.tensor([5, 0]), "
-            "torch.tensor([1, 3], dtype=torch.int32), 3, 0, 2); "
-            "assert x.tolist() == [5, 2, 2], x; print('ok')")
+    code = (
+        "import fastdispatch.ops as o, torch; "
+        "assert o.RUN_MODE == 'interpret' and o.cpu_kernels_active(); "
+        "x = o.expand_batch_to_tokens(torch.tensor([5, 0]), "
+        "torch.tensor([1, 3], dtype=torch.int32), 3, 0, 2); "
+        "assert x.tolist() == [5, 2, 2], x; print('ok')"
+    )
     env = dict(os.environ, TRITON_INTERPRET="1", FASTDISPATCH_OPS_CPU_KERNELS="1")
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0 and "ok" in proc.stdout, proc.stderr[-3000:]
 
 
@@ -168,6 +194,7 @@ if MODE != "cpu":
 
 
 # -- sampling -----------------------------------------------------------------------------------
+
 
 def _cu(counts, dtype):
     return torch.tensor(counts, dtype=dtype).cumsum(0).to(dtype)
@@ -183,18 +210,21 @@ def test_expand_batch_to_tokens(idx, dtype):
         cu = _cu(counts, idx)
         T = sum(counts)
         out = ops.expand_batch_to_tokens(x, cu, T, replace_from=0, replace_to=9)
-        expected = torch.repeat_interleave(torch.where(x == 0, torch.full_like(x, 9), x),
-                                           torch.tensor(counts, dtype=torch.int64))
+        expected = torch.repeat_interleave(
+            torch.where(x == 0, torch.full_like(x, 9), x), torch.tensor(counts, dtype=torch.int64)
+        )
         assert out.dtype == dtype and torch.equal(out, expected)
     with pytest.raises(ValueError, match="cu_num_tokens"):
         ops.expand_batch_to_tokens(torch.zeros(3), torch.zeros(2, dtype=idx), 0)
     with pytest.raises(TypeError, match="x"):
-        ops.expand_batch_to_tokens(torch.zeros(3, dtype=torch.float64), torch.zeros(3, dtype=idx),
-                                   0)
+        ops.expand_batch_to_tokens(
+            torch.zeros(3, dtype=torch.float64), torch.zeros(3, dtype=idx), 0
+        )
 
 
-def _expected_rejection(drafts, counts, K, logits, bonus, is_greedy, draft_probs, uniform,
-                        inv_q, rates=None):
+def _expected_rejection(
+    drafts, counts, K, logits, bonus, is_greedy, draft_probs, uniform, inv_q, rates=None
+):
     """Speculative sampling, written out: returns the [B, K+1] list of lists."""
     probs = logits.softmax(-1, dtype=torch.float32)
     B, V = len(counts), logits.shape[1]
@@ -275,28 +305,52 @@ def test_rejection_sample_random_and_mixed(idx, with_draft_probs, kind):
     for B, K, V in ((1, 2, 3), (7, 4, 9)):
         counts, drafts, cu, logits, bonus = _sampling_batch(g, idx, B, K, V)
         T = sum(counts)
-        draft_probs = (torch.rand((T, V), generator=g).softmax(-1) if with_draft_probs
-                       else None)
+        draft_probs = torch.rand((T, V), generator=g).softmax(-1) if with_draft_probs else None
         if draft_probs is not None and T:
             draft_probs[0] = 0.0  # a zero draft probability rejects
-        is_greedy = (torch.rand(B, generator=g) < 0.4) if kind != "random" else \
-            torch.zeros(B, dtype=torch.bool)
+        is_greedy = (
+            (torch.rand(B, generator=g) < 0.4)
+            if kind != "random"
+            else torch.zeros(B, dtype=torch.bool)
+        )
         uniform = torch.rand(T, dtype=torch.float64, generator=g)
         inv_q = torch.empty((B, V)).exponential_(generator=g).reciprocal()
-        rates = torch.tensor([0.9, 0.5, 0.0, 1.0][:K] + [0.5] * max(0, K - 4)) \
-            if kind == "synthetic" else None
-        out = ops.rejection_sample(drafts, cu, K, logits, bonus, draft_probs=draft_probs,
-                                   is_greedy=is_greedy, all_random=kind == "random",
-                                   uniform_probs=uniform, inv_q=inv_q,
-                                   synthetic_conditional_rates=rates)
-        expected = _expected_rejection(drafts, counts, K, logits, bonus, is_greedy, draft_probs,
-                                       uniform, inv_q, rates)
+        rates = (
+            torch.tensor([0.9, 0.5, 0.0, 1.0][:K] + [0.5] * max(0, K - 4))
+            if kind == "synthetic"
+            else None
+        )
+        out = ops.rejection_sample(
+            drafts,
+            cu,
+            K,
+            logits,
+            bonus,
+            draft_probs=draft_probs,
+            is_greedy=is_greedy,
+            all_random=kind == "random",
+            uniform_probs=uniform,
+            inv_q=inv_q,
+            synthetic_conditional_rates=rates,
+        )
+        expected = _expected_rejection(
+            drafts, counts, K, logits, bonus, is_greedy, draft_probs, uniform, inv_q, rates
+        )
         assert out.tolist() == expected
-        again = ops.rejection_sample(drafts, cu, K, logits, bonus, draft_probs=draft_probs,
-                                     is_greedy=is_greedy, all_random=kind == "random",
-                                     uniform_probs=uniform, inv_q=inv_q,
-                                     synthetic_conditional_rates=rates,
-                                     target_probs=logits.softmax(-1, dtype=torch.float32))
+        again = ops.rejection_sample(
+            drafts,
+            cu,
+            K,
+            logits,
+            bonus,
+            draft_probs=draft_probs,
+            is_greedy=is_greedy,
+            all_random=kind == "random",
+            uniform_probs=uniform,
+            inv_q=inv_q,
+            synthetic_conditional_rates=rates,
+            target_probs=logits.softmax(-1, dtype=torch.float32),
+        )
         assert again.tolist() == expected
 
 
@@ -315,8 +369,18 @@ def test_generators_seed_their_own_requests():
     for trial in range(3):
         torch.manual_seed(100 + trial)  # the unseeded requests differ between trials
         gens = {0: torch.Generator().manual_seed(7), 2: torch.Generator().manual_seed(8)}
-        outs.append(ops.rejection_sample(drafts, cu, K, logits, bonus, is_greedy=is_greedy,
-                                         generators=gens, num_draft_tokens=counts))
+        outs.append(
+            ops.rejection_sample(
+                drafts,
+                cu,
+                K,
+                logits,
+                bonus,
+                is_greedy=is_greedy,
+                generators=gens,
+                num_draft_tokens=counts,
+            )
+        )
     for trial in (1, 2):
         assert outs[trial][0].tolist() == outs[0][0].tolist()
         assert outs[trial][2].tolist() == outs[0][2].tolist()
@@ -325,8 +389,9 @@ def test_generators_seed_their_own_requests():
     u = ops.generate_uniform_probs(T, counts, gens)
     s2 = counts[0] + counts[1]
     ref = torch.empty(counts[2], dtype=torch.float64).uniform_(
-        generator=torch.Generator().manual_seed(8))
-    assert torch.equal(u[s2:s2 + counts[2]], ref)
+        generator=torch.Generator().manual_seed(8)
+    )
+    assert torch.equal(u[s2 : s2 + counts[2]], ref)
     inv_q = ops.generate_inv_q(B, V, counts, {2: torch.Generator().manual_seed(9)})
     ref_q = torch.empty(V).exponential_(generator=torch.Generator().manual_seed(9)).reciprocal()
     assert torch.equal(inv_q[2], ref_q)
@@ -342,8 +407,15 @@ def test_rejection_sample_follows_target_distribution():
     draft_probs = torch.tensor([[0.6, 0.1, 0.3]]).expand(B, V).contiguous()
     drafts = torch.multinomial(draft_probs, 1).view(-1).to(torch.int32)
     cu = torch.arange(1, B + 1, dtype=torch.int32)
-    out = ops.rejection_sample(drafts, cu, 1, target_logits, torch.zeros(B, dtype=torch.int64),
-                               draft_probs=draft_probs, all_random=True)
+    out = ops.rejection_sample(
+        drafts,
+        cu,
+        1,
+        target_logits,
+        torch.zeros(B, dtype=torch.int64),
+        draft_probs=draft_probs,
+        all_random=True,
+    )
     first = out[:, 0].to(torch.int64)
     freq = torch.bincount(first, minlength=V).double() / B
     tol = 4 * (p * (1 - p) / B).sqrt().double() + 1e-3
@@ -365,7 +437,8 @@ def test_sample_recovered_tokens(idx, no_draft):
     out = ops.sample_recovered_tokens(cu, drafts, draft, target, inv_q, K)
     expected = torch.full((T,), -5, dtype=idx)
     REFERENCES["sample_recovered_tokens_kernel"](
-        (B, K), expected, cu, drafts, draft, target, inv_q, V, NO_DRAFT_PROBS=no_draft)
+        (B, K), expected, cu, drafts, draft, target, inv_q, V, NO_DRAFT_PROBS=no_draft
+    )
     assert out.dtype == idx and torch.equal(out, expected)
 
 
@@ -390,6 +463,7 @@ def test_sampling_bad_inputs_name_the_argument():
 
 # -- speculative decoding -----------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("idx", IDX)
 def test_eagle_step_update(idx):
     g = torch.Generator().manual_seed(7)
@@ -404,11 +478,29 @@ def test_eagle_step_update(idx):
     slots = torch.full((B + pad,), -9, dtype=torch.int64)
     exp_seq, exp_clamped, exp_slots = seq_lens.clone(), clamped.clone(), slots.clone()
     REFERENCES["eagle_step_slot_mapping_metadata_kernel"](
-        (B + pad,), positions, table, table.stride(0), exp_seq, exp_clamped, exp_slots,
-        block_size, max_model_len, n_blocks, -1, B)
-    ops.eagle_step_update_slot_mapping_and_metadata(positions, table, seq_lens, block_size,
-                                                    max_model_len, clamped, slots,
-                                                    input_batch_size=B + pad)
+        (B + pad,),
+        positions,
+        table,
+        table.stride(0),
+        exp_seq,
+        exp_clamped,
+        exp_slots,
+        block_size,
+        max_model_len,
+        n_blocks,
+        -1,
+        B,
+    )
+    ops.eagle_step_update_slot_mapping_and_metadata(
+        positions,
+        table,
+        seq_lens,
+        block_size,
+        max_model_len,
+        clamped,
+        slots,
+        input_batch_size=B + pad,
+    )
     assert torch.equal(seq_lens, exp_seq) and torch.equal(clamped, exp_clamped)
     assert torch.equal(slots, exp_slots)
     assert slots[0] == -1 and clamped[0] == 0 and seq_lens[0] == 1
@@ -421,10 +513,16 @@ def test_eagle_prepare_inputs_and_next_token(idx):
     B, K, V = 5, 3, 20
     counts = torch.randint(0, K + 1, (B,), generator=g).tolist()
     cu = _cu(counts, idx)
-    valid = torch.tensor([torch.randint(1, n + 2, (1,), generator=g).item() for n in counts],
-                         dtype=idx)
-    qsl = torch.tensor([0] + counts, dtype=torch.int64).add(1).cumsum(0).sub(
-        torch.arange(B + 1)).to(idx)
+    valid = torch.tensor(
+        [torch.randint(1, n + 2, (1,), generator=g).item() for n in counts], dtype=idx
+    )
+    qsl = (
+        torch.tensor([0] + counts, dtype=torch.int64)
+        .add(1)
+        .cumsum(0)
+        .sub(torch.arange(B + 1))
+        .to(idx)
+    )
     qsl = torch.cat([torch.zeros(1, dtype=idx), (torch.tensor(counts) + 1).cumsum(0).to(idx)])
     tis, rej = ops.eagle_prepare_inputs_padded(cu, valid, qsl)
     exp_rej = [n + 1 - int(v) if n > 0 else 0 for n, v in zip(counts, valid)]
@@ -434,7 +532,7 @@ def test_eagle_prepare_inputs_and_next_token(idx):
 
     wide = torch.randint(0, V + 2, (B, K + 3), generator=g).to(idx)
     wide[:, 2:] = torch.where(torch.rand((B, K + 1), generator=g) < 0.4, -1, wide[:, 2:])
-    sampled = wide[:, :K + 1]
+    sampled = wide[:, : K + 1]
     discard = torch.tensor([False, True, False, False, False])
     backup = torch.randint(0, V, (B,), generator=g).to(idx)
     nxt, count = ops.eagle_prepare_next_token_padded(sampled, discard, backup, V)
@@ -460,17 +558,43 @@ def test_copy_and_expand_eagle_inputs(idx, shift):
     tokens = torch.randint(0, V, (total_in,), generator=g).to(idx)
     positions = torch.cat([torch.arange(10 * r, 10 * r + n) for r, n in enumerate(lens)])
     nxt = torch.randint(0, V, (B,), generator=g).to(idx)
-    res = ops.copy_and_expand_eagle_inputs(tokens, positions, nxt, qsl, qend,
-                                           num_padding_slots_per_request=P,
-                                           shift_input_ids=shift, padding_token_id=0,
-                                           parallel_drafting_token_id=V - 1)
+    res = ops.copy_and_expand_eagle_inputs(
+        tokens,
+        positions,
+        nxt,
+        qsl,
+        qend,
+        num_padding_slots_per_request=P,
+        shift_input_ids=shift,
+        padding_token_id=0,
+        parallel_drafting_token_id=V - 1,
+    )
     total_out = total_in + (P - 1 if shift else P) * B
-    exp = [torch.full((total_out,), -5, dtype=idx), torch.full((total_out,), -5),
-           torch.zeros(total_out, dtype=torch.bool), torch.zeros(total_out, dtype=torch.bool),
-           torch.full((B * P,), -5, dtype=idx), res.hidden_state_mapping.clone()]
+    exp = [
+        torch.full((total_out,), -5, dtype=idx),
+        torch.full((total_out,), -5),
+        torch.zeros(total_out, dtype=torch.bool),
+        torch.zeros(total_out, dtype=torch.bool),
+        torch.full((B * P,), -5, dtype=idx),
+        res.hidden_state_mapping.clone(),
+    ]
     REFERENCES["copy_and_expand_eagle_inputs_kernel"](
-        (B, 1), tokens, positions, nxt, *exp[:4], exp[4], exp[5], qsl, qend, 0, V - 1, total_in,
-        P, shift, 64)
+        (B, 1),
+        tokens,
+        positions,
+        nxt,
+        *exp[:4],
+        exp[4],
+        exp[5],
+        qsl,
+        qend,
+        0,
+        V - 1,
+        total_in,
+        P,
+        shift,
+        64,
+    )
     for name, got, want in zip(res._fields, res, exp):
         assert torch.equal(got, want), name
     # Every output slot was written (nothing left from the empty allocation is compared above
@@ -489,27 +613,53 @@ def test_copy_and_expand_dflash_inputs(idx, with_rejected):
     table = torch.randint(0, 100, (B, 6), generator=g).to(idx)
     nxt = torch.randint(0, V, (B,), generator=g).to(idx)
     rej = torch.tensor([1, 2, 0], dtype=idx) if with_rejected else None
-    res = ops.copy_and_expand_dflash_inputs(nxt, positions, table, qsl, num_speculative_tokens=S,
-                                            block_size=block_size,
-                                            parallel_drafting_token_id=V - 1,
-                                            num_rejected_tokens=rej)
+    res = ops.copy_and_expand_dflash_inputs(
+        nxt,
+        positions,
+        table,
+        qsl,
+        num_speculative_tokens=S,
+        block_size=block_size,
+        parallel_drafting_token_id=V - 1,
+        num_rejected_tokens=rej,
+    )
     Q = S + 1
     total_in = int(qsl[-1])
-    exp = [torch.full((B * Q,), -5, dtype=idx), torch.full((total_in,), -5),
-           torch.full((B * Q,), -5), torch.full((total_in,), -5), torch.full((B * Q,), -5),
-           torch.full((B * S,), -5, dtype=idx)]
+    exp = [
+        torch.full((B * Q,), -5, dtype=idx),
+        torch.full((total_in,), -5),
+        torch.full((B * Q,), -5),
+        torch.full((total_in,), -5),
+        torch.full((B * Q,), -5),
+        torch.full((B * S,), -5, dtype=idx),
+    ]
     REFERENCES["copy_and_expand_dflash_inputs_kernel"](
-        (B, 1), nxt, positions, *exp, table, table.stride(0), qsl,
-        rej if with_rejected else 0, V - 1, block_size, Q, S, total_in, 64,
-        HAS_NUM_REJECTED=with_rejected)
+        (B, 1),
+        nxt,
+        positions,
+        *exp,
+        table,
+        table.stride(0),
+        qsl,
+        rej if with_rejected else 0,
+        V - 1,
+        block_size,
+        Q,
+        S,
+        total_in,
+        64,
+        HAS_NUM_REJECTED=with_rejected,
+    )
     for name, got, want in zip(res._fields, res, exp):
         assert torch.equal(got.to(want.dtype), want), name
     assert res.query_positions.view(B, Q)[:, 0].tolist() == [
         int(positions[int(qsl[r + 1]) - 1 - (int(rej[r]) if with_rejected else 0)]) + 1
-        for r in range(B)]
+        for r in range(B)
+    ]
 
 
 # -- workers ------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("idx", IDX)
 @pytest.mark.parametrize("cp", [(1, 0, 1), (2, 1, 2)])
@@ -524,14 +674,24 @@ def test_compute_slot_mapping(idx, cp):
     slot_mapping = torch.full((15,), -5, dtype=torch.int64)
     expected = slot_mapping.clone()
     REFERENCES["compute_slot_mapping_kernel"](
-        (B + 1,), 11, 15, qsl, positions, table, stride, expected, kv_bs, world, rank, inter, -1)
-    ops.compute_slot_mapping(qsl, positions, table, slot_mapping, block_size=kv_bs,
-                             cp_world_size=world, cp_rank=rank, cp_interleave_size=inter)
+        (B + 1,), 11, 15, qsl, positions, table, stride, expected, kv_bs, world, rank, inter, -1
+    )
+    ops.compute_slot_mapping(
+        qsl,
+        positions,
+        table,
+        slot_mapping,
+        block_size=kv_bs,
+        cp_world_size=world,
+        cp_rank=rank,
+        cp_interleave_size=inter,
+    )
     assert torch.equal(slot_mapping, expected)
     assert (slot_mapping[11:] == -1).all()
     with pytest.raises(ValueError, match="cp_rank"):
-        ops.compute_slot_mapping(qsl, positions, table, slot_mapping, block_size=kv_bs,
-                                 cp_world_size=1, cp_rank=1)
+        ops.compute_slot_mapping(
+            qsl, positions, table, slot_mapping, block_size=kv_bs, cp_world_size=1, cp_rank=1
+        )
 
 
 def test_batch_memcpy_overlap_safe():
@@ -540,7 +700,7 @@ def test_batch_memcpy_overlap_safe():
     base = arena.data_ptr()
     copies = [(0, 100, 40), (150, 140, 50), (205, 215, 30), (60, 60, 10), (250, 0, 0)]
     for s, d, n in copies:
-        expected[d:d + n] = expected[s:s + n]
+        expected[d : d + n] = expected[s : s + n]
     src = torch.tensor([base + s for s, _, _ in copies], dtype=torch.int64)
     dst = torch.tensor([base + d for _, d, _ in copies], dtype=torch.int64)
     sizes = torch.tensor([n for _, _, n in copies], dtype=torch.int64)

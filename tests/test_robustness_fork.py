@@ -17,6 +17,7 @@ Every child first sets ``torch.set_num_threads(1)``: torch's own parallel ops (a
 asked for threads explicitly with ``kernels_cpu.set_num_threads`` -- the setting that would
 re-enter the dead pool without the fallback.
 """
+
 import os
 import subprocess
 import sys
@@ -26,16 +27,22 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-CHILD_DEADLINE_S = 60          # generous: the machine may be shared; a healthy child takes < 5 s
-DEADLOCK_EXIT = 86             # the script's exit status when its child had to be killed
+CHILD_DEADLINE_S = 60  # generous: the machine may be shared; a healthy child takes < 5 s
+DEADLOCK_EXIT = 86  # the script's exit status when its child had to be killed
 
 
 def _run_script(*args):
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.pop("TRITON_INTERPRET", None)
-    proc = subprocess.run([sys.executable, os.path.abspath(__file__), *args], check=False,
-                          cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=CHILD_DEADLINE_S + 120)
+    proc = subprocess.run(
+        [sys.executable, os.path.abspath(__file__), *args],
+        check=False,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=CHILD_DEADLINE_S + 120,
+    )
     detail = f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
     assert proc.returncode != DEADLOCK_EXIT, "forked child deadlocked\n" + detail
     assert proc.returncode == 0, f"script failed (rc={proc.returncode})\n" + detail
@@ -68,6 +75,7 @@ def test_spawned_process_stays_parallel():
 # The script side (runs in its own interpreter).
 # ------------------------------------------------------------------------------------------
 
+
 def _cases():
     import torch
 
@@ -77,7 +85,7 @@ def _cases():
     for name in testing.KERNELS:
         for idx in (torch.int32, torch.int64):
             seed = 0
-            while True:   # a case with several rows, so the launch really forms a team
+            while True:  # a case with several rows, so the launch really forms a team
                 case = testing.make_case(name, seed, idx, scale="large")
                 if case.grid and case.grid[0] >= 4:
                     break
@@ -100,8 +108,9 @@ def _launch_all(cases):
 def _same(a, b):
     import torch
 
-    return all(x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x)
-               for x, y in zip(a, b)) and len(a) == len(b)
+    return all(
+        x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x) for x, y in zip(a, b)
+    ) and len(a) == len(b)
 
 
 def _child_start(kernel_threads):
@@ -134,7 +143,7 @@ def _parallel_setup():
 
     torch.set_num_threads(2)
     kernels_cpu.set_num_threads(2)
-    kernels_cpu.set_parallel_threshold(0)     # every launch with >1 row forms a team
+    kernels_cpu.set_parallel_threshold(0)  # every launch with >1 row forms a team
     # A build without OpenMP has no runtime to deadlock: the scenarios still run, serially.
     assert kernels_cpu.get_num_threads() == (2 if kernels_cpu.openmp_enabled() else 1)
 
@@ -143,7 +152,7 @@ def _warm_torch():
     import torch
 
     x = torch.rand(1 << 22)
-    torch.cumsum(x * 2, 0)                   # large enough for torch's OpenMP loops
+    torch.cumsum(x * 2, 0)  # large enough for torch's OpenMP loops
 
 
 def _script_fork(warm, child_threads):
@@ -178,7 +187,7 @@ def _script_fork(warm, child_threads):
     return rc
 
 
-_MP = {}   # what a multiprocessing child (fork start method) inherits from the script
+_MP = {}  # what a multiprocessing child (fork start method) inherits from the script
 
 
 def _mp_child(q):
@@ -236,8 +245,10 @@ def _script_fresh():
     import kernels_cpu
 
     _parallel_setup()
-    print(f"fresh threads={kernels_cpu.get_num_threads()} "
-          f"openmp={kernels_cpu.openmp_enabled()}", flush=True)
+    print(
+        f"fresh threads={kernels_cpu.get_num_threads()} openmp={kernels_cpu.openmp_enabled()}",
+        flush=True,
+    )
     return 0
 
 

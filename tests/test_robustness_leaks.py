@@ -12,6 +12,7 @@ Counts: the compiled override's main path runs 10**7 launches in every profile (
 10**5 each under deep) and 10**4 rejected ones (10**5 under deep); the fused whole-step entry
 points run 2 * 10**4 launches per index dtype (10**5 under deep).
 """
+
 import ctypes
 import gc
 import os
@@ -30,8 +31,8 @@ if not os.path.exists("/proc/self/statm"):
     pytest.skip("resident set size is read from /proc/self/statm (Linux)", allow_module_level=True)
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
-RSS_BOUND = 1 << 20          # bytes of growth allowed after warm-up
-BLOCKS_BOUND = 200           # interpreter blocks allowed after warm-up
+RSS_BOUND = 1 << 20  # bytes of growth allowed after warm-up
+BLOCKS_BOUND = 200  # interpreter blocks allowed after warm-up
 WARMUP = 20_000
 
 OVERRIDE_MAIN = 10**7
@@ -59,8 +60,11 @@ def _check_flat(run, n, watched, label):
     block_growth = sys.getallocatedblocks() - blocks_before
     refs_after = [sys.getrefcount(o) for o in watched]
     print(f"\n{label}: {n} launches, RSS {rss_growth:+d} B, blocks {block_growth:+d}")
-    changed = [(i, type(o).__name__, b, a)
-               for i, (o, b, a) in enumerate(zip(watched, refs_before, refs_after)) if a != b]
+    changed = [
+        (i, type(o).__name__, b, a)
+        for i, (o, b, a) in enumerate(zip(watched, refs_before, refs_after))
+        if a != b
+    ]
     assert not changed, f"{label}: reference counts changed (index, type, before, after): {changed}"
     assert block_growth < BLOCKS_BOUND, f"{label}: {block_growth} interpreter blocks leaked"
     assert rss_growth < RSS_BOUND, f"{label}: RSS grew by {rss_growth} bytes over {n} launches"
@@ -69,6 +73,7 @@ def _check_flat(run, n, watched, label):
 # ------------------------------------------------------------------------------------------
 # The check itself sees leaks
 # ------------------------------------------------------------------------------------------
+
 
 def test_check_detects_a_leaked_object_per_launch():
     kept = []
@@ -106,6 +111,7 @@ def test_check_detects_a_leaked_reference_per_launch():
 # The compiled override and launch owner
 # ------------------------------------------------------------------------------------------
 
+
 def _kernel(out_ptr, in_ptr, cu_ptr, num_tokens, vocab_size, BLOCK_SIZE):
     raise AssertionError("the original kernel must never run")
 
@@ -128,8 +134,14 @@ def _impl_raises(out_ptr, in_ptr, cu_ptr, num_tokens, vocab_size, BLOCK_SIZE):
 
 def _args():
     # Values that are not interned or immortal, so a lost or extra reference shows.
-    return (torch.empty(8), torch.empty(4), torch.arange(1, 5, dtype=torch.int32),
-            4000 * 4000, 32000 * 7, 1024 * 1024)
+    return (
+        torch.empty(8),
+        torch.empty(4),
+        torch.arange(1, 5, dtype=torch.int32),
+        4000 * 4000,
+        32000 * 7,
+        1024 * 1024,
+    )
 
 
 NAMES = ("out_ptr", "in_ptr", "cu_ptr", "num_tokens", "vocab_size", "BLOCK_SIZE")
@@ -155,7 +167,7 @@ def test_override_launches_keep_memory_flat(forward):
 def test_override_passthrough_and_launch_options_keep_memory_flat():
     ov = _core.KernelOverride(_kernel, _impl_named)
     args = _args()
-    kw = dict(zip(NAMES, args), num_warps=4, num_stages=2)   # options: dropped
+    kw = dict(zip(NAMES, args), num_warps=4, num_stages=2)  # options: dropped
     grid = (4,)
 
     def run(k):
@@ -188,19 +200,27 @@ def test_override_error_paths_keep_memory_flat():
             except _ImplError:
                 pass
 
-    _check_flat(run, OVERRIDE_OTHER // 10, [*args, unknown, kw, grid, ov, bad],
-                "override error paths")
+    _check_flat(
+        run, OVERRIDE_OTHER // 10, [*args, unknown, kw, grid, ov, bad], "override error paths"
+    )
 
 
 def test_launch_owner_chain_keeps_memory_flat():
     args = _args()
 
     def dispatch(out_ptr, in_ptr, cu_ptr, num_tokens, vocab_size, BLOCK_SIZE):
-        return (4,), {"out_ptr": out_ptr, "in_ptr": in_ptr, "cu_ptr": cu_ptr,
-                      "num_tokens": num_tokens, "vocab_size": vocab_size, "BLOCK_SIZE": BLOCK_SIZE}
+        return (4,), {
+            "out_ptr": out_ptr,
+            "in_ptr": in_ptr,
+            "cu_ptr": cu_ptr,
+            "num_tokens": num_tokens,
+            "vocab_size": vocab_size,
+            "BLOCK_SIZE": BLOCK_SIZE,
+        }
 
     owner = _core.kernel_dispatcher(kernel=_core.KernelOverride(_kernel, _impl_positional))(
-        dispatch)
+        dispatch
+    )
 
     def run(k):
         for _ in range(k):
@@ -212,6 +232,7 @@ def test_launch_owner_chain_keeps_memory_flat():
 # ------------------------------------------------------------------------------------------
 # kernels_cpu
 # ------------------------------------------------------------------------------------------
+
 
 def _case(name, idx):
     seed = 0
@@ -226,7 +247,7 @@ def _case(name, idx):
 @pytest.mark.parametrize("name", testing.KERNELS)
 def test_kernel_launches_keep_memory_flat(name, idx):
     impl = getattr(kernels_cpu, name)
-    built = _case(name, idx).build()   # keeps the memcpy arena alive with its addresses
+    built = _case(name, idx).build()  # keeps the memcpy arena alive with its addresses
     kw = built[0]
     tensors = [v for v in kw.values() if isinstance(v, torch.Tensor)]
 
@@ -244,7 +265,7 @@ def test_rejected_kernel_launches_keep_memory_flat(name):
     built = _case(name, torch.int64).build()
     kw = built[0]
     first = next(k for k, v in kw.items() if isinstance(v, torch.Tensor))
-    kw[first] = torch.zeros(kw[first].shape, dtype=torch.complex64)   # no kernel takes complex
+    kw[first] = torch.zeros(kw[first].shape, dtype=torch.complex64)  # no kernel takes complex
     tensors = [v for v in kw.values() if isinstance(v, torch.Tensor)]
     with pytest.raises((TypeError, ValueError)) as info:
         impl(**kw)

@@ -11,6 +11,7 @@ change, and shared inputs must come out untouched. The fused whole-step entry po
 (``kernels_cpu._fused``) get the same treatment. The interpreter's switch interval is cut to
 10 us meanwhile, so the threads also interleave at many points outside the kernels.
 """
+
 import sys
 import threading
 
@@ -30,7 +31,7 @@ SEEDS = (0, 1, 2)
 def loops(request):
     """Loop mode inside each launch: serial, or an OpenMP team of 2 for every launch."""
     saved = kernels_cpu.parallel_threshold()
-    if request.param == "openmp_teams":   # (a build without OpenMP runs these serially)
+    if request.param == "openmp_teams":  # (a build without OpenMP runs these serially)
         kernels_cpu.set_num_threads(2)
         kernels_cpu.set_parallel_threshold(0)
     else:
@@ -54,7 +55,7 @@ def _cases(name):
 def _build(case, shared):
     """Launch kwargs with fresh outputs (and in-place inputs); read-only inputs from ``shared``."""
     kw, compared = case.build()
-    if shared is not None and case.memcpy is None:   # memcpy addresses point into its own arena
+    if shared is not None and case.memcpy is None:  # memcpy addresses point into its own arena
         for name, value in kw.items():
             if isinstance(value, torch.Tensor) and name not in compared:
                 kw[name] = shared[name]
@@ -78,17 +79,19 @@ def test_kernel_from_8_threads_matches_serial(name, inputs, loops):
         assert not testing.guard_violations(case, compared), f"serial launch wrote a guard: {case}"
 
     shared = [case.build()[0] if inputs == "shared" else None for case in cases]
-    pristine = [None if s is None else
-                {k: v.clone() for k, v in s.items() if isinstance(v, torch.Tensor)}
-                for s in shared]
+    pristine = [
+        None if s is None else {k: v.clone() for k, v in s.items() if isinstance(v, torch.Tensor)}
+        for s in shared
+    ]
     barrier = threading.Barrier(THREADS)
     failures = []
 
     def worker(t):
         try:
             # Every launch of this thread gets its own outputs, built before the start signal.
-            launches = [[_build(case, shared[i]) for i, case in enumerate(cases)]
-                        for _ in range(ROUNDS)]
+            launches = [
+                [_build(case, shared[i]) for i, case in enumerate(cases)] for _ in range(ROUNDS)
+            ]
             barrier.wait()
             for launch_round in launches:
                 for kw, _ in launch_round:
@@ -137,8 +140,11 @@ def test_fused_entry_point_from_8_threads_matches_serial(entry, idx, loops):
             barrier.wait()
             for out in outs:
                 launch(out)
-            failures.extend(f"thread {t} launch {i}: {out.tolist()} != {want.tolist()}"
-                            for i, out in enumerate(outs) if not torch.equal(out, want))
+            failures.extend(
+                f"thread {t} launch {i}: {out.tolist()} != {want.tolist()}"
+                for i, out in enumerate(outs)
+                if not torch.equal(out, want)
+            )
         except Exception as exc:  # noqa: BLE001 -- reported below, with the thread that raised
             barrier.abort()
             failures.append(f"thread {t}: {type(exc).__name__}: {exc}")

@@ -7,6 +7,7 @@
   registered over it takes its place;
 * a real ``triton.jit`` kernel (no driver: import only) is wrapped and launched through the impl.
 """
+
 from _runtime_helpers import BLOCKER, run_python
 
 
@@ -26,7 +27,8 @@ def test_default_backend_is_compiled():
 
 
 def test_env_var_forces_the_twin():
-    run_python("""
+    run_python(
+        """
         import sys, warnings
         with warnings.catch_warnings():
             warnings.simplefilter("error")
@@ -35,11 +37,15 @@ def test_env_var_forces_the_twin():
         from fastdispatch import _core_py
         assert fastdispatch.KernelOverride is _core_py.KernelOverride
         assert "fastdispatch._core" not in sys.modules
-    """, env={"FASTDISPATCH_PURE_PYTHON": "1"})
+    """,
+        env={"FASTDISPATCH_PURE_PYTHON": "1"},
+    )
 
 
 def test_missing_extension_falls_back_with_one_warning():
-    run_python(BLOCKER + """
+    run_python(
+        BLOCKER
+        + """
 block("fastdispatch._core")
 import warnings
 with warnings.catch_warnings(record=True) as caught:
@@ -55,11 +61,14 @@ calls = []
 ov = KernelOverride(k, lambda a, b: calls.append((a, b)))
 ov[(1,)](x_ptr=1, n=2)
 assert calls == [(1, 2)]
-""")
+"""
+    )
 
 
 def test_everything_works_with_triton_blocked():
-    run_python(BLOCKER + """
+    run_python(
+        BLOCKER
+        + """
 block("triton")
 import sys, warnings
 warnings.simplefilter("error")
@@ -98,10 +107,11 @@ op(t, 4)
 assert seen == [("plain", t, 5, 3), ("impl", t, 5, 4)], seen
 assert "triton" not in sys.modules
 print("ok")
-""")
+"""
+    )
 
 
-INTERPRETED_KERNEL = '''
+INTERPRETED_KERNEL = """
 import triton
 import triton.language as tl
 
@@ -112,7 +122,7 @@ def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr = 8):
     mask = offs < n
     tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask),
              mask=mask)
-'''
+"""
 
 
 def _write_kernel_module(tmp_path):
@@ -123,7 +133,8 @@ def _write_kernel_module(tmp_path):
 
 def test_interpreted_kernel_through_owner_then_override(tmp_path):
     path = _write_kernel_module(tmp_path)
-    run_python("""
+    run_python(
+        """
         import sys
         sys.path.insert(0, %r)
         import torch
@@ -156,12 +167,16 @@ def test_interpreted_kernel_through_owner_then_override(tmp_path):
         assert type(add.kernel).__name__ == "InterpretedFunction"
         assert torch.equal(add(x, y, torch.zeros(11)), x + y)
         print("ok")
-    """ % path, env={"TRITON_INTERPRET": "1"})
+    """
+        % path,
+        env={"TRITON_INTERPRET": "1"},
+    )
 
 
 def test_real_jit_function_is_wrapped(tmp_path):
     path = _write_kernel_module(tmp_path)
-    run_python("""
+    run_python(
+        """
         import sys
         sys.path.insert(0, %r)
         import fastdispatch
@@ -182,4 +197,6 @@ def test_real_jit_function_is_wrapped(tmp_path):
         fastdispatch.register_kernels({"rt_triton_kernels.add_kernel": impl})
         assert fastdispatch._kernel_arg_names(m.add_kernel) == ("x_ptr", "y_ptr", "out_ptr", "n", "BLOCK")
         print("ok")
-    """ % path)
+    """
+        % path
+    )

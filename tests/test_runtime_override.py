@@ -2,11 +2,11 @@
 
 Every test runs against the compiled module and the pure-Python twin (``core`` fixture).
 """
+
 import gc
 import sys
 
 import pytest
-
 from _runtime_helpers import core  # noqa: F401  (fixture)
 
 GRID = (3,)
@@ -95,7 +95,9 @@ def test_grid_is_ignored_and_launcher_is_reused(core):
 
 def test_unexpected_launch_kwargs_are_named(core):
     ov = core.KernelOverride(kernel, Recorder().positional())
-    with pytest.raises(TypeError, match=r"unexpected launch arguments: \['bogus', 'other'\]") as info:
+    with pytest.raises(
+        TypeError, match=r"unexpected launch arguments: \['bogus', 'other'\]"
+    ) as info:
         ov[GRID](out_ptr=1, in_ptr=2, n=3, scale=4, bogus=5, other=6)
     # vLLM raises RuntimeError here; code catching that keeps working.
     assert isinstance(info.value, RuntimeError)
@@ -139,7 +141,9 @@ def test_missing_argument_uses_impl_default_then_kernel_default(core):
 def test_missing_required_argument_is_named_not_shifted(core):
     ov = core.KernelOverride(kernel, Recorder().positional())
     # vLLM would call impl("o", 3, 4) here (values shifted left); we refuse and name it.
-    with pytest.raises(TypeError, match=r"missing launch arguments without a default: \['in_ptr'\]"):
+    with pytest.raises(
+        TypeError, match=r"missing launch arguments without a default: \['in_ptr'\]"
+    ):
         ov[GRID](out_ptr="o", n=3, scale=4)
 
 
@@ -174,8 +178,13 @@ def test_positional_launch_and_direct_call_pass_through(core):
 def test_equal_but_not_identical_keys(core):
     rec = Recorder()
     ov = core.KernelOverride(kernel, rec.positional())
-    kw = {"".join(["out", "_ptr"]): 1, "".join(["in", "_ptr"]): 2, "".join("n"): 3,
-          "".join(["sca", "le"]): 4, "".join(["BLO", "CK"]): 5}
+    kw = {
+        "".join(["out", "_ptr"]): 1,
+        "".join(["in", "_ptr"]): 2,
+        "".join("n"): 3,
+        "".join(["sca", "le"]): 4,
+        "".join(["BLO", "CK"]): 5,
+    }
     for _ in range(3):  # first launch fills the key cache, later ones must still be right
         ov[GRID](**kw)
     ov[GRID](out_ptr=1, in_ptr=2, n=3, scale=4, BLOCK=5)
@@ -231,7 +240,10 @@ def test_many_arguments_beyond_the_stack_array(core):
     names = [f"a{i}_ptr" for i in range(70)]
     ns = {}
     exec(f"def k({', '.join(names)}): pass", ns)
-    exec(f"def impl({', '.join(f'x{i}' for i in range(70))}): return ({', '.join(f'x{i}' for i in range(70))},)", ns)
+    exec(
+        f"def impl({', '.join(f'x{i}' for i in range(70))}): return ({', '.join(f'x{i}' for i in range(70))},)",
+        ns,
+    )
     ov = core.KernelOverride(ns["k"], ns["impl"])
     assert ov[GRID](**{name: i for i, name in enumerate(names)}) == tuple(range(70))
 
@@ -270,7 +282,9 @@ def test_bind_check_permuted_names_with_extra_kernel_argument(core):
     def impl(in_ptr, out_ptr, n, block):  # BLOCK not named: positional forwarding would swap
         pass
 
-    with pytest.raises(TypeError, match=r"impl parameter 'in_ptr' would receive kernel argument 'out_ptr'"):
+    with pytest.raises(
+        TypeError, match=r"impl parameter 'in_ptr' would receive kernel argument 'out_ptr'"
+    ):
         core.KernelOverride(k, impl)
 
 
@@ -291,18 +305,26 @@ def test_bind_check_accepts_extra_defaulted_and_varargs(core):
 
 # vLLM 0.32's CPU shims (their parameter lists, against their kernels'): all must bind.
 VLLM_SHIM_SIGNATURES = [
-    ("positions_ptr, block_table_ptr, block_table_stride, seq_lens_ptr, out_clamped_positions_ptr, "
-     "out_slot_mapping_ptr, block_size, max_model_len, n_blocks_per_req, PAD_ID, batch_size",
-     "positions, block_table, stride, seq_lens, out_clamped_positions, out_slot_mapping, "
-     "block_size, max_model_len, n_blocks_per_req, PAD_ID, batch_size=None"),
-    ("output_ptr, input_ptr, cu_num_tokens_ptr, replace_from, replace_to, MAX_NUM_TOKENS",
-     "output, input_val, cu_num_tokens, replace_from, replace_to, MAX_NUM_TOKENS=None"),
-    ("target_token_ids_ptr, target_positions_ptr, next_token_ids_ptr, BLOCK_SIZE_TOKENS",
-     "target_token_ids_ptr, target_positions_ptr, next_token_ids_ptr, BLOCK_SIZE_TOKENS=None, "
-     "BLOCK_SIZE_REQS=None"),
-    ("sampled_token_ids_ptr, discard_request_mask_ptr, vocab_size, stride_sampled_token_ids, "
-     "BLOCK_SIZE_TOKENS",
-     "sampled_token_ids, discard_request_mask, vocab_size, stride=None, BLOCK_SIZE_TOKENS=None"),
+    (
+        "positions_ptr, block_table_ptr, block_table_stride, seq_lens_ptr, out_clamped_positions_ptr, "
+        "out_slot_mapping_ptr, block_size, max_model_len, n_blocks_per_req, PAD_ID, batch_size",
+        "positions, block_table, stride, seq_lens, out_clamped_positions, out_slot_mapping, "
+        "block_size, max_model_len, n_blocks_per_req, PAD_ID, batch_size=None",
+    ),
+    (
+        "output_ptr, input_ptr, cu_num_tokens_ptr, replace_from, replace_to, MAX_NUM_TOKENS",
+        "output, input_val, cu_num_tokens, replace_from, replace_to, MAX_NUM_TOKENS=None",
+    ),
+    (
+        "target_token_ids_ptr, target_positions_ptr, next_token_ids_ptr, BLOCK_SIZE_TOKENS",
+        "target_token_ids_ptr, target_positions_ptr, next_token_ids_ptr, BLOCK_SIZE_TOKENS=None, "
+        "BLOCK_SIZE_REQS=None",
+    ),
+    (
+        "sampled_token_ids_ptr, discard_request_mask_ptr, vocab_size, stride_sampled_token_ids, "
+        "BLOCK_SIZE_TOKENS",
+        "sampled_token_ids, discard_request_mask, vocab_size, stride=None, BLOCK_SIZE_TOKENS=None",
+    ),
 ]
 
 
@@ -310,7 +332,10 @@ VLLM_SHIM_SIGNATURES = [
 def test_bind_check_accepts_vllm_shims(core, kernel_params, impl_params):
     ns = {}
     exec(f"def k({kernel_params}): pass", ns)
-    exec(f"def impl({impl_params}):\n    return ({', '.join(p.split('=')[0] for p in impl_params.split(', '))},)", ns)
+    exec(
+        f"def impl({impl_params}):\n    return ({', '.join(p.split('=')[0] for p in impl_params.split(', '))},)",
+        ns,
+    )
     ov = core.KernelOverride(ns["k"], ns["impl"])
     names = ov.arg_names
     got = ov[GRID](**{name: i for i, name in enumerate(names)})
@@ -332,8 +357,11 @@ def _launch_many(core, n):
 
     ov = core.KernelOverride(kernel, impl)
     launcher = ov[GRID]
-    before = [sys.getrefcount(a) for a in args] + [sys.getrefcount(impl), sys.getrefcount(default),
-                                                    sys.getrefcount(ov)]
+    before = [sys.getrefcount(a) for a in args] + [
+        sys.getrefcount(impl),
+        sys.getrefcount(default),
+        sys.getrefcount(ov),
+    ]
     kw_full = dict(zip(ov.arg_names, args))
     kw_short = dict(zip(ov.arg_names[:4], args))  # BLOCK from the impl default
     kw_bad = dict(kw_full, bogus=args[0])
@@ -347,8 +375,11 @@ def _launch_many(core, n):
             pass
     del kw_full, kw_short, kw_bad
     gc.collect()
-    after = [sys.getrefcount(a) for a in args] + [sys.getrefcount(impl), sys.getrefcount(default),
-                                                   sys.getrefcount(ov)]
+    after = [sys.getrefcount(a) for a in args] + [
+        sys.getrefcount(impl),
+        sys.getrefcount(default),
+        sys.getrefcount(ov),
+    ]
     return before, after
 
 
@@ -381,7 +412,12 @@ def test_signature_of_bind_layout_is_shared():
     a = _core.KernelOverride(kernel, impl)._layout
     b = _core_py.KernelOverride(kernel, impl)._layout
     assert (a.npos, a.kwnames, a.arg_slots, a.slot_args, a.slot_defaults) == (
-        b.npos, b.kwnames, b.arg_slots, b.slot_args, b.slot_defaults)
+        b.npos,
+        b.kwnames,
+        b.arg_slots,
+        b.slot_args,
+        b.slot_defaults,
+    )
 
 
 def test_uninitialised_objects_raise_instead_of_crashing():

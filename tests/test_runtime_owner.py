@@ -1,12 +1,13 @@
 """Launch owner (``kernel_dispatcher``) and ``launch_owner``: dispatch -> bind -> launch (both backends)."""
+
 import pytest
 import torch
-
 from _runtime_helpers import core  # noqa: F401  (fixture)
 
 
-def expand_kernel(output_ptr, input_ptr, cu_num_tokens_ptr, replace_from, replace_to,
-                  MAX_NUM_TOKENS):
+def expand_kernel(
+    output_ptr, input_ptr, cu_num_tokens_ptr, replace_from, replace_to, MAX_NUM_TOKENS
+):
     raise AssertionError("plain-function kernel called with:", output_ptr)
 
 
@@ -34,15 +35,29 @@ def make_expand_owner(core, kernel):
 
 
 def test_owner_binds_inputs_and_returns_outputs(core):
-    k = Recording(["output_ptr", "input_ptr", "cu_num_tokens_ptr", "replace_from", "replace_to",
-                   "MAX_NUM_TOKENS"])
+    k = Recording(
+        [
+            "output_ptr",
+            "input_ptr",
+            "cu_num_tokens_ptr",
+            "replace_from",
+            "replace_to",
+            "MAX_NUM_TOKENS",
+        ]
+    )
     expand = make_expand_owner(core, k)
     out, inp, cu = torch.zeros(4), torch.ones(2), torch.tensor([1, 3])
     assert expand(out, inp, cu, replace_to=5) is out
     grid, kwargs = k.launches[0]
     assert grid == (2,)
-    assert kwargs == {"MAX_NUM_TOKENS": 8, "output_ptr": out, "input_ptr": inp,
-                      "cu_num_tokens_ptr": cu, "replace_from": 0, "replace_to": 5}
+    assert kwargs == {
+        "MAX_NUM_TOKENS": 8,
+        "output_ptr": out,
+        "input_ptr": inp,
+        "cu_num_tokens_ptr": cu,
+        "replace_from": 0,
+        "replace_to": 5,
+    }
 
 
 def test_owner_metadata(core):
@@ -87,8 +102,15 @@ def test_strides_from_tensors_and_explicit_kwargs_win(core):
     a, b = torch.zeros(3, 4), torch.zeros(5, 6)
     op(a, b, "input c", 7)
     _, kwargs = k.launches[0]
-    assert kwargs == {"B_STRIDE": 99, "c": "explicit", "a_ptr": a, "B": b, "n": 7,
-                      "a_stride_0": 4, "a_stride_1": 1}
+    assert kwargs == {
+        "B_STRIDE": 99,
+        "c": "explicit",
+        "a_ptr": a,
+        "B": b,
+        "n": 7,
+        "a_stride_0": 4,
+        "a_stride_1": 1,
+    }
 
 
 def test_owner_with_override_kernel_takes_the_direct_path(core):
@@ -206,8 +228,10 @@ def test_launch_owner_free_function_with_cache(core):
     cache = core.PlanCache()
     spec_dict = {"BLOCK": 16}
     for _ in range(3):
-        assert core.launch_owner(ov, ov.arg_names, ((1,), spec_dict, "o"), ("x", "y"), (1, 2),
-                                 cache) == "o"
+        assert (
+            core.launch_owner(ov, ov.arg_names, ((1,), spec_dict, "o"), ("x", "y"), (1, 2), cache)
+            == "o"
+        )
     assert spec_dict == {"BLOCK": 16}  # the dispatch result is not modified
     assert calls == [(1, 2, 16)] * 3
     assert cache.plan.input_targets == ((0, "x_ptr"), (1, "y_ptr"))
@@ -237,8 +261,9 @@ def test_owner_errors_from_the_override_name_the_arguments(core):
 
 
 def test_stride_of_none_raises_like_vllm(core):
-    @core.kernel_dispatcher(kernel=core.KernelOverride(
-        lambda x_ptr, x_stride: None, lambda a, b: None))
+    @core.kernel_dispatcher(
+        kernel=core.KernelOverride(lambda x_ptr, x_stride: None, lambda a, b: None)
+    )
     def op(x):
         return (1,), {}
 

@@ -1,11 +1,12 @@
 """``owner_call_method``: the compiled ``__call__`` glue for foreign launch owners (both backends)."""
-import pytest
 
+import pytest
 from _runtime_helpers import core  # noqa: F401  (fixture)
 
 
-def expand_kernel(output_ptr, input_ptr, cu_num_tokens_ptr, replace_from, replace_to,
-                  MAX_NUM_TOKENS):
+def expand_kernel(
+    output_ptr, input_ptr, cu_num_tokens_ptr, replace_from, replace_to, MAX_NUM_TOKENS
+):
     raise AssertionError("the original kernel must not run")
 
 
@@ -35,9 +36,14 @@ def make_owner_class(core, caches, fallback_calls):
 
     stock = Owner.__dict__["__call__"]
     Owner.__call__ = core.owner_call_method(
-        stock, caches, kernel_attr="kernel", dispatch_attr="_dispatch_fn",
-        names_attr="_dispatch_arg_names", defaults_attr="_dispatch_defaults",
-        warming_attr="_warming")
+        stock,
+        caches,
+        kernel_attr="kernel",
+        dispatch_attr="_dispatch_fn",
+        names_attr="_dispatch_arg_names",
+        defaults_attr="_dispatch_defaults",
+        warming_attr="_warming",
+    )
     return Owner
 
 
@@ -45,10 +51,10 @@ def make_owner_class(core, caches, fallback_calls):
 def setup(core):
     launches = []
 
-    def impl(output_ptr, input_ptr, cu_num_tokens_ptr, replace_from, replace_to,
-             MAX_NUM_TOKENS):
-        launches.append((output_ptr, input_ptr, cu_num_tokens_ptr, replace_from, replace_to,
-                         MAX_NUM_TOKENS))
+    def impl(output_ptr, input_ptr, cu_num_tokens_ptr, replace_from, replace_to, MAX_NUM_TOKENS):
+        launches.append(
+            (output_ptr, input_ptr, cu_num_tokens_ptr, replace_from, replace_to, MAX_NUM_TOKENS)
+        )
 
     caches, fallback_calls = {}, []
     owner_cls = make_owner_class(core, caches, fallback_calls)
@@ -110,9 +116,13 @@ def test_stale_cache_entry_for_a_reused_id_is_replaced(setup):
 
 
 def test_bad_construction_arguments(core):
-    kw = dict(kernel_attr="kernel", dispatch_attr="_dispatch_fn",
-              names_attr="_dispatch_arg_names", defaults_attr="_dispatch_defaults",
-              warming_attr="_warming")
+    kw = dict(
+        kernel_attr="kernel",
+        dispatch_attr="_dispatch_fn",
+        names_attr="_dispatch_arg_names",
+        defaults_attr="_dispatch_defaults",
+        warming_attr="_warming",
+    )
     with pytest.raises(TypeError):
         core.owner_call_method(print, [], **kw)
     with pytest.raises(TypeError):

@@ -1,16 +1,18 @@
 """Binding planner: dispatch inputs -> kernel arguments, strides, explicit kwargs (both backends)."""
+
 import json
 import os
 import subprocess
 
 import pytest
 import torch
+from _fuzz import fuzz_settings
+from _runtime_helpers import (
+    core,  # noqa: F401  (fixture)
+    load_core,
+)
 from hypothesis import given
 from hypothesis import strategies as st
-
-from _fuzz import fuzz_settings
-from _runtime_helpers import core  # noqa: F401  (fixture)
-from _runtime_helpers import load_core
 
 
 def test_input_binds_to_name_ptr_upper_and_upper_ptr(core):
@@ -37,17 +39,30 @@ def test_two_argument_form_and_cache(core):
 
 
 def test_stride_targets(core):
-    arg_names = ("x_ptr", "x_stride", "x_stride_1", "Y", "Y_STRIDE_0", "z_stride", "w_stride_k",
-                 "q_stride_")
+    arg_names = (
+        "x_ptr",
+        "x_stride",
+        "x_stride_1",
+        "Y",
+        "Y_STRIDE_0",
+        "z_stride",
+        "w_stride_k",
+        "q_stride_",
+    )
     plan = core.launch_binding_plan(arg_names, ("x", "y"))
     assert plan.input_targets == ((0, "x_ptr"), (1, "Y"))
     # x_stride(_1) from x_ptr; Y_STRIDE_0 from Y; z and q have no bound source; "k" is no dim.
-    assert plan.stride_targets == (("x_stride", "x_ptr", 0), ("x_stride_1", "x_ptr", 1),
-                                   ("Y_STRIDE_0", "Y", 0))
+    assert plan.stride_targets == (
+        ("x_stride", "x_ptr", 0),
+        ("x_stride_1", "x_ptr", 1),
+        ("Y_STRIDE_0", "Y", 0),
+    )
 
 
 def test_stride_from_explicit_launch_kwarg_and_explicit_stride_wins(core):
-    plan = core.launch_binding_plan(("t", "t_stride", "u_ptr", "u_stride"), ("u",), ("t", "u_stride"))
+    plan = core.launch_binding_plan(
+        ("t", "t_stride", "u_ptr", "u_stride"), ("u",), ("t", "u_stride")
+    )
     assert plan.input_targets == ((0, "u_ptr"),)
     assert plan.stride_targets == (("t_stride", "t", 0),)
 
@@ -55,27 +70,46 @@ def test_stride_from_explicit_launch_kwarg_and_explicit_stride_wins(core):
 def test_prepare_launch_kwargs_semantics(core):
     x = torch.zeros(3, 5)
     kw = {"BLOCK": 4, "y_ptr": "explicit"}
-    out = core.prepare_launch_kwargs(("x_ptr", "y_ptr", "x_stride_0", "x_stride_1", "BLOCK", "n"),
-                                     ("x", "y", "n"), (x, "input y", 7), kw)
+    out = core.prepare_launch_kwargs(
+        ("x_ptr", "y_ptr", "x_stride_0", "x_stride_1", "BLOCK", "n"),
+        ("x", "y", "n"),
+        (x, "input y", 7),
+        kw,
+    )
     assert out is kw
-    assert out == {"BLOCK": 4, "y_ptr": "explicit", "x_ptr": x, "n": 7, "x_stride_0": 5,
-                   "x_stride_1": 1}
+    assert out == {
+        "BLOCK": 4,
+        "y_ptr": "explicit",
+        "x_ptr": x,
+        "n": 7,
+        "x_stride_0": 5,
+        "x_stride_1": 1,
+    }
 
 
 def _plan_fields(plan):
-    return (plan.input_targets, plan.stride_targets, plan.input_fill, plan.stride_fill,
-            plan.generic)
+    return (
+        plan.input_targets,
+        plan.stride_targets,
+        plan.input_fill,
+        plan.stride_fill,
+        plan.generic,
+    )
 
 
 names = st.sampled_from(["a", "b", "x", "y", "n", "BLOCK", "kernel", "out"])
-suffixes = st.sampled_from(["", "_ptr", "_PTR", "_stride", "_stride_0", "_stride_1", "_STRIDE",
-                            "_STRIDE_1", "_stride_x"])
+suffixes = st.sampled_from(
+    ["", "_ptr", "_PTR", "_stride", "_stride_0", "_stride_1", "_STRIDE", "_STRIDE_1", "_stride_x"]
+)
 
 
 @st.composite
 def plan_cases(draw):
-    arg_names = draw(st.lists(st.builds(lambda n, s: n + s, names, suffixes), min_size=1,
-                              max_size=8, unique=True))
+    arg_names = draw(
+        st.lists(
+            st.builds(lambda n, s: n + s, names, suffixes), min_size=1, max_size=8, unique=True
+        )
+    )
     upper = draw(st.booleans())
     if upper:
         arg_names = [a.upper() if draw(st.booleans()) else a for a in arg_names]
@@ -118,8 +152,11 @@ def test_planned_launch_equals_prepare_then_launch(case, backend):
     launch_names = tuple(n for n in launch_names if n in arg_names)
     ns = {}
     exec(f"def k({', '.join(arg_names)}): pass", ns)
-    exec(f"def impl({', '.join(f'p{i}' for i in range(len(arg_names)))}=None):\n"
-         f"    return ({', '.join(f'p{i}' for i in range(len(arg_names)))},)", ns)
+    exec(
+        f"def impl({', '.join(f'p{i}' for i in range(len(arg_names)))}=None):\n"
+        f"    return ({', '.join(f'p{i}' for i in range(len(arg_names)))},)",
+        ns,
+    )
     results = []
 
     def record(*args):
@@ -146,14 +183,26 @@ VLLM_PYTHON = os.environ.get("FASTDISPATCH_VLLM_PYTHON", "/work/vllmenv/bin/pyth
 @pytest.mark.skipif(not os.path.exists(VLLM_PYTHON), reason="no vLLM interpreter to compare with")
 def test_plans_match_vllm():
     cases = [
-        (("output_ptr", "input_ptr", "cu_num_tokens_ptr", "replace_from", "replace_to",
-          "MAX_NUM_TOKENS"), ("output", "input", "cu_num_tokens", "replace_from", "replace_to"),
-         ("MAX_NUM_TOKENS",)),
+        (
+            (
+                "output_ptr",
+                "input_ptr",
+                "cu_num_tokens_ptr",
+                "replace_from",
+                "replace_to",
+                "MAX_NUM_TOKENS",
+            ),
+            ("output", "input", "cu_num_tokens", "replace_from", "replace_to"),
+            ("MAX_NUM_TOKENS",),
+        ),
         (("x_ptr", "x_stride", "x_stride_1", "Y", "Y_STRIDE_0", "n"), ("x", "y", "n"), ("n",)),
         (("t", "t_stride", "u_ptr", "u_stride"), ("u",), ("t", "u_stride")),
         (("a", "A_PTR", "a_ptr"), ("a",), ()),
-        (("block_table_ptr", "block_table_stride", "positions_ptr"), ("block_table", "positions"),
-         ()),
+        (
+            ("block_table_ptr", "block_table_stride", "positions_ptr"),
+            ("block_table", "positions"),
+            (),
+        ),
     ]
     code = (
         "import json, sys\n"
@@ -164,12 +213,14 @@ def test_plans_match_vllm():
         "    out.append([p.input_targets, p.stride_targets])\n"
         "print(json.dumps(out))\n"
     )
-    proc = subprocess.run([VLLM_PYTHON, "-c", code, json.dumps(cases)], capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run(
+        [VLLM_PYTHON, "-c", code, json.dumps(cases)], capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     theirs = json.loads(proc.stdout.strip().splitlines()[-1])
     for backend in ("cython", "python"):
         core = load_core(backend)
         ours = [core.launch_binding_plan(*c) for c in cases]
-        assert [[list(map(list, p.input_targets)), list(map(list, p.stride_targets))]
-                for p in ours] == theirs
+        assert [
+            [list(map(list, p.input_targets)), list(map(list, p.stride_targets))] for p in ours
+        ] == theirs

@@ -4,23 +4,27 @@ The central regression: after one ``register_kernels`` every holder of a kernel 
 lookup, ``from x import kernel`` copies, launch owners with cached argument names (ours and a
 foreign vLLM-shaped one), a class-attribute kernel -- launches the impl, and ``verify()`` is clean.
 """
+
 import sys
 import threading
 import types
 import warnings
 
 import pytest
-
-import fastdispatch
 from _runtime_helpers import clean_registry, registry_core  # noqa: F401  (fixtures)
 from fakepkg_rt import CALLS, hostile, kernels, owners, users, worker
+
+import fastdispatch
 
 EXPAND = "fakepkg_rt.kernels.expand_kernel"
 COPY = "fakepkg_rt.kernels.copy_kernel"
 SLOT = "fakepkg_rt.worker.SlotMappingOwner.kernel"
 # Kept in a dict: module attributes holding a kernel are themselves rebound by the pass.
-ORIGINALS = {"expand": kernels.expand_kernel, "copy": kernels.copy_kernel,
-             "slot": worker.SlotMappingOwner.__dict__["kernel"]}
+ORIGINALS = {
+    "expand": kernels.expand_kernel,
+    "copy": kernels.copy_kernel,
+    "slot": worker.SlotMappingOwner.__dict__["kernel"],
+}
 
 
 def expand_impl(out, inp, cu, rf, rt, max_tokens):  # names differ: positional forwarding
@@ -37,11 +41,11 @@ def slot_impl(n, positions, slots, block):
 
 def launch_everything():
     CALLS.clear()
-    kernels.launch_expand("o", "i", [1, 2])        # module-global lookup
-    users.launch_copy_of_expand("o", "i", [1])     # from-import copy, positional launch
-    owners.expand("o", "i", [1, 2, 3])            # our launch owner (cached arg names)
-    owners.copy("s", "d", 3)                      # foreign vLLM-shaped owner
-    worker.SlotMappingOwner().run(4, "p", "s")    # class-attribute kernel
+    kernels.launch_expand("o", "i", [1, 2])  # module-global lookup
+    users.launch_copy_of_expand("o", "i", [1])  # from-import copy, positional launch
+    owners.expand("o", "i", [1, 2, 3])  # our launch owner (cached arg names)
+    owners.copy("s", "d", 3)  # foreign vLLM-shaped owner
+    worker.SlotMappingOwner().run(4, "p", "s")  # class-attribute kernel
     return [c[0] for c in CALLS]
 
 
@@ -50,11 +54,14 @@ ALL_IMPL = ["expand_impl", "expand_impl", "expand_impl", "copy_impl", "slot_impl
 
 
 def holders_are_original():
-    return (kernels.expand_kernel is ORIGINALS["expand"] and users.expand_kernel is ORIGINALS["expand"]
-            and hostile.same_kernel_here is ORIGINALS["expand"]
-            and vars(owners.expand)["kernel"] is ORIGINALS["expand"]
-            and vars(owners.copy)["kernel"] is ORIGINALS["copy"]
-            and worker.SlotMappingOwner.__dict__["kernel"] is ORIGINALS["slot"])
+    return (
+        kernels.expand_kernel is ORIGINALS["expand"]
+        and users.expand_kernel is ORIGINALS["expand"]
+        and hostile.same_kernel_here is ORIGINALS["expand"]
+        and vars(owners.expand)["kernel"] is ORIGINALS["expand"]
+        and vars(owners.copy)["kernel"] is ORIGINALS["copy"]
+        and worker.SlotMappingOwner.__dict__["kernel"] is ORIGINALS["slot"]
+    )
 
 
 def register_all():
@@ -111,7 +118,9 @@ def test_reregistration_warns_replaces_and_unregister_restores_true_original(reg
     assert fastdispatch._registry[EXPAND][0] is ORIGINALS["expand"]
     assert fastdispatch.verify()[EXPAND] == []
     fastdispatch.unregister_kernels([EXPAND])
-    assert kernels.expand_kernel is ORIGINALS["expand"] and users.expand_kernel is ORIGINALS["expand"]
+    assert (
+        kernels.expand_kernel is ORIGINALS["expand"] and users.expand_kernel is ORIGINALS["expand"]
+    )
     assert vars(owners.expand)["kernel"] is ORIGINALS["expand"]
     assert set(fastdispatch._registry) == {COPY, SLOT}
 
@@ -181,7 +190,10 @@ def test_hostile_modules_are_never_touched(registry_core):
             raise AssertionError(f"lazy module attribute {name!r} read")
 
     lazy = LazyModule("fakepkg_rt_lazy")
-    types.ModuleType.__dict__["__dict__"].__get__(lazy)["k"] = ORIGINALS["expand"]  # a holder inside
+    types.ModuleType.__dict__["__dict__"].__get__(lazy)["k"] = ORIGINALS[
+        "expand"
+    ]  # a holder inside
+
     class Key:
         armed = False
 
@@ -219,8 +231,9 @@ def test_staticmethod_class_attribute_is_restored_exactly(registry_core):
     stored = worker.StaticOwner.__dict__["kernel"]
     assert type(stored) is staticmethod
     calls = []
-    fastdispatch.register_kernels({"fakepkg_rt.worker.StaticOwner.kernel":
-                                   lambda n, p, b: calls.append((n, p, b))})
+    fastdispatch.register_kernels(
+        {"fakepkg_rt.worker.StaticOwner.kernel": lambda n, p, b: calls.append((n, p, b))}
+    )
     worker.StaticOwner().run(3, "p")
     assert calls == [(3, "p", 64)]
     assert fastdispatch._registry["fakepkg_rt.worker.StaticOwner.kernel"][0] is stored.__func__
@@ -282,8 +295,14 @@ def test_thread_safety_launching_while_registering(registry_core):
     for t in threads:
         t.join()
     assert errors == []
-    assert seen <= {"expand_kernel", "expand_impl", "slot_kernel", "slot_impl", "copy_kernel",
-                    "copy_impl"}
+    assert seen <= {
+        "expand_kernel",
+        "expand_impl",
+        "slot_kernel",
+        "slot_impl",
+        "copy_kernel",
+        "copy_impl",
+    }
     assert holders_are_original() and fastdispatch._registry == {}
 
 
@@ -300,9 +319,11 @@ def test_concurrent_registrations_are_serialised(registry_core):
         except BaseException as exc:  # pragma: no cover
             errors.append(exc)
 
-    threads = [threading.Thread(target=worker_thread, args=(EXPAND, expand_impl)),
-               threading.Thread(target=worker_thread, args=(COPY, copy_impl)),
-               threading.Thread(target=worker_thread, args=(SLOT, slot_impl))]
+    threads = [
+        threading.Thread(target=worker_thread, args=(EXPAND, expand_impl)),
+        threading.Thread(target=worker_thread, args=(COPY, copy_impl)),
+        threading.Thread(target=worker_thread, args=(SLOT, slot_impl)),
+    ]
     for t in threads:
         t.start()
     for t in threads:

@@ -5,6 +5,7 @@ kernel) is rebound, nothing warns, a real launch runs, and ``unregister_kernels`
 Runs in vLLM's interpreter (``FASTDISPATCH_VLLM_PYTHON``, default ``/work/vllmenv/bin/python``:
 the same CPython as the dev venv, so the in-place build loads there too).
 """
+
 import os
 
 import pytest
@@ -64,7 +65,8 @@ def test_vllm_platform_registers_through_fastdispatch():
 
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, TESTS]))
     env.pop("FASTDISPATCH_PURE_PYTHON", None)
-    proc = subprocess.run([VLLM_PYTHON, "-c", CODE], env=env, capture_output=True, text=True,
-                          timeout=600, cwd=ROOT)
+    proc = subprocess.run(
+        [VLLM_PYTHON, "-c", CODE], env=env, capture_output=True, text=True, timeout=600, cwd=ROOT
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     assert proc.stdout.strip().splitlines()[-1] == "ok"

@@ -8,6 +8,7 @@ sm_90 target runs the real front end (and the PTX back end) on this machine.
 Each kernel is compiled for every specialisation its callers produce: int32 and int64 index
 buffers, optional pointers present and ``None``, each constexpr flag both ways.
 """
+
 import itertools
 import os
 
@@ -55,104 +56,178 @@ IDX = ("i32", "i64")
 
 def _cases_expand():
     for data, cu in itertools.product(("*fp32", "*i32", "*i64"), ("*i32", "*i64")):
-        yield dict(output_ptr=data, input_ptr=data, cu_num_tokens_ptr=cu, replace_from="i32",
-                   replace_to="i32", MAX_NUM_TOKENS=_c(128))
+        yield dict(
+            output_ptr=data,
+            input_ptr=data,
+            cu_num_tokens_ptr=cu,
+            replace_from="i32",
+            replace_to="i32",
+            MAX_NUM_TOKENS=_c(128),
+        )
 
 
 def _cases_greedy():
     for idx, greedy_none, synth in itertools.product(IDX, (False, True), (False, True)):
         yield dict(
-            output_token_ids_ptr=f"*{idx}", cu_num_draft_tokens_ptr=f"*{idx}",
-            draft_token_ids_ptr=f"*{idx}", target_argmax_ptr="*i64", bonus_token_ids_ptr="*i64",
-            is_greedy_ptr=_c(None) if greedy_none else "*i1", max_spec_len="i32",
+            output_token_ids_ptr=f"*{idx}",
+            cu_num_draft_tokens_ptr=f"*{idx}",
+            draft_token_ids_ptr=f"*{idx}",
+            target_argmax_ptr="*i64",
+            bonus_token_ids_ptr="*i64",
+            is_greedy_ptr=_c(None) if greedy_none else "*i1",
+            max_spec_len="i32",
             uniform_probs_ptr="*fp64" if synth else _c(None),
             synthetic_conditional_rates_ptr="*fp32" if synth else _c(None),
-            SYNTHETIC_MODE=_c(synth))
+            SYNTHETIC_MODE=_c(synth),
+        )
 
 
 def _cases_random():
     for idx, no_draft, synth in itertools.product(IDX, (False, True), (False, True)):
         yield dict(
-            output_token_ids_ptr=f"*{idx}", cu_num_draft_tokens_ptr=f"*{idx}",
-            draft_token_ids_ptr=f"*{idx}", draft_probs_ptr=_c(None) if no_draft else "*fp32",
-            target_probs_ptr="*fp32", bonus_token_ids_ptr="*i64",
-            recovered_token_ids_ptr=f"*{idx}", uniform_probs_ptr="*fp64", is_greedy_ptr="*i1",
-            max_spec_len="i32", vocab_size="i32",
+            output_token_ids_ptr=f"*{idx}",
+            cu_num_draft_tokens_ptr=f"*{idx}",
+            draft_token_ids_ptr=f"*{idx}",
+            draft_probs_ptr=_c(None) if no_draft else "*fp32",
+            target_probs_ptr="*fp32",
+            bonus_token_ids_ptr="*i64",
+            recovered_token_ids_ptr=f"*{idx}",
+            uniform_probs_ptr="*fp64",
+            is_greedy_ptr="*i1",
+            max_spec_len="i32",
+            vocab_size="i32",
             synthetic_conditional_rates_ptr="*fp32" if synth else _c(None),
-            NO_DRAFT_PROBS=_c(no_draft), SYNTHETIC_MODE=_c(synth))
+            NO_DRAFT_PROBS=_c(no_draft),
+            SYNTHETIC_MODE=_c(synth),
+        )
 
 
 def _cases_recovered():
     for idx, no_draft, fp64 in itertools.product(IDX, (False, True), (False, True)):
         yield dict(
-            output_token_ids_ptr=f"*{idx}", cu_num_draft_tokens_ptr=f"*{idx}",
-            draft_token_ids_ptr=f"*{idx}", draft_probs_ptr=_c(None) if no_draft else "*fp32",
-            target_probs_ptr="*fp32", inv_q_ptr="*fp64" if fp64 else "*fp32", vocab_size="i32",
-            BLOCK_SIZE=_c(8192), NO_DRAFT_PROBS=_c(no_draft), USE_FP64_GUMBEL=_c(fp64))
+            output_token_ids_ptr=f"*{idx}",
+            cu_num_draft_tokens_ptr=f"*{idx}",
+            draft_token_ids_ptr=f"*{idx}",
+            draft_probs_ptr=_c(None) if no_draft else "*fp32",
+            target_probs_ptr="*fp32",
+            inv_q_ptr="*fp64" if fp64 else "*fp32",
+            vocab_size="i32",
+            BLOCK_SIZE=_c(8192),
+            NO_DRAFT_PROBS=_c(no_draft),
+            USE_FP64_GUMBEL=_c(fp64),
+        )
 
 
 def _cases_eagle_step():
     for idx in IDX:
         yield dict(
-            positions_ptr="*i64", block_table_ptr=f"*{idx}", block_table_stride="i32",
-            seq_lens_ptr=f"*{idx}", out_clamped_positions_ptr="*i64",
-            out_slot_mapping_ptr="*i64", block_size=_c(16), max_model_len=_c(4096),
-            n_blocks_per_req=_c(256), PAD_ID=_c(-1), batch_size="i32")
+            positions_ptr="*i64",
+            block_table_ptr=f"*{idx}",
+            block_table_stride="i32",
+            seq_lens_ptr=f"*{idx}",
+            out_clamped_positions_ptr="*i64",
+            out_slot_mapping_ptr="*i64",
+            block_size=_c(16),
+            max_model_len=_c(4096),
+            n_blocks_per_req=_c(256),
+            PAD_ID=_c(-1),
+            batch_size="i32",
+        )
 
 
 def _cases_prepare_inputs():
     for idx in IDX:
         yield dict(
-            cu_num_draft_tokens_ptr=f"*{idx}", valid_sampled_tokens_count_ptr=f"*{idx}",
-            query_start_loc_gpu_ptr=f"*{idx}", token_indices_to_sample_ptr=f"*{idx}",
-            num_rejected_tokens_gpu_ptr=f"*{idx}", num_reqs="i32")
+            cu_num_draft_tokens_ptr=f"*{idx}",
+            valid_sampled_tokens_count_ptr=f"*{idx}",
+            query_start_loc_gpu_ptr=f"*{idx}",
+            token_indices_to_sample_ptr=f"*{idx}",
+            num_rejected_tokens_gpu_ptr=f"*{idx}",
+            num_reqs="i32",
+        )
 
 
 def _cases_next_token():
     for idx in IDX:
         yield dict(
-            sampled_token_ids_ptr=f"*{idx}", discard_request_mask_ptr="*i1",
-            backup_next_token_ids_ptr=f"*{idx}", next_token_ids_ptr=f"*{idx}",
-            valid_sampled_tokens_count_ptr=f"*{idx}", vocab_size="i32",
-            num_sampled_tokens_per_req="i32", num_reqs="i32", stride_sampled_token_ids="i32",
-            BLOCK_SIZE_TOKENS=_c(8))
+            sampled_token_ids_ptr=f"*{idx}",
+            discard_request_mask_ptr="*i1",
+            backup_next_token_ids_ptr=f"*{idx}",
+            next_token_ids_ptr=f"*{idx}",
+            valid_sampled_tokens_count_ptr=f"*{idx}",
+            vocab_size="i32",
+            num_sampled_tokens_per_req="i32",
+            num_reqs="i32",
+            stride_sampled_token_ids="i32",
+            BLOCK_SIZE_TOKENS=_c(8),
+        )
 
 
 def _cases_eagle_copy():
     for idx in IDX:
         yield dict(
-            target_token_ids_ptr=f"*{idx}", target_positions_ptr="*i64",
-            next_token_ids_ptr=f"*{idx}", out_input_ids_ptr=f"*{idx}", out_positions_ptr="*i64",
-            out_is_rejected_token_mask_ptr="*i1", out_is_masked_token_mask_ptr="*i1",
-            out_new_token_indices_ptr=f"*{idx}", out_hidden_state_mapping_ptr=f"*{idx}",
-            query_start_loc_ptr=f"*{idx}", query_end_loc_ptr=f"*{idx}", padding_token_id="i32",
-            parallel_drafting_token_id="i32", total_input_tokens="i32",
-            num_padding_slots_per_request="i32", shift_input_ids="i1",
-            BLOCK_SIZE_TOKENS=_c(256))
+            target_token_ids_ptr=f"*{idx}",
+            target_positions_ptr="*i64",
+            next_token_ids_ptr=f"*{idx}",
+            out_input_ids_ptr=f"*{idx}",
+            out_positions_ptr="*i64",
+            out_is_rejected_token_mask_ptr="*i1",
+            out_is_masked_token_mask_ptr="*i1",
+            out_new_token_indices_ptr=f"*{idx}",
+            out_hidden_state_mapping_ptr=f"*{idx}",
+            query_start_loc_ptr=f"*{idx}",
+            query_end_loc_ptr=f"*{idx}",
+            padding_token_id="i32",
+            parallel_drafting_token_id="i32",
+            total_input_tokens="i32",
+            num_padding_slots_per_request="i32",
+            shift_input_ids="i1",
+            BLOCK_SIZE_TOKENS=_c(256),
+        )
 
 
 def _cases_dflash():
     for idx, has_rej in itertools.product(IDX, (False, True)):
         yield dict(
-            next_token_ids_ptr=f"*{idx}", target_positions_ptr="*i64",
-            out_input_ids_ptr=f"*{idx}", out_context_positions_ptr="*i64",
-            out_query_positions_ptr="*i64", out_context_slot_mapping_ptr="*i64",
-            out_query_slot_mapping_ptr="*i64", out_token_indices_ptr=f"*{idx}",
-            block_table_ptr=f"*{idx}", block_table_stride="i32", query_start_loc_ptr=f"*{idx}",
+            next_token_ids_ptr=f"*{idx}",
+            target_positions_ptr="*i64",
+            out_input_ids_ptr=f"*{idx}",
+            out_context_positions_ptr="*i64",
+            out_query_positions_ptr="*i64",
+            out_context_slot_mapping_ptr="*i64",
+            out_query_slot_mapping_ptr="*i64",
+            out_token_indices_ptr=f"*{idx}",
+            block_table_ptr=f"*{idx}",
+            block_table_stride="i32",
+            query_start_loc_ptr=f"*{idx}",
             num_rejected_tokens_ptr=f"*{idx}" if has_rej else "i32",
-            parallel_drafting_token_id="i32", block_size="i32", num_query_per_req="i32",
-            num_speculative_tokens="i32", total_input_tokens="i32", BLOCK_SIZE=_c(64),
-            HAS_NUM_REJECTED=_c(has_rej))
+            parallel_drafting_token_id="i32",
+            block_size="i32",
+            num_query_per_req="i32",
+            num_speculative_tokens="i32",
+            total_input_tokens="i32",
+            BLOCK_SIZE=_c(64),
+            HAS_NUM_REJECTED=_c(has_rej),
+        )
 
 
 def _cases_slot_mapping():
     for idx, (world, rank, inter) in itertools.product(IDX, ((1, 0, 1), (2, 1, 4))):
         yield dict(
-            num_tokens="i32", max_num_tokens="i32", query_start_loc_ptr=f"*{idx}",
-            positions_ptr="*i64", block_table_ptr=f"*{idx}", block_table_stride="i32",
-            slot_mapping_ptr="*i64", KV_CACHE_BLOCK_SIZE=_c(16), TOTAL_CP_WORLD_SIZE=_c(world),
-            TOTAL_CP_RANK=_c(rank), CP_KV_CACHE_INTERLEAVE_SIZE=_c(inter), PAD_ID=_c(-1),
-            BLOCK_SIZE=_c(1024))
+            num_tokens="i32",
+            max_num_tokens="i32",
+            query_start_loc_ptr=f"*{idx}",
+            positions_ptr="*i64",
+            block_table_ptr=f"*{idx}",
+            block_table_stride="i32",
+            slot_mapping_ptr="*i64",
+            KV_CACHE_BLOCK_SIZE=_c(16),
+            TOTAL_CP_WORLD_SIZE=_c(world),
+            TOTAL_CP_RANK=_c(rank),
+            CP_KV_CACHE_INTERLEAVE_SIZE=_c(inter),
+            PAD_ID=_c(-1),
+            BLOCK_SIZE=_c(1024),
+        )
 
 
 def _cases_memcpy():
@@ -190,7 +265,9 @@ def test_compiles_for_sm90(module, name, cases):
             assert ptx, f"{name}: no PTX for {variant}"
             # Bitwise GPU/CPU parity needs IEEE float arithmetic: no approximate division or
             # reciprocal, no flush-to-zero (Triton's `/` on fp32 is div.full.f32).
-            approx = [line.strip() for line in ptx.splitlines()
-                      if any(op in line for op in ("div.full", "div.approx", "rcp.approx",
-                                                   ".ftz."))]
+            approx = [
+                line.strip()
+                for line in ptx.splitlines()
+                if any(op in line for op in ("div.full", "div.approx", "rcp.approx", ".ftz."))
+            ]
             assert not approx, f"{name}: non-IEEE float instructions {approx[:3]}"

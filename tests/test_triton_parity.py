@@ -11,6 +11,7 @@ run (where another module may already have imported Triton) the module re-runs i
 subprocess with ``TRITON_INTERPRET=1`` once, and each outer test reports one kernel's result
 from that run. Interpreter launches are slow and not thread-safe: cases stay small and serial.
 """
+
 import os
 import subprocess
 import sys
@@ -60,8 +61,13 @@ if INTERPRETED:
     @pytest.mark.parametrize("idx", ["int32", "int64"])
     @pytest.mark.parametrize("name", KERNELS)
     # Deep profile: 500 (not 10,000) -- ~8 ms per interpreted example, 22 tests.
-    @fuzz_settings(EXAMPLES, deep_examples=500, deadline=None, database=None,
-                   suppress_health_check=list(HealthCheck))
+    @fuzz_settings(
+        EXAMPLES,
+        deep_examples=500,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
     @given(seed=st.integers(0, 2**32 - 1))
     def test_interpreted_parity(name, idx, seed):
         case = testing.make_case(name, seed, getattr(torch, idx))
@@ -79,14 +85,17 @@ if INTERPRETED:
         for buf in tri:
             assert torch.equal(tri[buf], ref[buf]), (
                 f"{case}: Triton vs reference differ in {buf}\n"
-                f"triton: {tri[buf].tolist()}\nref:    {ref[buf].tolist()}")
+                f"triton: {tri[buf].tolist()}\nref:    {ref[buf].tolist()}"
+            )
             assert torch.equal(cpu[buf], ref[buf]), (
                 f"{case}: kernels_cpu vs reference differ in {buf}\n"
-                f"cpu: {cpu[buf].tolist()}\nref: {ref[buf].tolist()}")
+                f"cpu: {cpu[buf].tolist()}\nref: {ref[buf].tolist()}"
+            )
         for label, bufs in (("triton", tri), ("kernels_cpu", cpu)):
             assert not testing.guard_violations(case, bufs), f"{label} wrote a guard: {case}"
 
 else:
+
     @pytest.fixture(scope="module")
     def interpreter_run(tmp_path_factory):
         """Run this module once under ``TRITON_INTERPRET=1``; per-test outcomes from JUnit XML."""
@@ -96,9 +105,22 @@ else:
         env = dict(os.environ, TRITON_INTERPRET="1")
         env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
         proc = subprocess.run(
-            [sys.executable, "-m", "pytest", os.path.abspath(__file__), "-q",
-             "-p", "no:cacheprovider", f"--junitxml={report}"],
-            cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                os.path.abspath(__file__),
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                f"--junitxml={report}",
+            ],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         outcomes = {}
         if report.exists():
             for tc in ET.parse(report).getroot().iter("testcase"):
@@ -108,8 +130,10 @@ else:
                 if tc.find("skipped") is not None:
                     outcomes[tc.get("name")] = ("skipped", tc.find("skipped").get("message", ""))
                 elif failure is not None:
-                    outcomes[tc.get("name")] = ("failed", failure.get("message", "") + "\n"
-                                                + (failure.text or ""))
+                    outcomes[tc.get("name")] = (
+                        "failed",
+                        failure.get("message", "") + "\n" + (failure.text or ""),
+                    )
                 else:
                     outcomes[tc.get("name")] = ("passed", "")
         return proc, outcomes
@@ -120,7 +144,9 @@ else:
         proc, outcomes = interpreter_run
         key = f"test_interpreted_parity[{name}-{idx}]"
         if key not in outcomes:
-            pytest.fail(f"{key} did not run under the interpreter (rc={proc.returncode}):\n"
-                        f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+            pytest.fail(
+                f"{key} did not run under the interpreter (rc={proc.returncode}):\n"
+                f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+            )
         status, detail = outcomes[key]
         assert status == "passed", f"{key} {status} under the interpreter:\n{detail[-6000:]}"

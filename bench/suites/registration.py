@@ -6,6 +6,7 @@ trips a torch FutureWarning on the way). Ours registers ``kernels_cpu.vllm_overr
 timed loop) ``unregister_kernels`` puts vLLM's stock overrides back, so every sample does a full
 registration. It rebinds vLLM's modules, so this suite runs last in the vLLM interpreter.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -25,8 +26,13 @@ def _register_builder(ctx) -> Built:
         ctx.vllm.require()
         from vllm.platforms.cpu import CpuPlatform
 
-        return Case("", stmt="hook()", namespace={"hook": CpuPlatform.register_triton_kernel_overrides},
-                    state="stock", meta={"call": "CpuPlatform.register_triton_kernel_overrides()"})
+        return Case(
+            "",
+            stmt="hook()",
+            namespace={"hook": CpuPlatform.register_triton_kernel_overrides},
+            state="stock",
+            meta={"call": "CpuPlatform.register_triton_kernel_overrides()"},
+        )
 
     def ours():
         ctx.vllm.require()
@@ -37,7 +43,9 @@ def _register_builder(ctx) -> Built:
             raise Unavailable(f"fastdispatch/kernels_cpu not importable: {exc}")
         mapping = kc.vllm_overrides()
         if not hasattr(fd, "unregister_kernels"):
-            raise Unavailable("fastdispatch has no unregister_kernels: cannot restore vLLM afterwards")
+            raise Unavailable(
+                "fastdispatch has no unregister_kernels: cannot restore vLLM afterwards"
+            )
         names = list(mapping)
 
         def setup():  # outside the timed loop: start each sample from stock vLLM
@@ -45,9 +53,14 @@ def _register_builder(ctx) -> Built:
             if registered:
                 fd.unregister_kernels(registered)
 
-        return Case("", stmt="reg(mapping)", namespace={"reg": fd.register_kernels, "mapping": mapping},
-                    state="stock", setup=setup,
-                    meta={"call": "fastdispatch.register_kernels(kernels_cpu.vllm_overrides())"})
+        return Case(
+            "",
+            stmt="reg(mapping)",
+            namespace={"reg": fd.register_kernels, "mapping": mapping},
+            state="stock",
+            setup=setup,
+            meta={"call": "fastdispatch.register_kernels(kernels_cpu.vllm_overrides())"},
+        )
 
     b.add(STOCK, stock)
     b.add(OURS, ours)
@@ -55,8 +68,11 @@ def _register_builder(ctx) -> Built:
     def cleanup():
         try:
             fd = importlib.import_module("fastdispatch")
-            registered = [n for n in importlib.import_module("kernels_cpu").vllm_overrides()
-                          if n in fd._registry]
+            registered = [
+                n
+                for n in importlib.import_module("kernels_cpu").vllm_overrides()
+                if n in fd._registry
+            ]
             if registered:
                 fd.unregister_kernels(registered)
         except Exception:
@@ -67,14 +83,16 @@ def _register_builder(ctx) -> Built:
 
 
 def groups(ctx):
-    return [GroupSpec(
-        id="registration/register_kernels(11 names)",
-        suite="registration",
-        title="register_kernels for vLLM's 11 kernel names (ns per call)",
-        rows=(STOCK, OURS),
-        anchor=(STOCK,),
-        build=_register_builder,
-        needs_vllm=True,
-        params={"names": 11},
-        max_repeats={"quick": 3, "default": 9}.get(ctx.preset),
-    )]
+    return [
+        GroupSpec(
+            id="registration/register_kernels(11 names)",
+            suite="registration",
+            title="register_kernels for vLLM's 11 kernel names (ns per call)",
+            rows=(STOCK, OURS),
+            anchor=(STOCK,),
+            build=_register_builder,
+            needs_vllm=True,
+            params={"names": 11},
+            max_repeats={"quick": 3, "default": 9}.get(ctx.preset),
+        )
+    ]

@@ -23,6 +23,7 @@ Rows (each group is one grid point, all rows interleaved in one process):
 
 Anchor: stock vLLM when available, else the memcpy floor.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -78,9 +79,14 @@ class _Inputs:
 
     def metadata_duck(self):
         greedy = self.mode == "greedy"
-        return types.SimpleNamespace(all_greedy=greedy, all_random=not greedy,
-                                     temperature=self.temperature, generators={},
-                                     top_k=None, top_p=None)
+        return types.SimpleNamespace(
+            all_greedy=greedy,
+            all_random=not greedy,
+            temperature=self.temperature,
+            generators={},
+            top_k=None,
+            top_p=None,
+        )
 
     def metadata_vllm(self):
         import torch
@@ -89,12 +95,23 @@ class _Inputs:
 
         B, greedy = self.B, self.mode == "greedy"
         return SamplingMetadata(
-            temperature=self.temperature, all_greedy=greedy, all_random=not greedy, top_p=None,
-            top_k=None, generators={}, max_num_logprobs=None, no_penalties=True,
-            prompt_token_ids=None, frequency_penalties=torch.zeros(B),
-            presence_penalties=torch.zeros(B), repetition_penalties=torch.ones(B),
-            output_token_ids=[[] for _ in range(B)], allowed_token_ids_mask=None,
-            bad_words_token_ids={}, logitsprocs=LogitsProcessors())
+            temperature=self.temperature,
+            all_greedy=greedy,
+            all_random=not greedy,
+            top_p=None,
+            top_k=None,
+            generators={},
+            max_num_logprobs=None,
+            no_penalties=True,
+            prompt_token_ids=None,
+            frequency_penalties=torch.zeros(B),
+            presence_penalties=torch.zeros(B),
+            repetition_penalties=torch.ones(B),
+            output_token_ids=[[] for _ in range(B)],
+            allowed_token_ids_mask=None,
+            bad_words_token_ids={},
+            logitsprocs=LogitsProcessors(),
+        )
 
     def vllm_args(self, md):
         return (self.draft, self.num_draft, self.K, self.cu, None, self.logits, self.bonus, md)
@@ -114,8 +131,12 @@ def _ops_rejection_sample(inp: _Inputs):
         return fn, inp.vllm_args(inp.metadata_duck()), {}
     kw = {}
     names = {
-        "draft_token_ids": inp.draft, "num_draft_tokens": inp.num_draft, "max_spec_len": inp.K,
-        "cu_num_draft_tokens": inp.cu, "draft_probs": None, "target_logits": inp.logits,
+        "draft_token_ids": inp.draft,
+        "num_draft_tokens": inp.num_draft,
+        "max_spec_len": inp.K,
+        "cu_num_draft_tokens": inp.cu,
+        "draft_probs": None,
+        "target_logits": inp.logits,
         "bonus_token_ids": inp.bonus,
     }
     for p in params:
@@ -125,6 +146,7 @@ def _ops_rejection_sample(inp: _Inputs):
         kw["all_random"] = inp.mode == "random"
     elif inp.mode == "random" and "is_greedy" in params:
         import torch
+
         kw["is_greedy"] = torch.zeros(inp.B, dtype=torch.bool)
     return fn, (), kw
 
@@ -132,11 +154,23 @@ def _ops_rejection_sample(inp: _Inputs):
 def _build(mode, V, K, B):
     def build(ctx) -> Built:
         inp = _Inputs(mode, B, K, V)
-        b = Built(info={"bytes_floor": inp.bytes, "tokens": inp.T, "draft_probs": False,
-                        "interpreter_state_switch": "stock/installed, verified after each switch"})
-        b.add(FLOOR, lambda: Case("", stmt="dst.copy_(src)",
-                                  namespace={"dst": inp.floor_dst, "src": inp.logits},
-                                  meta={"bytes": inp.bytes}))
+        b = Built(
+            info={
+                "bytes_floor": inp.bytes,
+                "tokens": inp.T,
+                "draft_probs": False,
+                "interpreter_state_switch": "stock/installed, verified after each switch",
+            }
+        )
+        b.add(
+            FLOOR,
+            lambda: Case(
+                "",
+                stmt="dst.copy_(src)",
+                namespace={"dst": inp.floor_dst, "src": inp.logits},
+                meta={"bytes": inp.bytes},
+            ),
+        )
 
         def vllm_case(state):
             def make():
@@ -149,8 +183,10 @@ def _build(mode, V, K, B):
 
                 args = inp.vllm_args(inp.metadata_vllm())
                 # look the function up at call time: install() may rebind the module attribute
-                return Case("", stmt="rs.rejection_sample(*a)", namespace={"rs": rs, "a": args},
-                            state=state)
+                return Case(
+                    "", stmt="rs.rejection_sample(*a)", namespace={"rs": rs, "a": args}, state=state
+                )
+
             return make
 
         b.add(STOCK, vllm_case("stock"))
@@ -159,8 +195,12 @@ def _build(mode, V, K, B):
 
         def ops_case():
             fn, args, kw = _ops_rejection_sample(inp)
-            return Case("", stmt="fn(*a, **kw)", namespace={"fn": fn, "a": args, "kw": kw},
-                        meta={"impl": f"{fn.__module__}.{fn.__name__}"})
+            return Case(
+                "",
+                stmt="fn(*a, **kw)",
+                namespace={"fn": fn, "a": args, "kw": kw},
+                meta={"impl": f"{fn.__module__}.{fn.__name__}"},
+            )
 
         b.add(OPS, ops_case)
 
@@ -168,13 +208,19 @@ def _build(mode, V, K, B):
             try:
                 fused = importlib.import_module("fastdispatch.ops.fused")
             except Exception as exc:
-                raise Unavailable(f"fastdispatch.ops.fused not importable: {type(exc).__name__}: {exc}")
+                raise Unavailable(
+                    f"fastdispatch.ops.fused not importable: {type(exc).__name__}: {exc}"
+                )
             fn = getattr(fused, "vllm_rejection_sample", None)
             if fn is None:
                 raise Unavailable("fastdispatch.ops.fused has no vllm_rejection_sample")
             args = inp.vllm_args(inp.metadata_duck())
-            return Case("", stmt="fn(*a)", namespace={"fn": fn, "a": args},
-                        meta={"impl": "fastdispatch.ops.fused.vllm_rejection_sample"})
+            return Case(
+                "",
+                stmt="fn(*a)",
+                namespace={"fn": fn, "a": args},
+                meta={"impl": "fastdispatch.ops.fused.vllm_rejection_sample"},
+            )
 
         b.add(FUSED, fused_case)
         b.verify = lambda results: _verify(inp, results)
@@ -206,7 +252,7 @@ def _verify(inp: _Inputs, results: dict) -> dict:
         for i in range(inp.B):
             row = o[i].tolist()
             n = next((j for j in range(inp.K) if row[j] != d[i, j]), inp.K)
-            if not (0 <= row[n] < inp.V) or any(t != -1 for t in row[n + 1:]):
+            if not (0 <= row[n] < inp.V) or any(t != -1 for t in row[n + 1 :]):
                 bad.append(f"{name}: request {i} malformed {row}")
                 break
     detail = "all outputs well-formed"
@@ -226,16 +272,18 @@ def _verify(inp: _Inputs, results: dict) -> dict:
 def groups(ctx):
     specs = []
     for mode, V, K, B in grid(ctx.preset):
-        specs.append(GroupSpec(
-            id=f"spec_decode/{mode}/B{B}-k{K}-V{V}",
-            suite="spec_decode",
-            title=f"{mode} rejection-sampling step, B={B}, {K} drafts/request, V={V} (ns per step)",
-            rows=ROWS,
-            anchor=(STOCK, FLOOR),
-            vs={"floor": FLOOR},
-            build=_build(mode, V, K, B),
-            needs_vllm=True,
-        family="spec_decode",
-            params={"mode": mode, "B": B, "k": K, "V": V, "draft_probs": False},
-        ))
+        specs.append(
+            GroupSpec(
+                id=f"spec_decode/{mode}/B{B}-k{K}-V{V}",
+                suite="spec_decode",
+                title=f"{mode} rejection-sampling step, B={B}, {K} drafts/request, V={V} (ns per step)",
+                rows=ROWS,
+                anchor=(STOCK, FLOOR),
+                vs={"floor": FLOOR},
+                build=_build(mode, V, K, B),
+                needs_vllm=True,
+                family="spec_decode",
+                params={"mode": mode, "B": B, "k": K, "V": V, "draft_probs": False},
+            )
+        )
     return specs

@@ -10,6 +10,7 @@ A row's thread count is a *state* switched between samples: ``torch.set_num_thre
 count). All threads = ``torch.get_num_threads()`` at start-up. Anchor: the 1-thread row of the
 first implementation; ``vs floor`` = ratio to the memcpy at the same thread count.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -53,9 +54,9 @@ class _Threads:
             self.kc.set_num_threads(n)
 
     def restore(self):
-        import torch
-
         import os
+
+        import torch
 
         torch.set_num_threads(self.torch_start)
         if self.kc is not None:  # back to the run's setting: a --threads pin, else follow torch
@@ -81,25 +82,46 @@ def _memory_bound_builder(B, K, V):
         args, kw, keep = _inputs.build("sample_recovered_tokens_kernel", B=B, K=K, V=V)
         probs = kw["target_probs_ptr"]
         dst = probs.clone()
-        b = Built(info={"threads_all": n, "bytes_probs": probs.numel() * 4,
-                        "bytes_inv_q": kw["inv_q_ptr"].numel() * 4},
-                  switch=thr.switch, state_order=("t1", "tN"), cleanup=thr.restore)
+        b = Built(
+            info={
+                "threads_all": n,
+                "bytes_probs": probs.numel() * 4,
+                "bytes_inv_q": kw["inv_q_ptr"].numel() * 4,
+            },
+            switch=thr.switch,
+            state_order=("t1", "tN"),
+            cleanup=thr.restore,
+        )
         for state, tag in (("t1", "1 thread"), ("tN", f"{n} threads")):
-            b.add(f"memcpy of probs @{tag}", lambda s=state: Case(
-                "", stmt="dst.copy_(src)", namespace={"dst": dst, "src": probs}, state=s,
-                meta={"bytes": probs.numel() * 4}))
+            b.add(
+                f"memcpy of probs @{tag}",
+                lambda s=state: Case(
+                    "",
+                    stmt="dst.copy_(src)",
+                    namespace={"dst": dst, "src": probs},
+                    state=s,
+                    meta={"bytes": probs.numel() * 4},
+                ),
+            )
         for state, tag in (("t1", "1 thread"), ("tN", f"{n} threads")):
+
             def ours(s=state):
                 fn = kernels_cpu_fn("sample_recovered_tokens_kernel")
                 return Case("", stmt="fn(*a)", namespace={"fn": fn, "a": args}, state=s)
 
             b.add(f"kernels_cpu recovered tokens @{tag}", ours)
         for state, tag in (("t1", "1 thread"), ("tN", f"{n} threads")):
+
             def fused(s=state):
                 fn = _fused_recovered(B, K, V)
                 call = (kw["cu_num_draft_tokens_ptr"], kw["draft_token_ids_ptr"], probs)
-                return Case("", stmt="fn(*a)", namespace={"fn": fn, "a": call}, state=s,
-                            meta={"note": "draws its own noise: no inv_q read"})
+                return Case(
+                    "",
+                    stmt="fn(*a)",
+                    namespace={"fn": fn, "a": call},
+                    state=s,
+                    meta={"note": "draws its own noise: no inv_q read"},
+                )
 
             b.add(f"fused recovered tokens @{tag}", fused)
         return b
@@ -112,9 +134,14 @@ def _tiny_builder(kernel):
         n = _all_threads()
         thr = _Threads(n)
         args, kw, keep = _inputs.build(kernel, B=4)
-        b = Built(info={"threads_all": n}, switch=thr.switch, state_order=("t1", "tN"),
-                  cleanup=thr.restore)
+        b = Built(
+            info={"threads_all": n},
+            switch=thr.switch,
+            state_order=("t1", "tN"),
+            cleanup=thr.restore,
+        )
         for state, tag in (("t1", "1 thread"), ("tN", f"{n} threads")):
+
             def ours(s=state):
                 fn = kernels_cpu_fn(kernel)
                 return Case("", stmt="fn(*a)", namespace={"fn": fn, "a": args}, state=s)
@@ -129,27 +156,39 @@ def groups(ctx):
     n = _all_threads()
     tN = f"{n} threads"
     B, K, V = 16, 4, 128256
-    specs = [GroupSpec(
-        id=f"threads/recovered_tokens/B{B}-k{K}-V{V}",
-        suite="threads",
-        title=f"recovered tokens B={B}, {K} drafts, V={V}: 1 vs {n} threads, memcpy floor",
-        rows=(f"kernels_cpu recovered tokens @1 thread", f"kernels_cpu recovered tokens @{tN}",
-              f"fused recovered tokens @1 thread", f"fused recovered tokens @{tN}",
-              "memcpy of probs @1 thread", f"memcpy of probs @{tN}"),
-        anchor=("kernels_cpu recovered tokens @1 thread", "fused recovered tokens @1 thread",
-                "memcpy of probs @1 thread"),
-        vs={f"floor@{n}": f"memcpy of probs @{tN}"},
-        build=_memory_bound_builder(B, K, V),
-        params={"B": B, "k": K, "V": V, "threads_all": n},
-    )]
-    for kernel in ("rejection_greedy_sample_kernel", "expand_kernel"):
-        specs.append(GroupSpec(
-            id=f"threads/tiny/{kernel}@B4",
+    specs = [
+        GroupSpec(
+            id=f"threads/recovered_tokens/B{B}-k{K}-V{V}",
             suite="threads",
-            title=f"{kernel} at batch 4: 1 vs {n} threads (a tiny launch must not pay for threads)",
-            rows=("kernels_cpu @1 thread", f"kernels_cpu @{tN}"),
-            anchor=("kernels_cpu @1 thread",),
-            build=_tiny_builder(kernel),
-            params={"kernel": kernel, "B": 4, "threads_all": n},
-        ))
+            title=f"recovered tokens B={B}, {K} drafts, V={V}: 1 vs {n} threads, memcpy floor",
+            rows=(
+                "kernels_cpu recovered tokens @1 thread",
+                f"kernels_cpu recovered tokens @{tN}",
+                "fused recovered tokens @1 thread",
+                f"fused recovered tokens @{tN}",
+                "memcpy of probs @1 thread",
+                f"memcpy of probs @{tN}",
+            ),
+            anchor=(
+                "kernels_cpu recovered tokens @1 thread",
+                "fused recovered tokens @1 thread",
+                "memcpy of probs @1 thread",
+            ),
+            vs={f"floor@{n}": f"memcpy of probs @{tN}"},
+            build=_memory_bound_builder(B, K, V),
+            params={"B": B, "k": K, "V": V, "threads_all": n},
+        )
+    ]
+    for kernel in ("rejection_greedy_sample_kernel", "expand_kernel"):
+        specs.append(
+            GroupSpec(
+                id=f"threads/tiny/{kernel}@B4",
+                suite="threads",
+                title=f"{kernel} at batch 4: 1 vs {n} threads (a tiny launch must not pay for threads)",
+                rows=("kernels_cpu @1 thread", f"kernels_cpu @{tN}"),
+                anchor=("kernels_cpu @1 thread",),
+                build=_tiny_builder(kernel),
+                params={"kernel": kernel, "B": 4, "threads_all": n},
+            )
+        )
     return specs

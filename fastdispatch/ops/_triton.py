@@ -16,6 +16,7 @@ Three run modes follow from the environment at import time:
     anything else (Triton absent, or installed with no usable driver): the kernels cannot run, so
     importing :mod:`fastdispatch.ops` registers the ``kernels_cpu`` implementations over them.
 """
+
 import os
 import types
 from typing import Optional
@@ -66,7 +67,12 @@ except ImportError:  # Triton not installed (or its import is blocked on purpose
 
 # Read as Triton reads it (its knobs accept these spellings), so we agree with the decorator.
 INTERPRET = HAS_TRITON and os.environ.get("TRITON_INTERPRET", "0").strip().lower() in (
-    "1", "true", "yes", "on", "y")
+    "1",
+    "true",
+    "yes",
+    "on",
+    "y",
+)
 
 
 def active_driver() -> Optional[str]:

@@ -18,6 +18,7 @@ batch. The stream differs from stock vLLM's; the distribution is the same (specu
 output law is the target distribution), and the same seeds give the same tokens at any thread
 count.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
@@ -123,9 +124,19 @@ def rejection_sample_fused(
     batch_size = cu_num_draft_tokens.shape[0]
     out = torch.full((batch_size, max_spec_len + 1), -1, dtype=out_dtype)
     seeds = _call_seeds(seeds, cu_num_draft_tokens, generators, num_draft_tokens)
-    _fused.rejection_sample_step(out, cu_num_draft_tokens, draft_token_ids, draft_probs,
-                                 target_probs, bonus_token_ids, is_greedy, greedy_scores, seeds,
-                                 max_spec_len, synthetic_rates)
+    _fused.rejection_sample_step(
+        out,
+        cu_num_draft_tokens,
+        draft_token_ids,
+        draft_probs,
+        target_probs,
+        bonus_token_ids,
+        is_greedy,
+        greedy_scores,
+        seeds,
+        max_spec_len,
+        synthetic_rates,
+    )
     return out
 
 
@@ -149,9 +160,18 @@ def rejection_sample_fused_logits(
     batch_size = cu_num_draft_tokens.shape[0]
     out = torch.full((batch_size, max_spec_len + 1), -1, dtype=out_dtype)
     seeds = _call_seeds(seeds, cu_num_draft_tokens, generators, num_draft_tokens)
-    _fused.rejection_sample_step_logits(out, cu_num_draft_tokens, draft_token_ids, draft_probs,
-                                        target_logits, bonus_token_ids, is_greedy, seeds,
-                                        max_spec_len, synthetic_rates)
+    _fused.rejection_sample_step_logits(
+        out,
+        cu_num_draft_tokens,
+        draft_token_ids,
+        draft_probs,
+        target_logits,
+        bonus_token_ids,
+        is_greedy,
+        seeds,
+        max_spec_len,
+        synthetic_rates,
+    )
     return out
 
 
@@ -169,14 +189,16 @@ def sample_recovered_tokens_fused(
     batch_size = cu_num_draft_tokens.shape[0]
     seeds = _call_seeds(seeds, cu_num_draft_tokens, generators, num_draft_tokens)
     out = torch.empty_like(draft_token_ids)
-    _fused.recovered_tokens(out, cu_num_draft_tokens, draft_token_ids, draft_probs, target_probs,
-                            seeds)
+    _fused.recovered_tokens(
+        out, cu_num_draft_tokens, draft_token_ids, draft_probs, target_probs, seeds
+    )
     return out
 
 
 # ---------------------------------------------------------------------------------------------
 # vLLM-signature drop-ins (vllm.v1.sample.rejection_sampler, vLLM 0.32.0)
 # ---------------------------------------------------------------------------------------------
+
 
 def vllm_sample_recovered_tokens(
     max_spec_len: int,
@@ -196,8 +218,9 @@ def vllm_sample_recovered_tokens(
     """
     seeds = request_seeds(len(num_draft_tokens), sampling_metadata.generators, num_draft_tokens)
     out = torch.empty_like(draft_token_ids)
-    _fused.recovered_tokens(out, cu_num_draft_tokens, draft_token_ids, draft_probs, target_probs,
-                            seeds)
+    _fused.recovered_tokens(
+        out, cu_num_draft_tokens, draft_token_ids, draft_probs, target_probs, seeds
+    )
     return out
 
 
@@ -233,17 +256,25 @@ def vllm_rejection_sample(
     if all_greedy:
         is_greedy = torch.ones(batch_size, dtype=torch.bool)
     else:
-        is_greedy = None if sampling_metadata.all_random else (
-            sampling_metadata.temperature == 0)
+        is_greedy = None if sampling_metadata.all_random else (sampling_metadata.temperature == 0)
     rates = synthetic_conditional_rates if synthetic_mode else None
     if all_greedy and rates is None:
         # nothing random: leave every generator where it is, as vLLM does
         seeds = torch.zeros((batch_size, 2), dtype=torch.int64)
     else:
         seeds = request_seeds(batch_size, sampling_metadata.generators, num_draft_tokens)
-    _fused.rejection_sample_step_logits(out, cu_num_draft_tokens, draft_token_ids, draft_probs,
-                                        logits, bonus_token_ids, is_greedy, seeds, max_spec_len,
-                                        rates)
+    _fused.rejection_sample_step_logits(
+        out,
+        cu_num_draft_tokens,
+        draft_token_ids,
+        draft_probs,
+        logits,
+        bonus_token_ids,
+        is_greedy,
+        seeds,
+        max_spec_len,
+        rates,
+    )
     return out
 
 
@@ -273,5 +304,6 @@ def fused_kernel_overrides() -> dict[str, Callable[..., Any]]:
     It ignores ``inv_q``'s values (keys come from each row's first 8 bytes, so seeded requests
     stay reproducible) but vLLM still draws ``inv_q``: prefer ``fastdispatch_fused_vllm_overrides``.
     """
-    return {f"{_VLLM_MODULE}.sample_recovered_tokens_kernel":
-            _fused.sample_recovered_tokens_kernel_fused}
+    return {
+        f"{_VLLM_MODULE}.sample_recovered_tokens_kernel": _fused.sample_recovered_tokens_kernel_fused
+    }

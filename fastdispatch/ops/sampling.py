@@ -11,6 +11,7 @@ as vLLM implements it: greedy requests accept drafts while they match the target
 random requests accept a draft with probability ``min(1, target/draft)`` and otherwise emit a
 token drawn from ``max(target - draft, 0)`` by the exponential-race (Gumbel) trick.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -48,6 +49,7 @@ _INDEX = (torch.int32, torch.int64)
 
 # -- launch owners: dispatch parameter ``x`` binds kernel argument ``x``/``x_ptr`` ----------------
 
+
 @kernel_dispatcher(kernel=expand_kernel)
 def _expand(output, input, cu_num_tokens, replace_from, replace_to):
     grid = (input.shape[0],) if input.shape[0] else None
@@ -55,17 +57,35 @@ def _expand(output, input, cu_num_tokens, replace_from, replace_to):
 
 
 @kernel_dispatcher(kernel=rejection_greedy_sample_kernel)
-def _rejection_greedy_sample(output_token_ids, cu_num_draft_tokens, draft_token_ids,
-                             target_argmax, bonus_token_ids, is_greedy, max_spec_len,
-                             uniform_probs, synthetic_conditional_rates):
+def _rejection_greedy_sample(
+    output_token_ids,
+    cu_num_draft_tokens,
+    draft_token_ids,
+    target_argmax,
+    bonus_token_ids,
+    is_greedy,
+    max_spec_len,
+    uniform_probs,
+    synthetic_conditional_rates,
+):
     grid = (output_token_ids.shape[0],) if output_token_ids.shape[0] else None
     return grid, dict(SYNTHETIC_MODE=synthetic_conditional_rates is not None)
 
 
 @kernel_dispatcher(kernel=rejection_random_sample_kernel)
-def _rejection_random_sample(output_token_ids, cu_num_draft_tokens, draft_token_ids, draft_probs,
-                             target_probs, bonus_token_ids, recovered_token_ids, uniform_probs,
-                             is_greedy, max_spec_len, synthetic_conditional_rates):
+def _rejection_random_sample(
+    output_token_ids,
+    cu_num_draft_tokens,
+    draft_token_ids,
+    draft_probs,
+    target_probs,
+    bonus_token_ids,
+    recovered_token_ids,
+    uniform_probs,
+    is_greedy,
+    max_spec_len,
+    synthetic_conditional_rates,
+):
     grid = (output_token_ids.shape[0],) if output_token_ids.shape[0] else None
     return grid, dict(
         vocab_size=target_probs.shape[1],
@@ -75,8 +95,15 @@ def _rejection_random_sample(output_token_ids, cu_num_draft_tokens, draft_token_
 
 
 @kernel_dispatcher(kernel=sample_recovered_tokens_kernel)
-def _sample_recovered_tokens(output_token_ids, cu_num_draft_tokens, draft_token_ids, draft_probs,
-                             target_probs, inv_q, max_spec_len):
+def _sample_recovered_tokens(
+    output_token_ids,
+    cu_num_draft_tokens,
+    draft_token_ids,
+    draft_probs,
+    target_probs,
+    inv_q,
+    max_spec_len,
+):
     batch = cu_num_draft_tokens.shape[0]
     grid = (batch, max_spec_len) if batch and max_spec_len and output_token_ids.shape[0] else None
     return grid, dict(
@@ -89,8 +116,14 @@ def _sample_recovered_tokens(output_token_ids, cu_num_draft_tokens, draft_token_
 
 # -- ops ----------------------------------------------------------------------------------------
 
-def expand_batch_to_tokens(x: torch.Tensor, cu_num_tokens: torch.Tensor, num_tokens: int,
-                           replace_from: float = 0, replace_to: float = 0) -> torch.Tensor:
+
+def expand_batch_to_tokens(
+    x: torch.Tensor,
+    cu_num_tokens: torch.Tensor,
+    num_tokens: int,
+    replace_from: float = 0,
+    replace_to: float = 0,
+) -> torch.Tensor:
     """Repeat per-request values per token: ``[a, b, c]`` with ``cu = [2, 5, 6]`` gives
     ``[a, a, b, b, b, c]``; values equal to ``replace_from`` become ``replace_to`` (vLLM uses it
     to turn a greedy temperature of 0 into 1). Returns a new ``[num_tokens]`` tensor of
@@ -105,22 +138,27 @@ def expand_batch_to_tokens(x: torch.Tensor, cu_num_tokens: torch.Tensor, num_tok
     return out
 
 
-def _draft_counts(num_draft_tokens: Sequence[int] | None,
-                  cu_num_draft_tokens: torch.Tensor) -> list[int]:
+def _draft_counts(
+    num_draft_tokens: Sequence[int] | None, cu_num_draft_tokens: torch.Tensor
+) -> list[int]:
     if num_draft_tokens is not None:
         counts = list(num_draft_tokens)
         if len(counts) != cu_num_draft_tokens.shape[0]:
             raise ValueError(
                 f"num_draft_tokens has {len(counts)} entries for "
-                f"{cu_num_draft_tokens.shape[0]} requests")
+                f"{cu_num_draft_tokens.shape[0]} requests"
+            )
         return counts
     cu = cu_num_draft_tokens.tolist()  # a device sync on GPU: pass num_draft_tokens to avoid
     return [b - a for a, b in zip([0] + cu[:-1], cu)]
 
 
-def generate_uniform_probs(num_tokens: int, num_draft_tokens: Sequence[int] | None,
-                           generators: Mapping[int, torch.Generator] | None = None,
-                           device: torch.device | str = "cpu") -> torch.Tensor:
+def generate_uniform_probs(
+    num_tokens: int,
+    num_draft_tokens: Sequence[int] | None,
+    generators: Mapping[int, torch.Generator] | None = None,
+    device: torch.device | str = "cpu",
+) -> torch.Tensor:
     """``[num_tokens]`` float64 uniforms in [0, 1), one per draft token.
 
     float64 because float32 ``rand`` returns exactly 0.0 often enough to matter (an accept test
@@ -137,15 +175,19 @@ def generate_uniform_probs(num_tokens: int, num_draft_tokens: Sequence[int] | No
                 continue
             gen = generators.get(req)
             if gen is not None:
-                uniform[start:start + n].uniform_(generator=gen)
+                uniform[start : start + n].uniform_(generator=gen)
             start += n
     return uniform
 
 
-def generate_inv_q(batch_size: int, vocab_size: int, num_draft_tokens: Sequence[int] | None,
-                   generators: Mapping[int, torch.Generator] | None = None,
-                   device: torch.device | str = "cpu",
-                   use_fp64_gumbel: bool = False) -> torch.Tensor:
+def generate_inv_q(
+    batch_size: int,
+    vocab_size: int,
+    num_draft_tokens: Sequence[int] | None,
+    generators: Mapping[int, torch.Generator] | None = None,
+    device: torch.device | str = "cpu",
+    use_fp64_gumbel: bool = False,
+) -> torch.Tensor:
     """``1 / q`` for ``q ~ Exp(1)`` of shape ``[batch_size, vocab_size]``, one row per request.
 
     ``argmax_v p[v] / q[v]`` is a sample from ``p`` (normalized or not): the exponential race.
@@ -161,10 +203,15 @@ def generate_inv_q(batch_size: int, vocab_size: int, num_draft_tokens: Sequence[
     return q.reciprocal_()
 
 
-def sample_recovered_tokens(cu_num_draft_tokens: torch.Tensor, draft_token_ids: torch.Tensor,
-                            draft_probs: torch.Tensor | None, target_probs: torch.Tensor,
-                            inv_q: torch.Tensor, max_spec_len: int,
-                            out: torch.Tensor | None = None) -> torch.Tensor:
+def sample_recovered_tokens(
+    cu_num_draft_tokens: torch.Tensor,
+    draft_token_ids: torch.Tensor,
+    draft_probs: torch.Tensor | None,
+    target_probs: torch.Tensor,
+    inv_q: torch.Tensor,
+    max_spec_len: int,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
     """The recovered token of every draft position: ``argmax_v p[v] * inv_q[req, v]`` with
     ``p = max(target - draft, 0)`` (or ``target`` minus the draft token itself without draft
     probabilities); lowest index on ties. Returns ``[T]`` in ``draft_token_ids``' dtype."""
@@ -181,21 +228,31 @@ def sample_recovered_tokens(cu_num_draft_tokens: torch.Tensor, draft_token_ids: 
         out = torch.empty_like(draft_token_ids)
     else:
         _checks.index_vector("out", out, T)
-    _sample_recovered_tokens(out, cu_num_draft_tokens, draft_token_ids, draft_probs,
-                             target_probs, inv_q, max_spec_len)
+    _sample_recovered_tokens(
+        out, cu_num_draft_tokens, draft_token_ids, draft_probs, target_probs, inv_q, max_spec_len
+    )
     return out
 
 
-def rejection_sample(draft_token_ids: torch.Tensor, cu_num_draft_tokens: torch.Tensor,
-                     max_spec_len: int, target_logits: torch.Tensor,
-                     bonus_token_ids: torch.Tensor, *, draft_probs: torch.Tensor | None = None,
-                     is_greedy: torch.Tensor | None = None, all_random: bool = False,
-                     num_draft_tokens: Sequence[int] | None = None,
-                     generators: Mapping[int, torch.Generator] | None = None,
-                     synthetic_conditional_rates: torch.Tensor | None = None,
-                     use_fp64_gumbel: bool = False, uniform_probs: torch.Tensor | None = None,
-                     inv_q: torch.Tensor | None = None, target_probs: torch.Tensor | None = None,
-                     out_dtype: torch.dtype = torch.int32) -> torch.Tensor:
+def rejection_sample(
+    draft_token_ids: torch.Tensor,
+    cu_num_draft_tokens: torch.Tensor,
+    max_spec_len: int,
+    target_logits: torch.Tensor,
+    bonus_token_ids: torch.Tensor,
+    *,
+    draft_probs: torch.Tensor | None = None,
+    is_greedy: torch.Tensor | None = None,
+    all_random: bool = False,
+    num_draft_tokens: Sequence[int] | None = None,
+    generators: Mapping[int, torch.Generator] | None = None,
+    synthetic_conditional_rates: torch.Tensor | None = None,
+    use_fp64_gumbel: bool = False,
+    uniform_probs: torch.Tensor | None = None,
+    inv_q: torch.Tensor | None = None,
+    target_probs: torch.Tensor | None = None,
+    out_dtype: torch.dtype = torch.int32,
+) -> torch.Tensor:
     """Speculative-decoding rejection sampling for a batch of requests.
 
     Arguments (B requests, T draft tokens in all, V vocabulary entries, K = ``max_spec_len``):
@@ -233,14 +290,18 @@ def rejection_sample(draft_token_ids: torch.Tensor, cu_num_draft_tokens: torch.T
     if is_greedy is not None:
         _checks.vector("is_greedy", is_greedy, (torch.bool,), B)
     if synthetic_conditional_rates is not None:
-        _checks.vector("synthetic_conditional_rates", synthetic_conditional_rates,
-                       (torch.float32,))
+        _checks.vector("synthetic_conditional_rates", synthetic_conditional_rates, (torch.float32,))
         if synthetic_conditional_rates.shape[0] < max_spec_len:
             raise ValueError("synthetic_conditional_rates must have max_spec_len entries")
     device = target_logits.device
-    _checks.same_device(draft_token_ids=draft_token_ids, cu_num_draft_tokens=cu_num_draft_tokens,
-                        target_logits=target_logits, bonus_token_ids=bonus_token_ids,
-                        draft_probs=draft_probs, is_greedy=is_greedy)
+    _checks.same_device(
+        draft_token_ids=draft_token_ids,
+        cu_num_draft_tokens=cu_num_draft_tokens,
+        target_logits=target_logits,
+        bonus_token_ids=bonus_token_ids,
+        draft_probs=draft_probs,
+        is_greedy=is_greedy,
+    )
     all_greedy = is_greedy is None and not all_random
     synthetic = synthetic_conditional_rates is not None
 
@@ -253,10 +314,17 @@ def rejection_sample(draft_token_ids: torch.Tensor, cu_num_draft_tokens: torch.T
 
     if not all_random:
         target_argmax = target_logits.argmax(dim=-1)
-        _rejection_greedy_sample(out, cu_num_draft_tokens, draft_token_ids, target_argmax,
-                                 bonus_token_ids, is_greedy, max_spec_len,
-                                 uniform_probs if synthetic else None,
-                                 synthetic_conditional_rates)
+        _rejection_greedy_sample(
+            out,
+            cu_num_draft_tokens,
+            draft_token_ids,
+            target_argmax,
+            bonus_token_ids,
+            is_greedy,
+            max_spec_len,
+            uniform_probs if synthetic else None,
+            synthetic_conditional_rates,
+        )
         if all_greedy:
             return out
 
@@ -266,11 +334,22 @@ def rejection_sample(draft_token_ids: torch.Tensor, cu_num_draft_tokens: torch.T
         _checks.matrix("target_probs", target_probs, (torch.float32,), rows=T, cols=V)
     if inv_q is None:
         inv_q = generate_inv_q(B, V, counts, generators, device, use_fp64_gumbel)
-    recovered = sample_recovered_tokens(cu_num_draft_tokens, draft_token_ids, draft_probs,
-                                        target_probs, inv_q, max_spec_len)
+    recovered = sample_recovered_tokens(
+        cu_num_draft_tokens, draft_token_ids, draft_probs, target_probs, inv_q, max_spec_len
+    )
     if is_greedy is None:  # all random
         is_greedy = torch.zeros(B, dtype=torch.bool, device=device)
-    _rejection_random_sample(out, cu_num_draft_tokens, draft_token_ids, draft_probs,
-                             target_probs, bonus_token_ids, recovered, uniform_probs, is_greedy,
-                             max_spec_len, synthetic_conditional_rates)
+    _rejection_random_sample(
+        out,
+        cu_num_draft_tokens,
+        draft_token_ids,
+        draft_probs,
+        target_probs,
+        bonus_token_ids,
+        recovered,
+        uniform_probs,
+        is_greedy,
+        max_spec_len,
+        synthetic_conditional_rates,
+    )
     return out

@@ -4,6 +4,7 @@ Each op allocates (or takes) its outputs, works out the launch grid and launches
 Triton kernels through a launch owner (``kernel_dispatcher``); see :mod:`fastdispatch.ops` for
 which implementation runs. Index outputs take the dtype of the index inputs they derive from.
 """
+
 from __future__ import annotations
 
 from collections import namedtuple
@@ -50,47 +51,101 @@ def _max_span(loc):
 
 # -- launch owners ------------------------------------------------------------------------------
 
+
 @kernel_dispatcher(kernel=eagle_step_slot_mapping_metadata_kernel)
-def _eagle_step(positions, block_table, block_table_stride, seq_lens, out_clamped_positions,
-                out_slot_mapping, block_size, max_model_len, n_blocks_per_req, PAD_ID, batch_size,
-                input_batch_size):
+def _eagle_step(
+    positions,
+    block_table,
+    block_table_stride,
+    seq_lens,
+    out_clamped_positions,
+    out_slot_mapping,
+    block_size,
+    max_model_len,
+    n_blocks_per_req,
+    PAD_ID,
+    batch_size,
+    input_batch_size,
+):
     return ((input_batch_size,) if input_batch_size else None), {}
 
 
 @kernel_dispatcher(kernel=eagle_prepare_inputs_padded_kernel)
-def _eagle_prepare_inputs(cu_num_draft_tokens, valid_sampled_tokens_count, query_start_loc_gpu,
-                          token_indices_to_sample, num_rejected_tokens_gpu, num_reqs):
+def _eagle_prepare_inputs(
+    cu_num_draft_tokens,
+    valid_sampled_tokens_count,
+    query_start_loc_gpu,
+    token_indices_to_sample,
+    num_rejected_tokens_gpu,
+    num_reqs,
+):
     return ((num_reqs,) if num_reqs else None), {}
 
 
 @kernel_dispatcher(kernel=eagle_prepare_next_token_padded_kernel)
-def _eagle_prepare_next_token(sampled_token_ids, discard_request_mask, backup_next_token_ids,
-                              next_token_ids, valid_sampled_tokens_count, vocab_size,
-                              num_sampled_tokens_per_req, num_reqs, stride_sampled_token_ids):
+def _eagle_prepare_next_token(
+    sampled_token_ids,
+    discard_request_mask,
+    backup_next_token_ids,
+    next_token_ids,
+    valid_sampled_tokens_count,
+    vocab_size,
+    num_sampled_tokens_per_req,
+    num_reqs,
+    stride_sampled_token_ids,
+):
     return ((num_reqs,) if num_reqs else None), dict(
-        BLOCK_SIZE_TOKENS=_next_pow2(num_sampled_tokens_per_req))
+        BLOCK_SIZE_TOKENS=_next_pow2(num_sampled_tokens_per_req)
+    )
 
 
 @kernel_dispatcher(kernel=copy_and_expand_eagle_inputs_kernel)
-def _copy_and_expand_eagle(target_token_ids, target_positions, next_token_ids, out_input_ids,
-                           out_positions, out_is_rejected_token_mask, out_is_masked_token_mask,
-                           out_new_token_indices, out_hidden_state_mapping, query_start_loc,
-                           query_end_loc, padding_token_id, parallel_drafting_token_id,
-                           total_input_tokens, num_padding_slots_per_request, shift_input_ids,
-                           num_reqs, max_tokens_per_req):
+def _copy_and_expand_eagle(
+    target_token_ids,
+    target_positions,
+    next_token_ids,
+    out_input_ids,
+    out_positions,
+    out_is_rejected_token_mask,
+    out_is_masked_token_mask,
+    out_new_token_indices,
+    out_hidden_state_mapping,
+    query_start_loc,
+    query_end_loc,
+    padding_token_id,
+    parallel_drafting_token_id,
+    total_input_tokens,
+    num_padding_slots_per_request,
+    shift_input_ids,
+    num_reqs,
+    max_tokens_per_req,
+):
     block = min(_MAX_TOKEN_BLOCK, _next_pow2(max_tokens_per_req))
     grid = (num_reqs, -(-max_tokens_per_req // block)) if num_reqs and max_tokens_per_req else None
     return grid, dict(BLOCK_SIZE_TOKENS=block)
 
 
 @kernel_dispatcher(kernel=copy_and_expand_dflash_inputs_kernel)
-def _copy_and_expand_dflash(next_token_ids, target_positions, out_input_ids,
-                            out_context_positions, out_query_positions,
-                            out_context_slot_mapping, out_query_slot_mapping, out_token_indices,
-                            block_table, block_table_stride, query_start_loc,
-                            num_rejected_tokens, parallel_drafting_token_id, block_size,
-                            num_query_per_req, num_speculative_tokens, total_input_tokens,
-                            max_tokens_per_req):
+def _copy_and_expand_dflash(
+    next_token_ids,
+    target_positions,
+    out_input_ids,
+    out_context_positions,
+    out_query_positions,
+    out_context_slot_mapping,
+    out_query_slot_mapping,
+    out_token_indices,
+    block_table,
+    block_table_stride,
+    query_start_loc,
+    num_rejected_tokens,
+    parallel_drafting_token_id,
+    block_size,
+    num_query_per_req,
+    num_speculative_tokens,
+    total_input_tokens,
+    max_tokens_per_req,
+):
     num_reqs = query_start_loc.shape[0] - 1
     block = min(_MAX_TOKEN_BLOCK, _next_pow2(max_tokens_per_req))
     grid = (num_reqs, -(-max_tokens_per_req // block)) if num_reqs > 0 else None
@@ -103,6 +158,7 @@ def _copy_and_expand_dflash(next_token_ids, target_positions, out_input_ids,
 
 
 # -- ops ----------------------------------------------------------------------------------------
+
 
 def eagle_step_update_slot_mapping_and_metadata(
     positions: torch.Tensor,
@@ -120,11 +176,13 @@ def eagle_step_update_slot_mapping_and_metadata(
     (1 past the end). ``block_table`` [batch, blocks] may be a row slice of a wider table."""
     _checks.vector("positions", positions, (torch.int32, torch.int64))
     batch = positions.shape[0]
-    _checks.matrix("block_table", block_table, (torch.int32, torch.int64), rows=batch,
-                   contiguous=False)
+    _checks.matrix(
+        "block_table", block_table, (torch.int32, torch.int64), rows=batch, contiguous=False
+    )
     _checks.index_vector("seq_lens", seq_lens, batch)
-    _checks.vector("out_clamped_positions", out_clamped_positions, (torch.int32, torch.int64),
-                   batch)
+    _checks.vector(
+        "out_clamped_positions", out_clamped_positions, (torch.int32, torch.int64), batch
+    )
     if input_batch_size is None:
         input_batch_size = batch
     if input_batch_size < batch:
@@ -132,9 +190,20 @@ def eagle_step_update_slot_mapping_and_metadata(
     _checks.vector("out_slot_mapping", out_slot_mapping, (torch.int32, torch.int64))
     if out_slot_mapping.shape[0] < input_batch_size:
         raise ValueError(f"out_slot_mapping must hold input_batch_size={input_batch_size} slots")
-    _eagle_step(positions, block_table, block_table.stride(0), seq_lens, out_clamped_positions,
-                out_slot_mapping, block_size, max_model_len, block_table.shape[1],
-                PADDING_SLOT_ID, batch, input_batch_size)
+    _eagle_step(
+        positions,
+        block_table,
+        block_table.stride(0),
+        seq_lens,
+        out_clamped_positions,
+        out_slot_mapping,
+        block_size,
+        max_model_len,
+        block_table.shape[1],
+        PADDING_SLOT_ID,
+        batch,
+        input_batch_size,
+    )
     return out_clamped_positions, out_slot_mapping
 
 
@@ -153,12 +222,20 @@ def eagle_prepare_inputs_padded(
     _checks.index_vector("valid_sampled_tokens_count", valid_sampled_tokens_count, num_reqs)
     _checks.index_vector("query_start_loc", query_start_loc)
     if query_start_loc.shape[0] < num_reqs + 1:
-        raise ValueError(f"query_start_loc must have at least num_reqs + 1 = {num_reqs + 1} "
-                         f"entries, got {query_start_loc.shape[0]}")
+        raise ValueError(
+            f"query_start_loc must have at least num_reqs + 1 = {num_reqs + 1} "
+            f"entries, got {query_start_loc.shape[0]}"
+        )
     token_indices = query_start_loc.new_empty(num_reqs)
     num_rejected = query_start_loc.new_empty(num_reqs)
-    _eagle_prepare_inputs(cu_num_draft_tokens, valid_sampled_tokens_count, query_start_loc,
-                          token_indices, num_rejected, num_reqs)
+    _eagle_prepare_inputs(
+        cu_num_draft_tokens,
+        valid_sampled_tokens_count,
+        query_start_loc,
+        token_indices,
+        num_rejected,
+        num_reqs,
+    )
     return token_indices, num_rejected
 
 
@@ -174,22 +251,39 @@ def eagle_prepare_next_token_padded(
 
     ``sampled_token_ids`` [num_reqs, n] may be a row slice of a wider buffer. Returns
     ``(next_token_ids, valid_sampled_tokens_count)`` in ``backup_next_token_ids``' dtype."""
-    _checks.matrix("sampled_token_ids", sampled_token_ids, (torch.int32, torch.int64),
-                   contiguous=False)
+    _checks.matrix(
+        "sampled_token_ids", sampled_token_ids, (torch.int32, torch.int64), contiguous=False
+    )
     num_reqs, n = sampled_token_ids.shape
     _checks.vector("discard_request_mask", discard_request_mask, (torch.bool,), num_reqs)
     _checks.index_vector("backup_next_token_ids", backup_next_token_ids, num_reqs)
     next_token_ids = backup_next_token_ids.new_empty(num_reqs)
     valid_count = backup_next_token_ids.new_empty(num_reqs)
-    _eagle_prepare_next_token(sampled_token_ids, discard_request_mask, backup_next_token_ids,
-                              next_token_ids, valid_count, vocab_size, n, num_reqs,
-                              sampled_token_ids.stride(0))
+    _eagle_prepare_next_token(
+        sampled_token_ids,
+        discard_request_mask,
+        backup_next_token_ids,
+        next_token_ids,
+        valid_count,
+        vocab_size,
+        n,
+        num_reqs,
+        sampled_token_ids.stride(0),
+    )
     return next_token_ids, valid_count
 
 
-EagleInputs = namedtuple("EagleInputs", [
-    "input_ids", "positions", "is_rejected_token_mask", "is_masked_token_mask",
-    "new_token_indices", "hidden_state_mapping"])
+EagleInputs = namedtuple(
+    "EagleInputs",
+    [
+        "input_ids",
+        "positions",
+        "is_rejected_token_mask",
+        "is_masked_token_mask",
+        "new_token_indices",
+        "hidden_state_mapping",
+    ],
+)
 
 
 def copy_and_expand_eagle_inputs(
@@ -241,18 +335,40 @@ def copy_and_expand_eagle_inputs(
         new_token_indices=torch.empty(num_reqs * slots, dtype=query_start_loc.dtype, device=dev),
         hidden_state_mapping=torch.empty(total_in, dtype=query_start_loc.dtype, device=dev),
     )
-    _copy_and_expand_eagle(target_token_ids, target_positions, next_token_ids, out.input_ids,
-                           out.positions, out.is_rejected_token_mask, out.is_masked_token_mask,
-                           out.new_token_indices, out.hidden_state_mapping, query_start_loc,
-                           query_end_loc, padding_token_id, parallel_drafting_token_id,
-                           total_in, slots, bool(shift_input_ids), num_reqs,
-                           max_query_len + net_new)
+    _copy_and_expand_eagle(
+        target_token_ids,
+        target_positions,
+        next_token_ids,
+        out.input_ids,
+        out.positions,
+        out.is_rejected_token_mask,
+        out.is_masked_token_mask,
+        out.new_token_indices,
+        out.hidden_state_mapping,
+        query_start_loc,
+        query_end_loc,
+        padding_token_id,
+        parallel_drafting_token_id,
+        total_in,
+        slots,
+        bool(shift_input_ids),
+        num_reqs,
+        max_query_len + net_new,
+    )
     return out
 
 
-DFlashInputs = namedtuple("DFlashInputs", [
-    "input_ids", "context_positions", "query_positions", "context_slot_mapping",
-    "query_slot_mapping", "token_indices"])
+DFlashInputs = namedtuple(
+    "DFlashInputs",
+    [
+        "input_ids",
+        "context_positions",
+        "query_positions",
+        "context_slot_mapping",
+        "query_slot_mapping",
+        "token_indices",
+    ],
+)
 
 
 def copy_and_expand_dflash_inputs(
@@ -303,10 +419,24 @@ def copy_and_expand_dflash_inputs(
         query_slot_mapping=torch.empty(num_reqs * Q, dtype=torch.int64, device=dev),
         token_indices=torch.empty(num_reqs * S, dtype=query_start_loc.dtype, device=dev),
     )
-    _copy_and_expand_dflash(next_token_ids, target_positions, out.input_ids,
-                            out.context_positions, out.query_positions,
-                            out.context_slot_mapping, out.query_slot_mapping, out.token_indices,
-                            block_table, block_table.stride(0), query_start_loc,
-                            num_rejected_tokens, parallel_drafting_token_id, block_size, Q, S,
-                            total_in, max_query_len + Q)
+    _copy_and_expand_dflash(
+        next_token_ids,
+        target_positions,
+        out.input_ids,
+        out.context_positions,
+        out.query_positions,
+        out.context_slot_mapping,
+        out.query_slot_mapping,
+        out.token_indices,
+        block_table,
+        block_table.stride(0),
+        query_start_loc,
+        num_rejected_tokens,
+        parallel_drafting_token_id,
+        block_size,
+        Q,
+        S,
+        total_in,
+        max_query_len + Q,
+    )
     return out

@@ -10,6 +10,7 @@ compared buffers include the guards, so an implementation that writes out of bou
 Used by ``tests/test_triton_parity.py`` (small cases, Triton interpreter) and
 ``tools/gpu_parity.py`` (larger cases, native Triton on a GPU). Needs only torch.
 """
+
 import random
 
 import torch
@@ -89,7 +90,7 @@ class Case:
                 kwargs[name] = view
                 compared[name] = backing
             elif isinstance(spec, _Slice):
-                kwargs[name] = spec.base.clone().to(device)[:, :spec.cols]
+                kwargs[name] = spec.base.clone().to(device)[:, : spec.cols]
                 if name in self.inplace:
                     compared[name] = kwargs[name]
             elif isinstance(spec, torch.Tensor):
@@ -129,7 +130,7 @@ def _guarded(spec, device):
     else:
         backing = torch.full((n_backing + 2 * GUARD,), spec.fill, dtype=spec.dtype)
     backing = backing.to(device)
-    inner = backing[GUARD:GUARD + n_backing]
+    inner = backing[GUARD : GUARD + n_backing]
     if spec.row_stride is not None:
         view = inner.as_strided(spec.shape, (spec.row_stride, 1))
     else:
@@ -211,14 +212,19 @@ def _case_expand(rng, idx, scale):
     values = [rng.choice((0, 1, 2, 7, -3, 100)) for _ in range(B)]
     replace_from, replace_to = rng.choice(((0, 1), (0, 0), (7, -5), (2, 9)))
     fill = POISON if data_dtype != torch.float32 else float(POISON)
-    return Case("expand_kernel", (B,), dict(
-        output_ptr=_Out(T, data_dtype, fill),
-        input_ptr=_t(values, data_dtype),
-        cu_num_tokens_ptr=_t(cu, idx),
-        replace_from=replace_from,
-        replace_to=replace_to,
-        MAX_NUM_TOKENS=max_tokens,
-    ), note=f"B={B} T={T} {data_dtype}")
+    return Case(
+        "expand_kernel",
+        (B,),
+        dict(
+            output_ptr=_Out(T, data_dtype, fill),
+            input_ptr=_t(values, data_dtype),
+            cu_num_tokens_ptr=_t(cu, idx),
+            replace_from=replace_from,
+            replace_to=replace_to,
+            MAX_NUM_TOKENS=max_tokens,
+        ),
+        note=f"B={B} T={T} {data_dtype}",
+    )
 
 
 def _drafts_like(rng, target, V, p_match=0.6, p_pad=0.1):
@@ -246,21 +252,31 @@ def _case_greedy(rng, idx, scale):
     drafts = _drafts_like(rng, argmax, V)
     synthetic = rng.random() < 0.3
     greedy_none = rng.random() < 0.4
-    return Case("rejection_greedy_sample_kernel", (B,), dict(
-        output_token_ids_ptr=_Out((B, K + 1), idx, fill=-1),
-        cu_num_draft_tokens_ptr=_t(cu, idx),
-        draft_token_ids_ptr=_t(drafts, idx),
-        target_argmax_ptr=_t(argmax, torch.int64),
-        bonus_token_ids_ptr=_t([rng.randrange(V) for _ in range(B)], torch.int64),
-        is_greedy_ptr=None if greedy_none else _t([rng.random() < 0.7 for _ in range(B)],
-                                                  torch.bool),
-        max_spec_len=K,
-        uniform_probs_ptr=torch.rand(T, dtype=torch.float64, generator=_gen(rng))
-        if synthetic else None,
-        synthetic_conditional_rates_ptr=_t([rng.choice((0.0, 0.5, 0.9, 1.0)) for _ in range(K)],
-                                           torch.float32) if synthetic else None,
-        SYNTHETIC_MODE=synthetic,
-    ), note=f"B={B} K={K} V={V} T={T} synth={synthetic}")
+    return Case(
+        "rejection_greedy_sample_kernel",
+        (B,),
+        dict(
+            output_token_ids_ptr=_Out((B, K + 1), idx, fill=-1),
+            cu_num_draft_tokens_ptr=_t(cu, idx),
+            draft_token_ids_ptr=_t(drafts, idx),
+            target_argmax_ptr=_t(argmax, torch.int64),
+            bonus_token_ids_ptr=_t([rng.randrange(V) for _ in range(B)], torch.int64),
+            is_greedy_ptr=None
+            if greedy_none
+            else _t([rng.random() < 0.7 for _ in range(B)], torch.bool),
+            max_spec_len=K,
+            uniform_probs_ptr=torch.rand(T, dtype=torch.float64, generator=_gen(rng))
+            if synthetic
+            else None,
+            synthetic_conditional_rates_ptr=_t(
+                [rng.choice((0.0, 0.5, 0.9, 1.0)) for _ in range(K)], torch.float32
+            )
+            if synthetic
+            else None,
+            SYNTHETIC_MODE=synthetic,
+        ),
+        note=f"B={B} K={K} V={V} T={T} synth={synthetic}",
+    )
 
 
 def _probs(rng, T, V, zero_frac=0.2):
@@ -297,23 +313,31 @@ def _case_random(rng, idx, scale):
             uniform[t] = float(target[t, d] / dp)  # exact tie: accept (>=)
         elif r < 0.5:
             uniform[t] = 0.0
-    return Case("rejection_random_sample_kernel", (B,), dict(
-        output_token_ids_ptr=_Out((B, K + 1), idx, fill=-1),
-        cu_num_draft_tokens_ptr=_t(cu, idx),
-        draft_token_ids_ptr=_t(drafts, idx),
-        draft_probs_ptr=draft,
-        target_probs_ptr=target,
-        bonus_token_ids_ptr=_t([rng.randrange(V) for _ in range(B)], torch.int64),
-        recovered_token_ids_ptr=_t([rng.randrange(V) for _ in range(T)], idx),
-        uniform_probs_ptr=uniform,
-        is_greedy_ptr=_t([rng.random() < 0.3 for _ in range(B)], torch.bool),
-        max_spec_len=K,
-        vocab_size=V,
-        synthetic_conditional_rates_ptr=_t([rng.choice((0.0, 0.5, 1.0)) for _ in range(K)],
-                                           torch.float32) if synthetic else None,
-        NO_DRAFT_PROBS=no_draft,
-        SYNTHETIC_MODE=synthetic,
-    ), note=f"B={B} K={K} V={V} T={T} no_draft={no_draft} synth={synthetic}")
+    return Case(
+        "rejection_random_sample_kernel",
+        (B,),
+        dict(
+            output_token_ids_ptr=_Out((B, K + 1), idx, fill=-1),
+            cu_num_draft_tokens_ptr=_t(cu, idx),
+            draft_token_ids_ptr=_t(drafts, idx),
+            draft_probs_ptr=draft,
+            target_probs_ptr=target,
+            bonus_token_ids_ptr=_t([rng.randrange(V) for _ in range(B)], torch.int64),
+            recovered_token_ids_ptr=_t([rng.randrange(V) for _ in range(T)], idx),
+            uniform_probs_ptr=uniform,
+            is_greedy_ptr=_t([rng.random() < 0.3 for _ in range(B)], torch.bool),
+            max_spec_len=K,
+            vocab_size=V,
+            synthetic_conditional_rates_ptr=_t(
+                [rng.choice((0.0, 0.5, 1.0)) for _ in range(K)], torch.float32
+            )
+            if synthetic
+            else None,
+            NO_DRAFT_PROBS=no_draft,
+            SYNTHETIC_MODE=synthetic,
+        ),
+        note=f"B={B} K={K} V={V} T={T} no_draft={no_draft} synth={synthetic}",
+    )
 
 
 def _case_recovered(rng, idx, scale):
@@ -331,8 +355,9 @@ def _case_recovered(rng, idx, scale):
     if coarse:
         target = (torch.randint(0, 3, (T, V), generator=g).float() / 4).contiguous()
         draft = None if no_draft else (torch.randint(0, 3, (T, V), generator=g).float() / 4)
-        inv_q = torch.randint(1, 3, (B, V), generator=g).to(torch.float64 if fp64
-                                                             else torch.float32)
+        inv_q = torch.randint(1, 3, (B, V), generator=g).to(
+            torch.float64 if fp64 else torch.float32
+        )
     else:
         target = _probs(rng, T, V)
         draft = None if no_draft else _probs(rng, T, V)
@@ -341,18 +366,23 @@ def _case_recovered(rng, idx, scale):
         inv_q = q.clamp_(min=1e-6).reciprocal()
     drafts = [rng.randrange(-1, V) for _ in range(T)]
     block = rng.choice((2, 4, 8)) if scale == "small" else rng.choice((1024, 8192))
-    return Case("sample_recovered_tokens_kernel", (B, K), dict(
-        output_token_ids_ptr=_Out(T, idx),
-        cu_num_draft_tokens_ptr=_t(cu, idx),
-        draft_token_ids_ptr=_t(drafts, idx),
-        draft_probs_ptr=draft,
-        target_probs_ptr=target,
-        inv_q_ptr=inv_q,
-        vocab_size=V,
-        BLOCK_SIZE=block,
-        NO_DRAFT_PROBS=no_draft,
-        USE_FP64_GUMBEL=fp64,
-    ), note=f"B={B} K={K} V={V} no_draft={no_draft} fp64={fp64} coarse={coarse}")
+    return Case(
+        "sample_recovered_tokens_kernel",
+        (B, K),
+        dict(
+            output_token_ids_ptr=_Out(T, idx),
+            cu_num_draft_tokens_ptr=_t(cu, idx),
+            draft_token_ids_ptr=_t(drafts, idx),
+            draft_probs_ptr=draft,
+            target_probs_ptr=target,
+            inv_q_ptr=inv_q,
+            vocab_size=V,
+            BLOCK_SIZE=block,
+            NO_DRAFT_PROBS=no_draft,
+            USE_FP64_GUMBEL=fp64,
+        ),
+        note=f"B={B} K={K} V={V} no_draft={no_draft} fp64={fp64} coarse={coarse}",
+    )
 
 
 def _case_eagle_step(rng, idx, scale):
@@ -367,19 +397,25 @@ def _case_eagle_step(rng, idx, scale):
     table = _Slice(torch.randint(0, 1000, (B, width), generator=g).to(idx), n_blocks)
     positions = [rng.randrange(max_model_len) for _ in range(B)]
     seq_lens = [min(p + 1, max_model_len) for p in positions]
-    return Case("eagle_step_slot_mapping_metadata_kernel", (B + pad,), dict(
-        positions_ptr=_t(positions, torch.int64),
-        block_table_ptr=table,
-        block_table_stride=width,
-        seq_lens_ptr=_t(seq_lens, idx),
-        out_clamped_positions_ptr=_Out(B, torch.int64),
-        out_slot_mapping_ptr=_Out(B + pad, torch.int64),
-        block_size=block_size,
-        max_model_len=max_model_len,
-        n_blocks_per_req=n_blocks,
-        PAD_ID=-1,
-        batch_size=B,
-    ), inplace=("seq_lens_ptr",), note=f"B={B} pad={pad} bs={block_size} mml={max_model_len}")
+    return Case(
+        "eagle_step_slot_mapping_metadata_kernel",
+        (B + pad,),
+        dict(
+            positions_ptr=_t(positions, torch.int64),
+            block_table_ptr=table,
+            block_table_stride=width,
+            seq_lens_ptr=_t(seq_lens, idx),
+            out_clamped_positions_ptr=_Out(B, torch.int64),
+            out_slot_mapping_ptr=_Out(B + pad, torch.int64),
+            block_size=block_size,
+            max_model_len=max_model_len,
+            n_blocks_per_req=n_blocks,
+            PAD_ID=-1,
+            batch_size=B,
+        ),
+        inplace=("seq_lens_ptr",),
+        note=f"B={B} pad={pad} bs={block_size} mml={max_model_len}",
+    )
 
 
 def _case_prepare_inputs(rng, idx, scale):
@@ -390,14 +426,19 @@ def _case_prepare_inputs(rng, idx, scale):
     valid = [rng.randint(1, n + 1) for n in counts]
     qlen = [n + 1 + rng.randint(0, 3) for n in counts]
     qsl = [0] + _cumsum(qlen)
-    return Case("eagle_prepare_inputs_padded_kernel", (B,), dict(
-        cu_num_draft_tokens_ptr=_t(cu, idx),
-        valid_sampled_tokens_count_ptr=_t(valid, idx),
-        query_start_loc_gpu_ptr=_t(qsl, idx),
-        token_indices_to_sample_ptr=_Out(B, idx),
-        num_rejected_tokens_gpu_ptr=_Out(B, idx),
-        num_reqs=B,
-    ), note=f"B={B}")
+    return Case(
+        "eagle_prepare_inputs_padded_kernel",
+        (B,),
+        dict(
+            cu_num_draft_tokens_ptr=_t(cu, idx),
+            valid_sampled_tokens_count_ptr=_t(valid, idx),
+            query_start_loc_gpu_ptr=_t(qsl, idx),
+            token_indices_to_sample_ptr=_Out(B, idx),
+            num_rejected_tokens_gpu_ptr=_Out(B, idx),
+            num_reqs=B,
+        ),
+        note=f"B={B}",
+    )
 
 
 def _case_next_token(rng, idx, scale):
@@ -414,18 +455,23 @@ def _case_next_token(rng, idx, scale):
             row[rng.randrange(S)] = V + rng.randrange(3)  # out of vocabulary: not valid
         rows.append(row + [rng.randrange(V) for _ in range(width - S)])
     sampled = _Slice(_t(rows, idx).reshape(B, width), S)
-    return Case("eagle_prepare_next_token_padded_kernel", (B,), dict(
-        sampled_token_ids_ptr=sampled,
-        discard_request_mask_ptr=_t([rng.random() < 0.25 for _ in range(B)], torch.bool),
-        backup_next_token_ids_ptr=_t([rng.randrange(V) for _ in range(B)], idx),
-        next_token_ids_ptr=_Out(B, idx),
-        valid_sampled_tokens_count_ptr=_Out(B, idx),
-        vocab_size=V,
-        num_sampled_tokens_per_req=S,
-        num_reqs=B,
-        stride_sampled_token_ids=width,
-        BLOCK_SIZE_TOKENS=_next_pow2(S),
-    ), note=f"B={B} S={S} width={width}")
+    return Case(
+        "eagle_prepare_next_token_padded_kernel",
+        (B,),
+        dict(
+            sampled_token_ids_ptr=sampled,
+            discard_request_mask_ptr=_t([rng.random() < 0.25 for _ in range(B)], torch.bool),
+            backup_next_token_ids_ptr=_t([rng.randrange(V) for _ in range(B)], idx),
+            next_token_ids_ptr=_Out(B, idx),
+            valid_sampled_tokens_count_ptr=_Out(B, idx),
+            vocab_size=V,
+            num_sampled_tokens_per_req=S,
+            num_reqs=B,
+            stride_sampled_token_ids=width,
+            BLOCK_SIZE_TOKENS=_next_pow2(S),
+        ),
+        note=f"B={B} S={S} width={width}",
+    )
 
 
 def _case_eagle_copy(rng, idx, scale):
@@ -447,25 +493,30 @@ def _case_eagle_copy(rng, idx, scale):
     g = _gen(rng)
     starts = torch.randint(0, 1000, (B,), generator=g).tolist()
     positions = [starts[r] + j for r in range(B) for j in range(lens[r])]
-    return Case("copy_and_expand_eagle_inputs_kernel", (B, n_blocks), dict(
-        target_token_ids_ptr=torch.randint(0, V, (total_in,), generator=g).to(idx),
-        target_positions_ptr=_t(positions, torch.int64),
-        next_token_ids_ptr=torch.randint(0, V, (B,), generator=g).to(idx),
-        out_input_ids_ptr=_Out(total_out, idx),
-        out_positions_ptr=_Out(total_out, torch.int64),
-        out_is_rejected_token_mask_ptr=_Out(total_out, torch.bool),
-        out_is_masked_token_mask_ptr=_Out(total_out, torch.bool),
-        out_new_token_indices_ptr=_Out(B * P, idx),
-        out_hidden_state_mapping_ptr=_Out(total_in, idx),
-        query_start_loc_ptr=_t(qsl, idx),
-        query_end_loc_ptr=_t(qend, idx),
-        padding_token_id=rng.choice((0, 5)),
-        parallel_drafting_token_id=rng.choice((V - 1, 99)),
-        total_input_tokens=total_in,
-        num_padding_slots_per_request=P,
-        shift_input_ids=shift,
-        BLOCK_SIZE_TOKENS=block,
-    ), note=f"B={B} P={P} shift={shift} lens={lens} rej={rejected} block={block}")
+    return Case(
+        "copy_and_expand_eagle_inputs_kernel",
+        (B, n_blocks),
+        dict(
+            target_token_ids_ptr=torch.randint(0, V, (total_in,), generator=g).to(idx),
+            target_positions_ptr=_t(positions, torch.int64),
+            next_token_ids_ptr=torch.randint(0, V, (B,), generator=g).to(idx),
+            out_input_ids_ptr=_Out(total_out, idx),
+            out_positions_ptr=_Out(total_out, torch.int64),
+            out_is_rejected_token_mask_ptr=_Out(total_out, torch.bool),
+            out_is_masked_token_mask_ptr=_Out(total_out, torch.bool),
+            out_new_token_indices_ptr=_Out(B * P, idx),
+            out_hidden_state_mapping_ptr=_Out(total_in, idx),
+            query_start_loc_ptr=_t(qsl, idx),
+            query_end_loc_ptr=_t(qend, idx),
+            padding_token_id=rng.choice((0, 5)),
+            parallel_drafting_token_id=rng.choice((V - 1, 99)),
+            total_input_tokens=total_in,
+            num_padding_slots_per_request=P,
+            shift_input_ids=shift,
+            BLOCK_SIZE_TOKENS=block,
+        ),
+        note=f"B={B} P={P} shift={shift} lens={lens} rej={rejected} block={block}",
+    )
 
 
 def _case_dflash(rng, idx, scale):
@@ -488,27 +539,32 @@ def _case_dflash(rng, idx, scale):
     table = torch.randint(0, 1000, (B, n_blk), generator=g).to(idx)
     max_tokens = max(lens) + Q
     block = min(256, _next_pow2(max_tokens)) if scale == "large" else rng.choice((2, 4, 8))
-    return Case("copy_and_expand_dflash_inputs_kernel", (B, -(-max_tokens // block)), dict(
-        next_token_ids_ptr=torch.randint(0, V, (B,), generator=g).to(idx),
-        target_positions_ptr=_t(positions, torch.int64),
-        out_input_ids_ptr=_Out(B * Q, idx),
-        out_context_positions_ptr=_Out(total_in, torch.int64),
-        out_query_positions_ptr=_Out(B * Q, torch.int64),
-        out_context_slot_mapping_ptr=_Out(total_in, torch.int64),
-        out_query_slot_mapping_ptr=_Out(B * Q, torch.int64),
-        out_token_indices_ptr=_Out(B * S, idx),
-        block_table_ptr=table,
-        block_table_stride=table.stride(0),
-        query_start_loc_ptr=_t(qsl, idx),
-        num_rejected_tokens_ptr=_t(rejected, idx) if has_rej else 0,
-        parallel_drafting_token_id=V - 1,
-        block_size=block_size,
-        num_query_per_req=Q,
-        num_speculative_tokens=S,
-        total_input_tokens=total_in,
-        BLOCK_SIZE=block,
-        HAS_NUM_REJECTED=has_rej,
-    ), note=f"B={B} S={S} has_rej={has_rej} lens={lens} bs={block_size} block={block}")
+    return Case(
+        "copy_and_expand_dflash_inputs_kernel",
+        (B, -(-max_tokens // block)),
+        dict(
+            next_token_ids_ptr=torch.randint(0, V, (B,), generator=g).to(idx),
+            target_positions_ptr=_t(positions, torch.int64),
+            out_input_ids_ptr=_Out(B * Q, idx),
+            out_context_positions_ptr=_Out(total_in, torch.int64),
+            out_query_positions_ptr=_Out(B * Q, torch.int64),
+            out_context_slot_mapping_ptr=_Out(total_in, torch.int64),
+            out_query_slot_mapping_ptr=_Out(B * Q, torch.int64),
+            out_token_indices_ptr=_Out(B * S, idx),
+            block_table_ptr=table,
+            block_table_stride=table.stride(0),
+            query_start_loc_ptr=_t(qsl, idx),
+            num_rejected_tokens_ptr=_t(rejected, idx) if has_rej else 0,
+            parallel_drafting_token_id=V - 1,
+            block_size=block_size,
+            num_query_per_req=Q,
+            num_speculative_tokens=S,
+            total_input_tokens=total_in,
+            BLOCK_SIZE=block,
+            HAS_NUM_REJECTED=has_rej,
+        ),
+        note=f"B={B} S={S} has_rej={has_rej} lens={lens} bs={block_size} block={block}",
+    )
 
 
 def _case_slot_mapping(rng, idx, scale):
@@ -527,21 +583,26 @@ def _case_slot_mapping(rng, idx, scale):
     table = torch.randint(0, 500, (B + rng.choice((0, 2)), stride), generator=g).to(idx)
     positions = torch.randint(0, stride * kv_bs * world, (num_tokens,), generator=g)
     block = rng.choice((2, 4, 8)) if scale == "small" else 1024
-    return Case("compute_slot_mapping_kernel", (B + 1,), dict(
-        num_tokens=num_tokens,
-        max_num_tokens=max_num_tokens,
-        query_start_loc_ptr=_t(qsl, idx),
-        positions_ptr=positions,
-        block_table_ptr=table,
-        block_table_stride=stride,
-        slot_mapping_ptr=_Out(max_num_tokens, torch.int64),
-        KV_CACHE_BLOCK_SIZE=kv_bs,
-        TOTAL_CP_WORLD_SIZE=world,
-        TOTAL_CP_RANK=rank,
-        CP_KV_CACHE_INTERLEAVE_SIZE=inter,
-        PAD_ID=-1,
-        BLOCK_SIZE=block,
-    ), note=f"B={B} kv_bs={kv_bs} cp={world}/{rank}/{inter} tokens={num_tokens}")
+    return Case(
+        "compute_slot_mapping_kernel",
+        (B + 1,),
+        dict(
+            num_tokens=num_tokens,
+            max_num_tokens=max_num_tokens,
+            query_start_loc_ptr=_t(qsl, idx),
+            positions_ptr=positions,
+            block_table_ptr=table,
+            block_table_stride=stride,
+            slot_mapping_ptr=_Out(max_num_tokens, torch.int64),
+            KV_CACHE_BLOCK_SIZE=kv_bs,
+            TOTAL_CP_WORLD_SIZE=world,
+            TOTAL_CP_RANK=rank,
+            CP_KV_CACHE_INTERLEAVE_SIZE=inter,
+            PAD_ID=-1,
+            BLOCK_SIZE=block,
+        ),
+        note=f"B={B} kv_bs={kv_bs} cp={world}/{rank}/{inter} tokens={num_tokens}",
+    )
 
 
 def _case_memcpy(rng, idx, scale):
@@ -573,9 +634,13 @@ def _case_memcpy(rng, idx, scale):
         dst.append(base + d)
         sizes.append(size)
     block = rng.choice((4, 16)) if scale == "small" else 1024
-    return Case("batch_memcpy_kernel", (n,), {}, memcpy=(
-        arena, _t(src, torch.int64), _t(dst, torch.int64), _t(sizes, torch.int64), block),
-        note=f"n={n} sizes={sizes}")
+    return Case(
+        "batch_memcpy_kernel",
+        (n,),
+        {},
+        memcpy=(arena, _t(src, torch.int64), _t(dst, torch.int64), _t(sizes, torch.int64), block),
+        note=f"n={n} sizes={sizes}",
+    )
 
 
 _GENERATORS = {

@@ -1,4 +1,5 @@
 """Model-runner ops: token -> KV-cache slot mapping, and batched raw-address memcpy."""
+
 from __future__ import annotations
 
 import torch
@@ -16,9 +17,20 @@ _MEMCPY_BLOCK = 1024
 
 
 @kernel_dispatcher(kernel=compute_slot_mapping_kernel)
-def _compute_slot_mapping(num_reqs, num_tokens, max_num_tokens, query_start_loc, positions,
-                          block_table, block_table_stride, slot_mapping, kv_cache_block_size,
-                          total_cp_world_size, total_cp_rank, cp_kv_cache_interleave_size):
+def _compute_slot_mapping(
+    num_reqs,
+    num_tokens,
+    max_num_tokens,
+    query_start_loc,
+    positions,
+    block_table,
+    block_table_stride,
+    slot_mapping,
+    kv_cache_block_size,
+    total_cp_world_size,
+    total_cp_rank,
+    cp_kv_cache_interleave_size,
+):
     # One program per request plus one that pads the tail.
     return (num_reqs + 1,), dict(
         KV_CACHE_BLOCK_SIZE=kv_cache_block_size,
@@ -62,8 +74,9 @@ def compute_slot_mapping(
     if num_reqs is None:
         num_reqs = query_start_loc.shape[0] - 1
     if not 0 <= num_reqs <= query_start_loc.shape[0] - 1:
-        raise ValueError(f"num_reqs={num_reqs} does not fit query_start_loc "
-                         f"({query_start_loc.shape[0]} entries)")
+        raise ValueError(
+            f"num_reqs={num_reqs} does not fit query_start_loc ({query_start_loc.shape[0]} entries)"
+        )
     _checks.vector("positions", positions, (torch.int32, torch.int64))
     if num_tokens is None:
         num_tokens = positions.shape[0]
@@ -72,13 +85,25 @@ def compute_slot_mapping(
         raise ValueError(f"block_table has {block_table.shape[0]} rows for {num_reqs} requests")
     _checks.vector("slot_mapping", slot_mapping, (torch.int32, torch.int64))
     if not 0 <= num_tokens <= slot_mapping.shape[0]:
-        raise ValueError(f"num_tokens={num_tokens} does not fit slot_mapping "
-                         f"({slot_mapping.shape[0]} entries)")
+        raise ValueError(
+            f"num_tokens={num_tokens} does not fit slot_mapping ({slot_mapping.shape[0]} entries)"
+        )
     if not 0 <= cp_rank < cp_world_size:
         raise ValueError(f"cp_rank={cp_rank} out of range for cp_world_size={cp_world_size}")
-    _compute_slot_mapping(num_reqs, num_tokens, slot_mapping.shape[0], query_start_loc,
-                          positions, block_table, block_table.stride(0), slot_mapping,
-                          block_size, cp_world_size, cp_rank, cp_interleave_size)
+    _compute_slot_mapping(
+        num_reqs,
+        num_tokens,
+        slot_mapping.shape[0],
+        query_start_loc,
+        positions,
+        block_table,
+        block_table.stride(0),
+        slot_mapping,
+        block_size,
+        cp_world_size,
+        cp_rank,
+        cp_interleave_size,
+    )
     return slot_mapping
 
 

@@ -10,6 +10,7 @@ vector torch ops inside. Numerics follow the GPU kernel, not the convenient torc
   ``maxnum``); NaN scores never win the argmax; ties go to the lowest index; result clamped
   to ``vocab_size - 1``.
 """
+
 from __future__ import annotations
 
 import torch
@@ -26,8 +27,9 @@ def _flag(value, default: bool) -> bool:
     return default if value is None else bool(value)
 
 
-def expand_kernel(output_ptr, input_ptr, cu_num_tokens_ptr, replace_from, replace_to,
-                  MAX_NUM_TOKENS=None):
+def expand_kernel(
+    output_ptr, input_ptr, cu_num_tokens_ptr, replace_from, replace_to, MAX_NUM_TOKENS=None
+):
     """output[cu[i-1]:cu[i]] = input[i] (replace_from -> replace_to), at most MAX_NUM_TOKENS each."""
     for i, (s, e) in enumerate(_offsets(cu_num_tokens_ptr)):
         n = e - s if MAX_NUM_TOKENS is None else min(e - s, MAX_NUM_TOKENS)
@@ -39,7 +41,7 @@ def expand_kernel(output_ptr, input_ptr, cu_num_tokens_ptr, replace_from, replac
         else:
             hit = int(v) == int(replace_from)
             new = torch.tensor(int(replace_to), dtype=v.dtype)
-        output_ptr[s:s + n] = new if hit else v
+        output_ptr[s : s + n] = new if hit else v
 
 
 def _i32(x: int) -> int:
@@ -51,10 +53,18 @@ def _store(out: torch.Tensor, row: int, col: int, value: int) -> None:
     out[row, col] = _i32(value) if out.dtype == torch.int32 else int(value)
 
 
-def rejection_greedy_sample_kernel(output_token_ids_ptr, cu_num_draft_tokens_ptr,
-                                   draft_token_ids_ptr, target_argmax_ptr, bonus_token_ids_ptr,
-                                   is_greedy_ptr, max_spec_len, uniform_probs_ptr=None,
-                                   synthetic_conditional_rates_ptr=None, SYNTHETIC_MODE=None):
+def rejection_greedy_sample_kernel(
+    output_token_ids_ptr,
+    cu_num_draft_tokens_ptr,
+    draft_token_ids_ptr,
+    target_argmax_ptr,
+    bonus_token_ids_ptr,
+    is_greedy_ptr,
+    max_spec_len,
+    uniform_probs_ptr=None,
+    synthetic_conditional_rates_ptr=None,
+    SYNTHETIC_MODE=None,
+):
     synthetic = _flag(SYNTHETIC_MODE, synthetic_conditional_rates_ptr is not None)
     out = output_token_ids_ptr
     draft = draft_token_ids_ptr.tolist()
@@ -84,12 +94,22 @@ def rejection_greedy_sample_kernel(output_token_ids_ptr, cu_num_draft_tokens_ptr
             _store(out, i, e - s, bonus[i])
 
 
-def rejection_random_sample_kernel(output_token_ids_ptr, cu_num_draft_tokens_ptr,
-                                   draft_token_ids_ptr, draft_probs_ptr, target_probs_ptr,
-                                   bonus_token_ids_ptr, recovered_token_ids_ptr,
-                                   uniform_probs_ptr, is_greedy_ptr, max_spec_len, vocab_size,
-                                   synthetic_conditional_rates_ptr=None, NO_DRAFT_PROBS=None,
-                                   SYNTHETIC_MODE=None):
+def rejection_random_sample_kernel(
+    output_token_ids_ptr,
+    cu_num_draft_tokens_ptr,
+    draft_token_ids_ptr,
+    draft_probs_ptr,
+    target_probs_ptr,
+    bonus_token_ids_ptr,
+    recovered_token_ids_ptr,
+    uniform_probs_ptr,
+    is_greedy_ptr,
+    max_spec_len,
+    vocab_size,
+    synthetic_conditional_rates_ptr=None,
+    NO_DRAFT_PROBS=None,
+    SYNTHETIC_MODE=None,
+):
     synthetic = _flag(SYNTHETIC_MODE, synthetic_conditional_rates_ptr is not None)
     no_draft = _flag(NO_DRAFT_PROBS, draft_probs_ptr is None)
     out = output_token_ids_ptr
@@ -110,7 +130,9 @@ def rejection_random_sample_kernel(output_token_ids_ptr, cu_num_draft_tokens_ptr
                 accepted = bool(u < synthetic_conditional_rates_ptr[pos].to(torch.float64))
             else:
                 tp = target_probs_ptr[s + pos, d]
-                dp = torch.ones((), dtype=torch.float32) if no_draft else draft_probs_ptr[s + pos, d]
+                dp = (
+                    torch.ones((), dtype=torch.float32) if no_draft else draft_probs_ptr[s + pos, d]
+                )
                 # float32 quotient, compared in float64
                 accepted = bool(dp > 0) and bool((tp / dp).to(torch.float64) >= u)
             if accepted:
@@ -123,10 +145,18 @@ def rejection_random_sample_kernel(output_token_ids_ptr, cu_num_draft_tokens_ptr
             _store(out, i, e - s, bonus[i])
 
 
-def sample_recovered_tokens_kernel(output_token_ids_ptr, cu_num_draft_tokens_ptr,
-                                   draft_token_ids_ptr, draft_probs_ptr, target_probs_ptr,
-                                   inv_q_ptr, vocab_size, BLOCK_SIZE=None, NO_DRAFT_PROBS=None,
-                                   USE_FP64_GUMBEL=None):
+def sample_recovered_tokens_kernel(
+    output_token_ids_ptr,
+    cu_num_draft_tokens_ptr,
+    draft_token_ids_ptr,
+    draft_probs_ptr,
+    target_probs_ptr,
+    inv_q_ptr,
+    vocab_size,
+    BLOCK_SIZE=None,
+    NO_DRAFT_PROBS=None,
+    USE_FP64_GUMBEL=None,
+):
     no_draft = _flag(NO_DRAFT_PROBS, draft_probs_ptr is None)
     V = int(vocab_size)
     for i, (s, e) in enumerate(_offsets(cu_num_draft_tokens_ptr)):

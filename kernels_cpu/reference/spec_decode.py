@@ -5,6 +5,7 @@ contracts read -- whole-tensor torch ops, one Python iteration per request at mo
 can serve as the independent oracle in tests. They do no validation: they expect valid input.
 Arithmetic is int64; results are written into the caller's buffers in their own dtype.
 """
+
 import torch
 
 _i64 = torch.int64
@@ -16,8 +17,17 @@ def _row0(positions):
 
 
 def eagle_step_slot_mapping_metadata_kernel(
-    positions_ptr, block_table_ptr, block_table_stride, seq_lens_ptr, out_clamped_positions_ptr,
-    out_slot_mapping_ptr, block_size, max_model_len, n_blocks_per_req, PAD_ID, batch_size,
+    positions_ptr,
+    block_table_ptr,
+    block_table_stride,
+    seq_lens_ptr,
+    out_clamped_positions_ptr,
+    out_slot_mapping_ptr,
+    block_size,
+    max_model_len,
+    n_blocks_per_req,
+    PAD_ID,
+    batch_size,
 ):
     b = batch_size
     new_pos = positions_ptr[:b].to(_i64) + 1
@@ -36,23 +46,34 @@ def eagle_step_slot_mapping_metadata_kernel(
 
 
 def eagle_prepare_inputs_padded_kernel(
-    cu_num_draft_tokens_ptr, valid_sampled_tokens_count_ptr, query_start_loc_gpu_ptr,
-    token_indices_to_sample_ptr, num_rejected_tokens_gpu_ptr, num_reqs,
+    cu_num_draft_tokens_ptr,
+    valid_sampled_tokens_count_ptr,
+    query_start_loc_gpu_ptr,
+    token_indices_to_sample_ptr,
+    num_rejected_tokens_gpu_ptr,
+    num_reqs,
 ):
     n = num_reqs
     cu = cu_num_draft_tokens_ptr[:n].to(_i64)
     num_drafts = cu - torch.cat([cu.new_zeros(1), cu[:-1]])[:n]
     valid = valid_sampled_tokens_count_ptr[:n].to(_i64)
     rejected = torch.where(num_drafts > 0, num_drafts + 1 - valid, torch.zeros_like(valid))
-    last = query_start_loc_gpu_ptr[1:n + 1].to(_i64) - 1
+    last = query_start_loc_gpu_ptr[1 : n + 1].to(_i64) - 1
     token_indices_to_sample_ptr[:n] = last - rejected
     num_rejected_tokens_gpu_ptr[:n] = rejected
 
 
 def eagle_prepare_next_token_padded_kernel(
-    sampled_token_ids_ptr, discard_request_mask_ptr, backup_next_token_ids_ptr,
-    next_token_ids_ptr, valid_sampled_tokens_count_ptr, vocab_size, num_sampled_tokens_per_req,
-    num_reqs, stride_sampled_token_ids, BLOCK_SIZE_TOKENS=None,
+    sampled_token_ids_ptr,
+    discard_request_mask_ptr,
+    backup_next_token_ids_ptr,
+    next_token_ids_ptr,
+    valid_sampled_tokens_count_ptr,
+    vocab_size,
+    num_sampled_tokens_per_req,
+    num_reqs,
+    stride_sampled_token_ids,
+    BLOCK_SIZE_TOKENS=None,
 ):
     n, w = num_reqs, num_sampled_tokens_per_req
     tokens = sampled_token_ids_ptr[:n, :w].to(_i64)
@@ -71,11 +92,23 @@ def eagle_prepare_next_token_padded_kernel(
 
 
 def copy_and_expand_eagle_inputs_kernel(
-    target_token_ids_ptr, target_positions_ptr, next_token_ids_ptr, out_input_ids_ptr,
-    out_positions_ptr, out_is_rejected_token_mask_ptr, out_is_masked_token_mask_ptr,
-    out_new_token_indices_ptr, out_hidden_state_mapping_ptr, query_start_loc_ptr,
-    query_end_loc_ptr, padding_token_id, parallel_drafting_token_id, total_input_tokens,
-    num_padding_slots_per_request, shift_input_ids, BLOCK_SIZE_TOKENS=None,
+    target_token_ids_ptr,
+    target_positions_ptr,
+    next_token_ids_ptr,
+    out_input_ids_ptr,
+    out_positions_ptr,
+    out_is_rejected_token_mask_ptr,
+    out_is_masked_token_mask_ptr,
+    out_new_token_indices_ptr,
+    out_hidden_state_mapping_ptr,
+    query_start_loc_ptr,
+    query_end_loc_ptr,
+    padding_token_id,
+    parallel_drafting_token_id,
+    total_input_tokens,
+    num_padding_slots_per_request,
+    shift_input_ids,
+    BLOCK_SIZE_TOKENS=None,
 ):
     p = num_padding_slots_per_request
     target_positions_ptr = _row0(target_positions_ptr)
@@ -109,17 +142,32 @@ def copy_and_expand_eagle_inputs_kernel(
             out_is_masked_token_mask_ptr[out] = parallel
             new = (j >= n_valid) & (j < n_valid + p)
             out_new_token_indices_ptr[r * p + (j[new] - n_valid)] = (start + j[new]).to(
-                out_new_token_indices_ptr.dtype)
+                out_new_token_indices_ptr.dtype
+            )
         if shift_input_ids:
             out_hidden_state_mapping_ptr[qs:nqs] = start + torch.arange(nqs - qs)
 
 
 def copy_and_expand_dflash_inputs_kernel(
-    next_token_ids_ptr, target_positions_ptr, out_input_ids_ptr, out_context_positions_ptr,
-    out_query_positions_ptr, out_context_slot_mapping_ptr, out_query_slot_mapping_ptr,
-    out_token_indices_ptr, block_table_ptr, block_table_stride, query_start_loc_ptr,
-    num_rejected_tokens_ptr, parallel_drafting_token_id, block_size, num_query_per_req,
-    num_speculative_tokens, total_input_tokens, BLOCK_SIZE=None, HAS_NUM_REJECTED=False,
+    next_token_ids_ptr,
+    target_positions_ptr,
+    out_input_ids_ptr,
+    out_context_positions_ptr,
+    out_query_positions_ptr,
+    out_context_slot_mapping_ptr,
+    out_query_slot_mapping_ptr,
+    out_token_indices_ptr,
+    block_table_ptr,
+    block_table_stride,
+    query_start_loc_ptr,
+    num_rejected_tokens_ptr,
+    parallel_drafting_token_id,
+    block_size,
+    num_query_per_req,
+    num_speculative_tokens,
+    total_input_tokens,
+    BLOCK_SIZE=None,
+    HAS_NUM_REJECTED=False,
 ):
     q, s = num_query_per_req, num_speculative_tokens
     target_positions_ptr = _row0(target_positions_ptr)
@@ -144,4 +192,4 @@ def copy_and_expand_dflash_inputs_kernel(
         ids = torch.full((q,), parallel_drafting_token_id, dtype=_i64)
         ids[0] = int(next_token_ids_ptr[r])
         out_input_ids_ptr[out] = ids
-        out_token_indices_ptr[r * s:r * s + q - 1] = torch.arange(r * q + 1, (r + 1) * q)
+        out_token_indices_ptr[r * s : r * s + q - 1] = torch.arange(r * q + 1, (r + 1) * q)

@@ -5,6 +5,7 @@ expected). ``batch_memcpy_kernel`` has no torch spelling -- its inputs are raw a
 reference is the obvious ``ctypes.memmove`` loop, which is also what the speed target compares
 against.
 """
+
 import ctypes
 
 import torch
@@ -13,12 +14,26 @@ _i64 = torch.int64
 
 
 def compute_slot_mapping_kernel(
-    num_tokens, max_num_tokens, query_start_loc_ptr, positions_ptr, block_table_ptr,
-    block_table_stride, slot_mapping_ptr, KV_CACHE_BLOCK_SIZE, TOTAL_CP_WORLD_SIZE=1,
-    TOTAL_CP_RANK=0, CP_KV_CACHE_INTERLEAVE_SIZE=1, PAD_ID=-1, BLOCK_SIZE=None,
+    num_tokens,
+    max_num_tokens,
+    query_start_loc_ptr,
+    positions_ptr,
+    block_table_ptr,
+    block_table_stride,
+    slot_mapping_ptr,
+    KV_CACHE_BLOCK_SIZE,
+    TOTAL_CP_WORLD_SIZE=1,
+    TOTAL_CP_RANK=0,
+    CP_KV_CACHE_INTERLEAVE_SIZE=1,
+    PAD_ID=-1,
+    BLOCK_SIZE=None,
 ):
-    kb, world, rank, inter = (KV_CACHE_BLOCK_SIZE, TOTAL_CP_WORLD_SIZE, TOTAL_CP_RANK,
-                              CP_KV_CACHE_INTERLEAVE_SIZE)
+    kb, world, rank, inter = (
+        KV_CACHE_BLOCK_SIZE,
+        TOTAL_CP_WORLD_SIZE,
+        TOTAL_CP_RANK,
+        CP_KV_CACHE_INTERLEAVE_SIZE,
+    )
     qsl = query_start_loc_ptr.to(_i64)
     n_reqs = qsl.shape[0] - 1
     if n_reqs > 0:

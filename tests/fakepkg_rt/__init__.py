@@ -6,4 +6,5 @@ keep the kernel as ``.kernel`` with cached argument names -- ours and a foreign 
 vLLM's ``_DecoratedTritonJitKernel`` (``owners``) -- and a kernel kept as a class attribute
 (``worker``). ``CALLS`` records which function ran for each launch.
 """
+
 CALLS = []

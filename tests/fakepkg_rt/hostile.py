@@ -1,7 +1,8 @@
 """Module attributes that must never be touched beyond identity by the rebinding pass."""
+
 import warnings
 
-from .kernels import expand_kernel as same_kernel_here  # an ordinary copy, must be rebound
+from .kernels import expand_kernel as same_kernel_here  # noqa: F401  (a copy, must be rebound)
 
 
 class Boom:

@@ -1,4 +1,5 @@
 """Launch owners: ours (kernel_dispatcher) and a foreign one shaped like vLLM's."""
+
 import functools
 import inspect
 
@@ -22,7 +23,9 @@ class ForeignOwner:
     @functools.cached_property
     def _kernel_arg_names(self):
         names = getattr(self.kernel, "arg_names", None)
-        return tuple(names) if names is not None else tuple(inspect.signature(self.kernel).parameters)
+        return (
+            tuple(names) if names is not None else tuple(inspect.signature(self.kernel).parameters)
+        )
 
     def __getattr__(self, name):
         return getattr(self.kernel, name)

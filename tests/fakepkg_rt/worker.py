@@ -1,5 +1,5 @@
-from ._jit import jit
 from . import CALLS
+from ._jit import jit
 
 
 @jit(constexprs=("BLOCK_SIZE",))

@@ -8,6 +8,7 @@ type that went loose, e.g. to ``Any``) into an error.
 
 Not a test module (pytest collects ``test_*.py`` only): ``python tests/typing/public_api_usage.py``.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -37,8 +38,8 @@ from fastdispatch import (
     verify,
 )
 
-
 # -- a kernel, its CPU implementation and a launch owner for it --------------------------------
+
 
 def toy_kernel(x_ptr: Any, out_ptr: Any, n: Any, BLOCK: int = 4) -> None:
     """Stands in for a Triton kernel (what a ``@triton.jit`` function is without Triton)."""
@@ -170,14 +171,20 @@ def ops_usage() -> None:
     assert_type(seeds, torch.Tensor)
 
     slot_mapping = torch.empty(2, dtype=torch.int64)
-    ops.compute_slot_mapping(torch.tensor([0, 2]), torch.tensor([0, 1]),
-                             torch.tensor([[3]], dtype=torch.int32), slot_mapping, block_size=16)
+    ops.compute_slot_mapping(
+        torch.tensor([0, 2]),
+        torch.tensor([0, 1]),
+        torch.tensor([[3]], dtype=torch.int32),
+        slot_mapping,
+        block_size=16,
+    )
     assert slot_mapping.tolist() == [48, 49]
 
     assert_type(ops.cpu_kernels_active(), bool)
     assert_type(ops.cpu_overrides(), dict[str, Callable[..., Any]])
     token_indices, num_rejected = ops.eagle_prepare_inputs_padded(
-        torch.tensor([2]), torch.tensor([2]), torch.tensor([0, 3]))
+        torch.tensor([2]), torch.tensor([2]), torch.tensor([0, 3])
+    )
     assert_type(token_indices, torch.Tensor)
     assert (token_indices.tolist(), num_rejected.tolist()) == ([1], [1])
 

@@ -7,6 +7,7 @@ fastdispatch with no holder left on an original; with the plugin switched off it
 and fail. ``info`` reports vLLM's version without importing vLLM. Fresh processes because
 ``vllm.plugins`` loads plugins once per process.
 """
+
 import json
 import os
 import subprocess
@@ -18,12 +19,21 @@ REPO = Path(__file__).resolve().parents[2]
 
 def run_cli(*args, **env):
     full_env = dict(os.environ)
-    for name in ("FASTDISPATCH_VLLM_PLUGIN", "FASTDISPATCH_VLLM_FUSED_NOISE",
-                 "FASTDISPATCH_PURE_PYTHON"):
+    for name in (
+        "FASTDISPATCH_VLLM_PLUGIN",
+        "FASTDISPATCH_VLLM_FUSED_NOISE",
+        "FASTDISPATCH_PURE_PYTHON",
+    ):
         full_env.pop(name, None)
     full_env.update(env)
-    return subprocess.run([sys.executable, "-m", "fastdispatch", *args], capture_output=True,
-                          text=True, env=full_env, cwd=REPO, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "fastdispatch", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        cwd=REPO,
+        timeout=600,
+    )
 
 
 def _vllm_kernel_names():
@@ -54,20 +64,24 @@ def test_verify_vllm_finds_all_eleven_kernels_ours():
 def test_verify_vllm_with_the_plugin_off_fails_and_says_why():
     proc = run_cli("verify", "--vllm", FASTDISPATCH_VLLM_PLUGIN="0")
     assert proc.returncode == 4, f"rc={proc.returncode}\n{proc.stdout}\n{proc.stderr[-4000:]}"
-    assert ("fastdispatch NOT installed (FASTDISPATCH_VLLM_PLUGIN=0 disables the plugin)"
-            in proc.stdout)
+    assert (
+        "fastdispatch NOT installed (FASTDISPATCH_VLLM_PLUGIN=0 disables the plugin)" in proc.stdout
+    )
     assert "0/11 of vLLM's kernels launch kernels_cpu through fastdispatch" in proc.stdout
     for name in _vllm_kernel_names():
         assert f"NOT OURS {name}: vLLM's own override (not fastdispatch)" in proc.stdout
 
 
 def test_info_reports_vllm_without_importing_it():
-    code = ("import json, sys\nfrom fastdispatch._cli import collect_info\n"
-            "info = collect_info()\n"
-            "info['vllm_imported'] = any(m.split('.')[0] == 'vllm' for m in sys.modules)\n"
-            "print(json.dumps(info))\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          cwd=REPO, timeout=600)
+    code = (
+        "import json, sys\nfrom fastdispatch._cli import collect_info\n"
+        "info = collect_info()\n"
+        "info['vllm_imported'] = any(m.split('.')[0] == 'vllm' for m in sys.modules)\n"
+        "print(json.dumps(info))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=600
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     info = json.loads(proc.stdout)
     assert info["vllm_imported"] is False

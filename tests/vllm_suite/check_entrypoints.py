@@ -19,6 +19,7 @@ Where stock is wrong, and why (each is asserted below):
 * block-table slot mapping: the C++ op leaves ``slot_mapping[num_tokens:max_num_tokens]`` as it
   was, where the Triton kernel pads it with ``PAD_SLOT_ID`` (for CUDA-graph replays).
 """
+
 import ctypes
 
 import pytest
@@ -39,11 +40,23 @@ def _metadata(temperature, all_greedy, all_random, top_k=None, top_p=None, gener
 
     z = torch.zeros(0)
     return SamplingMetadata(
-        temperature=temperature, all_greedy=all_greedy, all_random=all_random, top_p=top_p,
-        top_k=top_k, generators=generators or {}, max_num_logprobs=None, no_penalties=True,
-        prompt_token_ids=None, frequency_penalties=z, presence_penalties=z,
-        repetition_penalties=z, output_token_ids=[], allowed_token_ids_mask=None,
-        bad_words_token_ids={}, logitsprocs=LogitsProcessors())
+        temperature=temperature,
+        all_greedy=all_greedy,
+        all_random=all_random,
+        top_p=top_p,
+        top_k=top_k,
+        generators=generators or {},
+        max_num_logprobs=None,
+        no_penalties=True,
+        prompt_token_ids=None,
+        frequency_penalties=z,
+        presence_penalties=z,
+        repetition_penalties=z,
+        output_token_ids=[],
+        allowed_token_ids_mask=None,
+        bad_words_token_ids={},
+        logitsprocs=LogitsProcessors(),
+    )
 
 
 def _randint(lo, hi, size=(), dtype=torch.int64):
@@ -68,7 +81,9 @@ def _expand_cases(dtype, n_cases=25):
             x = _randint(-3, 4, (B,), dtype)
             rf, rt = int(_randint(-3, 4)), int(_randint(-100, 100))
         y = rs.expand_batch_to_tokens(x, cu, n, replace_from=rf, replace_to=rt)
-        ref = torch.repeat_interleave(torch.where(x == rf, torch.tensor(rt, dtype=dtype), x), counts)
+        ref = torch.repeat_interleave(
+            torch.where(x == rf, torch.tensor(rt, dtype=dtype), x), counts
+        )
         results.append((y.clone(), ref))
     return results
 
@@ -120,8 +135,11 @@ def test_apply_sampling_constraints(modes):
             logits = torch.randn(T, V)
             md = _metadata(temp, False, False, top_k=top_k, top_p=top_p)
             ref = apply_top_k_top_p(
-                logits.clone() / torch.repeat_interleave(torch.where(temp == 0, 1.0, temp), counts)[:, None],
-                torch.repeat_interleave(top_k, counts), torch.repeat_interleave(top_p, counts))
+                logits.clone()
+                / torch.repeat_interleave(torch.where(temp == 0, 1.0, temp), counts)[:, None],
+                torch.repeat_interleave(top_k, counts),
+                torch.repeat_interleave(top_p, counts),
+            )
             got = rs.apply_sampling_constraints(logits.clone(), cu, md)
             results.append((got, ref))
         return results
@@ -160,10 +178,18 @@ def _rejection_case(kind, with_draft_probs):
         temp[torch.rand(B) < 0.5] = GREEDY
     all_greedy = bool((temp == GREEDY).all())
     all_random = bool((temp != GREEDY).all())
-    return dict(B=B, K=K, V=V, num_draft=num_draft.tolist(),
-                cu=num_draft.cumsum(0).to(torch.int32), logits=logits, draft=draft,
-                draft_probs=draft_probs, bonus=bonus,
-                md=_metadata(temp.to(torch.float32), all_greedy, all_random))
+    return dict(
+        B=B,
+        K=K,
+        V=V,
+        num_draft=num_draft.tolist(),
+        cu=num_draft.cumsum(0).to(torch.int32),
+        logits=logits,
+        draft=draft,
+        draft_probs=draft_probs,
+        bonus=bonus,
+        md=_metadata(temp.to(torch.float32), all_greedy, all_random),
+    )
 
 
 def _reference_rejection(c, u, inv_q, uniform_dtype, rates=None):
@@ -201,7 +227,9 @@ def _reference_rejection(c, u, inv_q, uniform_dtype, rates=None):
                     dp = torch.tensor(1.0) if c["draft_probs"] is None else c["draft_probs"][t, d]
                     tp = probs[t, d]
                     ratio = (tp / dp).to(torch.float32)
-                    accepted = bool(dp > 0) and bool(ratio.double() >= u[t].to(uniform_dtype).double())
+                    accepted = bool(dp > 0) and bool(
+                        ratio.double() >= u[t].to(uniform_dtype).double()
+                    )
                 if accepted:
                     tok = d
                 else:
@@ -233,17 +261,32 @@ def _run_rejection(kind, with_draft_probs, n_cases, synthetic=False):
         c = _rejection_case(kind, with_draft_probs)
         rates = torch.rand(c["K"], dtype=torch.float32) if synthetic else None
         state = torch.get_rng_state()
-        out = rs.rejection_sample(c["draft"], c["num_draft"], c["K"], c["cu"], c["draft_probs"],
-                                  c["logits"].clone(), c["bonus"], c["md"],
-                                  synthetic_mode=synthetic, synthetic_conditional_rates=rates)
+        out = rs.rejection_sample(
+            c["draft"],
+            c["num_draft"],
+            c["K"],
+            c["cu"],
+            c["draft_probs"],
+            c["logits"].clone(),
+            c["bonus"],
+            c["md"],
+            synthetic_mode=synthetic,
+            synthetic_conditional_rates=rates,
+        )
         # Replay vLLM's draws: uniforms (unless all greedy and not synthetic), then q over [B, V].
         after = torch.get_rng_state()
         torch.set_rng_state(state)
         T = len(c["draft"])
-        u = (torch.rand((T,), dtype=torch.float64)
-             if synthetic or not c["md"].all_greedy else torch.zeros(T, dtype=torch.float64))
-        inv_q = (torch.empty((c["B"], c["V"]), dtype=torch.float32).exponential_().reciprocal()
-                 if not c["md"].all_greedy else None)
+        u = (
+            torch.rand((T,), dtype=torch.float64)
+            if synthetic or not c["md"].all_greedy
+            else torch.zeros(T, dtype=torch.float64)
+        )
+        inv_q = (
+            torch.empty((c["B"], c["V"]), dtype=torch.float32).exponential_().reciprocal()
+            if not c["md"].all_greedy
+            else None
+        )
         torch.set_rng_state(after)
         results.append((out.clone(), c, u, inv_q, rates))
     return results
@@ -279,9 +322,18 @@ def test_rejection_sample_float32_uniform_flip(modes):
         target = torch.cat([r, 1 - r])[None, :].contiguous()
         out = torch.full((1, 2), -1, dtype=torch.int32)
         rs._rejection_random_sample(
-            out, torch.tensor([1], dtype=torch.int32), torch.tensor([0], dtype=torch.int32),
-            None, target, torch.tensor([5]), torch.tensor([1], dtype=torch.int32), u64,
-            torch.tensor([False]), 1, None)
+            out,
+            torch.tensor([1], dtype=torch.int32),
+            torch.tensor([0], dtype=torch.int32),
+            None,
+            target,
+            torch.tensor([5]),
+            torch.tensor([1], dtype=torch.int32),
+            u64,
+            torch.tensor([False]),
+            1,
+            None,
+        )
         return out
 
     r = modes.all(fn)
@@ -309,9 +361,17 @@ def test_sample_recovered_tokens(modes, with_draft_probs, fp64):
             c = _rejection_case("random", with_draft_probs)
             probs = c["logits"].softmax(-1, dtype=torch.float32)
             state = torch.get_rng_state()
-            got = rs.sample_recovered_tokens(c["K"], c["num_draft"], c["cu"], c["draft"],
-                                             c["draft_probs"], probs, c["md"], torch.device("cpu"),
-                                             use_fp64_gumbel=fp64)
+            got = rs.sample_recovered_tokens(
+                c["K"],
+                c["num_draft"],
+                c["cu"],
+                c["draft"],
+                c["draft_probs"],
+                probs,
+                c["md"],
+                torch.device("cpu"),
+                use_fp64_gumbel=fp64,
+            )
             after = torch.get_rng_state()
             torch.set_rng_state(state)
             q = torch.empty((c["B"], c["V"]), dtype=torch.float64 if fp64 else torch.float32)
@@ -323,15 +383,24 @@ def test_sample_recovered_tokens(modes, with_draft_probs, fp64):
     res = modes.all(fn)
     for (ours, c, probs, inv_q), (stock, *_r) in zip(res["ours"], res["stock"]):
         assert ours.dtype == c["draft"].dtype
-        ref = torch.tensor([_recovered(c, probs, inv_q, _req_of(c, t), t, inv_q.dtype)
-                            for t in range(len(c["draft"]))], dtype=ours.dtype)
+        ref = torch.tensor(
+            [
+                _recovered(c, probs, inv_q, _req_of(c, t), t, inv_q.dtype)
+                for t in range(len(c["draft"]))
+            ],
+            dtype=ours.dtype,
+        )
         assert torch.equal(ours, ref)
         if not fp64:
             assert torch.equal(stock, ours)
         else:  # stock scores in float32 (inv_q cast down): it matches the float32 product
-            ref32 = torch.tensor([_recovered(c, probs, inv_q.float(), _req_of(c, t), t,
-                                             torch.float32) for t in range(len(c["draft"]))],
-                                 dtype=ours.dtype)
+            ref32 = torch.tensor(
+                [
+                    _recovered(c, probs, inv_q.float(), _req_of(c, t), t, torch.float32)
+                    for t in range(len(c["draft"]))
+                ],
+                dtype=ours.dtype,
+            )
             assert torch.equal(stock, ref32)
 
 
@@ -349,8 +418,11 @@ def _reference(area):
     from kernels_cpu import VLLM_KERNEL_NAMES
 
     mod = importlib.import_module(f"kernels_cpu.reference.{area}")
-    return {name: getattr(mod, fn) for name, fn in VLLM_KERNEL_NAMES.items()
-            if name in fv.KERNEL_NAMES and hasattr(mod, fn)}
+    return {
+        name: getattr(mod, fn)
+        for name, fn in VLLM_KERNEL_NAMES.items()
+        if name in fv.KERNEL_NAMES and hasattr(mod, fn)
+    }
 
 
 def _three(modes, fn, area):
@@ -363,7 +435,9 @@ def _assert_same(a, b, what):
     assert len(a) == len(b)
     for i, (x, y) in enumerate(zip(a, b)):
         for key in x:
-            assert torch.equal(x[key], y[key]), f"{what}: case {i} output {key}: {x[key]} != {y[key]}"
+            assert torch.equal(x[key], y[key]), (
+                f"{what}: case {i} output {key}: {x[key]} != {y[key]}"
+            )
 
 
 def _poison(*shape, dtype):
@@ -386,7 +460,8 @@ def test_eagle_step_update_slot_mapping_and_metadata(modes):
             out_pos = _poison(B, dtype=torch.int64)
             out_slot = _poison(B, dtype=torch.int64)
             eagle_step_update_slot_mapping_and_metadata(
-                positions, block_table, seq_lens, block_size, max_model_len, out_pos, out_slot)
+                positions, block_table, seq_lens, block_size, max_model_len, out_pos, out_slot
+            )
             results.append(dict(seq_lens=seq_lens, out_pos=out_pos, out_slot=out_slot))
         return results
 
@@ -432,9 +507,18 @@ def test_eagle_prepare_next_token_padded(modes):
             backup = _randint(0, vocab, (n,), torch.int32)
             nxt = _poison(n, dtype=torch.int32)
             valid = _poison(n, dtype=torch.int32)
-            _eagle_prepare_next_token_padded(sampled, discard, backup, nxt, valid, vocab, w, n,
-                                             sampled.stride(0),
-                                             BLOCK_SIZE_TOKENS=1 << (w - 1).bit_length())
+            _eagle_prepare_next_token_padded(
+                sampled,
+                discard,
+                backup,
+                nxt,
+                valid,
+                vocab,
+                w,
+                n,
+                sampled.stride(0),
+                BLOCK_SIZE_TOKENS=1 << (w - 1).bit_length(),
+            )
             results.append(dict(nxt=nxt, valid=valid))
         return results
 
@@ -468,21 +552,35 @@ def test_copy_and_expand_eagle_inputs(modes):
             tokens = _randint(0, 1000, (total_in,), torch.int32)
             positions = _randint(0, 500, (total_in,))
             nxt = _randint(0, 1000, (B,), torch.int32)
-            o = dict(ids=_poison(total_out, dtype=torch.int32),
-                     pos=_poison(total_out, dtype=torch.int64),
-                     rej=torch.zeros(total_out, dtype=torch.bool),
-                     mask=torch.ones(total_out, dtype=torch.bool),
-                     new=_poison(B * P, dtype=torch.int32),
-                     hid=_poison(total_in, dtype=torch.int32))
+            o = dict(
+                ids=_poison(total_out, dtype=torch.int32),
+                pos=_poison(total_out, dtype=torch.int64),
+                rej=torch.zeros(total_out, dtype=torch.bool),
+                mask=torch.ones(total_out, dtype=torch.bool),
+                new=_poison(B * P, dtype=torch.int32),
+                hid=_poison(total_in, dtype=torch.int32),
+            )
             _copy_and_expand_eagle_inputs(
-                target_token_ids_ptr=tokens, target_positions_ptr=positions, next_token_ids_ptr=nxt,
-                out_input_ids_ptr=o["ids"], out_positions_ptr=o["pos"],
-                out_is_rejected_token_mask_ptr=o["rej"], out_is_masked_token_mask_ptr=o["mask"],
-                out_new_token_indices_ptr=o["new"], out_hidden_state_mapping_ptr=o["hid"],
-                query_start_loc_ptr=qsl.to(torch.int32), query_end_loc_ptr=qend,
-                padding_token_id=0, parallel_drafting_token_id=77, total_input_tokens=total_in,
-                num_padding_slots_per_request=P, shift_input_ids=shift, BLOCK_SIZE_TOKENS=block,
-                batch_size=B, num_blocks=-(-max_tokens // block))
+                target_token_ids_ptr=tokens,
+                target_positions_ptr=positions,
+                next_token_ids_ptr=nxt,
+                out_input_ids_ptr=o["ids"],
+                out_positions_ptr=o["pos"],
+                out_is_rejected_token_mask_ptr=o["rej"],
+                out_is_masked_token_mask_ptr=o["mask"],
+                out_new_token_indices_ptr=o["new"],
+                out_hidden_state_mapping_ptr=o["hid"],
+                query_start_loc_ptr=qsl.to(torch.int32),
+                query_end_loc_ptr=qend,
+                padding_token_id=0,
+                parallel_drafting_token_id=77,
+                total_input_tokens=total_in,
+                num_padding_slots_per_request=P,
+                shift_input_ids=shift,
+                BLOCK_SIZE_TOKENS=block,
+                batch_size=B,
+                num_blocks=-(-max_tokens // block),
+            )
             results.append(o)
         return results
 
@@ -512,21 +610,36 @@ def test_copy_and_expand_dflash_inputs(modes, has_num_rejected):
             rejected = torch.minimum(_randint(0, 3, (B,)), lens - 1).to(torch.int32)
             max_tokens = int(lens.max()) + Q
             block = min(256, _pow2(max_tokens))
-            o = dict(ids=_poison(B * Q, dtype=torch.int32),
-                     cpos=_poison(ctx, dtype=torch.int64), qpos=_poison(B * Q, dtype=torch.int64),
-                     cslot=_poison(ctx, dtype=torch.int64), qslot=_poison(B * Q, dtype=torch.int64),
-                     idx=_poison(B * S, dtype=torch.int32))
+            o = dict(
+                ids=_poison(B * Q, dtype=torch.int32),
+                cpos=_poison(ctx, dtype=torch.int64),
+                qpos=_poison(B * Q, dtype=torch.int64),
+                cslot=_poison(ctx, dtype=torch.int64),
+                qslot=_poison(B * Q, dtype=torch.int64),
+                idx=_poison(B * S, dtype=torch.int32),
+            )
             _copy_and_expand_dflash_inputs(
                 next_token_ids_ptr=_randint(0, 1000, (B,), torch.int32),
-                target_positions_ptr=positions, out_input_ids_ptr=o["ids"],
-                out_context_positions_ptr=o["cpos"], out_query_positions_ptr=o["qpos"],
-                out_context_slot_mapping_ptr=o["cslot"], out_query_slot_mapping_ptr=o["qslot"],
-                out_token_indices_ptr=o["idx"], block_table_ptr=block_table,
-                block_table_stride=block_table.stride(0), query_start_loc_ptr=qsl,
+                target_positions_ptr=positions,
+                out_input_ids_ptr=o["ids"],
+                out_context_positions_ptr=o["cpos"],
+                out_query_positions_ptr=o["qpos"],
+                out_context_slot_mapping_ptr=o["cslot"],
+                out_query_slot_mapping_ptr=o["qslot"],
+                out_token_indices_ptr=o["idx"],
+                block_table_ptr=block_table,
+                block_table_stride=block_table.stride(0),
+                query_start_loc_ptr=qsl,
                 num_rejected_tokens_ptr=rejected if has_num_rejected else 0,
-                parallel_drafting_token_id=99, block_size=block_size, num_query_per_req=Q,
-                num_speculative_tokens=S, total_input_tokens=ctx, max_tokens_per_req=max_tokens,
-                triton_block_size=block, has_num_rejected=has_num_rejected)
+                parallel_drafting_token_id=99,
+                block_size=block_size,
+                num_query_per_req=Q,
+                num_speculative_tokens=S,
+                total_input_tokens=ctx,
+                max_tokens_per_req=max_tokens,
+                triton_block_size=block,
+                has_num_rejected=has_num_rejected,
+            )
             results.append(o)
         return results
 
@@ -546,8 +659,9 @@ def test_block_table_compute_slot_mapping(modes):
         for _ in range(12):
             block_size = int([1, 4, 16][int(_randint(0, 3))])
             max_reqs, max_blocks, max_tokens = 8, 16, 96
-            bt = BlockTable(block_size, max_reqs, max_blocks, max_tokens, False,
-                            torch.device("cpu"), 1)
+            bt = BlockTable(
+                block_size, max_reqs, max_blocks, max_tokens, False, torch.device("cpu"), 1
+            )
             n = int(_randint(1, max_reqs + 1))
             for row in range(n):
                 bt.add_row(_randint(0, 10_000, (int(_randint(1, max_blocks + 1)),)).tolist(), row)
@@ -556,9 +670,16 @@ def test_block_table_compute_slot_mapping(modes):
             qsl = torch.cat([torch.zeros(1, dtype=torch.int64), qlens.cumsum(0)]).to(torch.int32)
             T = int(qsl[-1])
             rows_blocks = torch.tensor(bt.num_blocks_per_row[:n], dtype=torch.int64)
-            positions = torch.cat([
-                _randint(0, max(1, int(rows_blocks[i]) * block_size), (int(qlens[i]),))
-                for i in range(n)]) if T else torch.zeros(0, dtype=torch.int64)
+            positions = (
+                torch.cat(
+                    [
+                        _randint(0, max(1, int(rows_blocks[i]) * block_size), (int(qlens[i]),))
+                        for i in range(n)
+                    ]
+                )
+                if T
+                else torch.zeros(0, dtype=torch.int64)
+            )
             bt.slot_mapping.gpu.fill_(-7)
             bt.compute_slot_mapping(n, qsl, positions)
             slots = bt.slot_mapping.gpu.clone()
@@ -571,8 +692,11 @@ def test_block_table_compute_slot_mapping(modes):
         assert bool((case["tail"] == -1).all())  # PAD_SLOT_ID up to max_num_batched_tokens
     # Stock's slots are right; its C++ op never pads the tail [num_tokens, max_num_tokens) that
     # the Triton kernel's last program fills with PAD_SLOT_ID (left as it was: the poison).
-    _assert_same([{"slots": c["slots"]} for c in r["ours"]],
-                 [{"slots": c["slots"]} for c in r["stock"]], "ours vs stock")
+    _assert_same(
+        [{"slots": c["slots"]} for c in r["ours"]],
+        [{"slots": c["slots"]} for c in r["stock"]],
+        "ours vs stock",
+    )
     for case in r["stock"]:
         assert bool((case["tail"] == -7).all())
 
@@ -595,8 +719,11 @@ def test_mamba_batch_memcpy(modes):
                 src.append(base + i * 512 + s)
                 dst.append(base + i * 512 + d)
                 size.append(n)
-            batch_memcpy(torch.tensor(src, dtype=torch.int64), torch.tensor(dst, dtype=torch.int64),
-                         torch.tensor(size, dtype=torch.int64))
+            batch_memcpy(
+                torch.tensor(src, dtype=torch.int64),
+                torch.tensor(dst, dtype=torch.int64),
+                torch.tensor(size, dtype=torch.int64),
+            )
             results.append(dict(buf=buf))
         return results
 

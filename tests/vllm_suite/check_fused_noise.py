@@ -5,11 +5,11 @@ The fused path draws its noise from its own Philox stream (its distribution is t
 fused op); here: the switch, that greedy results stay exactly stock's, and that random results are
 well-formed tokens.
 """
+
 import torch
+from check_entrypoints import _rejection_case, _rs
 
 import fastdispatch
-
-from check_entrypoints import _rejection_case, _rs
 
 
 def _names():
@@ -38,8 +38,16 @@ def _sample(kind, n=8):
     out = []
     for _ in range(n):
         c = _rejection_case(kind, with_draft_probs=kind != "greedy")
-        got = rs.rejection_sample(c["draft"], c["num_draft"], c["K"], c["cu"], c["draft_probs"],
-                                  c["logits"].clone(), c["bonus"], c["md"])
+        got = rs.rejection_sample(
+            c["draft"],
+            c["num_draft"],
+            c["K"],
+            c["cu"],
+            c["draft_probs"],
+            c["logits"].clone(),
+            c["bonus"],
+            c["md"],
+        )
         out.append((got, c))
     return out
 
@@ -60,5 +68,5 @@ def test_greedy_matches_stock_and_random_is_well_formed(modes):
         for i, n in enumerate(c["num_draft"]):
             row = got[i].tolist()
             emitted = [t for t in row if t != -1]
-            assert 1 <= len(emitted) <= n + 1 and row[:len(emitted)] == emitted
+            assert 1 <= len(emitted) <= n + 1 and row[: len(emitted)] == emitted
             assert all(0 <= t < c["V"] for t in emitted)

@@ -3,8 +3,8 @@
 ``tests/test_fused_op.py`` holds them (uncollected there: the dev venv has no vLLM); they run here,
 with vLLM in its stock state (fastdispatch uninstalled) for the duration of each test.
 """
-import pytest
 
+import pytest
 import test_fused_op as fused_op
 
 

@@ -7,6 +7,7 @@ twice, the plugin switched off -- each in a fresh interpreter (``vllm.plugins`` 
 per process), and check every holder of every kernel: module attributes, ``from x import`` copies,
 vLLM's launch owners and the class attribute.
 """
+
 import json
 import os
 import subprocess
@@ -114,17 +115,25 @@ print("REPORT " + json.dumps(report))
 def run_scenario(name, **env):
     full_env = dict(os.environ)
     full_env["PYTHONPATH"] = os.pathsep.join(
-        [str(TESTS)] + [p for p in full_env.get("PYTHONPATH", "").split(os.pathsep) if p])
+        [str(TESTS)] + [p for p in full_env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    )
     full_env.pop("FASTDISPATCH_VLLM_PLUGIN", None)
     full_env.pop("FASTDISPATCH_VLLM_FUSED_NOISE", None)
     full_env.update(env)
-    proc = subprocess.run([sys.executable, "-c", SCENARIO, name], capture_output=True, text=True,
-                          env=full_env, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", SCENARIO, name],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=300,
+    )
     lines = [line for line in proc.stdout.splitlines() if line.startswith("REPORT ")]
     if proc.returncode != 0 or not lines:
-        pytest.fail(f"scenario {name} failed (rc={proc.returncode}):\n{proc.stdout[-4000:]}\n"
-                    f"{proc.stderr[-4000:]}")
-    return json.loads(lines[-1][len("REPORT "):])
+        pytest.fail(
+            f"scenario {name} failed (rc={proc.returncode}):\n{proc.stdout[-4000:]}\n"
+            f"{proc.stderr[-4000:]}"
+        )
+    return json.loads(lines[-1][len("REPORT ") :])
 
 
 def _assert_ours_everywhere(report):
@@ -157,8 +166,9 @@ def test_ours_left_standing(scenario):
 def test_forced_on_with_fused_noise():
     """FASTDISPATCH_VLLM_PLUGIN=1 installs (as the default does on CPU) and
     FASTDISPATCH_VLLM_FUSED_NOISE=1 adds the fused random-sampling path."""
-    report = run_scenario("init_worker", FASTDISPATCH_VLLM_PLUGIN="1",
-                          FASTDISPATCH_VLLM_FUSED_NOISE="1")
+    report = run_scenario(
+        "init_worker", FASTDISPATCH_VLLM_PLUGIN="1", FASTDISPATCH_VLLM_FUSED_NOISE="1"
+    )
     _assert_ours_everywhere(report)
     assert report["fused_noise"] is True
 

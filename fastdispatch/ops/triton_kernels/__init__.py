@@ -9,6 +9,7 @@ the module attribute with an override (this table is captured at import, before 
 registration, and the rebinding pass rebinds module attributes and launch owners, not dict
 values).
 """
+
 from . import sampling, spec_decode, workers
 
 _MODULES = (sampling, spec_decode, workers)

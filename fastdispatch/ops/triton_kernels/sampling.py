@@ -13,6 +13,7 @@ deliberate differences that only widen what is defined:
 Notation: B requests, T draft tokens in all, V vocabulary entries. ``cu_num_*`` buffers hold an
 inclusive cumulative sum: request ``i`` owns ``[cu[i-1], cu[i])`` with ``cu[-1]`` taken as 0.
 """
+
 from .._triton import tl, triton
 
 
@@ -187,8 +188,9 @@ def sample_recovered_tokens_kernel(
             p = tl.maximum(target_p - draft_p, 0.0)
         q = tl.load(inv_q_ptr + q_row + v, mask=in_vocab, other=0.0)
         score = tl.where(in_vocab, p * q, float("-inf"))
-        block_best, block_idx = tl.max(score, axis=0, return_indices=True,
-                                       return_indices_tie_break_left=True)
+        block_best, block_idx = tl.max(
+            score, axis=0, return_indices=True, return_indices_tie_break_left=True
+        )
         # Strictly greater: an equal score in a later block never displaces an earlier index.
         if block_best > best:
             best = block_best

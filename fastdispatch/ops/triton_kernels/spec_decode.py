@@ -4,6 +4,7 @@ Same names, argument names and argument order as vLLM's kernels (``vllm/v1/spec_
 utils.py``); behaviour per ``kernels.md``. Block-table slot arithmetic is done in int64 so an
 int32 block id times the block size cannot wrap.
 """
+
 from .._triton import tl, triton
 
 
@@ -214,8 +215,11 @@ def copy_and_expand_dflash_inputs_kernel(
     is_query = live & (j >= n_ctx)
     q_off = j - n_ctx
 
-    ctx_pos = tl.load(target_positions_ptr + tl.minimum(ctx_start + j, total_input_tokens - 1),
-                      mask=is_ctx, other=0)
+    ctx_pos = tl.load(
+        target_positions_ptr + tl.minimum(ctx_start + j, total_input_tokens - 1),
+        mask=is_ctx,
+        other=0,
+    )
     if HAS_NUM_REJECTED:
         accepted_end = ctx_end - tl.load(num_rejected_tokens_ptr + req_idx)
     else:
@@ -229,15 +233,22 @@ def copy_and_expand_dflash_inputs_kernel(
     tl.store(out_query_positions_ptr + query_out, query_pos, mask=is_query)
 
     block_idx = tl.minimum(pos // block_size, block_table_stride - 1)
-    block_id = tl.load(block_table_ptr + req_idx.to(tl.int64) * block_table_stride + block_idx,
-                       mask=live, other=0)
+    block_id = tl.load(
+        block_table_ptr + req_idx.to(tl.int64) * block_table_stride + block_idx, mask=live, other=0
+    )
     slot = block_id.to(tl.int64) * block_size + pos % block_size
     tl.store(out_context_slot_mapping_ptr + ctx_out, slot, mask=is_ctx)
     tl.store(out_query_slot_mapping_ptr + query_out, slot, mask=is_query)
 
     bonus = tl.load(next_token_ids_ptr + req_idx)
-    tl.store(out_input_ids_ptr + query_out,
-             tl.where(q_off == 0, bonus, parallel_drafting_token_id), mask=is_query)
+    tl.store(
+        out_input_ids_ptr + query_out,
+        tl.where(q_off == 0, bonus, parallel_drafting_token_id),
+        mask=is_query,
+    )
     is_sample = is_query & (q_off > 0)
-    tl.store(out_token_indices_ptr + req_idx * num_speculative_tokens + q_off - 1, query_out,
-             mask=is_sample)
+    tl.store(
+        out_token_indices_ptr + req_idx * num_speculative_tokens + q_off - 1,
+        query_out,
+        mask=is_sample,
+    )

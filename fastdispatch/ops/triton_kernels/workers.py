@@ -4,6 +4,7 @@
 ``ComputeSlotMappingKernel.kernel`` (``vllm/v1/worker/block_table.py``);
 ``batch_memcpy_kernel`` those of ``vllm/v1/worker/mamba_utils.py``.
 """
+
 from .._triton import tl, triton
 
 
@@ -48,8 +49,9 @@ def compute_slot_mapping_kernel(
         vblock = pos // (KV_CACHE_BLOCK_SIZE * TOTAL_CP_WORLD_SIZE)
         voff = pos % (KV_CACHE_BLOCK_SIZE * TOTAL_CP_WORLD_SIZE)
         mine = (voff // CP_KV_CACHE_INTERLEAVE_SIZE) % TOTAL_CP_WORLD_SIZE == TOTAL_CP_RANK
-        local_off = ((voff // (TOTAL_CP_WORLD_SIZE * CP_KV_CACHE_INTERLEAVE_SIZE))
-                     * CP_KV_CACHE_INTERLEAVE_SIZE + voff % CP_KV_CACHE_INTERLEAVE_SIZE)
+        local_off = (
+            voff // (TOTAL_CP_WORLD_SIZE * CP_KV_CACHE_INTERLEAVE_SIZE)
+        ) * CP_KV_CACHE_INTERLEAVE_SIZE + voff % CP_KV_CACHE_INTERLEAVE_SIZE
         block_id = tl.load(row + vblock, mask=in_req & mine, other=0).to(tl.int64)
         slot = tl.where(mine, block_id * KV_CACHE_BLOCK_SIZE + local_off, PAD_ID)
         tl.store(slot_mapping_ptr + offsets, slot, mask=in_req)
