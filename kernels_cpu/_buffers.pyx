@@ -392,6 +392,69 @@ cdef int _check_shape(object t, str name, int ndim, bint direct, Py_ssize_t* sha
     return 0
 
 
+cdef char* check_table(object t, str name, int mask, Py_ssize_t* shape_out,
+                       Py_ssize_t* row_stride_out, int* code_out) except NULL:
+    """Validate a 2-D table whose columns are unit-stride and whose rows may be any distance
+    apart (a column slice of a wider buffer); return its data pointer.
+
+    shape_out: 2 slots (rows, cols). row_stride_out: elements between rows (``cols`` when the
+    table is contiguous). Errors name ``name``, as ``check_tensor``'s do.
+    """
+    cdef DLTensor view
+    cdef int code
+    cdef intptr_t p
+    cdef object strides
+    if _view != NULL and Py_TYPE(t) == _tensor_type:
+        if _view(<void*>t, &view) != 0:
+            return _check_refused(t, name, mask, 2, code_out, shape_out)   # always raises
+        code = _view_code(view.dtype)
+        if code == DT_OTHER or not (mask & (1 << code)):
+            raise TypeError(f"{name} must have dtype {_allowed(mask)}, got {t.dtype}")
+        if view.device.device_type != kDLCPU:
+            raise ValueError(f"{name} must be a CPU tensor, got device {t.device}")
+        if view.ndim != 2:
+            raise TypeError(f"{name} must be 2-D, got shape {tuple(t.shape)}")
+        shape_out[0] = <Py_ssize_t>view.shape[0]
+        shape_out[1] = <Py_ssize_t>view.shape[1]
+        if view.strides == NULL:
+            row_stride_out[0] = shape_out[1]
+        else:
+            if shape_out[1] > 1 and view.strides[1] != 1:
+                raise ValueError(f"{name} must have contiguous rows (stride(1) == 1), got "
+                                 f"strides {t.stride()}")
+            # torch reports a size-1 or empty table as contiguous whatever its strides say
+            row_stride_out[0] = (shape_out[1] if shape_out[0] <= 1 or shape_out[1] == 0
+                                 else <Py_ssize_t>view.strides[0])
+        if code_out != NULL:
+            code_out[0] = code
+        p = <intptr_t>view.data + <intptr_t>view.byte_offset
+        return <char*>p if p != 0 else <char*>shape_out
+    if not isinstance(t, _Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    code = dtype_code(t.dtype)
+    if code == DT_OTHER or not (mask & (1 << code)):
+        raise TypeError(f"{name} must have dtype {_allowed(mask)}, got {t.dtype}")
+    if not t.is_cpu:
+        raise ValueError(f"{name} must be a CPU tensor, got device {t.device}")
+    shape = t.shape
+    if len(shape) != 2:
+        raise TypeError(f"{name} must be 2-D, got shape {tuple(shape)}")
+    shape_out[0] = shape[0]
+    shape_out[1] = shape[1]
+    if t.is_contiguous():
+        row_stride_out[0] = shape_out[1]
+    else:
+        strides = t.stride()
+        if shape_out[1] > 1 and strides[1] != 1:
+            raise ValueError(f"{name} must have contiguous rows (stride(1) == 1), got "
+                             f"strides {strides}")
+        row_stride_out[0] = strides[0]
+    if code_out != NULL:
+        code_out[0] = code
+    p = <intptr_t>t.data_ptr()
+    return <char*>p if p != 0 else <char*>shape_out
+
+
 cdef IBuf check_index(object t, str name, int ndim, Py_ssize_t* shape_out) except *:
     """``check_tensor`` for an int32/int64 index buffer, returned as an ``IBuf``."""
     cdef IBuf b
@@ -480,3 +543,13 @@ def _inspect(t, str name="t", int mask=M_ANY, int ndim=-1):
     p = <intptr_t>check_tensor(t, name, mask, ndim, &code, shape)
     dims = tuple([shape[i] for i in range(ndim if ndim >= 0 else 1)])
     return code, dims, (p if p != <intptr_t>shape else 0)
+
+
+def _inspect_table(t, str name="t", int mask=M_ANY):
+    """``check_table`` from Python, for tests: ``(dtype code, (rows, cols), row stride,
+    data pointer)`` or the error the kernels would raise."""
+    cdef Py_ssize_t shape[2]
+    cdef Py_ssize_t stride = 0
+    cdef int code = 0
+    p = <intptr_t>check_table(t, name, mask, shape, &stride, &code)
+    return code, (shape[0], shape[1]), stride, (p if p != <intptr_t>shape else 0)

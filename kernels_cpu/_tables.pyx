@@ -13,7 +13,7 @@ import operator
 import torch
 
 from kernels_cpu._buffers cimport (
-    DT_INT32, DT_INT64, M_BOOL, check_index, check_tensor, dtype_code
+    DT_INT32, DT_INT64, M_BOOL, M_INDEX, check_index, check_table, check_tensor, dtype_code
 )
 
 cdef object _Tensor = torch.Tensor
@@ -30,38 +30,19 @@ cdef Rows check_rows(object t, str name, object stride, str stride_name) except 
     one row), otherwise reads would leave the view.
     """
     cdef Rows r
-    cdef int code
-    cdef object shape, strides
+    cdef int code = 0
+    cdef Py_ssize_t shape[2]
     cdef Py_ssize_t st0, st
-    if not isinstance(t, _Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    code = dtype_code(t.dtype)
-    if code != DT_INT32 and code != DT_INT64:
-        raise TypeError(f"{name} must have dtype int32 or int64, got {t.dtype}")
-    if not t.is_cpu:
-        raise ValueError(f"{name} must be a CPU tensor, got device {t.device}")
-    shape = t.shape
-    if len(shape) != 2:
-        raise TypeError(f"{name} must be 2-D, got shape {tuple(shape)}")
+    r.buf.ptr = check_table(t, name, M_INDEX, shape, &st0, &code)
     r.rows = shape[0]
     r.cols = shape[1]
     st = as_int(stride, stride_name)
-    if t.is_contiguous():
-        st0 = r.cols
-    else:
-        strides = t.stride()
-        if r.cols > 1 and strides[1] != 1:
-            raise ValueError(f"{name} must have contiguous rows (stride(1) == 1), got strides {strides}")
-        st0 = strides[0]
     if r.rows > 1 and r.cols > 0 and st != st0:
         raise ValueError(f"{stride_name}={st} does not match {name}.stride(0)={st0}")
     if st < 0:
         raise ValueError(f"{stride_name} must be >= 0, got {st}")
     r.stride = st
     r.buf.wide = code == DT_INT64
-    r.buf.ptr = <char*><size_t>t.data_ptr()
-    if r.buf.ptr == NULL:
-        r.buf.ptr = <char*>&r     # empty table: never dereferenced
     return r
 
 

@@ -142,3 +142,32 @@ def test_errors_name_the_argument_through_either_reader(reader, view):
             rejection_greedy_sample_kernel(out, cu, draft, bad, bonus, None, 2)
         assert "target_argmax_ptr" in str(info.value)
     assert (out == -7).all()
+
+
+def _table_outcome(t, mask):
+    try:
+        return ("ok",) + _buffers._inspect_table(t, "table", mask)
+    except (TypeError, ValueError) as exc:
+        return (type(exc).__name__, str(exc))
+
+
+@fuzz_settings(300)
+@given(t=tensors(), mask=st.sampled_from(MASKS))
+def test_table_readers_agree(t, mask):
+    """2-D tables (block tables, token matrices): rows may be strided, columns unit-stride."""
+    try:
+        _buffers._set_view_reader(False)
+        expected = _table_outcome(t, mask)
+    finally:
+        assert _buffers._set_view_reader(True)
+    assert _table_outcome(t, mask) == expected
+
+
+@pytest.mark.parametrize("view", [True, False])
+def test_table_row_stride_of_a_column_slice(reader, view):
+    reader(view)
+    wide = torch.arange(5 * 8, dtype=torch.int32).view(5, 8)
+    code, shape, stride, ptr = _buffers._inspect_table(wide[1:, 2:5], "bt", (1 << 1) | (1 << 2))
+    assert (shape, stride, ptr) == ((4, 3), 8, wide[1:, 2:5].data_ptr())
+    with pytest.raises(ValueError, match=r"bt must have contiguous rows"):
+        _buffers._inspect_table(wide.t(), "bt", (1 << 1) | (1 << 2))
