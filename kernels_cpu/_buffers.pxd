@@ -30,6 +30,7 @@ cdef enum:
     DT_INT8 = 7
     DT_FLOAT16 = 8
     DT_BFLOAT16 = 9
+    DT_UINT64 = 10     # raw addresses (vLLM allocates its pointer tables as uint64)
 
 # allowed-dtype masks for check_tensor (bit i set <=> dtype code i accepted)
 cdef enum:
@@ -38,6 +39,7 @@ cdef enum:
     M_FLOAT32 = 1 << 3
     M_FLOAT64 = 1 << 4
     M_BOOL = 1 << 5
+    M_UINT64 = 1 << 10
     M_INDEX = (1 << 1) | (1 << 2)
     M_REAL = (1 << 3) | (1 << 4)
     M_ANY = 0x7fffffff

@@ -195,9 +195,10 @@ cdef object _u8 = torch.uint8
 cdef object _i8 = torch.int8
 cdef object _f16 = torch.float16
 cdef object _bf16 = torch.bfloat16
+cdef object _u64 = getattr(torch, "uint64", None)
 
 cdef tuple _NAMES = ("other", "int32", "int64", "float32", "float64", "bool", "uint8", "int8",
-                     "float16", "bfloat16")
+                     "float16", "bfloat16", "uint64")
 
 
 cdef int dtype_code(object dtype) noexcept:
@@ -219,6 +220,8 @@ cdef int dtype_code(object dtype) noexcept:
         return DT_FLOAT16
     if dtype is _bf16:
         return DT_BFLOAT16
+    if dtype is _u64 and dtype is not None:
+        return DT_UINT64
     return DT_OTHER
 
 
@@ -273,6 +276,8 @@ cdef int _view_code(DLDataType dt) noexcept:
         return DT_BOOL
     elif dt.code == kDLUInt and dt.bits == 8:
         return DT_UINT8
+    elif dt.code == kDLUInt and dt.bits == 64:
+        return DT_UINT64
     elif dt.code == kDLBfloat and dt.bits == 16:
         return DT_BFLOAT16
     return DT_OTHER

@@ -10,18 +10,15 @@ then the ``nogil`` compute pass (OpenMP when large enough).
 from libc.stdint cimport int64_t, INT64_MAX
 from libc.string cimport memmove
 
-import torch
 
 from kernels_cpu._buffers cimport (
-    DT_INT64, IBuf, check_index, dtype_code, iget, iset
+    M_INT64, M_UINT64, IBuf, check_index, check_tensor, iget, iset
 )
 from kernels_cpu._parallel cimport threads_for
 from kernels_cpu._tables cimport (
     Rows, as_int, check_rows, first_decrease, pow2_shift, run_rows,
 )
 
-cdef object _Tensor = torch.Tensor
-cdef object _u64 = getattr(torch, "uint64", None)
 
 # Tokens per parallel chunk of compute_slot_mapping: requests are uneven (a prefill of thousands
 # of tokens beside one-token decodes), so the team splits the token range, not the requests.
@@ -239,23 +236,8 @@ cdef void _copy_row(const void* p, Py_ssize_t i) noexcept nogil:
 cdef IBuf _address_buffer(object t, str name, Py_ssize_t* n) except *:
     """A 1-D contiguous CPU tensor of raw addresses: int64 or uint64 (vLLM allocates uint64)."""
     cdef IBuf b
-    if not isinstance(t, _Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    dt = t.dtype
-    if dt is not _u64 and dtype_code(dt) != DT_INT64:
-        raise TypeError(f"{name} must have dtype int64 or uint64, got {dt}")
-    if not t.is_cpu:
-        raise ValueError(f"{name} must be a CPU tensor, got device {t.device}")
-    if not t.is_contiguous():
-        raise ValueError(f"{name} must be contiguous")
-    shape = t.shape
-    if len(shape) != 1:
-        raise TypeError(f"{name} must be 1-D, got shape {tuple(shape)}")
-    n[0] = shape[0]
+    b.ptr = check_tensor(t, name, M_INT64 | M_UINT64, 1, NULL, n)
     b.wide = True                      # addresses are read as 64-bit patterns either way
-    b.ptr = <char*><size_t>t.data_ptr()
-    if b.ptr == NULL:
-        b.ptr = <char*>n
     return b
 
 

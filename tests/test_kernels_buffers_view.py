@@ -17,6 +17,7 @@ DTYPES = [
     torch.float64,
     torch.bool,
     torch.uint8,
+    torch.uint64,
     torch.int8,
     torch.float16,
     torch.bfloat16,
