@@ -73,7 +73,8 @@ def _extensions():
     else:
         # -O3 without -ffast-math: IEEE semantics stay. -ffp-contract=off: no a*b+c -> fma
         # contraction, so float results round the same on every target (aarch64 has fma in its
-        # baseline, the x86-64-v3/v4 clones in kernels_cpu do too) and match the torch references bit for bit.
+        # baseline, the x86-64-v3/v4 clones in kernels_cpu do too) and match the torch references
+        # bit for bit.
         base_cflags = ["-O3", "-ffp-contract=off"]
         if os.environ.get("FASTDISPATCH_NATIVE") == "1":
             base_cflags.append("-march=native")

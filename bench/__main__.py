@@ -4,10 +4,10 @@
     python -m bench --quick --json out.json --plot out.png
     python -m bench --full --filter spec_decode/random
 
-Groups with vLLM rows run where vLLM is: in this process when ``import vllm`` works here, otherwise in
-a vLLM worker subprocess (``$FASTDISPATCH_VLLM_PYTHON`` or ``.venv-vllm/bin/python``; see
-``bench/_vllm.py``). Each group's heading says which interpreter measured it. Exit status: 0 when
-at least one row was measured, 2 when nothing was (e.g. a filter that matches nothing).
+Groups with vLLM rows run where vLLM is: in this process when ``import vllm`` works here,
+otherwise in a vLLM worker subprocess (``$FASTDISPATCH_VLLM_PYTHON`` or ``.venv-vllm/bin/python``;
+see ``bench/_vllm.py``). Each group's heading says which interpreter measured it. Exit status: 0
+when at least one row was measured, 2 when nothing was (e.g. a filter that matches nothing).
 """
 
 from __future__ import annotations
@@ -280,14 +280,15 @@ def main(argv=None) -> int:
     print(
         f"machine: {machine['cpu_model']}, {machine['cpu_count']} CPUs | torch "
         f"{facts_main['torch']} ({facts_main['torch_threads']} threads) | fastdispatch backend "
-        f"{facts_main['fastdispatch_backend']} | kernels_cpu OpenMP {facts_main['kernels_cpu_openmp']}"
+        f"{facts_main['fastdispatch_backend']} | kernels_cpu OpenMP "
+        f"{facts_main['kernels_cpu_openmp']}"
     )
     if machine["loadavg_start"] is not None and machine["loadavg_start"] > 0.5 * (
         machine["cpu_count"] or 1
     ):
         print(
-            f"NOTE: 1-minute load average is {machine['loadavg_start']} on {machine['cpu_count']} CPUs: "
-            "other work shares this machine; expect noisy rows."
+            f"NOTE: 1-minute load average is {machine['loadavg_start']} on "
+            f"{machine['cpu_count']} CPUs: other work shares this machine; expect noisy rows."
         )
     print(
         f"vLLM rows: {vllm_info['where'] or vllm_info['reason']}"

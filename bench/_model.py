@@ -1,10 +1,10 @@
 """What a suite hands the runner: groups of rows measured together, and how to build them.
 
 A *group* is the unit of comparison: its rows are timed interleaved in one process (see
-``bench._timing``) and each row's ratio is taken against the group's *anchor*, a row of the same group
-measured in the same run. Suites declare their groups up front (id, row names, anchor) so that
-``--filter`` and the choice of interpreter are decided before any input is allocated; the inputs are
-built only when the group runs.
+``bench._timing``) and each row's ratio is taken against the group's *anchor*, a row of the same
+group measured in the same run. Suites declare their groups up front (id, row names, anchor) so
+that ``--filter`` and the choice of interpreter are decided before any input is allocated; the
+inputs are built only when the group runs.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ class Built:
     verify: Optional[Callable[[dict], dict]] = None
 
     def add(self, name: str, make: Callable[[], Case]) -> None:
-        """Add a case built by ``make()``; an :class:`Unavailable` from it becomes a stated reason."""
+        """Add a case built by ``make()``; an :class:`Unavailable` from it becomes a stated
+        reason."""
         try:
             case = make()
         except Unavailable as exc:

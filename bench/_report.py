@@ -19,7 +19,8 @@ Top level::
                   FACTS = {executable, python, torch, torch_threads, triton, vllm, fastdispatch,
                            fastdispatch_backend, kernels_cpu_openmp, kernels_cpu_threads, numpy}
                   (a version is null when the package is not importable there)
-    vllm          {available, where ("in-process" | "worker" | null), python, origin, reason, version}
+    vllm          {available, where ("in-process" | "worker" | null), python, origin, reason,
+                   version}
     groups        [GROUP, ...] in display order
     summary       {groups, rows, measured, unavailable, errors, noisy, wall_s}
     headlines     [{label, value, kind ("x": a ratio | "faster": a speed-up), goal, group, noisy,
@@ -275,7 +276,8 @@ class Table:
         check = (g.get("info") or {}).get("check")
         if check is not None:
             w(
-                f"  output check: {'ok' if check.get('ok') else 'MISMATCH'} — {check.get('detail', '')}\n"
+                f"  output check: {'ok' if check.get('ok') else 'MISMATCH'} — "
+                f"{check.get('detail', '')}\n"
             )
         vs_labels = list(g.get("vs") or {})
         header = f"  {'case':<56} {'median':>10} {'IQR':>6} {'min–max':>8} {'ratio':>8}"
@@ -306,15 +308,17 @@ def markdown(doc: dict, group_filter=None) -> str:
     s = doc["settings"]
     out = [
         f"Run of `{' '.join(doc['command'])}` on {doc['created']} "
-        f"(preset {doc['preset']}: {s['repeats']} repeats, ≥{s['min_time_s'] * 1e3:g} ms per sample, "
-        f"median; IQR and min–max relative to the median; ratio = median of per-repeat ratios to "
-        f"the anchor row measured in the same run).",
+        f"(preset {doc['preset']}: {s['repeats']} repeats, "
+        f"≥{s['min_time_s'] * 1e3:g} ms per sample, median; IQR and min–max relative to the "
+        f"median; ratio = median of per-repeat ratios to the anchor row measured in the same "
+        f"run).",
         "",
         f"- Machine: {m['cpu_model']}, {m['cpu_count']} CPUs ({m['machine']}, {m['platform']}); "
         f"1-min load average {m.get('loadavg_start')} at start, {m.get('loadavg_end')} at end",
-        f"- Main interpreter: Python {i['python']}, torch {i['torch']} ({i['torch_threads']} threads), "
-        f"triton {i['triton']}, fastdispatch {i['fastdispatch']} backend `{i['fastdispatch_backend']}`, "
-        f"kernels_cpu OpenMP {i['kernels_cpu_openmp']} ({i['kernels_cpu_threads']} threads)",
+        f"- Main interpreter: Python {i['python']}, torch {i['torch']} "
+        f"({i['torch_threads']} threads), triton {i['triton']}, fastdispatch {i['fastdispatch']} "
+        f"backend `{i['fastdispatch_backend']}`, kernels_cpu OpenMP {i['kernels_cpu_openmp']} "
+        f"({i['kernels_cpu_threads']} threads)",
     ]
     if w:
         out.append(

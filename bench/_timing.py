@@ -5,8 +5,9 @@ The rules are pyperf's, applied to cases compared side by side in one process:
 * **Warm-up**: each case runs once at its calibrated loop count before any sample is kept, so
   caches, lazy imports and allocator pools are hot for every case alike (a case slower than
   ``min_time`` is calibrated by a single run, which then counts as its warm-up).
-* **Calibrated loops**: a sample times ``loops`` back-to-back executions; ``loops`` doubles until one
-  sample lasts at least ``min_time`` seconds, so timer resolution and loop overhead stay negligible.
+* **Calibrated loops**: a sample times ``loops`` back-to-back executions; ``loops`` doubles until
+  one sample lasts at least ``min_time`` seconds, so timer resolution and loop overhead stay
+  negligible.
   Cases that are already slower than ``min_time`` run once per sample.
 * **Many repeats, robust statistics**: the figure reported is the median of the per-call times of
   ``repeats`` samples; spread is reported as min–max and as the interquartile range (IQR).
@@ -14,12 +15,12 @@ The rules are pyperf's, applied to cases compared side by side in one process:
   collected inside another's loop).
 * **A/B interleaving**: every repeat takes one sample of *every* case of a group before the next
   repeat starts, so slow drift (thermal, another process on a shared core) hits all cases alike. The
-  visiting order is reversed on every other repeat (ABBA), which cancels linear drift within a repeat
-  and means a case that needs a process-wide *state* (e.g. "stock vLLM" vs "vLLM with our kernels
-  installed") switches state once per repeat, not once per sample.
-* **Ratios in the same run**: each case's ratio to the group's anchor is the median of the per-repeat
-  ratios (sample of the case / sample of the anchor from the same repeat), so drift between repeats
-  cancels too.
+  visiting order is reversed on every other repeat (ABBA), which cancels linear drift within a
+  repeat and means a case that needs a process-wide *state* (e.g. "stock vLLM" vs "vLLM with our
+  kernels installed") switches state once per repeat, not once per sample.
+* **Ratios in the same run**: each case's ratio to the group's anchor is the median of the
+  per-repeat ratios (sample of the case / sample of the anchor from the same repeat), so drift
+  between repeats cancels too.
 * **Noise is reported, never hidden**: a case whose IQR exceeds ``NOISE_THRESHOLD`` of its median is
   flagged ``noisy``; no figure is ever turned into a pass/fail.
 
@@ -71,9 +72,10 @@ FULL = Settings("full", repeats=31, min_time=0.05)
 class Case:
     """One thing to time.
 
-    Give either ``stmt`` (a statement string compiled into the timing loop, names from ``namespace``)
-    or ``fn`` (a zero-argument callable; timed as ``fn()``). ``state`` names a process-wide state the
-    case needs; ``switch`` (given to :func:`measure`) is called to enter it.
+    Give either ``stmt`` (a statement string compiled into the timing loop, names from
+    ``namespace``) or ``fn`` (a zero-argument callable; timed as ``fn()``). ``state`` names a
+    process-wide state the case needs; ``switch`` (given to :func:`measure`) is called to enter
+    it.
     ``setup`` (optional) runs before each sample, outside the timed loop (e.g. refill a buffer).
     """
 

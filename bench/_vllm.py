@@ -104,7 +104,9 @@ class VllmSide:
         try:
             import fastdispatch.vllm as fdv
         except Exception as exc:
-            raise Unavailable(f"fastdispatch.vllm not importable: {type(exc).__name__}: {exc}")
+            raise Unavailable(
+                f"fastdispatch.vllm not importable: {type(exc).__name__}: {exc}"
+            ) from exc
         if not (
             callable(getattr(fdv, "install", None)) and callable(getattr(fdv, "uninstall", None))
         ):

@@ -203,28 +203,21 @@ def main(argv=None):
                 for n, v in s.items():
                     lo, hi = min(v), max(v)
                     print(f"  {n:26s} {statistics.median(v):9.3f}   (min {lo:.3f}, max {hi:.3f})")
-                print(
-                    f"  step / memcpy probs          {_ratio(s, 'fused step (probs)', 'memcpy probs'):6.2f}x"
-                )
-                print(
-                    f"  step / memcpy rows step read {_ratio(s, 'fused step (probs)', 'memcpy rows step read'):6.2f}x"
-                )
-                print(
-                    f"  recovered all T / memcpy     {_ratio(s, 'fused recovered, all T', 'memcpy probs'):6.2f}x"
-                )
-                print(
-                    f"  recovered all T / sum probs  {_ratio(s, 'fused recovered, all T', 'sum probs'):6.2f}x"
-                )
+                r = _ratio(s, "fused step (probs)", "memcpy probs")
+                print(f"  step / memcpy probs          {r:6.2f}x")
+                r = _ratio(s, "fused step (probs)", "memcpy rows step read")
+                print(f"  step / memcpy rows step read {r:6.2f}x")
+                r = _ratio(s, "fused recovered, all T", "memcpy probs")
+                print(f"  recovered all T / memcpy     {r:6.2f}x")
+                r = _ratio(s, "fused recovered, all T", "sum probs")
+                print(f"  recovered all T / sum probs  {r:6.2f}x")
                 if rs is not None:
-                    print(
-                        f"  stock / fused rejection_sample   {_ratio(s, 'stock rejection_sample', 'fused rejection_sample'):6.1f}x faster"
-                    )
-                    print(
-                        f"  stock rejection_sample / step (probs) {_ratio(s, 'stock rejection_sample', 'fused step (probs)'):6.1f}x faster"
-                    )
-                    print(
-                        f"  stock / fused sample_recovered   {_ratio(s, 'stock sample_recovered', 'fused recovered, all T'):6.1f}x faster"
-                    )
+                    r = _ratio(s, "stock rejection_sample", "fused rejection_sample")
+                    print(f"  stock / fused rejection_sample   {r:6.1f}x faster")
+                    r = _ratio(s, "stock rejection_sample", "fused step (probs)")
+                    print(f"  stock rejection_sample / step (probs) {r:6.1f}x faster")
+                    r = _ratio(s, "stock sample_recovered", "fused recovered, all T")
+                    print(f"  stock / fused sample_recovered   {r:6.1f}x faster")
 
 
 if __name__ == "__main__":

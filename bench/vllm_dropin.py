@@ -117,7 +117,7 @@ def _cases(big):
             logitsprocs=LogitsProcessors(),
         )
 
-        def random(logits=logits, drafts=drafts, cun=cun, bon=bon, md=md):
+        def random(logits=logits, drafts=drafts, cun=cun, bon=bon, md=md, Bn=Bn, Kn=Kn):
             # looked up at call time: install(fused_noise=True) rebinds the module attribute
             rs.rejection_sample(drafts, [Kn] * Bn, Kn, cun, None, logits, bon, md)
 
@@ -126,7 +126,8 @@ def _cases(big):
 
 
 def _registration(fv, repeats):
-    """register_kernels for the 11 names: vLLM's own vs fastdispatch's, same process, stock state."""
+    """register_kernels for the 11 names: vLLM's own vs fastdispatch's, same process, stock
+    state."""
     import vllm.triton_utils.dispatcher as vd
 
     import fastdispatch

@@ -26,14 +26,17 @@ from ._backend import BACKEND
 from ._backend import core as _backend_core
 from ._registration import (
     RegistryEntry,
-    _rebind_kernels,
-    _registry,
-    _resolve_kernel,
     overrides,
     register_kernels,
     unregister_kernels,
     verify,
 )
+
+# vLLM's dispatcher module exposes these private names and callers import them from it: the
+# drop-in re-exports them (the ``as`` form marks an explicit re-export).
+from ._registration import _rebind_kernels as _rebind_kernels
+from ._registration import _registry as _registry
+from ._registration import _resolve_kernel as _resolve_kernel
 
 if TYPE_CHECKING:
     # Both backends implement ``_core.pyi``: that stub is the public types' one definition.

@@ -85,7 +85,8 @@ def kernel_arg_names(kernel):
 
 
 def _python_function(kernel):
-    """The plain Python function under Triton wrappers (``Autotuner``/``Heuristics``/JIT ``.fn``)."""
+    """The plain Python function under Triton wrappers (``Autotuner``/``Heuristics``/JIT
+    ``.fn``)."""
     fn = kernel
     for _ in range(8):
         inner = getattr(fn, "fn", None)

@@ -429,9 +429,10 @@ def launch_owner(kernel, arg_names, spec, input_names, input_values, cache=None)
     ``_runtime_launcher``/``_runtime_launcher_arg_count`` entries route the launch through
     ``runtime_launcher(kernel, grid, *first_args, **rest)``; ``grid=None`` skips the launch;
     otherwise ``kernel[grid](**kwargs)`` -- or ``kernel(**kwargs)`` when the kernel is not
-    subscriptable (a plain Python function standing in for a kernel when Triton is absent). Returns ``outputs`` (``None`` for a 2-tuple).
-    When ``kernel`` is a :class:`KernelOverride` with these ``arg_names`` the launch goes to the
-    impl directly from the plan, with the same result.
+    subscriptable (a plain Python function standing in for a kernel when Triton is absent).
+    Returns ``outputs`` (``None`` for a 2-tuple). When ``kernel`` is a :class:`KernelOverride`
+    with these ``arg_names`` the launch goes to the impl directly from the plan, with the same
+    result.
     """
     grid, launch_kwargs, outputs = _unpack_spec(spec)
     if type(launch_kwargs) is not dict:

@@ -196,7 +196,8 @@ def _dict_reader(tp):
 
 
 def _scan(by_id):
-    """Yield ``(kind, where, holder, container, key, value)`` for every reference to a watched object.
+    """Yield ``(kind, where, holder, container, key, value)`` for every reference to a watched
+    object.
 
     ``by_id`` maps ``id(obj) -> (obj, ...)`` for the objects looked for. ``kind`` is ``"attr"``
     (``container[key]`` is a module attribute) or ``"owner"`` (``holder`` keeps it as ``kernel``

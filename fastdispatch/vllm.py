@@ -19,9 +19,10 @@ vLLM: it patches vLLM's objects by name at run time and records every change, so
    overridden kernel's launch to the compiled :func:`fastdispatch.launch_owner`, which binds the
    dispatch inputs straight into the implementation's call instead of building a kwargs dict per
    launch; the decorator-made owner's ``__call__`` itself is the backend's compiled
-   ``owner_call_method`` glue (dispatch, complete the inputs, launch) rather than Python code. Class-style owners wrapped in vLLM's ``kernel_launcher`` (``ComputeSlotMappingKernel``)
-   skip its per-launch ``Signature.bind`` when every argument comes positionally. Kernels that
-   are not overridden (and JIT warmup) take vLLM's own path, untouched.
+   ``owner_call_method`` glue (dispatch, complete the inputs, launch) rather than Python code.
+   Class-style owners wrapped in vLLM's ``kernel_launcher`` (``ComputeSlotMappingKernel``) skip
+   its per-launch ``Signature.bind`` when every argument comes positionally. Kernels that are not
+   overridden (and JIT warmup) take vLLM's own path, untouched.
 3. The 11 kernels are registered with their ``kernels_cpu`` implementations.
 
 Why a front for ``register_kernels``: a CPU worker's ``init_worker`` loads the general plugins

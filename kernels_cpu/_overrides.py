@@ -10,17 +10,27 @@ from typing import Any
 #: vLLM qualified kernel name -> name of the implementing function in ``kernels_cpu``.
 VLLM_KERNEL_NAMES: dict[str, str] = {
     "vllm.v1.sample.rejection_sampler.expand_kernel": "expand_kernel",
-    "vllm.v1.sample.rejection_sampler.rejection_greedy_sample_kernel": "rejection_greedy_sample_kernel",
-    "vllm.v1.sample.rejection_sampler.rejection_random_sample_kernel": "rejection_random_sample_kernel",
-    "vllm.v1.sample.rejection_sampler.sample_recovered_tokens_kernel": "sample_recovered_tokens_kernel",
+    "vllm.v1.sample.rejection_sampler.rejection_greedy_sample_kernel": (
+        "rejection_greedy_sample_kernel"
+    ),
+    "vllm.v1.sample.rejection_sampler.rejection_random_sample_kernel": (
+        "rejection_random_sample_kernel"
+    ),
+    "vllm.v1.sample.rejection_sampler.sample_recovered_tokens_kernel": (
+        "sample_recovered_tokens_kernel"
+    ),
     "vllm.v1.spec_decode.utils.eagle_step_slot_mapping_metadata_kernel": (
         "eagle_step_slot_mapping_metadata_kernel"
     ),
-    "vllm.v1.spec_decode.utils.eagle_prepare_inputs_padded_kernel": "eagle_prepare_inputs_padded_kernel",
+    "vllm.v1.spec_decode.utils.eagle_prepare_inputs_padded_kernel": (
+        "eagle_prepare_inputs_padded_kernel"
+    ),
     "vllm.v1.spec_decode.utils.eagle_prepare_next_token_padded_kernel": (
         "eagle_prepare_next_token_padded_kernel"
     ),
-    "vllm.v1.spec_decode.utils.copy_and_expand_eagle_inputs_kernel": "copy_and_expand_eagle_inputs_kernel",
+    "vllm.v1.spec_decode.utils.copy_and_expand_eagle_inputs_kernel": (
+        "copy_and_expand_eagle_inputs_kernel"
+    ),
     "vllm.v1.spec_decode.utils.copy_and_expand_dflash_inputs_kernel": (
         "copy_and_expand_dflash_inputs_kernel"
     ),

@@ -256,23 +256,24 @@ def expf(x):
         return np.where(x < F32(-87.33654), F32(0), y).astype(F32)
 
 
-def row_norm(l):
-    l = np.asarray(l, dtype=F32)
+def row_norm(logits):
+    logits = np.asarray(logits, dtype=F32)
     with np.errstate(invalid="ignore"):
-        m = F32(np.max(np.where(np.isnan(l), -np.inf, l))) if len(l) else F32(-np.inf)
-        e = expf(l - m)
+        finite = np.where(np.isnan(logits), -np.inf, logits)
+        m = F32(np.max(finite)) if len(logits) else F32(-np.inf)
+        e = expf(logits - m)
     e = np.where(e > 0, e, F32(0)).astype(F32)
     z = 0.0
-    for b in range(0, len(l), BLOCK):
+    for b in range(0, len(logits), BLOCK):
         z += lane_sum(e[b : b + BLOCK])
     with np.errstate(divide="ignore"):
         invz = F32(1.0 / z) if z else F32(np.inf)
     return m, invz
 
 
-def logit_masses(l, q, skip, m, invz):
+def logit_masses(logits, q, skip, m, invz):
     with np.errstate(invalid="ignore"):
-        e = expf(np.asarray(l, dtype=F32) - m)
+        e = expf(np.asarray(logits, dtype=F32) - m)
         x = e * invz - np.asarray(q, dtype=F32) if q is not None else e
         x = np.where(x > 0, x, F32(0)).astype(F32)
     if skip is not None and skip >= 0:

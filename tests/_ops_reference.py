@@ -310,27 +310,27 @@ def ref_copy_and_expand_dflash_inputs_kernel(
 ):
     flat_bt = block_table_ptr.reshape(-1)
     limit = grid[1] * BLOCK_SIZE
+
+    def slot(r, pos):
+        b = min(pos // block_size, block_table_stride - 1)
+        return int(flat_bt[r * block_table_stride + b]) * block_size + pos % block_size
+
     for r in range(grid[0]):
         cs, ce = int(query_start_loc_ptr[r]), int(query_start_loc_ptr[r + 1])
         n_ctx = ce - cs
         accepted_end = ce - (int(num_rejected_tokens_ptr[r]) if HAS_NUM_REJECTED else 0)
         last = int(target_positions_ptr[accepted_end - 1])
-
-        def slot(pos):
-            b = min(pos // block_size, block_table_stride - 1)
-            return int(flat_bt[r * block_table_stride + b]) * block_size + pos % block_size
-
         for j in range(min(n_ctx + num_query_per_req, limit)):
             if j < n_ctx:
                 pos = int(target_positions_ptr[min(cs + j, total_input_tokens - 1)])
                 out_context_positions_ptr[cs + j] = pos
-                out_context_slot_mapping_ptr[cs + j] = slot(pos)
+                out_context_slot_mapping_ptr[cs + j] = slot(r, pos)
             else:
                 k = j - n_ctx
                 q = r * num_query_per_req + k
                 pos = last + 1 + k
                 out_query_positions_ptr[q] = pos
-                out_query_slot_mapping_ptr[q] = slot(pos)
+                out_query_slot_mapping_ptr[q] = slot(r, pos)
                 out_input_ids_ptr[q] = (
                     int(next_token_ids_ptr[r]) if k == 0 else parallel_drafting_token_id
                 )

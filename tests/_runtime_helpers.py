@@ -83,7 +83,8 @@ def run_python(code, env=None, timeout=240):
     )
     if proc.returncode != 0:
         raise AssertionError(
-            f"subprocess failed ({proc.returncode})\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}"
+            f"subprocess failed ({proc.returncode})\n--- stdout\n{proc.stdout}\n"
+            f"--- stderr\n{proc.stderr}"
         )
     return proc
 

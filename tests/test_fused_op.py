@@ -204,9 +204,10 @@ def test_vllm_sample_recovered_tokens_matches_kernel():
 
 def test_override_maps():
     m = fused.fastdispatch_fused_vllm_overrides()
+    module = "vllm.v1.sample.rejection_sampler"
     assert m == {
-        "vllm.v1.sample.rejection_sampler.sample_recovered_tokens": fused.vllm_sample_recovered_tokens,
-        "vllm.v1.sample.rejection_sampler.rejection_sample": fused.vllm_rejection_sample,
+        f"{module}.sample_recovered_tokens": fused.vllm_sample_recovered_tokens,
+        f"{module}.rejection_sample": fused.vllm_rejection_sample,
     }
     assert list(fused.fastdispatch_fused_vllm_overrides(whole_step=False)) == [
         "vllm.v1.sample.rejection_sampler.sample_recovered_tokens"

@@ -195,7 +195,8 @@ def test_real_jit_function_is_wrapped(tmp_path):
             ov[(1,)](x_ptr=1, y_ptr=2, out_ptr=3, n=4, num_warps=4)
         assert calls == [(1, 2, 3, 4, 8)] * 2, calls
         fastdispatch.register_kernels({"rt_triton_kernels.add_kernel": impl})
-        assert fastdispatch._kernel_arg_names(m.add_kernel) == ("x_ptr", "y_ptr", "out_ptr", "n", "BLOCK")
+        names = fastdispatch._kernel_arg_names(m.add_kernel)
+        assert names == ("x_ptr", "y_ptr", "out_ptr", "n", "BLOCK"), names
         print("ok")
     """
         % path

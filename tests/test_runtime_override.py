@@ -240,10 +240,8 @@ def test_many_arguments_beyond_the_stack_array(core):
     names = [f"a{i}_ptr" for i in range(70)]
     ns = {}
     exec(f"def k({', '.join(names)}): pass", ns)
-    exec(
-        f"def impl({', '.join(f'x{i}' for i in range(70))}): return ({', '.join(f'x{i}' for i in range(70))},)",
-        ns,
-    )
+    params = ", ".join(f"x{i}" for i in range(70))
+    exec(f"def impl({params}): return ({params},)", ns)
     ov = core.KernelOverride(ns["k"], ns["impl"])
     assert ov[GRID](**{name: i for i, name in enumerate(names)}) == tuple(range(70))
 
@@ -306,8 +304,9 @@ def test_bind_check_accepts_extra_defaulted_and_varargs(core):
 # vLLM 0.32's CPU shims (their parameter lists, against their kernels'): all must bind.
 VLLM_SHIM_SIGNATURES = [
     (
-        "positions_ptr, block_table_ptr, block_table_stride, seq_lens_ptr, out_clamped_positions_ptr, "
-        "out_slot_mapping_ptr, block_size, max_model_len, n_blocks_per_req, PAD_ID, batch_size",
+        "positions_ptr, block_table_ptr, block_table_stride, seq_lens_ptr, "
+        "out_clamped_positions_ptr, out_slot_mapping_ptr, block_size, max_model_len, "
+        "n_blocks_per_req, PAD_ID, batch_size",
         "positions, block_table, stride, seq_lens, out_clamped_positions, out_slot_mapping, "
         "block_size, max_model_len, n_blocks_per_req, PAD_ID, batch_size=None",
     ),
@@ -332,10 +331,8 @@ VLLM_SHIM_SIGNATURES = [
 def test_bind_check_accepts_vllm_shims(core, kernel_params, impl_params):
     ns = {}
     exec(f"def k({kernel_params}): pass", ns)
-    exec(
-        f"def impl({impl_params}):\n    return ({', '.join(p.split('=')[0] for p in impl_params.split(', '))},)",
-        ns,
-    )
+    returned = ", ".join(p.split("=")[0] for p in impl_params.split(", "))
+    exec(f"def impl({impl_params}):\n    return ({returned},)", ns)
     ov = core.KernelOverride(ns["k"], ns["impl"])
     names = ov.arg_names
     got = ov[GRID](**{name: i for i, name in enumerate(names)})

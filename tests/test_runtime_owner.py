@@ -1,4 +1,5 @@
-"""Launch owner (``kernel_dispatcher``) and ``launch_owner``: dispatch -> bind -> launch (both backends)."""
+"""Launch owner (``kernel_dispatcher``) and ``launch_owner``: dispatch -> bind -> launch (both
+backends)."""
 
 import pytest
 import torch
@@ -75,7 +76,7 @@ def test_owner_metadata(core):
     assert vars(op)["_kernel_arg_names"] == ("x_ptr",)  # cached in the instance dict
     assert op.arg_names == ["x_ptr"]  # unknown attributes come from the kernel (as vLLM's)
     with pytest.raises(AttributeError):
-        op.no_such_attribute
+        _ = op.no_such_attribute
     assert op[(7,)] is not None  # owner[grid] is kernel[grid]
     assert op.register_warmup(anything=1) is None
 

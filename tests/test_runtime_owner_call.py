@@ -1,4 +1,5 @@
-"""``owner_call_method``: the compiled ``__call__`` glue for foreign launch owners (both backends)."""
+"""``owner_call_method``: the compiled ``__call__`` glue for foreign launch owners (both
+backends)."""
 
 import pytest
 from _runtime_helpers import core  # noqa: F401  (fixture)

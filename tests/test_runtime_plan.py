@@ -1,4 +1,5 @@
-"""Binding planner: dispatch inputs -> kernel arguments, strides, explicit kwargs (both backends)."""
+"""Binding planner: dispatch inputs -> kernel arguments, strides, explicit kwargs (both
+backends)."""
 
 import json
 import os

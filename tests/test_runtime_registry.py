@@ -146,7 +146,7 @@ def test_scoped_overrides_nest_and_restore_exactly(registry_core):
 def test_scoped_overrides_restore_on_exception(registry_core):
     with pytest.raises(ZeroDivisionError):
         with fastdispatch.overrides({EXPAND: expand_impl}):
-            1 / 0
+            raise ZeroDivisionError("raised inside the scope")
     assert holders_are_original() and fastdispatch._registry == {}
 
 

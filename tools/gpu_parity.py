@@ -78,6 +78,11 @@ def _sync():
         torch.cuda.synchronize()
 
 
+def _moved(value, device):
+    """``value`` on ``device`` when it is a tensor; other arguments pass through."""
+    return value.to(device) if isinstance(value, torch.Tensor) else value
+
+
 def _first_diff(a, b):
     a, b = a.cpu().reshape(-1), b.cpu().reshape(-1)
     ne = (a != b).nonzero()
@@ -169,9 +174,10 @@ def check_ops(seeds):
             if where == "cpu":
                 ops.use_cpu_kernels()
             try:
-                mv = lambda t: t.to(dev) if isinstance(t, torch.Tensor) else t  # noqa: E731
-                out = ops.rejection_sample(*map(mv, args), **{k: mv(v) for k, v in kw.items()})
-                exp = ops.expand_batch_to_tokens(mv(temps), mv(cu), T, 0, 1)
+                out = ops.rejection_sample(
+                    *(_moved(a, dev) for a in args), **{k: _moved(v, dev) for k, v in kw.items()}
+                )
+                exp = ops.expand_batch_to_tokens(_moved(temps, dev), _moved(cu, dev), T, 0, 1)
                 results[where] = (out.cpu(), exp.cpu())
             finally:
                 if where == "cpu":

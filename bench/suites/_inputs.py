@@ -3,8 +3,8 @@
 Each builder returns the kernel's arguments as an ordered ``{name: value}`` dict in the Triton
 kernel's argument order (``../shared/kernels.md``), so an implementation can be called positionally
 (as vLLM's ``KernelOverride`` forwards to its C++ shims) or by name. Sizes are a decode step with
-speculative drafts: ``B`` requests, ``K`` drafts each, vocab ``V``. Index buffers are int32 where vLLM
-allocates int32 (outputs, offsets, draft ids), int64 where it allocates int64 (argmax, bonus,
+speculative drafts: ``B`` requests, ``K`` drafts each, vocab ``V``. Index buffers are int32 where
+vLLM allocates int32 (outputs, offsets, draft ids), int64 where it allocates int64 (argmax, bonus,
 positions, slot mappings); inputs are valid (ids in range, offsets monotonic) so every
 implementation takes its real path. Deterministic: a fixed seed per builder.
 """

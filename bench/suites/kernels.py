@@ -1,4 +1,5 @@
-"""Per kernel (all 11): ns per launch of the plain-torch reference, ``kernels_cpu``, and vLLM's shim.
+"""Per kernel (all 11): ns per launch of the plain-torch reference, ``kernels_cpu``, and vLLM's
+shim.
 
 Every row calls its implementation positionally with the same argument tuple, in the Triton
 kernel's argument order (how vLLM's ``KernelOverride`` forwards to its C++ shims), on the dtypes
@@ -31,7 +32,7 @@ def kernels_cpu_fn(name: str):
     try:
         kc = importlib.import_module("kernels_cpu")
     except Exception as exc:
-        raise Unavailable(f"kernels_cpu not importable: {type(exc).__name__}: {exc}")
+        raise Unavailable(f"kernels_cpu not importable: {type(exc).__name__}: {exc}") from exc
     fn = getattr(kc, name, None)
     if fn is None:
         for sub in _SUBMODULES:
@@ -53,7 +54,7 @@ def reference_fn(name: str):
     except Exception as exc:
         raise Unavailable(
             f"kernels_cpu.reference.{where} not importable: {type(exc).__name__}: {exc}"
-        )
+        ) from exc
     fn = getattr(mod, name, None)
     if fn is None:
         raise Unavailable(f"kernels_cpu.reference.{where} has no {name}")
@@ -128,6 +129,13 @@ def _verify(name, sizes, impls) -> dict:
         want = _outputs(name, sizes, impls[REF])
     except Exception as exc:
         return {"ok": False, "detail": f"reference failed: {type(exc).__name__}: {exc}", "rows": []}
+
+    def count(k, g, w):
+        if g.shape != w.shape or g.dtype != w.dtype:
+            return f"{k} ({g.dtype}{list(g.shape)} vs {w.dtype}{list(w.shape)})"
+        ne = (g != w) & ~(torch.isnan(g) & torch.isnan(w)) if g.is_floating_point() else g != w
+        return f"{k} ({int(ne.sum())} of {g.numel()} entries)"
+
     verdict = {}
     for row, fn in impls.items():
         if row == REF:
@@ -150,18 +158,10 @@ def _verify(name, sizes, impls) -> dict:
                 )
             )
         ]
-
-        def count(k):
-            g, w = got[k], want[k]
-            if g.shape != w.shape or g.dtype != w.dtype:
-                return f"{k} ({g.dtype}{list(g.shape)} vs {w.dtype}{list(w.shape)})"
-            ne = (g != w) & ~(torch.isnan(g) & torch.isnan(w)) if g.is_floating_point() else g != w
-            return f"{k} ({int(ne.sum())} of {g.numel()} entries)"
-
         verdict[row] = (
             "matches the reference"
             if not diff
-            else "DIFFERS in " + ", ".join(count(k) for k in diff)
+            else "DIFFERS in " + ", ".join(count(k, got[k], want[k]) for k in diff)
         )
     detail = "; ".join(f"{r}: {v}" for r, v in verdict.items())
     if name == "expand_kernel" and verdict.get(VLLM, "").startswith("DIFFERS"):

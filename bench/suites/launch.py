@@ -64,7 +64,7 @@ def _fastdispatch_modules():
     try:
         fd = importlib.import_module("fastdispatch")
     except Exception as exc:
-        raise Unavailable(f"fastdispatch not importable: {type(exc).__name__}: {exc}")
+        raise Unavailable(f"fastdispatch not importable: {type(exc).__name__}: {exc}") from exc
     try:
         twin = importlib.import_module("fastdispatch._core_py")
     except Exception as exc:

@@ -40,7 +40,7 @@ def _register_builder(ctx) -> Built:
             fd = importlib.import_module("fastdispatch")
             kc = importlib.import_module("kernels_cpu")
         except Exception as exc:
-            raise Unavailable(f"fastdispatch/kernels_cpu not importable: {exc}")
+            raise Unavailable(f"fastdispatch/kernels_cpu not importable: {exc}") from exc
         mapping = kc.vllm_overrides()
         if not hasattr(fd, "unregister_kernels"):
             raise Unavailable(

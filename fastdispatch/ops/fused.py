@@ -186,7 +186,6 @@ def sample_recovered_tokens_fused(
     seeds: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Recovered token of every draft position (same dtype as ``draft_token_ids``)."""
-    batch_size = cu_num_draft_tokens.shape[0]
     seeds = _call_seeds(seeds, cu_num_draft_tokens, generators, num_draft_tokens)
     out = torch.empty_like(draft_token_ids)
     _fused.recovered_tokens(
@@ -279,7 +278,8 @@ def vllm_rejection_sample(
 
 
 def fastdispatch_fused_vllm_overrides(whole_step: bool = True) -> dict[str, Callable[..., Any]]:
-    """``{qualified name: replacement}`` for ``register_kernels``, routing vLLM through the fused path.
+    """``{qualified name: replacement}`` for ``register_kernels``, routing vLLM through the fused
+    path.
 
     * ``...rejection_sampler.sample_recovered_tokens`` -> ``vllm_sample_recovered_tokens``: the
       Python function that allocates and fills ``q``; replacing it removes the ``[B, V]`` noise.
@@ -305,5 +305,7 @@ def fused_kernel_overrides() -> dict[str, Callable[..., Any]]:
     stay reproducible) but vLLM still draws ``inv_q``: prefer ``fastdispatch_fused_vllm_overrides``.
     """
     return {
-        f"{_VLLM_MODULE}.sample_recovered_tokens_kernel": _fused.sample_recovered_tokens_kernel_fused
+        f"{_VLLM_MODULE}.sample_recovered_tokens_kernel": (
+            _fused.sample_recovered_tokens_kernel_fused
+        )
     }

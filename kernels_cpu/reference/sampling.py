@@ -30,7 +30,8 @@ def _flag(value, default: bool) -> bool:
 def expand_kernel(
     output_ptr, input_ptr, cu_num_tokens_ptr, replace_from, replace_to, MAX_NUM_TOKENS=None
 ):
-    """output[cu[i-1]:cu[i]] = input[i] (replace_from -> replace_to), at most MAX_NUM_TOKENS each."""
+    """output[cu[i-1]:cu[i]] = input[i] (replace_from -> replace_to), at most MAX_NUM_TOKENS
+    each."""
     for i, (s, e) in enumerate(_offsets(cu_num_tokens_ptr)):
         n = e - s if MAX_NUM_TOKENS is None else min(e - s, MAX_NUM_TOKENS)
         v = input_ptr[i]

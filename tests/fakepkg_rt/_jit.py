@@ -1,4 +1,5 @@
-"""A stand-in for ``triton.jit`` with no Triton: subscriptable, with ``fn``/``arg_names``/``constexprs``."""
+"""A stand-in for ``triton.jit`` with no Triton: subscriptable, with
+``fn``/``arg_names``/``constexprs``."""
 
 import inspect
 

@@ -31,7 +31,7 @@ class Deprecated:
 
     @property
     def kernel(self):
-        warnings.warn("deprecated attribute", FutureWarning)
+        warnings.warn("deprecated attribute", FutureWarning, stacklevel=2)
         return None
 
 

@@ -198,7 +198,7 @@ def _reference_rejection(c, u, inv_q, uniform_dtype, rates=None):
     ``uniform_dtype`` float64 is the kernel's (and the GPU's) accept test; float32 reproduces
     the stock CPU shim, which casts the uniforms down first.
     """
-    B, K, V = c["B"], c["K"], c["V"]
+    B, K = c["B"], c["K"]
     out = torch.full((B, K + 1), -1, dtype=torch.int32)
     temp = c["md"].temperature
     argmax = c["logits"].argmax(-1)

@@ -75,7 +75,8 @@ elif scenario == "uninstall_before_hook":
     report["class_kernel_after_uninstall"] = type(
         vars(block_table.ComputeSlotMappingKernel)["kernel"]).__name__
     report["class_kernel_is_original"] = (
-        vars(block_table.ComputeSlotMappingKernel)["kernel"] is stock_methods["ComputeSlotMappingKernel.kernel"])
+        vars(block_table.ComputeSlotMappingKernel)["kernel"]
+        is stock_methods["ComputeSlotMappingKernel.kernel"])
     hook()
 else:
     raise SystemExit(f"unknown scenario {scenario}")
