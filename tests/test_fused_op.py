@@ -55,6 +55,16 @@ def test_request_seeds():
         fused.request_seeds(2, {5: g})
 
 
+@pytest.mark.parametrize("with_seeds", [False, True])
+def test_zero_dim_offsets_are_named(with_seeds):
+    logits, draft, cu, dprobs, bonus = _batch([2, 1])
+    seeds = fused.request_seeds(2) if with_seeds else None
+    with pytest.raises(TypeError, match="cu_num_draft_tokens.*1-D"):
+        fused.sample_recovered_tokens_fused(
+            cu[0], draft, torch.softmax(logits, -1), draft_probs=dprobs, seeds=seeds
+        )
+
+
 def test_seeded_request_reproducible_in_any_batch():
     logits, draft, cu, dprobs, bonus = _batch([3], seed=1)
     probs = torch.softmax(logits, -1)
