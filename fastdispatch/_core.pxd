@@ -20,6 +20,8 @@ cdef class KernelOverride:
     cdef Py_ssize_t ncache      # positions remembered (len(all_names))
     cdef PyObject** seen_key    # dict position -> name object (item of all_names) seen there
     cdef Py_ssize_t* seen_slot  # dict position -> its slot (-2: launch option)
+    cdef Py_ssize_t exact_n     # >0: a dict of exactly this many keys, equal to seen_key[:exact_n],
+                                # fills every slot once (0: not known)
     cdef PyObject** template    # owned: impl default for impl-only slots, NULL elsewhere
     cdef PyObject** defaults    # owned: default per slot, NULL when required or omitted
     cdef char* omit             # per slot: leave out of the call when not supplied

@@ -14,7 +14,10 @@ only what makes it fast:
   known), recognises each key by one pointer comparison against the name object seen at the
   same dict position last time (argument names are interned, as are the literal keys of a call
   or of a dispatch function's dict), drops each value into its slot of a stack array and calls
-  the impl once with ``PyObject_Vectorcall`` -- no tuple, no dict, no generator;
+  the impl once with ``PyObject_Vectorcall`` -- no tuple, no dict, no generator; once a launch
+  has bound every slot from its keys alone, the next launch with the very same key objects in
+  the same order (the usual case: one call site, one dict literal) only compares pointers and
+  places values (``exact_n``);
 * the launch owner completes its binding plan straight into that array: the intermediate
   kwargs dict of vLLM's chain is never built when the kernel is an override, and its plan is
   found by comparing the launch keys with the last ones (``PlanCache``), not by hashing.
@@ -375,6 +378,7 @@ cdef class KernelOverride:
         if position < self.ncache:
             self.seen_slot[position] = s
             self.seen_key[position] = PyTuple_GET_ITEM(self.all_names, a)
+            self.exact_n = 0
         return s
 
     cdef object launch(self, dict kwargs, LaunchBindingPlan plan, tuple input_values):
@@ -400,11 +404,35 @@ cdef class KernelOverride:
         cdef Py_ssize_t ncache = self.ncache
         cdef PyObject** seen_key = self.seen_key
         cdef Py_ssize_t* seen_slot = self.seen_slot
+        cdef bint exact = False
         if nslots > STACK_SLOTS:
             buf = <PyObject**> malloc((nslots + 1) * sizeof(PyObject*))
             if buf == NULL:
                 raise MemoryError()
         slots = buf + 1  # one free slot in front: PY_VECTORCALL_ARGUMENTS_OFFSET
+        if self.kwnames is not None:
+            kwnames = <PyObject*> self.kwnames
+        if self.exact_n > 0 and plan is None and kwargs is not None:
+            # The common launch: the same keys in the same order as the last complete one, each
+            # a kernel argument. Check every key by pointer, place the borrowed values (no Python
+            # code runs meanwhile), then own them all for the call.
+            entries = _dict_entries(kwargs, &nentries)
+            if entries != NULL and nentries == self.exact_n:
+                for e in range(nentries):
+                    if entries[e].key != seen_key[e] or entries[e].value == NULL:
+                        break
+                    slots[seen_slot[e]] = entries[e].value
+                else:
+                    for s in range(nslots):
+                        _incref(slots[s])
+                    try:
+                        return PyObject_Vectorcall(self.impl, slots,
+                                                   <size_t> npos | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                                   kwnames)
+                    finally:
+                        _release(slots, nslots)
+                        if buf != stack:
+                            free(buf)
         if self.has_template:
             for s in range(nslots):
                 slots[s] = self.template[s]
@@ -416,9 +444,11 @@ cdef class KernelOverride:
             if kwargs is not None:
                 entries = _dict_entries(kwargs, &nentries)
                 if entries != NULL:
+                    exact = plan is None and nslots == self.nargs and not self.has_template
                     for e in range(nentries):
                         value = entries[e].value
                         if value == NULL:  # deleted entry
+                            exact = False
                             continue
                         key = entries[e].key
                         # Fast path: the very key object seen at this position last time.
@@ -434,10 +464,16 @@ cdef class KernelOverride:
                             else:
                                 _decref(slots[s])
                             slots[s] = value
-                        elif s == -1:
-                            if unexpected is None:
-                                unexpected = []
-                            unexpected.append(<object> key)
+                        else:
+                            exact = False
+                            if s == -1:
+                                if unexpected is None:
+                                    unexpected = []
+                                unexpected.append(<object> key)
+                    if exact and filled == nslots and j == nslots and j <= ncache:
+                        # every key was an argument, recognised at its position: next time the
+                        # same keys in the same order take the fast path above
+                        self.exact_n = j
                 else:
                     while PyDict_Next(kwargs, &position, &key, &value):
                         if j < ncache and seen_key[j] == key:
@@ -491,8 +527,6 @@ cdef class KernelOverride:
                         f"{_dict_of(self)['_kernel_name']!r}) is missing launch arguments without "
                         f"a default: {missing}"
                     )
-            if self.kwnames is not None:
-                kwnames = <PyObject*> self.kwnames
             return PyObject_Vectorcall(self.impl, slots, <size_t> npos | PY_VECTORCALL_ARGUMENTS_OFFSET,
                                        kwnames)
         finally:

@@ -429,3 +429,59 @@ def test_uninitialised_objects_raise_instead_of_crashing():
     ov = _core.KernelOverride(kernel, Recorder().positional())
     with pytest.raises(TypeError, match="already initialised"):
         ov.__init__(kernel, Recorder().positional())
+
+
+def test_repeated_launches_follow_each_call_s_keys_and_values(core):
+    """A launch with the same keys in the same order as the last complete one takes a shortcut
+    in the compiled core; any change of values, order, count or names must still bind right."""
+    rec = Recorder()
+    ov = core.KernelOverride(kernel, rec.positional())
+    launch = ov[GRID]
+    for i in range(3):  # same layout, new values each time
+        launch(**dict(out_ptr=f"o{i}", in_ptr=i, n=i + 1, scale=2 * i, BLOCK=64))
+    assert rec.calls == [("o0", 0, 1, 0, 64), ("o1", 1, 2, 2, 64), ("o2", 2, 3, 4, 64)]
+    rec.calls.clear()
+    launch(BLOCK=8, scale=1, n=2, in_ptr="i", out_ptr="o")  # another order
+    launch(out_ptr="p", in_ptr="j", n=3, scale=5, BLOCK=9)  # back to the first order
+    launch(out_ptr="q", in_ptr="k", n=4, scale=6)  # fewer keys: BLOCK's default
+    launch(out_ptr="r", in_ptr="l", n=5, scale=7, num_warps=4)  # same count, a launch option
+    kw = dict(out_ptr="s", in_ptr="m", n=6, scale=8, BLOCK=1, extra=0)
+    del kw["extra"]  # a dict with a deleted entry in its table
+    launch(**kw)
+    kw = dict(out_ptr="t", in_ptr="n", n=7, scale=9, BLOCK=2)
+    launch(**kw)
+    assert rec.calls == [
+        ("o", "i", 2, 1, 8),
+        ("p", "j", 3, 5, 9),
+        ("q", "k", 4, 6, 128),
+        ("r", "l", 5, 7, 128),
+        ("s", "m", 6, 8, 1),
+        ("t", "n", 7, 9, 2),
+    ]
+    with pytest.raises(TypeError, match="unexpected launch arguments"):
+        launch(out_ptr="u", in_ptr="o", n=8, scale=1, BLOCKS=2)  # same count, a wrong name
+    with pytest.raises(TypeError, match="unexpected launch arguments"):
+        launch(out_ptr="u", in_ptr="o", n=8, scale=1, BLOCK=1, BLOCKS=2)
+    launch(out_ptr="v", in_ptr="p", n=9, scale=2, BLOCK=3)
+    assert rec.calls[-1] == ("v", "p", 9, 2, 3)
+
+
+def test_shortcut_launch_keeps_refcounts(core):
+    """Values placed by the shortcut are owned for the call and released after it: repeated
+    launches, returning or raising, leave every refcount as it was."""
+    obj, impl_calls = [7], []
+
+    def impl(out, inp, count, factor, block):
+        impl_calls.append(count)
+        if count < 0:
+            raise ValueError("impl failed")
+
+    ov = core.KernelOverride(kernel, impl)
+    before = sys.getrefcount(obj)
+    for i in range(200):
+        ov[GRID](out_ptr=obj, in_ptr=obj, n=i, scale=obj, BLOCK=1)
+    for _ in range(50):
+        with pytest.raises(ValueError, match="impl failed"):
+            ov[GRID](out_ptr=obj, in_ptr=obj, n=-1, scale=obj, BLOCK=1)
+    assert sys.getrefcount(obj) == before
+    assert impl_calls == list(range(200)) + [-1] * 50
