@@ -127,6 +127,7 @@ cdef PyGetSetDef* _get_shape = NULL
 cdef PyGetSetDef* _get_ndim = NULL
 cdef lenfunc _length = NULL        # TensorBase's C length slot: size(0) of a tensor with dim >= 1
 cdef noargs_fn _data_ptr = NULL
+cdef noargs_fn _is_neg = NULL
 cdef kwargs_fn _is_contiguous = NULL
 
 
@@ -150,28 +151,31 @@ cdef PyMethodDef* _method(dict base, str name, int flags):
 cdef bint _verify_slots() except -1:
     """Point the direct slots at torch's, if ``torch.Tensor`` resolves the five names to them."""
     global _tensor_tag, _get_dtype, _get_is_cpu, _get_shape, _get_ndim, _length, _data_ptr
-    global _is_contiguous
+    global _is_contiguous, _is_neg
     _tensor_tag = 0
     base_type = torch._C.TensorBase
     cdef dict base = dict(base_type.__dict__)
-    names = ("dtype", "is_cpu", "shape", "ndim", "is_contiguous", "data_ptr")
+    names = ("dtype", "is_cpu", "shape", "ndim", "is_contiguous", "data_ptr", "is_neg")
     for name in names:
         # what ``t.<name>`` finds through torch.Tensor's MRO must be TensorBase's own descriptor
         if getattr(_Tensor, name, None) is not base.get(name):
             return False
     cdef PyMethodDef* contiguous = _method(base, "is_contiguous", METH_VARARGS | METH_KEYWORDS)
     cdef PyMethodDef* data_ptr = _method(base, "data_ptr", METH_NOARGS)
+    cdef PyMethodDef* is_neg = _method(base, "is_neg", METH_NOARGS)
     _get_dtype = _getset(base, "dtype")
     _get_is_cpu = _getset(base, "is_cpu")
     _get_shape = _getset(base, "shape")
     _get_ndim = _getset(base, "ndim")
     cdef PyMappingMethods* mapping = (<_TypeMapping*><PyTypeObject*>base_type).tp_as_mapping
     _length = mapping.mp_length if mapping != NULL else NULL
-    if (contiguous == NULL or data_ptr == NULL or _get_dtype == NULL or _get_is_cpu == NULL
+    if (contiguous == NULL or data_ptr == NULL or is_neg == NULL or _get_dtype == NULL
+            or _get_is_cpu == NULL
             or _get_shape == NULL or _get_ndim == NULL or _length == NULL):
         return False
     _is_contiguous = <kwargs_fn>contiguous.ml_meth
     _data_ptr = data_ptr.ml_meth
+    _is_neg = is_neg.ml_meth
     _tensor_tag = (<_TypeTag*>_tensor_type).tp_version_tag
     return _tensor_tag != 0
 
@@ -183,6 +187,23 @@ cdef inline bint _direct(object t) except -1:
     if _tensor_tag != 0 and (<_TypeTag*>_tensor_type).tp_version_tag == _tensor_tag:
         return True
     return _verify_slots()
+
+
+cdef int _check_not_negated(object t, str name, int code) except -1:
+    """A float tensor may carry torch's lazy negation bit (``torch._neg_view``, or the imaginary
+    part of a conjugated complex tensor): its memory then holds the values un-negated, and a
+    kernel reading it in place would be silently wrong. Integer tensors get the bit only from
+    torch's private ``_neg_view`` and are not checked (a call per index buffer)."""
+    if code != DT_FLOAT32 and code != DT_FLOAT64 and code != DT_FLOAT16 and code != DT_BFLOAT16:
+        return 0
+    if _direct(t) and _is_neg != NULL:
+        negated = _is_neg(t, NULL)
+    else:
+        negated = t.is_neg()
+    if negated:
+        raise ValueError(f"{name} is a lazily negated view (torch's neg bit): pass "
+                         f"{name}.resolve_neg()")
+    return 0
 
 
 _verify_slots()
@@ -315,6 +336,7 @@ cdef char* _check_view(object t, str name, int mask, int ndim, int* code_out,
         raise ValueError(f"{name} must be a CPU tensor, got device {t.device}")
     if not _view_contiguous(v, &numel):
         raise ValueError(f"{name} must be contiguous")
+    _check_not_negated(t, name, code)
     if ndim >= 0:
         if v.ndim != ndim:
             raise TypeError(f"{name} must be {ndim}-D, got shape {tuple(t.shape)}")
@@ -365,6 +387,7 @@ cdef char* _check_attrs(object t, str name, int mask, int ndim, int* code_out,
         raise ValueError(f"{name} must be a CPU tensor, got device {t.device}")
     if not (_is_contiguous(t, _no_args, NULL) if direct else t.is_contiguous()):
         raise ValueError(f"{name} must be contiguous")
+    _check_not_negated(t, name, code)
     if direct and (ndim == 1 or ndim < 0) and _get_ndim.get(t, _get_ndim.closure) == 1:
         # 1-D (asked for, or any ndim accepted): size(0), which is also numel, from the length
         # slot without building a torch.Size

@@ -60,7 +60,16 @@ def tensors(draw):
     for _ in range(draw(st.integers(0, 3))):
         op = draw(
             st.sampled_from(
-                ["slice", "step", "transpose", "unsqueeze", "expand", "select", "flip_view"]
+                [
+                    "slice",
+                    "step",
+                    "transpose",
+                    "unsqueeze",
+                    "expand",
+                    "select",
+                    "flip_view",
+                    "negate",
+                ]
             )
         )
         if op == "slice" and t.dim() and t.shape[0] > 0:
@@ -75,6 +84,8 @@ def tensors(draw):
             t = t.expand((draw(st.integers(1, 3)),) + tuple(t.shape[1:]))
         elif op == "select" and t.dim() and t.shape[0] > 0:
             t = t[draw(st.integers(0, t.shape[0] - 1))]
+        elif op == "negate" and not t.is_neg() and t.dtype != torch.bool:
+            t = torch._neg_view(t)  # lazy negation: memory holds the values un-negated
         elif op == "flip_view" and t.dim() >= 1:
             t = t.view(tuple(t.shape)) if t.is_contiguous() else t
     device_meta = draw(st.booleans()) and draw(st.booleans())
@@ -172,3 +183,18 @@ def test_table_row_stride_of_a_column_slice(reader, view):
     assert (shape, stride, ptr) == ((4, 3), 8, wide[1:, 2:5].data_ptr())
     with pytest.raises(ValueError, match=r"bt must have contiguous rows"):
         _buffers._inspect_table(wide.t(), "bt", (1 << 1) | (1 << 2))
+
+
+@pytest.mark.parametrize("view", [True, False])
+def test_lazily_negated_float_input_is_refused(reader, view):
+    reader(view)
+    out = torch.full((5,), -1.0)
+    inp = torch._neg_view(torch.tensor([1.5, 2.5]))
+    with pytest.raises(
+        ValueError, match=r"input_ptr is a lazily negated view.*resolve_neg"
+    ) as info:
+        expand_kernel(out, inp, torch.tensor([2, 5]), 0, 0, 5)
+    assert (out == -1.0).all()
+    expand_kernel(out, inp.resolve_neg(), torch.tensor([2, 5]), 0, 0, 5)
+    assert out.tolist() == [-1.5, -1.5, -2.5, -2.5, -2.5]
+    assert info.type is ValueError
