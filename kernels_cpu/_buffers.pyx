@@ -216,6 +216,7 @@ cdef object _u8 = torch.uint8
 cdef object _i8 = torch.int8
 cdef object _f16 = torch.float16
 cdef object _bf16 = torch.bfloat16
+cdef object _strided = torch.strided
 cdef object _u64 = getattr(torch, "uint64", None)
 
 cdef tuple _NAMES = ("other", "int32", "int64", "float32", "float64", "bool", "uint8", "int8",
@@ -371,14 +372,26 @@ cdef char* _check_refused(object t, str name, int mask, int ndim, int* code_out,
 
 cdef char* _check_attrs(object t, str name, int mask, int ndim, int* code_out,
                         Py_ssize_t* shape_out) except NULL:
-    """``check_tensor`` through torch's attribute getters (subclasses, or a torch without the
-    exchange API)."""
+    """``check_tensor`` through torch's attribute getters (subclasses, a torch without the
+    exchange API, or a tensor the API refused). A tensor torch cannot describe as a dense
+    strided buffer (sparse, nested, ...) is refused naming the argument, whichever of torch's
+    metadata reads gives up first."""
+    if not isinstance(t, _Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    try:
+        if t.layout is not _strided:
+            raise ValueError(f"{name} must be a dense strided tensor, got layout {t.layout}")
+        return _check_attrs_dense(t, name, mask, ndim, code_out, shape_out)
+    except RuntimeError as exc:
+        raise ValueError(f"{name} must be a dense strided tensor ({exc})") from exc
+
+
+cdef char* _check_attrs_dense(object t, str name, int mask, int ndim, int* code_out,
+                              Py_ssize_t* shape_out) except NULL:
     cdef int code
     cdef object dtype
     cdef intptr_t p
     cdef bint direct = _direct(t)
-    if not direct and not isinstance(t, _Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     dtype = _get_dtype.get(t, _get_dtype.closure) if direct else t.dtype
     code = dtype_code(dtype)
     if code == DT_OTHER or not (mask & (1 << code)):
@@ -444,8 +457,8 @@ cdef char* check_table(object t, str name, int mask, Py_ssize_t* shape_out,
             raise TypeError(f"{name} must be 2-D, got shape {tuple(t.shape)}")
         shape_out[0] = <Py_ssize_t>view.shape[0]
         shape_out[1] = <Py_ssize_t>view.shape[1]
-        if view.strides == NULL:
-            row_stride_out[0] = shape_out[1]
+        if view.strides == NULL or shape_out[0] == 0 or shape_out[1] == 0:
+            row_stride_out[0] = shape_out[1]   # empty: contiguous whatever its strides say
         else:
             if shape_out[1] > 1 and view.strides[1] != 1:
                 raise ValueError(f"{name} must have contiguous rows (stride(1) == 1), got "
@@ -459,6 +472,19 @@ cdef char* check_table(object t, str name, int mask, Py_ssize_t* shape_out,
         return <char*>p if p != 0 else <char*>shape_out
     if not isinstance(t, _Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    try:
+        if t.layout is not _strided:
+            raise ValueError(f"{name} must be a dense strided tensor, got layout {t.layout}")
+        return _check_table_attrs(t, name, mask, shape_out, row_stride_out, code_out)
+    except RuntimeError as exc:
+        raise ValueError(f"{name} must be a dense strided tensor ({exc})") from exc
+
+
+cdef char* _check_table_attrs(object t, str name, int mask, Py_ssize_t* shape_out,
+                              Py_ssize_t* row_stride_out, int* code_out) except NULL:
+    cdef int code
+    cdef intptr_t p
+    cdef object strides
     code = dtype_code(t.dtype)
     if code == DT_OTHER or not (mask & (1 << code)):
         raise TypeError(f"{name} must have dtype {_allowed(mask)}, got {t.dtype}")

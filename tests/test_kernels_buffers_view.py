@@ -183,6 +183,10 @@ def test_table_row_stride_of_a_column_slice(reader, view):
     assert (shape, stride, ptr) == ((4, 3), 8, wide[1:, 2:5].data_ptr())
     with pytest.raises(ValueError, match=r"bt must have contiguous rows"):
         _buffers._inspect_table(wide.t(), "bt", (1 << 1) | (1 << 2))
+    empty = torch.zeros(
+        2, 0, dtype=torch.int32
+    ).t()  # (0, 2), strides (1, 2): torch says contiguous
+    assert _buffers._inspect_table(empty, "bt", (1 << 1) | (1 << 2))[1:3] == ((0, 2), 2)
 
 
 @pytest.mark.parametrize("view", [True, False])
@@ -198,3 +202,20 @@ def test_lazily_negated_float_input_is_refused(reader, view):
     expand_kernel(out, inp.resolve_neg(), torch.tensor([2, 5]), 0, 0, 5)
     assert out.tolist() == [-1.5, -1.5, -2.5, -2.5, -2.5]
     assert info.type is ValueError
+
+
+def _not_dense():
+    yield "sparse_coo", torch.zeros(4, 4, dtype=torch.int32).to_sparse()
+    yield "sparse_csr", torch.zeros(4, 4, dtype=torch.int64).to_sparse_csr()
+    yield "nested", torch.nested.nested_tensor([torch.zeros(2, 4), torch.zeros(3, 4)])
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("view", [True, False])
+def test_tensors_without_a_dense_buffer_are_refused_by_name(reader, view):
+    reader(view)
+    for _kind, t in _not_dense():
+        with pytest.raises(ValueError, match=r"^bt must be a dense strided tensor"):
+            _buffers._inspect(t, "bt", 0x7FFFFFFF, 2)
+        with pytest.raises(ValueError, match=r"^bt must be a dense strided tensor"):
+            _buffers._inspect_table(t, "bt", 0x7FFFFFFF)
