@@ -376,14 +376,24 @@ cdef char* _check_attrs(object t, str name, int mask, int ndim, int* code_out,
     exchange API, or a tensor the API refused). A tensor torch cannot describe as a dense
     strided buffer (sparse, nested, ...) is refused naming the argument, whichever of torch's
     metadata reads gives up first."""
-    if not isinstance(t, _Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     try:
-        if t.layout is not _strided:
-            raise ValueError(f"{name} must be a dense strided tensor, got layout {t.layout}")
+        _require_dense(t, name)
         return _check_attrs_dense(t, name, mask, ndim, code_out, shape_out)
     except RuntimeError as exc:
-        raise ValueError(f"{name} must be a dense strided tensor ({exc})") from exc
+        raise _not_dense(name, exc) from exc
+
+
+cdef int _require_dense(object t, str name) except -1:
+    if not isinstance(t, _Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.layout is not _strided:
+        raise ValueError(f"{name} must be a dense strided tensor, got layout {t.layout}")
+    return 0
+
+
+cdef object _not_dense(str name, object exc):
+    """torch gave up describing the tensor's buffer (a nested tensor, a sparse CSR one, ...)."""
+    return ValueError(f"{name} must be a dense strided tensor ({exc})")
 
 
 cdef char* _check_attrs_dense(object t, str name, int mask, int ndim, int* code_out,
@@ -470,14 +480,11 @@ cdef char* check_table(object t, str name, int mask, Py_ssize_t* shape_out,
             code_out[0] = code
         p = <intptr_t>view.data + <intptr_t>view.byte_offset
         return <char*>p if p != 0 else <char*>shape_out
-    if not isinstance(t, _Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     try:
-        if t.layout is not _strided:
-            raise ValueError(f"{name} must be a dense strided tensor, got layout {t.layout}")
+        _require_dense(t, name)
         return _check_table_attrs(t, name, mask, shape_out, row_stride_out, code_out)
     except RuntimeError as exc:
-        raise ValueError(f"{name} must be a dense strided tensor ({exc})") from exc
+        raise _not_dense(name, exc) from exc
 
 
 cdef char* _check_table_attrs(object t, str name, int mask, Py_ssize_t* shape_out,
