@@ -12,7 +12,8 @@
 #
 # How it runs:
 #   * libasan is LD_PRELOADed, first in the list: the interpreter itself is not instrumented, and
-#     torch ships its own libgomp, so the sanitizer runtime must be loaded before anything else.
+#     torch ships its own libgomp, so the sanitizer runtime must be loaded before anything else;
+#     libstdc++ follows it, so that ASan's C++ exception interceptor finds the real __cxa_throw.
 #   * ASAN_OPTIONS=detect_leaks=0: CPython's interned objects and torch's process-lifetime
 #     allocations make LeakSanitizer report thousands of "leaks" that are not ours, so leak
 #     checking is off; this script checks memory *errors* (out-of-bounds, use-after-free,
@@ -136,7 +137,13 @@ for pyx in fastdispatch/*.pyx kernels_cpu/*.pyx; do
 done
 [ $missing -eq 0 ] || { echo "asan_tests: FAILED (build)" >&2; exit 1; }
 
-export LD_PRELOAD="$LIBASAN${LD_PRELOAD:+:$LD_PRELOAD}"
+# libstdc++ right after libasan: ASan resolves its __cxa_throw interceptor when it starts, and
+# the uninstrumented interpreter has not loaded libstdc++ by then; without it, the first C++
+# exception torch throws and catches internally (e.g. a meta tensor refused by its DLPack export)
+# aborts the process with "CHECK failed ... real___cxa_throw".
+LIBSTDCXX=$("$CC_BIN" -print-file-name=libstdc++.so.6)
+LIBSTDCXX=$(readlink -f "$LIBSTDCXX")
+export LD_PRELOAD="$LIBASAN:$LIBSTDCXX${LD_PRELOAD:+:$LD_PRELOAD}"
 export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:log_path=$LOGDIR/asan${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 export PYTHONMALLOC=malloc
 export PYTHONPATH="$WORK${PYTHONPATH:+:$PYTHONPATH}"
