@@ -76,14 +76,7 @@ while [ $# -gt 0 ]; do
     shift
 done
 
-if [ -n "${PYTHON:-}" ]; then
-    PY=$PYTHON
-elif [ -x "$ROOT/.venv/bin/python" ]; then
-    PY=$ROOT/.venv/bin/python
-else
-    PY=python3
-fi
-PY=$(command -v "$PY") || { echo "asan_tests: no python ($PYTHON)" >&2; exit 2; }
+. "$ROOT/tools/_pick_python.sh" asan_tests
 CC_BIN=${CC:-gcc}
 LIBASAN=$("$CC_BIN" -print-file-name=libasan.so)
 if [ ! -e "$LIBASAN" ] || [ "$LIBASAN" = libasan.so ]; then

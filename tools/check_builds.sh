@@ -45,14 +45,7 @@ for arg in "$@"; do
     esac
 done
 
-if [ -n "${PYTHON:-}" ]; then
-    PY=$PYTHON
-elif [ -x "$ROOT/.venv/bin/python" ]; then
-    PY=$ROOT/.venv/bin/python
-else
-    PY=python3
-fi
-PY=$(command -v "$PY") || { echo "check_builds: no python (${PYTHON:-python3})" >&2; exit 2; }
+. "$ROOT/tools/_pick_python.sh" check_builds
 TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
 
 T0=$SECONDS
