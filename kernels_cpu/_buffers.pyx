@@ -323,18 +323,30 @@ cdef bint _view_contiguous(DLTensor* v, int64_t* numel_out) noexcept:
     return True
 
 
-cdef char* _check_view(object t, str name, int mask, int ndim, int* code_out,
-                       Py_ssize_t* shape_out, DLTensor* v) except NULL:
-    """``check_tensor`` on the DLPack view of an exact ``torch.Tensor`` (same checks, same
-    errors; the error paths read the tensor's attributes for their messages)."""
+cdef int _view_kind(object t, str name, int mask, DLTensor* v) except -1:
+    """The view's dtype code, after the dtype and device checks every reader makes first (the
+    error paths read the tensor's attributes for their messages)."""
     cdef int code = _view_code(v.dtype)
-    cdef int64_t numel
-    cdef int i
-    cdef intptr_t p
     if code == DT_OTHER or not (mask & (1 << code)):
         raise TypeError(f"{name} must have dtype {_allowed(mask)}, got {t.dtype}")
     if v.device.device_type != kDLCPU:
         raise ValueError(f"{name} must be a CPU tensor, got device {t.device}")
+    return code
+
+
+cdef inline char* _data_or(intptr_t p, void* dummy) noexcept:
+    """``p``, or a non-NULL dummy for an empty tensor (never dereferenced, but NULL is the
+    error return of the checks)."""
+    return <char*>p if p != 0 else <char*>dummy
+
+
+cdef char* _check_view(object t, str name, int mask, int ndim, int* code_out,
+                       Py_ssize_t* shape_out, DLTensor* v) except NULL:
+    """``check_tensor`` on the DLPack view of an exact ``torch.Tensor`` (same checks, same
+    errors as the attribute reader)."""
+    cdef int code = _view_kind(t, name, mask, v)
+    cdef int64_t numel
+    cdef int i
     if not _view_contiguous(v, &numel):
         raise ValueError(f"{name} must be contiguous")
     _check_not_negated(t, name, code)
@@ -347,10 +359,7 @@ cdef char* _check_view(object t, str name, int mask, int ndim, int* code_out,
         shape_out[0] = <Py_ssize_t>numel
     if code_out != NULL:
         code_out[0] = code
-    p = <intptr_t>v.data + <intptr_t>v.byte_offset
-    if p == 0:
-        return <char*>shape_out   # empty tensor: never dereferenced, but must not be NULL
-    return <char*>p
+    return _data_or(<intptr_t>v.data + <intptr_t>v.byte_offset, shape_out)
 
 
 cdef char* _check_refused(object t, str name, int mask, int ndim, int* code_out,
@@ -400,7 +409,6 @@ cdef char* _check_attrs_dense(object t, str name, int mask, int ndim, int* code_
                               Py_ssize_t* shape_out) except NULL:
     cdef int code
     cdef object dtype
-    cdef intptr_t p
     cdef bint direct = _direct(t)
     dtype = _get_dtype.get(t, _get_dtype.closure) if direct else t.dtype
     code = dtype_code(dtype)
@@ -419,10 +427,7 @@ cdef char* _check_attrs_dense(object t, str name, int mask, int ndim, int* code_
         _check_shape(t, name, ndim, direct, shape_out)
     if code_out != NULL:
         code_out[0] = code
-    p = <intptr_t>(_data_ptr(t, NULL) if direct else t.data_ptr())
-    if p == 0:
-        return <char*>shape_out   # empty tensor: never dereferenced, but must not be NULL
-    return <char*>p
+    return _data_or(<intptr_t>(_data_ptr(t, NULL) if direct else t.data_ptr()), shape_out)
 
 
 cdef int _check_shape(object t, str name, int ndim, bint direct, Py_ssize_t* shape_out) except -1:
@@ -453,33 +458,26 @@ cdef char* check_table(object t, str name, int mask, Py_ssize_t* shape_out,
     """
     cdef DLTensor view
     cdef int code
-    cdef intptr_t p
-    cdef object strides
     if _view != NULL and Py_TYPE(t) == _tensor_type:
         if _view(<void*>t, &view) != 0:
             return _check_refused(t, name, mask, 2, code_out, shape_out)   # always raises
-        code = _view_code(view.dtype)
-        if code == DT_OTHER or not (mask & (1 << code)):
-            raise TypeError(f"{name} must have dtype {_allowed(mask)}, got {t.dtype}")
-        if view.device.device_type != kDLCPU:
-            raise ValueError(f"{name} must be a CPU tensor, got device {t.device}")
+        code = _view_kind(t, name, mask, &view)
         if view.ndim != 2:
             raise TypeError(f"{name} must be 2-D, got shape {tuple(t.shape)}")
         shape_out[0] = <Py_ssize_t>view.shape[0]
         shape_out[1] = <Py_ssize_t>view.shape[1]
+        # torch calls an empty or one-row table contiguous whatever its strides say
         if view.strides == NULL or shape_out[0] == 0 or shape_out[1] == 0:
-            row_stride_out[0] = shape_out[1]   # empty: contiguous whatever its strides say
+            row_stride_out[0] = shape_out[1]
         else:
             if shape_out[1] > 1 and view.strides[1] != 1:
                 raise ValueError(f"{name} must have contiguous rows (stride(1) == 1), got "
                                  f"strides {t.stride()}")
-            # torch reports a size-1 or empty table as contiguous whatever its strides say
-            row_stride_out[0] = (shape_out[1] if shape_out[0] <= 1 or shape_out[1] == 0
+            row_stride_out[0] = (shape_out[1] if shape_out[0] == 1
                                  else <Py_ssize_t>view.strides[0])
         if code_out != NULL:
             code_out[0] = code
-        p = <intptr_t>view.data + <intptr_t>view.byte_offset
-        return <char*>p if p != 0 else <char*>shape_out
+        return _data_or(<intptr_t>view.data + <intptr_t>view.byte_offset, shape_out)
     try:
         _require_dense(t, name)
         return _check_table_attrs(t, name, mask, shape_out, row_stride_out, code_out)
@@ -490,7 +488,6 @@ cdef char* check_table(object t, str name, int mask, Py_ssize_t* shape_out,
 cdef char* _check_table_attrs(object t, str name, int mask, Py_ssize_t* shape_out,
                               Py_ssize_t* row_stride_out, int* code_out) except NULL:
     cdef int code
-    cdef intptr_t p
     cdef object strides
     code = dtype_code(t.dtype)
     if code == DT_OTHER or not (mask & (1 << code)):
@@ -512,8 +509,7 @@ cdef char* _check_table_attrs(object t, str name, int mask, Py_ssize_t* shape_ou
         row_stride_out[0] = strides[0]
     if code_out != NULL:
         code_out[0] = code
-    p = <intptr_t>t.data_ptr()
-    return <char*>p if p != 0 else <char*>shape_out
+    return _data_or(<intptr_t>t.data_ptr(), shape_out)
 
 
 cdef IBuf check_index(object t, str name, int ndim, Py_ssize_t* shape_out) except *:
