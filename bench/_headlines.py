@@ -82,6 +82,22 @@ def headlines(doc: dict) -> list:
         kind="x",
     )
     add(
+        "floor (C launcher doing no binding work) vs direct call",
+        ov,
+        L.FLOOR,
+        L.DIRECT,
+        "context: no launcher can go below",
+        kind="x",
+    )
+    add(
+        "compiled override vs the floor",
+        ov,
+        "fastdispatch KernelOverride (compiled)",
+        L.FLOOR,
+        "context: our own share of a launch",
+        kind="x",
+    )
+    add(
         "compiled override vs pure-Python twin",
         ov,
         "fastdispatch KernelOverride (pure-Python twin)",

@@ -65,6 +65,8 @@ def _launch_panel(ax, doc):
         if "vLLM" in lab
         else "#7f8c8d"
         if "direct" in lab
+        else "#bdc3c7"
+        if "floor" in lab
         else "#e67e22"
         if "twin" in lab
         else "#2980b9"

@@ -15,7 +15,11 @@ arguments, the case of vLLM's C++ shims):
 * ``owner twin``       -- the same chain through the twin;
 * ``owner vLLM``       -- the same chain through vLLM's ``triton_kernel_dispatcher_with_warmup``
   owner and vLLM's ``KernelOverride``;
-* ``dispatch fn only`` -- the dispatch function alone (what any owner must pay at least).
+* ``dispatch fn only`` -- the dispatch function alone (what any owner must pay at least);
+* ``floor``            -- ``nl[grid](**kw)`` with ``fastdispatch._floor.NullLauncher``: a C launcher
+  that ignores ``kw`` and calls the impl with 10 stored values -- no launcher that ends in this
+  Python impl can be faster (the interpreter's dict copy and the C->Python call are in it);
+* ``caller only``      -- ``ns[grid](**kw)`` with ``NullSink``: the interpreter's part alone.
 
 Timing: every statement is compiled into a ``timeit`` loop (no wrapper call per iteration); the
 loop count is calibrated so one sample lasts >= ``--min-time``; every case is warmed up; gc is
@@ -158,6 +162,13 @@ def build_cases():
         assert vowner(*OWNER_ARGS) is None
         cases["owner vLLM"] = ("owner(*args)", dict(base, owner=vowner))
     cases["dispatch fn only"] = ("dispatch(*args)", base)
+    try:
+        from fastdispatch import _floor
+    except ImportError as exc:
+        skipped["floor"] = skipped["caller only"] = f"extension not built ({exc})"
+    else:
+        cases["floor"] = ("nl[grid](**kw)", dict(base, nl=_floor.NullLauncher(impl10, vals)))
+        cases["caller only"] = ("ns[grid](**kw)", dict(base, ns=_floor.NullSink()))
     return cases, skipped, fastdispatch.BACKEND
 
 
@@ -224,6 +235,9 @@ def report(samples, skipped, backend, repeats):
         ("twin / compiled override", rel("twin", "compiled"), ">= 15"),
         ("vLLM / compiled override", rel("vLLM", "compiled"), ">= 15"),
         ("owner compiled / direct", rel("owner compiled", "direct"), "<= 10"),
+        ("floor / direct", rel("floor", "direct"), "(no launcher can go below)"),
+        ("compiled override / floor", rel("compiled", "floor"), "(ours above the floor)"),
+        ("twin / floor", rel("twin", "floor"), "(the most any launcher could gain)"),
         ("owner twin / owner compiled", rel("owner twin", "owner compiled"), ""),
         ("owner vLLM / owner compiled", rel("owner vLLM", "owner compiled"), ""),
     ]

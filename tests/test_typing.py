@@ -30,6 +30,7 @@ USAGE = "tests/typing/public_api_usage.py"
 
 COMPILED = [
     "fastdispatch._core",
+    "fastdispatch._floor",
     "kernels_cpu._buffers",
     "kernels_cpu._parallel",
     "kernels_cpu._tables",

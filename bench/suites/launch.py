@@ -5,7 +5,10 @@ Two groups, each anchored on a direct Python call of the same no-op with the sam
 * ``launch/override`` — ``override[grid](**kw)`` with 10 launch kwargs and an implementation whose
   parameter names differ from the kernel's (so every launch is reordered into positional
   arguments, as vLLM's C++ shims require): fastdispatch compiled, fastdispatch's pure-Python twin,
-  vLLM's ``KernelOverride``.
+  vLLM's ``KernelOverride``; and the floor under all of them, ``fastdispatch._floor.NullLauncher``,
+  a C launcher that ignores the launch kwargs and calls the no-op with the 10 values it stores:
+  what the interpreter charges for the ``**kw`` call form and a call from C into a Python impl,
+  with zero binding work (no correct launcher can be faster).
 * ``launch/owner_chain`` — the whole path a vLLM launch takes: launch owner → dispatch function →
   binding plan (``x`` → ``x_ptr``) → override → no-op, for an ``expand_kernel``-shaped kernel:
   ``fastdispatch.kernel_dispatcher`` (compiled and twin) vs vLLM's
@@ -23,6 +26,7 @@ from .._timing import Case
 
 N_KW = 10
 DIRECT = "direct call of the no-op"
+FLOOR = "floor: C launcher doing no binding work"
 
 
 # -- the fake kernels and no-op implementations (names differ -> positional forwarding) ---------
@@ -119,6 +123,20 @@ def _override_group(ctx) -> Built:
     b.add("fastdispatch KernelOverride (compiled)", lambda: ours(True))
     b.add("fastdispatch KernelOverride (pure-Python twin)", lambda: ours(False))
 
+    def floor():
+        try:
+            from fastdispatch import _floor
+        except ImportError as exc:
+            raise Unavailable(f"fastdispatch._floor not built: {exc}") from exc
+        return Case(
+            "",
+            stmt="nl[grid](**kw)",
+            namespace={"nl": _floor.NullLauncher(_impl10, args), "grid": grid, "kw": kw},
+            meta={"note": "ignores kw, calls impl(*args) from C: the interpreter's part alone"},
+        )
+
+    b.add(FLOOR, floor)
+
     def vllm_override():
         ctx.vllm.require()
         from vllm.triton_utils.dispatcher import KernelOverride
@@ -208,6 +226,7 @@ def groups(ctx):
                 DIRECT,
                 "fastdispatch KernelOverride (compiled)",
                 "fastdispatch KernelOverride (pure-Python twin)",
+                FLOOR,
                 "vLLM KernelOverride",
             ),
             anchor=(DIRECT,),

@@ -1,0 +1,23 @@
+"""Types of ``fastdispatch._floor``: measuring instruments for launch overhead (no twin)."""
+
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["NullLauncher", "NullSink"]
+
+class NullLauncher:
+    """``nl[grid](**kw)`` -> ``impl(*args)``: a launcher with no binding work."""
+
+    @property
+    def impl(self) -> Callable[..., Any]: ...
+    @property
+    def args(self) -> tuple[Any, ...]: ...
+    def __init__(self, impl: Callable[..., Any], args: tuple[Any, ...]) -> None: ...
+    def __getitem__(self, grid: object) -> NullLauncher: ...
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+
+class NullSink:
+    """``ns[grid](**kw)`` -> ``None``: the caller's part of a launch alone."""
+
+    def __getitem__(self, grid: object) -> NullSink: ...
+    def __call__(self, *args: Any, **kwargs: Any) -> None: ...
