@@ -120,6 +120,14 @@ def headlines(doc: dict) -> list:
         kind="x",
     )
     add(
+        "owner chain (compiled) vs its dispatch fn alone",
+        ch,
+        "fastdispatch owner chain (compiled)",
+        L.DISPATCH_ONLY,
+        "context: the dispatch fn is the caller's",
+        kind="x",
+    )
+    add(
         "owner chain: ours (compiled) vs vLLM's",
         ch,
         "vLLM owner chain",

@@ -12,7 +12,8 @@ Two groups, each anchored on a direct Python call of the same no-op with the sam
 * ``launch/owner_chain`` — the whole path a vLLM launch takes: launch owner → dispatch function →
   binding plan (``x`` → ``x_ptr``) → override → no-op, for an ``expand_kernel``-shaped kernel:
   ``fastdispatch.kernel_dispatcher`` (compiled and twin) vs vLLM's
-  ``triton_kernel_dispatcher_with_warmup`` owner.
+  ``triton_kernel_dispatcher_with_warmup`` owner; and the dispatch function alone, the part of the
+  chain that belongs to the caller (it reads a tensor shape and builds the launch dict).
 
 The kernels are plain functions, as they are when Triton is absent (vLLM's CPU path).
 """
@@ -27,6 +28,7 @@ from .._timing import Case
 N_KW = 10
 DIRECT = "direct call of the no-op"
 FLOOR = "floor: C launcher doing no binding work"
+DISPATCH_ONLY = "dispatch fn alone (called directly)"
 
 
 # -- the fake kernels and no-op implementations (names differ -> positional forwarding) ---------
@@ -192,6 +194,15 @@ def _owner_group(ctx) -> Built:
             meta={"owner": f"{type(owner).__module__}.{type(owner).__qualname__}"},
         )
 
+    b.add(
+        DISPATCH_ONLY,
+        lambda: Case(
+            "",
+            stmt="dispatch(*a)",
+            namespace={"dispatch": _dispatch, "a": call_args},
+            meta={"note": "what every owner pays before its launch: reads a shape, builds a dict"},
+        ),
+    )
     b.add("fastdispatch owner chain (compiled)", lambda: ours(True))
     b.add("fastdispatch owner chain (pure-Python twin)", lambda: ours(False))
 
@@ -241,6 +252,7 @@ def groups(ctx):
             title="launch owner → dispatch fn → binding plan → override → no-op (ns per launch)",
             rows=(
                 DIRECT,
+                DISPATCH_ONLY,
                 "fastdispatch owner chain (compiled)",
                 "fastdispatch owner chain (pure-Python twin)",
                 "vLLM owner chain",
