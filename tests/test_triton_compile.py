@@ -44,7 +44,13 @@ def _compile(kernel, args):
             constexprs[name] = spec[1]
         else:
             signature[name] = spec
-    return triton.compile(ASTSource(kernel, signature, constexprs), target=TARGET)
+    # No a*b+c contraction, as kernels_cpu is built (-ffp-contract=off): the GPU build of our
+    # kernels must round as the CPU kernels do.
+    return triton.compile(
+        ASTSource(kernel, signature, constexprs),
+        target=TARGET,
+        options={"enable_fp_fusion": False},
+    )
 
 
 def _c(value):
