@@ -232,6 +232,9 @@ cdef inline void _release(PyObject** slots, Py_ssize_t n) noexcept:
             slots[s] = NULL
 
 
+cdef object _NOT_EXACT = object()  # ``_launch_exact``'s "does not apply"
+
+
 cdef class KernelOverride:
     """Stands in for a Triton kernel and routes launches to ``impl``.
 
@@ -354,7 +357,7 @@ cdef class KernelOverride:
 
     def _launch_kwargs(self, kwargs):
         """``override[grid](**kwargs)``: route a launch keyed by kernel argument names."""
-        return self.launch(kwargs, None, None)
+        return _launch_by_kwargs(self, kwargs)
 
     cdef Py_ssize_t slot_of(self, PyObject* key, Py_ssize_t position) noexcept:
         """Call slot for launch key ``key`` (-2: a Triton launch option, -1: not an argument).
@@ -412,27 +415,6 @@ cdef class KernelOverride:
         slots = buf + 1  # one free slot in front: PY_VECTORCALL_ARGUMENTS_OFFSET
         if self.kwnames is not None:
             kwnames = <PyObject*> self.kwnames
-        if self.exact_n > 0 and plan is None and kwargs is not None:
-            # The common launch: the same keys in the same order as the last complete one, each
-            # a kernel argument. Check every key by pointer, place the borrowed values (no Python
-            # code runs meanwhile), then own them all for the call.
-            entries = _dict_entries(kwargs, &nentries)
-            if entries != NULL and nentries == self.exact_n:
-                for e in range(nentries):
-                    if entries[e].key != seen_key[e] or entries[e].value == NULL:
-                        break
-                    slots[seen_slot[e]] = entries[e].value
-                else:
-                    for s in range(nslots):
-                        _incref(slots[s])
-                    try:
-                        return PyObject_Vectorcall(self.impl, slots,
-                                                   <size_t> npos | PY_VECTORCALL_ARGUMENTS_OFFSET,
-                                                   kwnames)
-                    finally:
-                        _release(slots, nslots)
-                        if buf != stack:
-                            free(buf)
         if self.has_template:
             for s in range(nslots):
                 slots[s] = self.template[s]
@@ -535,6 +517,59 @@ cdef class KernelOverride:
                 free(buf)
 
 
+cdef object _launch_exact(KernelOverride ov, dict kwargs):
+    """The common launch, in a frame of its own: the same keys in the same order as the last
+    complete launch (``exact_n``), each a kernel argument filling one slot.
+
+    Why apart from ``launch``: that method's frame (its locals, its stack buffer, its error paths)
+    costs more than this whole path. Every key is checked by pointer and each value owned as it
+    is placed, so an impl that mutates the caller's dict cannot free an argument under us. Returns
+    ``_NOT_EXACT``, having done and owned nothing, whenever the launch is not of this kind.
+    """
+    cdef PyObject* stack[STACK_SLOTS + 1]
+    cdef PyObject** slots = stack + 1  # one free slot in front: PY_VECTORCALL_ARGUMENTS_OFFSET
+    cdef Py_ssize_t n = ov.exact_n, nentries = 0, e
+    cdef PyObject** seen_key = ov.seen_key
+    cdef Py_ssize_t* seen_slot = ov.seen_slot
+    cdef PyObject* kwnames = NULL
+    cdef PyObject* value
+    cdef _entry* entries
+    if n == 0 or n > STACK_SLOTS:
+        return _NOT_EXACT
+    entries = _dict_entries(kwargs, &nentries)
+    if entries == NULL or nentries != n:
+        return _NOT_EXACT
+    for e in range(n):
+        value = entries[e].value
+        if entries[e].key != seen_key[e] or value == NULL:
+            # Not this kind of launch: give back what was taken (the dict still holds each
+            # value, so no count reaches zero and no Python code runs).
+            while e > 0:
+                e -= 1
+                _decref(slots[seen_slot[e]])
+            return _NOT_EXACT
+        _incref(value)
+        slots[seen_slot[e]] = value
+    # exact_n == nslots and the n keys filled n distinct slots: slots[:n] are all set and owned
+    if ov.kwnames is not None:
+        kwnames = <PyObject*> ov.kwnames
+    try:
+        return PyObject_Vectorcall(ov.impl, slots, <size_t> ov.npos | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                   kwnames)
+    finally:
+        for e in range(n):
+            _decref(slots[e])
+
+
+cdef inline object _launch_by_kwargs(KernelOverride ov, dict kwargs):
+    """``override[grid](**kwargs)``: the exact path when it applies, else the full ``launch``."""
+    if kwargs is not None:
+        result = _launch_exact(ov, kwargs)
+        if result is not _NOT_EXACT:
+            return result
+    return ov.launch(kwargs, None, None)
+
+
 cdef class Launcher:
     """What ``override[grid]`` returns: one per override, reused by every launch."""
 
@@ -542,7 +577,7 @@ cdef class Launcher:
         # Python-visible form; calls go through ``_launcher_tp_call`` (installed below).
         if args:
             return self.override.impl(*args, **kwargs)
-        return self.override.launch(kwargs, None, None)
+        return _launch_by_kwargs(self.override, kwargs)
 
     def __repr__(self):
         return f"<launcher of {self.override!r}>"
@@ -978,7 +1013,7 @@ cdef object _launcher_tp_call(PyObject* self, PyObject* args, PyObject* kwds):
         return PyObject_Call(override.impl, <object> args, <object> kwds if kwds != NULL else None)
     if kwds == NULL:
         return override.launch(None, None, None)
-    return override.launch(<dict> kwds, None, None)
+    return _launch_by_kwargs(override, <dict> kwds)
 
 
 cdef object _override_tp_call(PyObject* self, PyObject* args, PyObject* kwds):

@@ -485,3 +485,45 @@ def test_shortcut_launch_keeps_refcounts(core):
             ov[GRID](out_ptr=obj, in_ptr=obj, n=-1, scale=obj, BLOCK=1)
     assert sys.getrefcount(obj) == before
     assert impl_calls == list(range(200)) + [-1] * 50
+
+
+def test_shortcut_abandoned_late_gives_back_what_it_took(core):
+    """A launch that matches the shortcut's keys up to the last one and then differs (another
+    name, or a deleted entry) falls back to the full binding: right values, and every value the
+    shortcut had already taken is given back."""
+    objs = [object() for _ in range(5)]
+    rec = Recorder()
+    ov = core.KernelOverride(kernel, rec.positional())
+    a, b, c, d, e = objs
+    before = [sys.getrefcount(o) for o in objs]
+    for _ in range(100):
+        ov[GRID](out_ptr=a, in_ptr=b, n=c, scale=d, BLOCK=e)  # arms the shortcut
+        ov[GRID](out_ptr=a, in_ptr=b, n=c, scale=d, num_warps=e)  # differs at the last key
+        with pytest.raises(TypeError, match="unexpected launch arguments"):
+            ov[GRID](out_ptr=a, in_ptr=b, n=c, scale=d, BLOCKS=e)
+        kw = dict(out_ptr=a, in_ptr=b, n=c, scale=d, junk=0, BLOCK=e)
+        del kw["junk"]  # same 5 keys, but a deleted entry sits in the table at position 4
+        ov._launch_kwargs(kw)
+    assert rec.calls == [(a, b, c, d, e), (a, b, c, d, 128), (a, b, c, d, e)] * 100
+    rec.calls.clear()  # the recorder's own references
+    del kw
+    assert [sys.getrefcount(o) for o in objs] == before
+
+
+def test_shortcut_owns_values_while_the_impl_empties_the_launch_dict(core):
+    """The launch dict is the only other holder of each value; an impl that clears it must still
+    see live arguments (the shortcut owns them for the call)."""
+    launch_kwargs = {}
+    seen = []
+
+    def impl(out, inp, count, factor, block):
+        launch_kwargs.clear()
+        seen.append([len(x) for x in (out, inp, factor)] + [count, block])
+
+    ov = core.KernelOverride(kernel, impl)
+    for i in range(3):  # the second and third launches take the shortcut
+        launch_kwargs.update(
+            out_ptr=[0] * (i + 1), in_ptr=[0] * (i + 2), n=i, scale=[0] * (i + 3), BLOCK=7
+        )
+        ov._launch_kwargs(launch_kwargs)
+    assert seen == [[1, 2, 3, 0, 7], [2, 3, 4, 1, 7], [3, 4, 5, 2, 7]]
