@@ -1011,9 +1011,7 @@ cdef object _launcher_tp_call(PyObject* self, PyObject* args, PyObject* kwds):
         raise TypeError("launcher is not bound to an initialised KernelOverride")
     if PyTuple_GET_SIZE(<object> args) != 0:
         return PyObject_Call(override.impl, <object> args, <object> kwds if kwds != NULL else None)
-    if kwds == NULL:
-        return override.launch(None, None, None)
-    return _launch_by_kwargs(override, <dict> kwds)
+    return _launch_by_kwargs(override, <dict> kwds if kwds != NULL else None)
 
 
 cdef object _override_tp_call(PyObject* self, PyObject* args, PyObject* kwds):
