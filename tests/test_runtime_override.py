@@ -527,3 +527,18 @@ def test_shortcut_owns_values_while_the_impl_empties_the_launch_dict(core):
         )
         ov._launch_kwargs(launch_kwargs)
     assert seen == [[1, 2, 3, 0, 7], [2, 3, 4, 1, 7], [3, 4, 5, 2, 7]]
+
+
+def test_launch_with_no_kwargs_uses_defaults_or_names_the_missing(core):
+    """``override[grid]()``: the interpreter passes no kwargs dict at all; defaults fill every
+    slot, or the launch is refused naming the arguments without one."""
+
+    def all_defaults(a=1, b=2):  # pragma: no cover - introspected only
+        raise AssertionError
+
+    def one_required(a, b=2):  # pragma: no cover - introspected only
+        raise AssertionError
+
+    assert core.KernelOverride(all_defaults, lambda x, y: (x, y))[GRID]() == (1, 2)
+    with pytest.raises(TypeError, match=r"missing launch arguments without a default: \['a'\]"):
+        core.KernelOverride(one_required, lambda x, y: (x, y))[GRID]()
