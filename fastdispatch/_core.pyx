@@ -39,6 +39,8 @@ from libc.string cimport memset
 import inspect
 import sys
 
+from ._capi cimport call_kw, call_kw_raw
+
 from ._bindcheck import (
     MISSING,
     OMIT,
@@ -52,10 +54,7 @@ cdef extern from "Python.h":
     # The C macros on raw pointers: Cython's Py_INCREF(<object> p) adds a temporary reference.
     void _incref "Py_INCREF" (PyObject* o)
     void _decref "Py_DECREF" (PyObject* o)
-    object PyObject_Call(object callable, object args, object kwargs)
     object PyObject_Vectorcall(object callable, PyObject** args, size_t nargsf, PyObject* kwnames)
-    # PyObject_Call with a NULL-able kwargs (Cython's ``f(*args, **kwargs)`` copies the dict first)
-    object _call_with "PyObject_Call"(object callable, object args, PyObject* kwargs)
     size_t PY_VECTORCALL_ARGUMENTS_OFFSET
     object PyObject_GenericGetDict(object o, void* context)
 
@@ -884,7 +883,7 @@ def owner_call_method(fallback, dict plan_caches not None, *, str kernel_attr no
         cdef Py_ssize_t nargs, i
         if type(kernel) is not KernelOverride or dispatch is None or getattr(self, warming_attr):
             return fallback(self, *args, **kwargs)
-        spec = _call_with(dispatch, args, <PyObject*> kwargs if kwargs else NULL)
+        spec = call_kw(dispatch, args, kwargs if kwargs else None)
         names = d[names_attr]
         if type(names) is not tuple:
             names = tuple(names)
@@ -1010,26 +1009,25 @@ cdef object _launcher_tp_call(PyObject* self, PyObject* args, PyObject* kwds):
     if override is None or override.launcher is None:
         raise TypeError("launcher is not bound to an initialised KernelOverride")
     if PyTuple_GET_SIZE(<object> args) != 0:
-        return PyObject_Call(override.impl, <object> args, <object> kwds if kwds != NULL else None)
+        return call_kw_raw(override.impl, <tuple> args, kwds)
     return _launch_by_kwargs(override, <dict> kwds if kwds != NULL else None)
 
 
 cdef object _override_tp_call(PyObject* self, PyObject* args, PyObject* kwds):
-    return PyObject_Call((<KernelOverride> self).impl, <object> args,
-                         <object> kwds if kwds != NULL else None)
+    return call_kw_raw((<KernelOverride> self).impl, <tuple> args, kwds)
 
 
 cdef object _owner_tp_call(PyObject* self, PyObject* args, PyObject* kwds):
-    return _owner_call(<LaunchOwner> self, <tuple> args, <object> kwds if kwds != NULL else None)
+    return _owner_call(<LaunchOwner> self, <tuple> args, <dict> kwds if kwds != NULL else None)
 
 
-cdef object _owner_call(LaunchOwner owner, tuple values, object kwargs):
+cdef object _owner_call(LaunchOwner owner, tuple values, dict kwargs):
     """Dispatch, complete the inputs from the dispatch function's defaults, then launch with the
     kernel and cached argument names the owner's instance dict holds now (the rebinding pass
     swaps ``kernel`` there and drops ``_kernel_arg_names``)."""
     cdef tuple names = owner.dispatch_names
     cdef PyObject* found
-    spec = PyObject_Call(owner.dispatch_fn, values, kwargs)
+    spec = call_kw(owner.dispatch_fn, values, kwargs)
     if PyTuple_GET_SIZE(values) != PyTuple_GET_SIZE(names):
         defaults = owner.dispatch_defaults
         values = values + tuple(
