@@ -67,4 +67,6 @@ cdef char* check_tensor(object t, str name, int mask, int ndim, int* code_out,
 cdef char* check_table(object t, str name, int mask, Py_ssize_t* shape_out,
                        Py_ssize_t* row_stride_out, int* code_out) except NULL
 cdef IBuf check_index(object t, str name, int ndim, Py_ssize_t* shape_out) except *
+cdef char* check_rowed(object t, str name, int mask, Py_ssize_t row, str row_name,
+                       int* code_out, Py_ssize_t* numel_out) except NULL
 cdef bint is_none(object t) noexcept

@@ -264,7 +264,9 @@ cdef char* check_tensor(object t, str name, int mask, int ndim, int* code_out,
     """Validate ``t`` and return its data pointer.
 
     mask: accepted dtype codes (M_* bits). ndim: required number of dimensions, or -1 for any
-    (then ``shape_out`` receives only ``numel`` in slot 0). shape_out: at least ``ndim`` slots.
+    (then ``shape_out`` receives only ``numel`` in slot 0), or -2 for any with the layout
+    reported (``numel``, ``ndim``, size of the last dimension -- 1 for a 0-d tensor -- in slots
+    0..2). shape_out: at least ``max(ndim, 3)`` slots.
     Raises TypeError (not a tensor / wrong dtype / wrong ndim) or ValueError (device,
     contiguity) naming ``name``. A zero-element tensor yields a non-NULL dummy pointer.
     """
@@ -357,6 +359,9 @@ cdef char* _check_view(object t, str name, int mask, int ndim, int* code_out,
             shape_out[i] = <Py_ssize_t>v.shape[i]
     else:
         shape_out[0] = <Py_ssize_t>numel
+        if ndim == -2:
+            shape_out[1] = v.ndim
+            shape_out[2] = <Py_ssize_t>v.shape[v.ndim - 1] if v.ndim > 0 else 1
     if code_out != NULL:
         code_out[0] = code
     return _data_or(<intptr_t>v.data + <intptr_t>v.byte_offset, shape_out)
@@ -423,6 +428,9 @@ cdef char* _check_attrs_dense(object t, str name, int mask, int ndim, int* code_
         # 1-D (asked for, or any ndim accepted): size(0), which is also numel, from the length
         # slot without building a torch.Size
         shape_out[0] = _length(t)
+        if ndim == -2:
+            shape_out[1] = 1
+            shape_out[2] = shape_out[0]
     else:
         _check_shape(t, name, ndim, direct, shape_out)
     if code_out != NULL:
@@ -445,6 +453,9 @@ cdef int _check_shape(object t, str name, int ndim, bint direct, Py_ssize_t* sha
         for i in range(n):
             numel *= <Py_ssize_t>(<object>PyTuple_GET_ITEM(shape, i))
         shape_out[0] = numel
+        if ndim == -2:
+            shape_out[1] = n
+            shape_out[2] = <Py_ssize_t>(<object>PyTuple_GET_ITEM(shape, n - 1)) if n > 0 else 1
     return 0
 
 
@@ -519,6 +530,24 @@ cdef IBuf check_index(object t, str name, int ndim, Py_ssize_t* shape_out) excep
     b.ptr = check_tensor(t, name, M_INDEX, ndim, &code, shape_out)
     b.wide = code == DT_INT64
     return b
+
+
+cdef char* check_rowed(object t, str name, int mask, Py_ssize_t row, str row_name,
+                       int* code_out, Py_ssize_t* numel_out) except NULL:
+    """A buffer the kernel reads as rows of ``row`` elements from its base pointer (an output
+    ``[B, K + 1]``, probabilities ``[T, V]``); its element count goes to ``numel_out[0]``.
+
+    Any contiguous tensor is such a buffer (a Triton kernel sees only the pointer), except a 2-D
+    one whose rows have another length: its own rows are not the rows the kernel reads, so the
+    launch would be wrong wherever it landed. Whether it is large enough is the caller's check.
+    """
+    cdef Py_ssize_t shp[3]
+    cdef char* p = check_tensor(t, name, mask, -2, code_out, shp)
+    if shp[1] == 2 and shp[2] != row and shp[0] > 0:
+        raise ValueError(f"{name}: expected rows of {row_name} = {row} elements, got shape "
+                         f"{tuple(t.shape)}")
+    numel_out[0] = shp[0]
+    return p
 
 
 # -- the exchange-API reader ----------------------------------------------------------------------

@@ -8,11 +8,12 @@ launch-only constexprs, which are accepted and either honoured or derived.
 
 Every function is a thin validating wrapper around a ``nogil`` loop:
 
-1. *Validate everything first* -- tensor types, dtypes, CPU, contiguity, shapes consistent with each
-   other, the cumulative offsets (non-negative, non-decreasing, ending at the token count, each
-   request within ``max_spec_len``), the token ids the kernel indexes memory with, and that the
-   output does not overlap the buffers whose values steer indexing. A violation raises
-   ``TypeError``/``ValueError``/``IndexError`` naming the argument, before anything is written.
+1. *Validate everything first* -- tensor types, dtypes, CPU, contiguity, that every element the
+   kernel reads or writes lies inside its buffer, the cumulative offsets (non-negative,
+   non-decreasing, each request within ``max_spec_len``), the token ids the kernel indexes memory
+   with, and that the output does not overlap the buffers whose values steer indexing. A
+   violation raises ``TypeError``/``ValueError``/``IndexError`` naming the argument, before
+   anything is written.
 2. *Then write*, in place, at the caller's dtypes: int32/int64 buffers are read and written directly
    (``IBuf``), never through int64 temporaries.
 
@@ -22,10 +23,18 @@ uniform in float64; recovered-token scores are ``prob * inv_q`` in ``inv_q``'s d
 argmax returns the lowest index among equal maxima (NaN scores never win; ``max(t - d, 0)`` maps a
 NaN difference to 0 as the GPU's ``maxnum`` does).
 
-Contract choices where the Triton kernel would silently misbehave: the offsets must end exactly at
-the token count of the per-token buffers; outputs ``[B, K + 1]`` must have ``max_spec_len + 1``
-columns; arguments a mode does not read (uniforms and rates outside SYNTHETIC_MODE, draft probs
-under NO_DRAFT_PROBS) are not checked, as the kernel ignores them. Draft ids < 0 are legal (they
+What a launch may pass is what the Triton kernel accepts (docs/kernel_contracts.md, per argument):
+a Triton kernel sees each buffer as a base pointer and computes flat offsets itself, so any
+contiguous tensor holding the elements it touches is valid whatever its shape -- ``[T]`` or
+``[T, 1]`` draft ids, a ``[B * (K + 1)]`` output, a 0-d bonus for one request, buffers longer than
+the launch uses (their tail is never touched). The request count ``B`` is the length of the
+offsets (``input_ptr`` for ``expand_kernel``: the launch grid of vLLM's callers); the token count
+is ``cu[B - 1]``. Refused, naming the argument: a buffer that would be read or written out of
+bounds, a dtype or device the kernel cannot honour, a non-contiguous tensor (its flat offsets would
+not be its elements), offsets that decrease, and a request longer than ``max_spec_len`` (its row
+would spill into the next). Arguments a mode does not read (uniforms and rates outside
+SYNTHETIC_MODE, draft probs under NO_DRAFT_PROBS, rows of requests the kernel skips) are not
+checked, as the kernel ignores them. Draft ids < 0 are legal (they
 are rejected) and ids >= vocab are refused only where the kernel would read memory with them.
 One known difference from an NVIDIA GPU: the float32 quotient of the random accept test is IEEE
 (as in the Triton interpreter), while the GPU's fp32 ``/`` may be a faster, non-correctly-rounded
@@ -42,7 +51,7 @@ from libc.math cimport INFINITY
 from cpython.number cimport PyNumber_Index
 
 from kernels_cpu._buffers cimport (
-    IBuf, iget, iset, check_tensor, check_index,
+    IBuf, iget, iset, check_tensor, check_index, check_rowed,
     DT_FLOAT32, DT_FLOAT64, DT_INT32, DT_INT64,
     M_BOOL, M_FLOAT32, M_REAL, M_INDEX,
 )
@@ -177,10 +186,11 @@ cdef inline double rget(RBuf b, Py_ssize_t i) noexcept nogil:
 
 
 cdef inline RBuf _check_real(object t, str name, Py_ssize_t* n_out) except *:
-    """A 1-D float32/float64 buffer, read as double; its length goes to ``n_out[0]``."""
+    """A contiguous float32/float64 buffer of any shape, read flat as double; its element count
+    goes to ``n_out[0]``."""
     cdef RBuf b
     cdef int code = 0
-    b.ptr = check_tensor(t, name, M_REAL, 1, &code, n_out)
+    b.ptr = check_tensor(t, name, M_REAL, -1, &code, n_out)
     b.wide = code == DT_FLOAT64
     return b
 
@@ -189,15 +199,29 @@ cdef inline bint _overlap(char* a, Py_ssize_t na, char* b, Py_ssize_t nb) noexce
     return na > 0 and nb > 0 and a < b + nb and b < a + na
 
 
-cdef Py_ssize_t _walk_offsets(IBuf cu, Py_ssize_t B, Py_ssize_t T, Py_ssize_t K,
-                              str cu_name, str t_name) except -1:
-    """Check inclusive cumulative offsets; return the largest per-request count.
+cdef struct Extent:
+    # What a launch touches, from its offsets (rows the kernel skips excluded)
+    Py_ssize_t most       # largest per-request count
+    Py_ssize_t tok_end    # one past the last token position read
+    Py_ssize_t out_end    # one past the last output slot that may be written ([B, K + 1] rows)
+    Py_ssize_t req_end    # one past the last request processed
 
-    ``cu`` must be non-negative and non-decreasing, end at ``T`` (the token count of ``t_name``)
-    and, when ``K`` >= 0, give no request more than ``K`` tokens (its row has ``K + 1`` slots).
+
+cdef int _extent(IBuf cu, Py_ssize_t B, Py_ssize_t K, const uint8_t* greedy, int rows,
+                 str cu_name, Extent* e) except -1:
+    """Check inclusive cumulative offsets and measure what a launch over them touches.
+
+    ``cu`` must be non-negative and non-decreasing over all ``B`` entries (every program reads
+    its predecessor's end). ``rows`` picks the requests the kernel processes: -1 all, 1 the
+    greedy ones (all when ``greedy`` is NULL), 0 the non-greedy ones. A processed request may
+    have at most ``K`` tokens when ``K >= 0`` (its output row has ``K + 1`` slots).
     """
     cdef Py_ssize_t i
-    cdef int64_t prev = 0, c, n, most = 0
+    cdef int64_t prev = 0, c, n
+    e.most = 0
+    e.tok_end = 0
+    e.out_end = 0
+    e.req_end = 0
     for i in range(B):
         c = iget(cu, i)
         if c < prev:
@@ -206,15 +230,27 @@ cdef Py_ssize_t _walk_offsets(IBuf cu, Py_ssize_t B, Py_ssize_t T, Py_ssize_t K,
             raise ValueError(f"{cu_name} must be non-decreasing: [{i - 1}] = {prev}, "
                              f"[{i}] = {c}")
         n = c - prev
-        if K >= 0 and n > K:
-            raise ValueError(f"{cu_name}: request {i} has {n} tokens, more than "
-                             f"max_spec_len = {K}")
-        if n > most:
-            most = n
+        if rows < 0 or (greedy == NULL and rows == 1) or (
+                greedy != NULL and (greedy[i] != 0) == (rows == 1)):
+            if K >= 0 and n > K:
+                raise ValueError(f"{cu_name}: request {i} has {n} tokens, more than "
+                                 f"max_spec_len = {K}")
+            if n > e.most:
+                e.most = n
+            if n > 0:
+                e.tok_end = c
+            if K >= 0:
+                e.out_end = i * (K + 1) + n + 1
+            e.req_end = i + 1
         prev = c
-    if prev != T:
-        raise ValueError(f"{cu_name}[-1] = {prev} does not match the {T} tokens of {t_name}")
-    return <Py_ssize_t>most
+    return 0
+
+
+cdef int _need(str name, Py_ssize_t have, Py_ssize_t need, str what) except -1:
+    """``name`` holds at least ``need`` elements (``what`` says which the launch touches)."""
+    if have < need:
+        raise ValueError(f"{name}: expected at least {need} elements ({what}), got {have}")
+    return 0
 
 
 cdef inline int64_t _start(IBuf cu, Py_ssize_t i) noexcept nogil:
@@ -278,33 +314,46 @@ def expand_kernel(output_ptr, input_ptr, cu_num_tokens_ptr, replace_from, replac
                   MAX_NUM_TOKENS=None):
     """``output[cu[i-1]:cu[i]] = input[i]``, with ``replace_from`` mapped to ``replace_to``.
 
-    output/input: 1-D, same dtype (float32, int32 or int64); cu: 1-D int32/int64 with one entry per
-    input element, ending at ``len(output)``. As in the Triton kernel, at most ``MAX_NUM_TOKENS``
-    (when given) elements are written per request; the comparison is done in the buffer's dtype
-    (float32 for float buffers, exact integers otherwise).
+    output/input: contiguous, any shape, same dtype (float32, int32 or int64); one request per
+    ``input_ptr`` element (vLLM launches one program per input element); cu: int32/int64 with at
+    least one entry per request. As in the Triton kernel, at most ``MAX_NUM_TOKENS`` (when given)
+    elements are written per request, and ``output_ptr`` needs only the elements written (a
+    longer one keeps its tail); the comparison is done in the buffer's dtype (float32 for float
+    buffers, exact integers otherwise).
     """
     cdef Py_ssize_t shp[1]
-    cdef Py_ssize_t B, T, cap
+    cdef Py_ssize_t B, T, cap, i, end
+    cdef int64_t s0, n0
     cdef int code_o = 0, code_i = 0
-    cdef char* po = check_tensor(output_ptr, "output_ptr", (1 << DT_FLOAT32) | M_INDEX, 1,
+    cdef Extent ext
+    cdef char* po = check_tensor(output_ptr, "output_ptr", (1 << DT_FLOAT32) | M_INDEX, -1,
                                  &code_o, shp)
     T = shp[0]
-    cdef char* pi = check_tensor(input_ptr, "input_ptr", (1 << DT_FLOAT32) | M_INDEX, 1,
+    cdef char* pi = check_tensor(input_ptr, "input_ptr", (1 << DT_FLOAT32) | M_INDEX, -1,
                                  &code_i, shp)
     B = shp[0]
     if code_i != code_o:
-        raise TypeError(f"input_ptr dtype {input_ptr.dtype} differs from output_ptr dtype "
-                        f"{output_ptr.dtype}")
-    cdef IBuf cu = check_index(cu_num_tokens_ptr, "cu_num_tokens_ptr", 1, shp)
-    if shp[0] != B:
-        raise ValueError(f"cu_num_tokens_ptr has {shp[0]} entries, input_ptr has {B}")
+        raise TypeError(f"input_ptr: expected output_ptr's dtype {output_ptr.dtype}, got "
+                        f"{input_ptr.dtype}")
+    cdef IBuf cu = check_index(cu_num_tokens_ptr, "cu_num_tokens_ptr", -1, shp)
+    _need("cu_num_tokens_ptr", shp[0], B, "one per input_ptr element")
     if MAX_NUM_TOKENS is None:
-        cap = T
+        cap = -1
     else:
         cap = MAX_NUM_TOKENS
         if cap < 0:
             raise ValueError(f"MAX_NUM_TOKENS must be >= 0, got {cap}")
-    _walk_offsets(cu, B, T, -1, "cu_num_tokens_ptr", "output_ptr")
+    _extent(cu, B, -1, NULL, -1, "cu_num_tokens_ptr", &ext)
+    end = 0
+    for i in range(B):
+        s0 = _start(cu, i)
+        n0 = iget(cu, i) - s0
+        if cap >= 0 and n0 > cap:
+            n0 = cap
+        if n0 > 0 and s0 + n0 > end:
+            end = s0 + n0
+    _need("output_ptr", T, end, "the tokens cu_num_tokens_ptr gives the requests")
+    T = end
     cdef int isz = 4 if code_o != DT_INT64 else 8
     if _overlap(po, T * isz, cu.ptr, B * (8 if cu.wide else 4)):
         raise ValueError("output_ptr must not overlap cu_num_tokens_ptr")
@@ -316,7 +365,7 @@ def expand_kernel(output_ptr, input_ptr, cu_num_tokens_ptr, replace_from, replac
     if code_o == DT_FLOAT32:
         f_f = _float_value(replace_from, "replace_from")
         t_f = _float_value(replace_to, "replace_to")
-        _expand_loop(<float*>po, <float*>pi, cu, B, f_f, True, t_f, cap, nt)
+        _expand_loop(<float*>po, <float*>pi, cu, B, f_f, True, t_f, T if cap < 0 else cap, nt)
         return
     f_i = _int_value(replace_from, "replace_from")
     t_i = _int_value(replace_to, "replace_to")
@@ -325,9 +374,9 @@ def expand_kernel(output_ptr, input_ptr, cu_num_tokens_ptr, replace_from, replac
             raise ValueError(f"replace_to = {t_i} does not fit the int32 output_ptr")
         can_match = INT32_MIN <= f_i <= INT32_MAX
         _expand_loop(<int32_t*>po, <int32_t*>pi, cu, B, <int32_t>f_i, can_match, <int32_t>t_i,
-                     cap, nt)
+                     T if cap < 0 else cap, nt)
     else:
-        _expand_loop(<int64_t*>po, <int64_t*>pi, cu, B, f_i, True, t_i, cap, nt)
+        _expand_loop(<int64_t*>po, <int64_t*>pi, cu, B, f_i, True, t_i, T if cap < 0 else cap, nt)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -444,15 +493,27 @@ cdef inline Py_ssize_t _isz(IBuf b) noexcept:
     return 8 if b.wide else 4
 
 
-cdef Py_ssize_t _check_output_rows(RejectArgs* a, object out, Py_ssize_t max_spec_len) except -1:
-    """Output ``[B, max_spec_len + 1]``; returns B."""
-    cdef Py_ssize_t shp[2]
-    a.out = check_index(out, "output_token_ids_ptr", 2, shp)
-    if shp[1] != max_spec_len + 1:
-        raise ValueError(f"output_token_ids_ptr has {shp[1]} columns, expected max_spec_len + 1"
-                         f" = {max_spec_len + 1}")
-    a.row = shp[1]
-    return shp[0]
+cdef Py_ssize_t _check_common(RejectArgs* a, object out, object cu, object draft,
+                              Py_ssize_t max_spec_len, Py_ssize_t* n_out,
+                              Py_ssize_t* n_draft) except -1:
+    """The buffers both rejection kernels index the same way; returns B (the offsets' length).
+
+    The output is read as rows of ``max_spec_len + 1`` slots from its base pointer, whatever its
+    shape; its size is checked once the offsets say which rows are written.
+    """
+    cdef Py_ssize_t shp[1]
+    cdef int code = 0
+    if max_spec_len < 0:
+        raise ValueError(f"max_spec_len must be >= 0, got {max_spec_len}")
+    a.row = max_spec_len + 1
+    a.out.ptr = check_rowed(out, "output_token_ids_ptr", M_INDEX, a.row, "max_spec_len + 1",
+                            &code, n_out)
+    a.out.wide = code == DT_INT64
+    a.cu = check_index(cu, "cu_num_draft_tokens_ptr", -1, shp)
+    B = shp[0]
+    a.draft = check_index(draft, "draft_token_ids_ptr", -1, shp)
+    n_draft[0] = shp[0]
+    return B
 
 
 def rejection_greedy_sample_kernel(output_token_ids_ptr, cu_num_draft_tokens_ptr,
@@ -465,33 +526,31 @@ def rejection_greedy_sample_kernel(output_token_ids_ptr, cu_num_draft_tokens_ptr
 
     SYNTHETIC_MODE (default: whether rates are given) accepts position ``pos`` when
     ``uniform < rates[pos]`` and the draft id is >= 0. ``is_greedy_ptr`` None means all greedy.
+    One request per ``cu_num_draft_tokens_ptr`` entry; every buffer may have any contiguous
+    shape holding the elements the greedy requests touch (module docstring).
     """
     cdef RejectArgs a
-    cdef Py_ssize_t shp[2]
-    cdef Py_ssize_t B, T, most
+    cdef Py_ssize_t shp[1]
+    cdef Py_ssize_t B, T, n_out, n_draft
+    cdef Extent e
     cdef int nt
-    B = _check_output_rows(&a, output_token_ids_ptr, max_spec_len)
-    a.cu = check_index(cu_num_draft_tokens_ptr, "cu_num_draft_tokens_ptr", 1, shp)
-    if shp[0] != B:
-        raise ValueError(f"cu_num_draft_tokens_ptr has {shp[0]} entries, "
-                         f"output_token_ids_ptr has {B} rows")
-    a.draft = check_index(draft_token_ids_ptr, "draft_token_ids_ptr", 1, shp)
-    T = shp[0]
-    a.argmax = check_index(target_argmax_ptr, "target_argmax_ptr", 1, shp)
-    if shp[0] != T:
-        raise ValueError(f"target_argmax_ptr has {shp[0]} elements, draft_token_ids_ptr has {T}")
-    a.bonus = check_index(bonus_token_ids_ptr, "bonus_token_ids_ptr", -1, shp)
-    if shp[0] != B:
-        raise ValueError(f"bonus_token_ids_ptr has {shp[0]} elements, expected {B}")
+    B = _check_common(&a, output_token_ids_ptr, cu_num_draft_tokens_ptr, draft_token_ids_ptr,
+                      max_spec_len, &n_out, &n_draft)
     if is_greedy_ptr is None:
         a.is_greedy = NULL
     else:
-        a.is_greedy = <uint8_t*>check_tensor(is_greedy_ptr, "is_greedy_ptr", M_BOOL, 1, NULL, shp)
-        if shp[0] != B:
-            raise ValueError(f"is_greedy_ptr has {shp[0]} elements, expected {B}")
+        a.is_greedy = <uint8_t*>check_tensor(is_greedy_ptr, "is_greedy_ptr", M_BOOL, -1, NULL,
+                                             shp)
+        _need("is_greedy_ptr", shp[0], B, "one per request")
+    _extent(a.cu, B, max_spec_len, a.is_greedy, 1, "cu_num_draft_tokens_ptr", &e)
+    T = e.tok_end
+    _need("output_token_ids_ptr", n_out, e.out_end, f"rows of max_spec_len + 1 = {a.row}")
+    _need("draft_token_ids_ptr", n_draft, T, "the draft tokens of the greedy requests")
+    a.argmax = check_index(target_argmax_ptr, "target_argmax_ptr", -1, shp)
+    _need("target_argmax_ptr", shp[0], T, "one per draft token of the greedy requests")
+    a.bonus = check_index(bonus_token_ids_ptr, "bonus_token_ids_ptr", -1, shp)
+    _need("bonus_token_ids_ptr", shp[0], e.req_end, "one per request")
     a.synthetic = _flag(SYNTHETIC_MODE, synthetic_conditional_rates_ptr is not None)
-    most = _walk_offsets(a.cu, B, T, max_spec_len, "cu_num_draft_tokens_ptr",
-                         "draft_token_ids_ptr")
     if a.synthetic:
         if uniform_probs_ptr is None:
             raise ValueError("uniform_probs_ptr is required when SYNTHETIC_MODE is set")
@@ -499,14 +558,13 @@ def rejection_greedy_sample_kernel(output_token_ids_ptr, cu_num_draft_tokens_ptr
             raise ValueError("synthetic_conditional_rates_ptr is required when SYNTHETIC_MODE "
                              "is set")
         a.uniform = _check_real(uniform_probs_ptr, "uniform_probs_ptr", shp)
-        if shp[0] != T:
-            raise ValueError(f"uniform_probs_ptr has {shp[0]} elements, expected {T}")
+        _need("uniform_probs_ptr", shp[0], T, "one per draft token of the greedy requests")
         a.rates = _check_real(synthetic_conditional_rates_ptr, "synthetic_conditional_rates_ptr",
                               shp)
-        if shp[0] < most:
-            raise ValueError(f"synthetic_conditional_rates_ptr has {shp[0]} rates, a request has "
-                             f"{most} draft tokens")
-    if _overlap(a.out.ptr, B * a.row * _isz(a.out), a.cu.ptr, B * _isz(a.cu)):
+        _need("synthetic_conditional_rates_ptr", shp[0], e.most,
+              "one per draft position of the longest request")
+    B = e.req_end
+    if _overlap(a.out.ptr, e.out_end * _isz(a.out), a.cu.ptr, B * _isz(a.cu)):
         raise ValueError("output_token_ids_ptr must not overlap cu_num_draft_tokens_ptr")
     nt = threads_for(T + B)
     if nt <= 1 and T + B <= KEEP_GIL_WORK:
@@ -516,12 +574,11 @@ def rejection_greedy_sample_kernel(output_token_ids_ptr, cu_num_draft_tokens_ptr
             _run_rows(&a, B, True, nt)
 
 
-cdef object _probs_2d(object t, str name, Py_ssize_t T, Py_ssize_t V, const float** out):
-    """A float32 [T, V] probability buffer."""
-    cdef Py_ssize_t shp[2]
-    out[0] = <const float*>check_tensor(t, name, M_FLOAT32, 2, NULL, shp)
-    if shp[0] != T or shp[1] != V:
-        raise ValueError(f"{name} has shape ({shp[0]}, {shp[1]}), expected ({T}, {V})")
+cdef object _probs_rows(object t, str name, Py_ssize_t T, Py_ssize_t V, const float** out):
+    """A float32 probability buffer read as ``T`` rows of ``vocab_size`` (``ptr + t * V + v``)."""
+    cdef Py_ssize_t shp[1]
+    out[0] = <const float*>check_rowed(t, name, M_FLOAT32, V, "vocab_size", NULL, shp)
+    _need(name, shp[0], T * V, f"{T} token rows of vocab_size = {V}")
 
 
 def rejection_random_sample_kernel(output_token_ids_ptr, cu_num_draft_tokens_ptr,
@@ -540,70 +597,68 @@ def rejection_random_sample_kernel(output_token_ids_ptr, cu_num_draft_tokens_ptr
     given. Draft ids must be < ``vocab_size`` wherever the kernel reads probabilities with them.
     """
     cdef RejectArgs a
-    cdef Py_ssize_t shp[2]
-    cdef Py_ssize_t B, T, most, i
-    cdef int64_t t, e, d
+    cdef Py_ssize_t shp[1]
+    cdef Py_ssize_t B, T, i, n_out, n_draft
+    cdef int64_t t, end, d
+    cdef Extent e
     cdef bint no_draft
     cdef int nt
-    B = _check_output_rows(&a, output_token_ids_ptr, max_spec_len)
-    a.cu = check_index(cu_num_draft_tokens_ptr, "cu_num_draft_tokens_ptr", 1, shp)
-    if shp[0] != B:
-        raise ValueError(f"cu_num_draft_tokens_ptr has {shp[0]} entries, "
-                         f"output_token_ids_ptr has {B} rows")
-    a.draft = check_index(draft_token_ids_ptr, "draft_token_ids_ptr", 1, shp)
-    T = shp[0]
+    B = _check_common(&a, output_token_ids_ptr, cu_num_draft_tokens_ptr, draft_token_ids_ptr,
+                      max_spec_len, &n_out, &n_draft)
+    a.is_greedy = <uint8_t*>check_tensor(is_greedy_ptr, "is_greedy_ptr", M_BOOL, -1, NULL, shp)
+    _need("is_greedy_ptr", shp[0], B, "one per request")
+    _extent(a.cu, B, max_spec_len, a.is_greedy, 0, "cu_num_draft_tokens_ptr", &e)
+    T = e.tok_end
+    _need("output_token_ids_ptr", n_out, e.out_end, f"rows of max_spec_len + 1 = {a.row}")
+    _need("draft_token_ids_ptr", n_draft, T, "the draft tokens of the random requests")
     if vocab_size < 0:
         raise ValueError(f"vocab_size must be >= 0, got {vocab_size}")
     a.vocab = vocab_size
-    _probs_2d(target_probs_ptr, "target_probs_ptr", T, vocab_size, &a.target_probs)
-    no_draft = _flag(NO_DRAFT_PROBS, draft_probs_ptr is None)
-    if no_draft:
-        a.draft_probs = NULL
-    elif draft_probs_ptr is None:
-        raise ValueError("draft_probs_ptr is required unless NO_DRAFT_PROBS is set")
-    else:
-        _probs_2d(draft_probs_ptr, "draft_probs_ptr", T, vocab_size, &a.draft_probs)
-    a.bonus = check_index(bonus_token_ids_ptr, "bonus_token_ids_ptr", -1, shp)
-    if shp[0] != B:
-        raise ValueError(f"bonus_token_ids_ptr has {shp[0]} elements, expected {B}")
-    a.recovered = check_index(recovered_token_ids_ptr, "recovered_token_ids_ptr", 1, shp)
-    if shp[0] != T:
-        raise ValueError(f"recovered_token_ids_ptr has {shp[0]} elements, expected {T}")
-    a.uniform = _check_real(uniform_probs_ptr, "uniform_probs_ptr", shp)
-    if shp[0] != T:
-        raise ValueError(f"uniform_probs_ptr has {shp[0]} elements, expected {T}")
-    a.is_greedy = <uint8_t*>check_tensor(is_greedy_ptr, "is_greedy_ptr", M_BOOL, 1, NULL, shp)
-    if shp[0] != B:
-        raise ValueError(f"is_greedy_ptr has {shp[0]} elements, expected {B}")
     a.synthetic = _flag(SYNTHETIC_MODE, synthetic_conditional_rates_ptr is not None)
-    most = _walk_offsets(a.cu, B, T, max_spec_len, "cu_num_draft_tokens_ptr",
-                         "draft_token_ids_ptr")
+    no_draft = _flag(NO_DRAFT_PROBS, draft_probs_ptr is None)
+    if a.synthetic:
+        a.target_probs = NULL       # synthetic acceptance reads no probabilities
+        a.draft_probs = NULL
+    else:
+        _probs_rows(target_probs_ptr, "target_probs_ptr", T, vocab_size, &a.target_probs)
+        if no_draft:
+            a.draft_probs = NULL
+        elif draft_probs_ptr is None:
+            raise ValueError("draft_probs_ptr is required unless NO_DRAFT_PROBS is set")
+        else:
+            _probs_rows(draft_probs_ptr, "draft_probs_ptr", T, vocab_size, &a.draft_probs)
+    a.bonus = check_index(bonus_token_ids_ptr, "bonus_token_ids_ptr", -1, shp)
+    _need("bonus_token_ids_ptr", shp[0], e.req_end, "one per request")
+    a.recovered = check_index(recovered_token_ids_ptr, "recovered_token_ids_ptr", -1, shp)
+    _need("recovered_token_ids_ptr", shp[0], T, "one per draft token of the random requests")
+    a.uniform = _check_real(uniform_probs_ptr, "uniform_probs_ptr", shp)
+    _need("uniform_probs_ptr", shp[0], T, "one per draft token of the random requests")
     if a.synthetic:
         if synthetic_conditional_rates_ptr is None:
             raise ValueError("synthetic_conditional_rates_ptr is required when SYNTHETIC_MODE "
                              "is set")
         a.rates = _check_real(synthetic_conditional_rates_ptr, "synthetic_conditional_rates_ptr",
                               shp)
-        if shp[0] < most:
-            raise ValueError(f"synthetic_conditional_rates_ptr has {shp[0]} rates, a request has "
-                             f"{most} draft tokens")
+        _need("synthetic_conditional_rates_ptr", shp[0], e.most,
+              "one per draft position of the longest request")
     else:
         # the accept test reads probs[token, draft id]: every id a random request may reach
         # must be < vocab_size (ids < 0 are padding and rejected without a read)
         for i in range(B):
             if a.is_greedy[i]:
                 continue
-            e = iget(a.cu, i)
+            end = iget(a.cu, i)
             t = _start(a.cu, i)
-            while t < e:
+            while t < end:
                 d = iget(a.draft, t)
                 if d >= vocab_size:
                     raise IndexError(f"draft_token_ids_ptr[{t}] = {d} is out of range for "
                                      f"vocab_size = {vocab_size}")
                 t += 1
-    if _overlap(a.out.ptr, B * a.row * _isz(a.out), a.cu.ptr, B * _isz(a.cu)):
+    B = e.req_end
+    if _overlap(a.out.ptr, e.out_end * _isz(a.out), a.cu.ptr, B * _isz(a.cu)):
         raise ValueError("output_token_ids_ptr must not overlap cu_num_draft_tokens_ptr")
-    if _overlap(a.out.ptr, B * a.row * _isz(a.out), a.draft.ptr, T * _isz(a.draft)):
+    if _overlap(a.out.ptr, e.out_end * _isz(a.out), a.draft.ptr, T * _isz(a.draft)):
         raise ValueError("output_token_ids_ptr must not overlap draft_token_ids_ptr")
     nt = threads_for(T + B)
     with nogil:
@@ -727,34 +782,45 @@ def sample_recovered_tokens_kernel(output_token_ids_ptr, cu_num_draft_tokens_ptr
     """
     cdef RecoverArgs a
     cdef Py_ssize_t shp[2]
-    cdef Py_ssize_t B, T, i, units, tok, c, u, where
+    cdef Py_ssize_t B, T, i, units, tok, c, u, where, last
     cdef int64_t s, e
     cdef int code = 0, nt
     cdef double best
-    cdef IBuf out = check_index(output_token_ids_ptr, "output_token_ids_ptr", 1, shp)
-    T = shp[0]
-    cdef IBuf cu = check_index(cu_num_draft_tokens_ptr, "cu_num_draft_tokens_ptr", 1, shp)
+    cdef Extent ext
+    cdef Py_ssize_t n_out
+    cdef IBuf out = check_index(output_token_ids_ptr, "output_token_ids_ptr", -1, shp)
+    n_out = shp[0]
+    cdef IBuf cu = check_index(cu_num_draft_tokens_ptr, "cu_num_draft_tokens_ptr", -1, shp)
     B = shp[0]
-    a.draft_ids = check_index(draft_token_ids_ptr, "draft_token_ids_ptr", 1, shp)
-    if shp[0] != T:
-        raise ValueError(f"draft_token_ids_ptr has {shp[0]} elements, output_token_ids_ptr "
-                         f"has {T}")
+    _extent(cu, B, -1, NULL, -1, "cu_num_draft_tokens_ptr", &ext)
+    T = ext.tok_end
+    _need("output_token_ids_ptr", n_out, T, "one per draft token")
+    a.mask_draft = _flag(NO_DRAFT_PROBS, draft_probs_ptr is None)
+    if a.mask_draft:
+        # the draft ids are read only to mask their own probability
+        a.draft_ids = check_index(draft_token_ids_ptr, "draft_token_ids_ptr", -1, shp)
+        _need("draft_token_ids_ptr", shp[0], T, "one per draft token")
+    else:
+        a.draft_ids.ptr = NULL
+        a.draft_ids.wide = False
     if vocab_size < 0:
         raise ValueError(f"vocab_size must be >= 0, got {vocab_size}")
     a.V = vocab_size
-    _probs_2d(target_probs_ptr, "target_probs_ptr", T, vocab_size, &a.target)
-    a.mask_draft = _flag(NO_DRAFT_PROBS, draft_probs_ptr is None)
+    _probs_rows(target_probs_ptr, "target_probs_ptr", T, vocab_size, &a.target)
     if a.mask_draft:
         a.draft = NULL
     elif draft_probs_ptr is None:
         raise ValueError("draft_probs_ptr is required unless NO_DRAFT_PROBS is set")
     else:
-        _probs_2d(draft_probs_ptr, "draft_probs_ptr", T, vocab_size, &a.draft)
-    a.inv_q = check_tensor(inv_q_ptr, "inv_q_ptr", M_REAL, 2, &code, shp)
-    if shp[0] != B or shp[1] != vocab_size:
-        raise ValueError(f"inv_q_ptr has shape ({shp[0]}, {shp[1]}), expected ({B}, "
-                         f"{vocab_size})")
-    _walk_offsets(cu, B, T, -1, "cu_num_draft_tokens_ptr", "draft_token_ids_ptr")
+        _probs_rows(draft_probs_ptr, "draft_probs_ptr", T, vocab_size, &a.draft)
+    a.inv_q = check_rowed(inv_q_ptr, "inv_q_ptr", M_REAL, vocab_size, "vocab_size", &code, shp)
+    # rows of requests with drafts are read (the Triton grid exits early for the others)
+    last = 0
+    for i in range(B):
+        if iget(cu, i) > _start(cu, i):
+            last = i + 1
+    _need("inv_q_ptr", shp[0], last * vocab_size,
+          f"a row of vocab_size = {vocab_size} per request with drafts")
     if _overlap(out.ptr, T * _isz(out), cu.ptr, B * _isz(cu)):
         raise ValueError("output_token_ids_ptr must not overlap cu_num_draft_tokens_ptr")
     if T == 0:

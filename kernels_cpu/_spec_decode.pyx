@@ -93,8 +93,8 @@ def eagle_step_slot_mapping_metadata_kernel(
 ):
     """One EAGLE drafting step: advance positions, look up slots, bump ``seq_lens`` in place.
 
-    The launch grid is ``out_slot_mapping_ptr.shape[0]`` (vLLM's ``input_batch_size``): rows
-    past ``batch_size`` are cudagraph padding and only get ``PAD_ID``. A position whose next
+    The launch grid is ``out_slot_mapping_ptr.numel()`` (vLLM's ``input_batch_size``): rows past
+    ``batch_size`` are cudagraph padding and only get ``PAD_ID``. A position whose next
     position reaches ``max_model_len`` is clamped to 0, gets slot ``PAD_ID`` and seq_len 1.
     Positions below -1 would look up a negative block: IndexError.
     """
@@ -116,7 +116,7 @@ def eagle_step_slot_mapping_metadata_kernel(
     a.bt = check_rows(block_table_ptr, "block_table_ptr", block_table_stride, "block_table_stride")
     a.seq = need_index(seq_lens_ptr, "seq_lens_ptr", a.batch)
     a.out_pos = need_index(out_clamped_positions_ptr, "out_clamped_positions_ptr", a.batch)
-    a.out_slot = check_index(out_slot_mapping_ptr, "out_slot_mapping_ptr", 1, shape)
+    a.out_slot = check_index(out_slot_mapping_ptr, "out_slot_mapping_ptr", -1, shape)
     grid = shape[0]
     if grid < a.batch:
         raise ValueError(f"out_slot_mapping_ptr has {grid} elements, needs at least "
@@ -405,7 +405,7 @@ def copy_and_expand_eagle_inputs_kernel(
     shifting, ``out_hidden_state_mapping_ptr`` maps every input token to its output slot.
 
     ``target_positions_ptr`` may be ``[3, N]`` (M-RoPE): row 0 is read, as the kernel reads it.
-    The number of requests is ``query_end_loc_ptr.shape[0]`` (the launch grid's rows); the whole
+    The number of requests is ``query_end_loc_ptr.numel()`` (the launch grid's rows); the whole
     of each request is processed, so ``BLOCK_SIZE_TOKENS`` is not needed. Offsets must be
     non-decreasing with ``query_start_loc_ptr[R] <= total_input_tokens`` and each request's end in
     ``[start - 1, next start - 1]``; outputs must be long enough for every slot written.
@@ -424,15 +424,15 @@ def copy_and_expand_eagle_inputs_kernel(
         raise ValueError(f"total_input_tokens must be >= 0, got {a.total_in}")
     if a.P < 0:
         raise ValueError(f"num_padding_slots_per_request must be >= 0, got {a.P}")
-    a.qel = check_index(query_end_loc_ptr, "query_end_loc_ptr", 1, shape)
+    a.qel = check_index(query_end_loc_ptr, "query_end_loc_ptr", -1, shape)
     R = shape[0]
     a.qsl = need_index(query_start_loc_ptr, "query_start_loc_ptr", R + 1)
     a.tok = need_index(target_token_ids_ptr, "target_token_ids_ptr", a.total_in)
     a.tpos = need_positions(target_positions_ptr, "target_positions_ptr", a.total_in)
     a.next = need_index(next_token_ids_ptr, "next_token_ids_ptr", R)
-    a.out_ids = check_index(out_input_ids_ptr, "out_input_ids_ptr", 1, shape)
+    a.out_ids = check_index(out_input_ids_ptr, "out_input_ids_ptr", -1, shape)
     n_ids = shape[0]
-    a.out_pos = check_index(out_positions_ptr, "out_positions_ptr", 1, shape)
+    a.out_pos = check_index(out_positions_ptr, "out_positions_ptr", -1, shape)
     n_pos = shape[0]
     a.out_rej = <uint8_t*>need_bool(out_is_rejected_token_mask_ptr,
                                     "out_is_rejected_token_mask_ptr", 0, &n_rej)
@@ -441,7 +441,7 @@ def copy_and_expand_eagle_inputs_kernel(
     need_new = _length(<object>R * a.P)
     a.out_new = need_index(out_new_token_indices_ptr, "out_new_token_indices_ptr", need_new)
     if a.shift or out_hidden_state_mapping_ptr is not None:
-        a.out_map = check_index(out_hidden_state_mapping_ptr, "out_hidden_state_mapping_ptr", 1,
+        a.out_map = check_index(out_hidden_state_mapping_ptr, "out_hidden_state_mapping_ptr", -1,
                                 shape)
         n_map = shape[0]
     else:
@@ -614,7 +614,7 @@ def copy_and_expand_dflash_inputs_kernel(
     context token (``num_rejected_tokens_ptr`` discounts rejected ones when
     ``HAS_NUM_REJECTED``), their slots, and the sample indices of the mask tokens.
 
-    The number of requests is ``query_start_loc_ptr.shape[0] - 1`` (the launch grid's rows).
+    The number of requests is ``query_start_loc_ptr.numel() - 1`` (the launch grid's rows).
     ``target_positions_ptr`` may be ``[3, N]`` (M-RoPE): row 0 is read, as the kernel reads it.
     ``num_rejected_tokens_ptr`` may be ``0``/``None`` unless ``HAS_NUM_REJECTED``. Block lookups
     clamp the block index to ``block_table_stride - 1`` as the kernel does; an index beyond the
@@ -640,7 +640,7 @@ def copy_and_expand_dflash_inputs_kernel(
         raise ValueError(f"num_speculative_tokens={a.S} must be >= max(num_query_per_req - 1, 0)")
     if a.total_in < 0:
         raise ValueError(f"total_input_tokens must be >= 0, got {a.total_in}")
-    a.qsl = check_index(query_start_loc_ptr, "query_start_loc_ptr", 1, shape)
+    a.qsl = check_index(query_start_loc_ptr, "query_start_loc_ptr", -1, shape)
     R = shape[0] - 1
     if R < 0:
         raise ValueError("query_start_loc_ptr must have num_reqs + 1 >= 1 elements")
@@ -687,8 +687,8 @@ def copy_and_expand_dflash_inputs_kernel(
     ctx_total = iget(a.qsl, R)
     for name, t in (("out_context_positions_ptr", out_context_positions_ptr),
                     ("out_context_slot_mapping_ptr", out_context_slot_mapping_ptr)):
-        if t.shape[0] < ctx_total:
-            raise ValueError(f"{name} has {t.shape[0]} elements, needs at least {ctx_total}")
+        if t.numel() < ctx_total:
+            raise ValueError(f"{name}: expected at least {ctx_total} elements, got {t.numel()}")
     cdef int nthreads = threads_for(ctx_total + R * a.Q)
     with nogil:
         run_rows(_dflash_row, &a, R, nthreads)

@@ -1,7 +1,7 @@
 # cython: language_level=3
 """Argument checks shared by the spec-decode and worker kernels.
 
-They complement ``_buffers`` for what those kernels need beyond a contiguous 1-D buffer: 2-D
+They complement ``_buffers`` for what those kernels need beyond a contiguous flat buffer: 2-D
 tables whose row stride is passed as a separate launch argument, minimum lengths, optional
 (``None``/``0``) pointers and plain integer scalars. All of them read metadata only and raise an
 exception naming the offending argument.
@@ -16,6 +16,9 @@ from kernels_cpu._buffers cimport (
     DT_INT32, DT_INT64, M_BOOL, M_INDEX, check_index, check_table, check_tensor, dtype_code
 )
 
+cdef extern from "Python.h":
+    const Py_ssize_t PY_SSIZE_T_MAX
+
 cdef object _Tensor = torch.Tensor
 cdef object _index = operator.index
 cdef object _I64_MIN = -(1 << 63)
@@ -23,22 +26,41 @@ cdef object _I64_MAX = (1 << 63) - 1
 
 
 cdef Rows check_rows(object t, str name, object stride, str stride_name) except *:
-    """Validate a 2-D int32/int64 table whose rows are ``stride`` elements apart.
+    """An int32/int64 table the kernel reads at ``ptr + row * stride + col``.
 
-    Rows may be strided (a column slice of a wider buffer), columns must be unit-stride. The
-    ``stride`` argument must equal the tensor's own ``stride(0)`` whenever it matters (more than
-    one row), otherwise reads would leave the view.
+    A 2-D tensor is a table of its own rows: they may be any distance apart (a column slice of a
+    wider buffer) with unit-stride columns, and ``stride`` must be its ``stride(0)`` whenever it
+    has more than one row -- any other stride would read elements that are not the row the
+    kernel means. Any other shape is a flat buffer (what a Triton kernel sees): contiguous, read
+    as ``numel // stride`` whole rows of ``stride`` columns, or as one short row when it holds
+    at most ``stride`` elements. ``rows``/``cols`` bound every read the callers make.
     """
     cdef Rows r
     cdef int code = 0
     cdef Py_ssize_t shape[2]
-    cdef Py_ssize_t st0, st
-    r.buf.ptr = check_table(t, name, M_INDEX, shape, &st0, &code)
-    r.rows = shape[0]
-    r.cols = shape[1]
+    cdef Py_ssize_t st0, st, n
     st = as_int(stride, stride_name)
-    if r.rows > 1 and r.cols > 0 and st != st0:
-        raise ValueError(f"{stride_name}={st} does not match {name}.stride(0)={st0}")
+    if isinstance(t, _Tensor) and t.dim() == 2:
+        r.buf.ptr = check_table(t, name, M_INDEX, shape, &st0, &code)
+        r.rows = shape[0]
+        r.cols = shape[1]
+        if r.rows > 1 and r.cols > 0 and st != st0:
+            raise ValueError(f"{stride_name}={st} does not match {name}.stride(0)={st0}")
+    else:
+        r.buf.ptr = check_tensor(t, name, M_INDEX, -1, &code, shape)
+        n = shape[0]
+        if st < 0 or n == 0:
+            r.rows = 0
+            r.cols = 0
+        elif st == 0:
+            r.rows = PY_SSIZE_T_MAX                   # every row is the first
+            r.cols = n
+        elif n <= st:
+            r.rows = 1                                # one (short) row: the first n elements
+            r.cols = n
+        else:
+            r.rows = n // st                          # whole rows; a partial last one is unused
+            r.cols = st
     if st < 0:
         raise ValueError(f"{stride_name} must be >= 0, got {st}")
     r.stride = st
@@ -47,38 +69,30 @@ cdef Rows check_rows(object t, str name, object stride, str stride_name) except 
 
 
 cdef IBuf need_index(object t, str name, Py_ssize_t n) except *:
-    """A contiguous 1-D int32/int64 buffer with at least ``n`` elements."""
+    """A contiguous int32/int64 buffer of any shape with at least ``n`` elements."""
     cdef Py_ssize_t shape[1]
-    cdef IBuf b = check_index(t, name, 1, shape)
+    cdef IBuf b = check_index(t, name, -1, shape)
     if shape[0] < n:
-        raise ValueError(f"{name} has {shape[0]} elements, needs at least {n}")
+        raise ValueError(f"{name}: expected at least {n} elements, got {shape[0]}")
     return b
 
 
 cdef IBuf need_positions(object t, str name, Py_ssize_t n) except *:
-    """Token positions: ``[num_tokens]``, or ``[3, num_tokens]`` under M-RoPE.
+    """Token positions: ``[num_tokens]``, or ``[3, num_tokens]`` under M-RoPE -- any contiguous
+    buffer whose first ``n`` elements are the positions.
 
     The Triton kernels index the flat buffer with token indices < num_tokens, which in a
     contiguous ``[3, N]`` tensor is row 0 (the temporal positions): the same is read here.
     """
-    cdef Py_ssize_t shape[2]
-    cdef IBuf b
-    if isinstance(t, _Tensor) and t.dim() == 2:
-        b = check_index(t, name, 2, shape)
-        shape[0] = shape[1]
-    else:
-        b = check_index(t, name, 1, shape)
-    if shape[0] < n:
-        raise ValueError(f"{name} has {shape[0]} positions per row, needs at least {n}")
-    return b
+    return need_index(t, name, n)
 
 
 cdef char* need_bool(object t, str name, Py_ssize_t n, Py_ssize_t* length=NULL) except NULL:
-    """A contiguous 1-D bool buffer with at least ``n`` elements (its length to ``length``)."""
+    """A contiguous bool buffer of any shape with at least ``n`` elements (count to ``length``)."""
     cdef Py_ssize_t shape[1]
-    cdef char* p = check_tensor(t, name, M_BOOL, 1, NULL, shape)
+    cdef char* p = check_tensor(t, name, M_BOOL, -1, NULL, shape)
     if shape[0] < n:
-        raise ValueError(f"{name} has {shape[0]} elements, needs at least {n}")
+        raise ValueError(f"{name}: expected at least {n} elements, got {shape[0]}")
     if length != NULL:
         length[0] = shape[0]
     return p

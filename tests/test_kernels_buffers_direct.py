@@ -40,8 +40,6 @@ def test_greedy_same_result_for_tensor_and_subclass(bonus_shape, subclass):
     "bad, match",
     [
         (lambda t: t.to(torch.float32), "dtype"),
-        (lambda t: t.reshape(1, 2), "1-D"),
-        (lambda t: t[0], "1-D"),  # 0-d
         (lambda t: torch.stack([t, t], 1)[:, 0], "contiguous"),
     ],
 )
@@ -54,6 +52,23 @@ def test_bad_cu_is_named_on_both_paths(subclass, bad, match):
         rejection_greedy_sample_kernel(out, cu, draft, argmax, bonus, None, 2)
     assert "cu_num_draft_tokens_ptr" in str(info.value)
     assert (out == -7).all()
+
+
+@pytest.mark.parametrize("subclass", [False, True])
+def test_offsets_of_any_shape_are_read_flat_on_both_paths(subclass):
+    """The request count is the offsets' element count, whatever their shape: a [1, 2] view is
+    the 1-D offsets, a 0-d one is one request (the others' rows stay untouched)."""
+    out, cu, draft, argmax, bonus = _greedy_inputs()
+    expected = out.clone()
+    rejection_greedy_sample_kernel(expected, cu, draft, argmax, bonus, None, 2)
+    for view, rows in ((cu.reshape(1, 2), 2), (cu[0], 1)):
+        got, _, _, _, _ = _greedy_inputs()
+        if subclass:
+            view = view.as_subclass(MyTensor)
+        rejection_greedy_sample_kernel(got, view, draft, argmax, bonus, None, 2)
+        got = torch.as_tensor(got).as_subclass(torch.Tensor)
+        assert torch.equal(got[:rows], expected[:rows])
+        assert (got[rows:] == -7).all()
 
 
 def test_class_attribute_changes_are_seen():

@@ -146,7 +146,6 @@ def test_errors_name_the_argument_through_either_reader(reader, view):
     bonus = torch.tensor([11, 12], dtype=torch.int64)
     for bad, match in [
         (torch.tensor([5, 6, 7, 9.0]), "dtype"),
-        (torch.tensor([[5, 6], [7, 9]]), "1-D"),
         (torch.tensor([5, 0, 6, 0, 7, 0, 9, 0])[::2], "contiguous"),
         (torch.empty(4, dtype=torch.int64, device="meta"), "CPU"),
     ]:
@@ -154,6 +153,23 @@ def test_errors_name_the_argument_through_either_reader(reader, view):
             rejection_greedy_sample_kernel(out, cu, draft, bad, bonus, None, 2)
         assert "target_argmax_ptr" in str(info.value)
     assert (out == -7).all()
+
+
+@pytest.mark.parametrize("view", [True, False])
+def test_flat_buffers_of_any_shape_read_through_either_reader(reader, view):
+    """A Triton kernel reads ``target_argmax_ptr`` by flat offset: a [2, 2] tensor of the four
+    ids is the same buffer as the 1-D one, and gives the same launch."""
+    reader(view)
+    out = torch.full((2, 3), -7, dtype=torch.int32)
+    flat = torch.full((2, 3), -7, dtype=torch.int32)
+    cu = torch.tensor([2, 4], dtype=torch.int32)
+    draft = torch.tensor([5, 6, 7, 8], dtype=torch.int32)
+    bonus = torch.tensor([11, 12], dtype=torch.int64)
+    argmax = torch.tensor([5, 6, 7, 9])
+    rejection_greedy_sample_kernel(flat, cu, draft, argmax, bonus, None, 2)
+    rejection_greedy_sample_kernel(out, cu, draft, argmax.view(2, 2), bonus, None, 2)
+    assert torch.equal(out, flat)
+    assert out.tolist() == [[5, 6, 11], [7, 9, -7]]
 
 
 def _table_outcome(t, mask):

@@ -484,13 +484,6 @@ BAD = [
     (
         "step",
         step_case,
-        _set("block_table_ptr", lambda c: torch.zeros(12, dtype=torch.int32)),
-        TypeError,
-        "block_table_ptr",
-    ),
-    (
-        "step",
-        step_case,
         _set("block_table_ptr", lambda c: torch.zeros(4, 3, dtype=torch.int32).t()),
         ValueError,
         "block_table_ptr",
