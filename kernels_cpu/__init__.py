@@ -2,12 +2,13 @@
 
 Each kernel takes the Triton kernel's arguments in its order and under its names, reads int32 or
 int64 buffers in place and writes outputs in the caller's dtype. ``vllm_overrides()`` maps vLLM's
-qualified kernel names to these functions for ``register_kernels``.
+qualified kernel names to these functions for ``register_kernels``; ``VLLM_KERNELS`` and
+``impl_for`` pick the function per kernel signature for other vLLM releases.
 """
 
 import torch  # noqa: F401  -- load torch's libgomp before ours: one OpenMP runtime per process
 
-from ._overrides import VLLM_KERNEL_NAMES, vllm_overrides  # noqa: E402
+from ._overrides import VLLM_KERNEL_NAMES, VLLM_KERNELS, impl_for, vllm_overrides  # noqa: E402
 from ._parallel import (  # noqa: E402
     get_num_threads,
     openmp_enabled,
@@ -28,10 +29,16 @@ from ._spec_decode import (  # noqa: E402
     eagle_prepare_next_token_padded_kernel,
     eagle_step_slot_mapping_metadata_kernel,
 )
-from ._workers import batch_memcpy_kernel, compute_slot_mapping_kernel  # noqa: E402
+from ._workers import (  # noqa: E402
+    batch_memcpy_kernel,
+    compute_slot_mapping_hybrid_kernel,
+    compute_slot_mapping_kernel,
+)
 
 __all__ = [
     "VLLM_KERNEL_NAMES",
+    "VLLM_KERNELS",
+    "impl_for",
     "vllm_overrides",
     "get_num_threads",
     "openmp_enabled",
@@ -50,5 +57,6 @@ __all__ = [
     "copy_and_expand_eagle_inputs_kernel",
     "copy_and_expand_dflash_inputs_kernel",
     "compute_slot_mapping_kernel",
+    "compute_slot_mapping_hybrid_kernel",
     "batch_memcpy_kernel",
 ]

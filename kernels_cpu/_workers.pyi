@@ -23,6 +23,23 @@ def compute_slot_mapping_kernel(
     PAD_ID: SupportsIndex = -1,
     BLOCK_SIZE: SupportsIndex | None = None,
 ) -> None: ...
+def compute_slot_mapping_hybrid_kernel(
+    num_tokens: SupportsIndex,
+    max_num_tokens: SupportsIndex,
+    query_start_loc_ptr: Tensor,
+    positions_ptr: Tensor,
+    block_table_ptr: Tensor,
+    block_table_stride: SupportsIndex,
+    block_size: SupportsIndex,
+    slot_mapping_ptr: Tensor,
+    KV_CACHE_BLOCK_SIZE: SupportsIndex,
+    BLOCKS_PER_KV_BLOCK: SupportsIndex = 1,
+    TOTAL_CP_WORLD_SIZE: SupportsIndex = 1,
+    TOTAL_CP_RANK: SupportsIndex = 0,
+    CP_KV_CACHE_INTERLEAVE_SIZE: SupportsIndex = 1,
+    PAD_ID: SupportsIndex = -1,
+    BLOCK_SIZE: SupportsIndex | None = None,
+) -> None: ...
 def batch_memcpy_kernel(
     src_ptrs: Tensor, dst_ptrs: Tensor, sizes: Tensor, BLOCK_SIZE: SupportsIndex | None = None
 ) -> None: ...

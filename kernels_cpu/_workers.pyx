@@ -3,7 +3,8 @@
 
 ``compute_slot_mapping_kernel`` is ``vllm.v1.worker.block_table.ComputeSlotMappingKernel.kernel``
 (one slot per scheduled token from the block table, context-parallel aware, padding after);
-``batch_memcpy_kernel`` is ``vllm.v1.worker.mamba_utils.batch_memcpy_kernel`` (copy regions given
+``compute_slot_mapping_hybrid_kernel`` is the same kernel in the 15-argument form of vLLM 0.27-0.31,
+whose KV-cache blocks may be split into smaller attention-kernel blocks; ``batch_memcpy_kernel`` is ``vllm.v1.worker.mamba_utils.batch_memcpy_kernel`` (copy regions given
 by raw addresses). Same three steps as ``_spec_decode``: metadata checks, a ``nogil`` value pass,
 then the ``nogil`` compute pass (OpenMP when large enough).
 """
@@ -16,7 +17,7 @@ from kernels_cpu._buffers cimport (
 )
 from kernels_cpu._parallel cimport threads_for
 from kernels_cpu._tables cimport (
-    Rows, as_int, check_rows, first_decrease, pow2_shift, run_rows,
+    Rows, as_int, check_rows, first_decrease, pow2_shift, row_fn, run_rows,
 )
 
 
@@ -44,6 +45,8 @@ cdef struct SlotArgs:
     int64_t pad
     int kb_shift           # log2(kb) when kb is a power of two, else -1 (single-rank fast path)
     int64_t limit          # single rank: positions must be < limit = cols * kb
+    int64_t bs             # hybrid form: block_size (tokens per attention-kernel block)
+    int64_t bpk            # hybrid form: BLOCKS_PER_KV_BLOCK
 
 
 cdef inline Py_ssize_t _request_of(const SlotArgs* a, int64_t i) noexcept nogil:
@@ -131,25 +134,69 @@ cdef int _slot_check(const SlotArgs* a, Py_ssize_t* at) noexcept nogil:
     return SB_OK
 
 
-def compute_slot_mapping_kernel(
-    num_tokens, max_num_tokens, query_start_loc_ptr, positions_ptr, block_table_ptr,
-    block_table_stride, slot_mapping_ptr, KV_CACHE_BLOCK_SIZE, TOTAL_CP_WORLD_SIZE=1,
-    TOTAL_CP_RANK=0, CP_KV_CACHE_INTERLEAVE_SIZE=1, PAD_ID=-1, BLOCK_SIZE=None,
-):
-    """Slot of each scheduled token: ``block_table[r, pos // B'] * B + offset`` for the tokens of
-    request r (``query_start_loc_ptr[r]:[r+1]``), with ``B' = B * TOTAL_CP_WORLD_SIZE`` and
-    ``PAD_ID`` for tokens another context-parallel rank stores; then ``PAD_ID`` over
-    ``slot_mapping_ptr[num_tokens:max_num_tokens]`` (cudagraph padding).
+cdef inline bint _hybrid_slot(const SlotArgs* a, int64_t pos, int64_t* bi, int64_t* off) noexcept nogil:
+    """Hybrid form: the kernel block index and the offset in it of ``pos`` (>= 0), or False when
+    another context-parallel rank stores it. ``vbi * bpk`` must not overflow (checked first)."""
+    cdef int64_t vbi = 0, lbo = 0
+    if not _local(a, pos, &vbi, &lbo):
+        return False
+    bi[0] = vbi * a.bpk + lbo // a.bs
+    off[0] = lbo % a.bs
+    return True
 
-    The number of requests is ``query_start_loc_ptr.shape[0] - 1`` (the launch grid has one more
-    program, the padding one). A negative position or a block index beyond the table's columns
-    raises IndexError before anything is written.
-    """
-    cdef SlotArgs a
+
+cdef void _slot_chunk_hybrid(const void* p, Py_ssize_t c) noexcept nogil:
+    cdef const SlotArgs* a = <const SlotArgs*>p
+    cdef int64_t i = a.first + <int64_t>c * CHUNK, stop = i + CHUNK, end, bi = 0, off = 0
+    cdef Py_ssize_t r
+    if stop > a.last:
+        stop = a.last
+    r = _request_of(a, i)
+    while i < stop:
+        end = iget(a.qsl, r + 1)
+        if end > stop:
+            end = stop
+        while i < end:
+            if _hybrid_slot(a, iget(a.pos, i), &bi, &off):
+                iset(a.out, i, iget(a.bt.buf, r * a.bt.stride + bi) * a.bs + off)
+            else:
+                iset(a.out, i, a.pad)
+            i += 1
+        r += 1
+
+
+cdef int _slot_check_hybrid(const SlotArgs* a, Py_ssize_t* at) noexcept nogil:
+    """Hybrid form: positions >= 0 and, where this rank stores them, a kernel block index
+    ``vbi * BLOCKS_PER_KV_BLOCK + local // block_size`` inside ``[0, cols)``."""
+    cdef int64_t i, pos, vbi = 0, lbo = 0, rest
+    for i in range(iget(a.qsl, 0), iget(a.qsl, a.R)):
+        pos = iget(a.pos, i)
+        at[0] = i
+        if pos < 0:
+            return SB_NEG_POS
+        if not _local(a, pos, &vbi, &lbo):
+            continue
+        rest = lbo // a.bs
+        if a.bpk != 0 and vbi > (a.bt.cols - rest) // a.bpk:
+            return SB_BLOCK                   # vbi * bpk + rest >= cols (or would overflow)
+        if vbi * a.bpk + rest >= a.bt.cols:
+            return SB_BLOCK
+    return SB_OK
+
+
+cdef int _slot_prepare(
+    SlotArgs* a, object num_tokens, object max_num_tokens, object query_start_loc_ptr,
+    object positions_ptr, object block_table_ptr, object block_table_stride,
+    object slot_mapping_ptr, object KV_CACHE_BLOCK_SIZE, object TOTAL_CP_WORLD_SIZE,
+    object TOTAL_CP_RANK, object CP_KV_CACHE_INTERLEAVE_SIZE, object PAD_ID,
+    int64_t* nt_out, int64_t* mnt_out,
+) except -1:
+    """The checks both forms share, in the order the 13-argument kernel has always made them:
+    scalars, buffers, then the offsets against the buffers. Fills ``a`` (all but the positions
+    check, which depends on the form)."""
     cdef Py_ssize_t shape[1]
-    cdef Py_ssize_t n_pos, n_out, at = 0, nchunks, i
+    cdef Py_ssize_t n_pos, n_out, at = 0
     cdef int64_t nt, mnt
-    cdef int bad
     nt = as_int(num_tokens, "num_tokens")
     mnt = as_int(max_num_tokens, "max_num_tokens")
     a.kb = as_int(KV_CACHE_BLOCK_SIZE, "KV_CACHE_BLOCK_SIZE")
@@ -198,6 +245,48 @@ def compute_slot_mapping_kernel(
         raise ValueError(f"block_table_ptr has {a.bt.rows} rows, needs num_reqs={a.R}")
     a.kb_shift = pow2_shift(a.kb)
     a.limit = a.bt.cols * a.kb if a.bt.cols <= INT64_MAX // a.kb else INT64_MAX
+    a.bs = a.kb
+    a.bpk = 1
+    nt_out[0] = nt
+    mnt_out[0] = mnt
+    return 0
+
+
+cdef void _slot_run(const SlotArgs* a, row_fn chunk, int64_t nt, int64_t mnt):
+    """The compute pass (OpenMP over token chunks when large enough), then the padding."""
+    cdef Py_ssize_t nchunks = (a.last - a.first + CHUNK - 1) // CHUNK if a.R > 0 else 0
+    cdef int64_t i
+    cdef int nthreads = threads_for(a.last - a.first)
+    with nogil:
+        run_rows(chunk, a, nchunks, nthreads)
+        i = nt
+        while i < mnt:
+            iset(a.out, i, a.pad)
+            i += 1
+
+
+def compute_slot_mapping_kernel(
+    num_tokens, max_num_tokens, query_start_loc_ptr, positions_ptr, block_table_ptr,
+    block_table_stride, slot_mapping_ptr, KV_CACHE_BLOCK_SIZE, TOTAL_CP_WORLD_SIZE=1,
+    TOTAL_CP_RANK=0, CP_KV_CACHE_INTERLEAVE_SIZE=1, PAD_ID=-1, BLOCK_SIZE=None,
+):
+    """Slot of each scheduled token: ``block_table[r, pos // B'] * B + offset`` for the tokens of
+    request r (``query_start_loc_ptr[r]:[r+1]``), with ``B' = B * TOTAL_CP_WORLD_SIZE`` and
+    ``PAD_ID`` for tokens another context-parallel rank stores; then ``PAD_ID`` over
+    ``slot_mapping_ptr[num_tokens:max_num_tokens]`` (cudagraph padding).
+
+    The number of requests is ``query_start_loc_ptr.shape[0] - 1`` (the launch grid has one more
+    program, the padding one). A negative position or a block index beyond the table's columns
+    raises IndexError before anything is written.
+    """
+    cdef SlotArgs a
+    cdef Py_ssize_t at = 0
+    cdef int64_t nt = 0, mnt = 0
+    cdef int bad
+    _slot_prepare(&a, num_tokens, max_num_tokens, query_start_loc_ptr, positions_ptr,
+                  block_table_ptr, block_table_stride, slot_mapping_ptr, KV_CACHE_BLOCK_SIZE,
+                  TOTAL_CP_WORLD_SIZE, TOTAL_CP_RANK, CP_KV_CACHE_INTERLEAVE_SIZE, PAD_ID,
+                  &nt, &mnt)
     with nogil:
         bad = _slot_check(&a, &at)
     if bad == SB_NEG_POS:
@@ -206,14 +295,68 @@ def compute_slot_mapping_kernel(
         raise IndexError(f"block_table_ptr: positions_ptr[{at}]={iget(a.pos, at)} needs block "
                          f"{iget(a.pos, at) // (a.kb * a.world)}, beyond the table's "
                          f"{a.bt.cols} columns")
-    nchunks = (a.last - a.first + CHUNK - 1) // CHUNK if a.R > 0 else 0
-    cdef int nthreads = threads_for(a.last - a.first)
-    with nogil:
-        run_rows(_slot_chunk, &a, nchunks, nthreads)
-        i = nt
-        while i < mnt:
-            iset(a.out, i, a.pad)
-            i += 1
+    _slot_run(&a, _slot_chunk, nt, mnt)
+
+
+def compute_slot_mapping_hybrid_kernel(
+    num_tokens, max_num_tokens, query_start_loc_ptr, positions_ptr, block_table_ptr,
+    block_table_stride, block_size, slot_mapping_ptr, KV_CACHE_BLOCK_SIZE,
+    BLOCKS_PER_KV_BLOCK=1, TOTAL_CP_WORLD_SIZE=1, TOTAL_CP_RANK=0,
+    CP_KV_CACHE_INTERLEAVE_SIZE=1, PAD_ID=-1, BLOCK_SIZE=None,
+):
+    """The slot-mapping kernel of vLLM 0.27-0.31 (15 arguments): KV-cache blocks of
+    ``KV_CACHE_BLOCK_SIZE`` tokens may be split into ``BLOCKS_PER_KV_BLOCK`` attention-kernel
+    blocks of ``block_size`` tokens, and the block table holds kernel-block ids.
+
+    A token at local offset ``l`` of virtual block ``v`` (as in ``compute_slot_mapping_kernel``)
+    gets ``block_table[r, v * BLOCKS_PER_KV_BLOCK + l // block_size] * block_size +
+    l % block_size``; ``PAD_ID`` for other ranks' tokens and the ``[num_tokens, max_num_tokens)``
+    padding. Same checks as the 13-argument form, plus ``block_size >= 1``,
+    ``BLOCKS_PER_KV_BLOCK >= 0`` and every kernel block index inside the table (IndexError),
+    all before anything is written. With one rank and ``block_size * BLOCKS_PER_KV_BLOCK ==
+    KV_CACHE_BLOCK_SIZE`` (what vLLM passes) the slots are exactly those of the 13-argument
+    kernel with ``block_size`` blocks, and its single-rank fast path runs.
+    """
+    cdef SlotArgs a
+    cdef Py_ssize_t at = 0
+    cdef int64_t nt = 0, mnt = 0, bs, bpk, vbi = 0, lbo = 0
+    cdef int bad
+    cdef row_fn chunk
+    bs = as_int(block_size, "block_size")
+    bpk = as_int(BLOCKS_PER_KV_BLOCK, "BLOCKS_PER_KV_BLOCK")
+    if bs < 1:
+        raise ValueError(f"block_size must be >= 1, got {bs}")
+    if bpk < 0:
+        raise ValueError(f"BLOCKS_PER_KV_BLOCK must be >= 0, got {bpk}")
+    _slot_prepare(&a, num_tokens, max_num_tokens, query_start_loc_ptr, positions_ptr,
+                  block_table_ptr, block_table_stride, slot_mapping_ptr, KV_CACHE_BLOCK_SIZE,
+                  TOTAL_CP_WORLD_SIZE, TOTAL_CP_RANK, CP_KV_CACHE_INTERLEAVE_SIZE, PAD_ID,
+                  &nt, &mnt)
+    if a.world == 1 and <object>bs * bpk == a.kb:
+        # pos // bs == (pos // kb) * bpk + (pos % kb) // bs and pos % bs == (pos % kb) % bs:
+        # the 13-argument kernel with block size bs computes the same slots.
+        a.kb = bs
+        a.bs = bs
+        a.bpk = 1
+        a.kb_shift = pow2_shift(bs)
+        a.limit = a.bt.cols * bs if a.bt.cols <= INT64_MAX // bs else INT64_MAX
+        with nogil:
+            bad = _slot_check(&a, &at)
+        chunk = _slot_chunk
+    else:
+        a.bs = bs
+        a.bpk = bpk
+        with nogil:
+            bad = _slot_check_hybrid(&a, &at)
+        chunk = _slot_chunk_hybrid
+    if bad == SB_NEG_POS:
+        raise IndexError(f"positions_ptr[{at}]={iget(a.pos, at)} is negative")
+    if bad == SB_BLOCK:
+        _local(&a, iget(a.pos, at), &vbi, &lbo)
+        raise IndexError(f"block_table_ptr: positions_ptr[{at}]={iget(a.pos, at)} needs block "
+                         f"{<object>vbi * a.bpk + lbo // a.bs}, beyond the table's "
+                         f"{a.bt.cols} columns")
+    _slot_run(&a, chunk, nt, mnt)
 
 
 # ---------------------------------------------------------------------------------------------

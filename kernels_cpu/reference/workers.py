@@ -54,6 +54,53 @@ def compute_slot_mapping_kernel(
         slot_mapping_ptr[num_tokens:max_num_tokens] = PAD_ID
 
 
+def compute_slot_mapping_hybrid_kernel(
+    num_tokens,
+    max_num_tokens,
+    query_start_loc_ptr,
+    positions_ptr,
+    block_table_ptr,
+    block_table_stride,
+    block_size,
+    slot_mapping_ptr,
+    KV_CACHE_BLOCK_SIZE,
+    BLOCKS_PER_KV_BLOCK=1,
+    TOTAL_CP_WORLD_SIZE=1,
+    TOTAL_CP_RANK=0,
+    CP_KV_CACHE_INTERLEAVE_SIZE=1,
+    PAD_ID=-1,
+    BLOCK_SIZE=None,
+):
+    """vLLM 0.27-0.31's 15-argument form: the table holds kernel blocks of ``block_size``
+    tokens, ``BLOCKS_PER_KV_BLOCK`` of them per KV-cache block (written out one token at a
+    time, the kernel's formula as it stands, so it shares no code with the fast forms)."""
+    kb, world, rank, inter = (
+        KV_CACHE_BLOCK_SIZE,
+        TOTAL_CP_WORLD_SIZE,
+        TOTAL_CP_RANK,
+        CP_KV_CACHE_INTERLEAVE_SIZE,
+    )
+    qsl = [int(v) for v in query_start_loc_ptr.tolist()]
+    pos = positions_ptr.tolist()
+    flat = block_table_ptr.dim() == 1  # a flat table: the kernel's own addressing
+    for r in range(len(qsl) - 1):
+        for i in range(qsl[r], qsl[r + 1]):
+            p = int(pos[i])
+            vblock, voff = divmod(p, kb * world)
+            if (voff // inter) % world != rank:
+                slot_mapping_ptr[i] = PAD_ID
+                continue
+            local = (voff // (world * inter)) * inter + voff % inter
+            index = vblock * BLOCKS_PER_KV_BLOCK + local // block_size
+            if flat:
+                block = int(block_table_ptr[r * block_table_stride + index])
+            else:
+                block = int(block_table_ptr[r, index])
+            slot_mapping_ptr[i] = block * block_size + local % block_size
+    if max_num_tokens > num_tokens:
+        slot_mapping_ptr[num_tokens:max_num_tokens] = PAD_ID
+
+
 def batch_memcpy_kernel(src_ptrs, dst_ptrs, sizes, BLOCK_SIZE=None):
     for src, dst, size in zip(src_ptrs.tolist(), dst_ptrs.tolist(), sizes.tolist()):
         ctypes.memmove(dst, src, size)
