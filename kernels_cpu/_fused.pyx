@@ -68,7 +68,7 @@ from libc.string cimport memcpy
 from libc.math cimport log, INFINITY
 
 from kernels_cpu._buffers cimport (
-    IBuf, iget, iset, check_tensor, check_index,
+    IBuf, iget, iset, check_tensor, check_index, check_rowed,
     DT_FLOAT32, DT_FLOAT64, DT_INT64, M_BOOL, M_FLOAT32, M_INDEX, M_INT64, M_REAL,
 )
 from kernels_cpu._parallel cimport threads_for
@@ -493,9 +493,10 @@ cdef inline int64_t _start(IBuf cu, Py_ssize_t i) noexcept nogil:
 
 
 cdef Py_ssize_t _check_offsets(IBuf cu, Py_ssize_t B, Py_ssize_t T, Py_ssize_t K,
-                               str name) except -1:
-    """Inclusive cumulative offsets: >= 0, non-decreasing, ending at T, each count <= K (K >= 0).
-    Returns the largest count."""
+                               str name, str t_name="draft_token_ids") except -1:
+    """Inclusive cumulative offsets: >= 0, non-decreasing, each count <= K (K >= 0), ending at
+    most at T (the elements ``t_name`` holds; a longer buffer keeps its tail). Returns the
+    largest count."""
     cdef Py_ssize_t i
     cdef int64_t prev = 0, c, most = 0
     for i in range(B):
@@ -510,9 +511,16 @@ cdef Py_ssize_t _check_offsets(IBuf cu, Py_ssize_t B, Py_ssize_t T, Py_ssize_t K
         if c - prev > most:
             most = c - prev
         prev = c
-    if prev != T:
-        raise ValueError(f"{name}[-1] = {prev} does not match the {T} draft tokens")
+    if prev > T:
+        raise ValueError(f"{t_name}: expected at least {prev} elements ({name} ends at {prev}), "
+                         f"got {T}")
     return most
+
+
+cdef Py_ssize_t _total(IBuf cu, Py_ssize_t B) noexcept:
+    """The draft tokens of a batch, ``cu[B - 1]`` (0 for no requests); checked by
+    ``_check_offsets``."""
+    return <Py_ssize_t>iget(cu, B - 1) if B > 0 else 0
 
 
 cdef int _check_ids(IBuf ids, Py_ssize_t n, Py_ssize_t V, str name) except -1:
@@ -527,11 +535,20 @@ cdef int _check_ids(IBuf ids, Py_ssize_t n, Py_ssize_t V, str name) except -1:
 
 
 cdef const float* _probs(object t, str name, Py_ssize_t T, Py_ssize_t V) except NULL:
-    cdef Py_ssize_t shp[2]
-    cdef char* p = check_tensor(t, name, M_FLOAT32, 2, NULL, shp)
-    if shp[0] != T or shp[1] != V:
-        raise ValueError(f"{name} must have shape ({T}, {V}), got {tuple(t.shape)}")
+    """float32 rows of ``V`` from the base pointer, at least ``T`` of them."""
+    cdef Py_ssize_t n
+    cdef char* p = check_rowed(t, name, M_FLOAT32, V, "the vocabulary size", NULL, &n)
+    if n < T * V:
+        raise ValueError(f"{name}: expected at least {T} rows of {V} ({T * V} elements), got "
+                         f"{tuple(t.shape)}")
     return <const float*>p
+
+
+cdef Py_ssize_t _vocab(object t, str name) except -1:
+    """The vocabulary size of a ``[tokens, vocab]`` score matrix (its last dimension)."""
+    cdef Py_ssize_t shp[2]
+    check_tensor(t, name, M_FLOAT32, 2, NULL, shp)
+    return shp[1]
 
 
 cdef const int64_t* _seeds(object t, str name, Py_ssize_t B) except NULL:
@@ -589,28 +606,41 @@ def recovered_tokens(output_token_ids, cu_num_draft_tokens, draft_token_ids, dra
     ``(key, stream)`` per request. Token at (request r, position j) ~ normalize(max(target -
     draft, 0)) of its row (or target with the draft id masked when draft_probs is None).
     """
-    cdef Py_ssize_t shp[2]
-    cdef IBuf out = check_index(output_token_ids, "output_token_ids", 1, shp)
-    cdef Py_ssize_t T = shp[0]
-    cdef IBuf cu = check_index(cu_num_draft_tokens, "cu_num_draft_tokens", 1, shp)
+    _recovered(output_token_ids, cu_num_draft_tokens, draft_token_ids, draft_probs,
+               target_probs, seeds, _vocab(target_probs, "target_probs"), "output_token_ids",
+               "cu_num_draft_tokens", "draft_token_ids", "draft_probs", "target_probs")
+
+
+cdef int _recovered(output_token_ids, cu_num_draft_tokens, draft_token_ids, draft_probs,
+                    target_probs, seeds, Py_ssize_t V, str out_name, str cu_name,
+                    str draft_name, str dprobs_name, str tprobs_name) except -1:
+    """``recovered_tokens`` with the vocabulary size given (the kernel drop-in passes its
+    ``vocab_size``) and the argument names of the caller's signature for its errors. Every
+    buffer is read flat from its base pointer (module docstring of ``_sampling``)."""
+    cdef Py_ssize_t shp[1]
+    cdef IBuf out = check_index(output_token_ids, out_name, -1, shp)
+    cdef Py_ssize_t n_out = shp[0]
+    cdef IBuf cu = check_index(cu_num_draft_tokens, cu_name, -1, shp)
     cdef Py_ssize_t B = shp[0]
-    cdef IBuf draft = check_index(draft_token_ids, "draft_token_ids", 1, shp)
-    if shp[0] != T:
-        raise ValueError(f"draft_token_ids has {shp[0]} entries, output_token_ids has {T}")
-    check_tensor(target_probs, "target_probs", M_FLOAT32, 2, NULL, shp)
-    cdef Py_ssize_t V = shp[1]
-    cdef const float* t = _probs(target_probs, "target_probs", T, V)
+    cdef IBuf draft = check_index(draft_token_ids, draft_name, -1, shp)
+    cdef Py_ssize_t n_draft = shp[0]
+    _check_offsets(cu, B, n_draft, -1, cu_name, draft_name)
+    cdef Py_ssize_t T = _total(cu, B)
+    if n_out < T:
+        raise ValueError(f"{out_name}: expected at least {T} elements (one per draft token), "
+                         f"got {n_out}")
+    if V < 1 and T > 0:
+        raise ValueError(f"{tprobs_name}: expected at least one vocab column")
+    cdef const float* t = _probs(target_probs, tprobs_name, T, V)
     cdef const float* q = NULL
     if draft_probs is not None:
-        q = _probs(draft_probs, "draft_probs", T, V)
+        q = _probs(draft_probs, dprobs_name, T, V)
     cdef const int64_t* sd = _seeds(seeds, "seeds", B)
-    if V < 1 and T > 0:
-        raise ValueError("target_probs must have at least one vocab column")
-    _check_offsets(cu, B, T, -1, "cu_num_draft_tokens")
-    _check_ids(draft, T, V, "draft_token_ids")
+    _check_ids(draft, T, V, draft_name)
     if _overlap(out.ptr, T * (8 if out.wide else 4), draft.ptr, T * (8 if draft.wide else 4)):
-        raise ValueError("output_token_ids must not overlap draft_token_ids")
+        raise ValueError(f"{out_name} must not overlap {draft_name}")
     _recover_all(out, cu, draft, q, t, sd, B, T, V)
+    return 0
 
 
 def sample_recovered_tokens_kernel_fused(output_token_ids_ptr, cu_num_draft_tokens_ptr,
@@ -624,27 +654,33 @@ def sample_recovered_tokens_kernel_fused(output_token_ids_ptr, cu_num_draft_toke
     reproducible (the caller still pays for drawing ``inv_q``: to avoid that, replace vLLM's
     Python ``sample_recovered_tokens`` -- see ``fastdispatch.ops.fused``).
     """
-    cdef Py_ssize_t shp[2]
+    cdef Py_ssize_t shp[1]
     cdef int code = 0
-    cdef Py_ssize_t B, V
-    check_index(cu_num_draft_tokens_ptr, "cu_num_draft_tokens_ptr", 1, shp)
+    cdef Py_ssize_t B, V, n_q, r, last = 0
+    cdef IBuf cu = check_index(cu_num_draft_tokens_ptr, "cu_num_draft_tokens_ptr", -1, shp)
     B = shp[0]
-    check_tensor(target_probs_ptr, "target_probs_ptr", M_FLOAT32, 2, NULL, shp)
-    V = shp[1]
-    if vocab_size != V:
-        raise ValueError(f"vocab_size = {vocab_size} does not match target_probs_ptr's {V} columns")
-    cdef char* pq = check_tensor(inv_q_ptr, "inv_q_ptr", M_REAL, 2, &code, shp)
-    if shp[0] != B or shp[1] != V:
-        raise ValueError(f"inv_q_ptr must have shape ({B}, {V}), got {tuple(inv_q_ptr.shape)}")
+    try:
+        V = vocab_size
+    except (TypeError, OverflowError):
+        raise TypeError(f"vocab_size: expected an integer, got {vocab_size!r}") from None
+    if V < 0:
+        raise ValueError(f"vocab_size must be >= 0, got {V}")
+    check_rowed(target_probs_ptr, "target_probs_ptr", M_FLOAT32, V, "vocab_size", NULL, shp)
+    cdef char* pq = check_rowed(inv_q_ptr, "inv_q_ptr", M_REAL, V, "vocab_size", &code, &n_q)
+    for r in range(B):
+        if iget(cu, r) > (iget(cu, r - 1) if r > 0 else 0):
+            last = r + 1        # the Triton grid reads inv_q rows of requests with drafts only
+    if n_q < last * V:
+        raise ValueError(f"inv_q_ptr: expected at least {last} rows of vocab_size = {V} "
+                         f"({last * V} elements), got {tuple(inv_q_ptr.shape)}")
     if NO_DRAFT_PROBS is not None and bool(NO_DRAFT_PROBS) != (draft_probs_ptr is None):
         raise ValueError("NO_DRAFT_PROBS disagrees with draft_probs_ptr")
     import torch
     seeds = torch.zeros((B, 2), dtype=torch.int64)
     cdef int64_t* sd = <int64_t*><char*><Py_ssize_t>seeds.data_ptr()
-    cdef Py_ssize_t r
     cdef uint64_t key
     cdef uint32_t lo, hi
-    for r in range(B):
+    for r in range(last):
         if V == 0:
             key = 0
         elif code == DT_FLOAT64:
@@ -657,8 +693,10 @@ def sample_recovered_tokens_kernel_fused(output_token_ids_ptr, cu_num_draft_toke
                 memcpy(&hi, pq + r * V * 4 + 4, 4)
             key = (<uint64_t>hi << 32) | lo
         sd[2 * r] = <int64_t>key
-    recovered_tokens(output_token_ids_ptr, cu_num_draft_tokens_ptr, draft_token_ids_ptr,
-                     draft_probs_ptr, target_probs_ptr, seeds)
+    _recovered(output_token_ids_ptr, cu_num_draft_tokens_ptr, draft_token_ids_ptr,
+               draft_probs_ptr, target_probs_ptr, seeds, V, "output_token_ids_ptr",
+               "cu_num_draft_tokens_ptr", "draft_token_ids_ptr", "draft_probs_ptr",
+               "target_probs_ptr")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -784,47 +822,48 @@ cdef int _check_step(StepArgs* a, output_token_ids, cu_num_draft_tokens, draft_t
                      draft_probs, scores, str scores_name, bonus_token_ids, is_greedy, seeds,
                      Py_ssize_t max_spec_len, synthetic_rates) except -1:
     """Validate a whole step's arguments (both entry points) before anything is written."""
-    cdef Py_ssize_t shp[2]
-    cdef Py_ssize_t K = max_spec_len
-    a.out = check_index(output_token_ids, "output_token_ids", 2, shp)
-    a.B = shp[0]
-    a.width = shp[1]
-    cdef Py_ssize_t B = a.B
+    cdef Py_ssize_t shp[1]
+    cdef Py_ssize_t K = max_spec_len, n_out, n_draft
+    cdef int code = 0
     if K < 0:
         raise ValueError(f"max_spec_len must be >= 0, got {K}")
-    if a.width != K + 1:
-        raise ValueError(f"output_token_ids must have max_spec_len + 1 = {K + 1} columns, "
-                         f"got {a.width}")
-    a.cu = check_index(cu_num_draft_tokens, "cu_num_draft_tokens", 1, shp)
-    if shp[0] != B:
-        raise ValueError(f"cu_num_draft_tokens has {shp[0]} entries, output_token_ids has {B} rows")
-    a.draft = check_index(draft_token_ids, "draft_token_ids", 1, shp)
-    a.T = shp[0]
-    check_tensor(scores, scores_name, M_FLOAT32, 2, NULL, shp)
-    a.V = shp[1]
+    a.width = K + 1
+    a.out.ptr = check_rowed(output_token_ids, "output_token_ids", M_INDEX, a.width,
+                            "max_spec_len + 1", &code, &n_out)
+    a.out.wide = code == DT_INT64
+    a.cu = check_index(cu_num_draft_tokens, "cu_num_draft_tokens", -1, shp)
+    a.B = shp[0]
+    cdef Py_ssize_t B = a.B
+    if n_out < B * a.width:
+        raise ValueError(f"output_token_ids: expected at least {B} rows of max_spec_len + 1 = "
+                         f"{a.width} ({B * a.width} elements), got {tuple(output_token_ids.shape)}")
+    a.draft = check_index(draft_token_ids, "draft_token_ids", -1, shp)
+    n_draft = shp[0]
+    cdef Py_ssize_t most = _check_offsets(a.cu, B, n_draft, K, "cu_num_draft_tokens")
+    a.T = _total(a.cu, B)
+    a.V = _vocab(scores, scores_name)
+    if a.V < 1 and a.T > 0:
+        raise ValueError(f"{scores_name} must have at least one vocab column")
     a.scores = _probs(scores, scores_name, a.T, a.V)
     a.q = NULL
     if draft_probs is not None:
         a.q = _probs(draft_probs, "draft_probs", a.T, a.V)
     a.bonus = check_index(bonus_token_ids, "bonus_token_ids", -1, shp)
-    if shp[0] != B:
-        raise ValueError(f"bonus_token_ids must have {B} elements, got {shp[0]}")
+    if shp[0] < B:
+        raise ValueError(f"bonus_token_ids: expected at least {B} elements, got {shp[0]}")
     a.greedy = NULL
     if is_greedy is not None:
-        a.greedy = <const uint8_t*>check_tensor(is_greedy, "is_greedy", M_BOOL, 1, NULL, shp)
-        if shp[0] != B:
-            raise ValueError(f"is_greedy must have {B} elements, got {shp[0]}")
+        a.greedy = <const uint8_t*>check_tensor(is_greedy, "is_greedy", M_BOOL, -1, NULL, shp)
+        if shp[0] < B:
+            raise ValueError(f"is_greedy: expected at least {B} elements, got {shp[0]}")
     a.seeds = _seeds(seeds, "seeds", B)
-    if a.V < 1 and a.T > 0:
-        raise ValueError(f"{scores_name} must have at least one vocab column")
-    cdef Py_ssize_t most = _check_offsets(a.cu, B, a.T, K, "cu_num_draft_tokens")
     a.rates = NULL
     if synthetic_rates is not None:
-        a.rates = <const float*>check_tensor(synthetic_rates, "synthetic_rates", M_FLOAT32, 1,
+        a.rates = <const float*>check_tensor(synthetic_rates, "synthetic_rates", M_FLOAT32, -1,
                                              NULL, shp)
         if shp[0] < most:
-            raise ValueError(f"synthetic_rates has {shp[0]} entries, a request has {most} "
-                             f"draft tokens")
+            raise ValueError(f"synthetic_rates: expected at least {most} elements (one per "
+                             f"draft position of the longest request), got {shp[0]}")
     _check_ids(a.draft, a.T, a.V, "draft_token_ids")
     cdef Py_ssize_t osz = B * a.width * (8 if a.out.wide else 4)
     if _overlap(a.out.ptr, osz, a.cu.ptr, B * (8 if a.cu.wide else 4)):

@@ -393,7 +393,6 @@ BAD = [
     ("output_token_ids", lambda a: torch.full((3, 6), 0, dtype=torch.int32)[:, ::2], ValueError),
     ("cu_num_draft_tokens", lambda a: torch.tensor([2, 1, 5], dtype=torch.int32), ValueError),
     ("cu_num_draft_tokens", lambda a: torch.tensor([-1, 3, 5], dtype=torch.int32), ValueError),
-    ("cu_num_draft_tokens", lambda a: torch.tensor([2, 3, 4], dtype=torch.int32), ValueError),
     ("cu_num_draft_tokens", lambda a: torch.tensor([0, 3, 5], dtype=torch.int32), ValueError),
     ("cu_num_draft_tokens", lambda a: torch.tensor([2, 5], dtype=torch.int32), ValueError),
     ("draft_token_ids", lambda a: torch.tensor([1, 2, 300, 4, 5], dtype=torch.int32), IndexError),
@@ -403,7 +402,6 @@ BAD = [
     ("target_probs", lambda a: torch.rand(300, 5).t(), ValueError),
     ("target_probs", lambda a: torch.rand(5, 300, device="meta"), ValueError),
     ("target_probs", lambda a: [[0.5]], TypeError),
-    ("bonus_token_ids", lambda a: torch.zeros(4, dtype=torch.int64), ValueError),
     ("is_greedy", lambda a: torch.tensor([1, 0, 0], dtype=torch.int32), TypeError),
     ("greedy_scores", lambda a: torch.rand(4, 300), ValueError),
     ("seeds", lambda a: torch.zeros((3, 3), dtype=torch.int64), ValueError),
@@ -421,6 +419,29 @@ def test_step_bad_inputs_raise_named_and_write_nothing(name, make, exc):
     with pytest.raises(exc, match=name if name != "max_spec_len" else "max_spec_len"):
         _fused.rejection_sample_step(**args)
     assert (out == POISON).all()
+
+
+def test_step_reads_only_what_the_offsets_use():
+    """Buffers longer than the batch uses are valid: drafts past ``cu[-1]``, more bonus ids
+    than requests, per-token vectors as columns -- the same tokens as the exact-size call."""
+    torch.manual_seed(5)  # _valid draws its probabilities
+    exact = _valid()
+    _fused.rejection_sample_step(**exact)
+    for name, make in (
+        ("draft_token_ids", lambda a: torch.cat([a["draft_token_ids"], a["draft_token_ids"]])),
+        ("bonus_token_ids", lambda a: torch.zeros(4, dtype=torch.int64)),
+        ("draft_token_ids", lambda a: a["draft_token_ids"].reshape(-1, 1)),
+        ("output_token_ids", lambda a: a["output_token_ids"].reshape(-1)),
+        ("is_greedy", lambda a: a["is_greedy"].reshape(1, -1)),
+    ):
+        torch.manual_seed(5)
+        args = _valid()
+        args[name] = make(args)
+        _fused.rejection_sample_step(**args)
+        assert torch.equal(
+            args["output_token_ids"].reshape(exact["output_token_ids"].shape),
+            exact["output_token_ids"],
+        ), name
 
 
 def test_step_output_must_not_overlap_inputs():
@@ -456,7 +477,7 @@ def test_recovered_bad_inputs():
     for i, bad, exc, name in [
         (2, torch.tensor([1, 2, 300, 4, 5]), IndexError, "draft_token_ids"),
         (1, torch.tensor([2, 3, 6]), ValueError, "cu_num_draft_tokens"),
-        (0, torch.full((4,), 0), ValueError, "draft_token_ids"),
+        (0, torch.full((4,), 0), ValueError, "output_token_ids"),
         (5, torch.zeros((2, 2), dtype=torch.int64), ValueError, "seeds"),
         (3, torch.rand(5, 301), ValueError, "draft_probs"),
     ]:

@@ -12,11 +12,13 @@ _INDEX_DTYPES = (torch.int32, torch.int64)
 
 
 def vector(name, t, dtypes=None, length=None):
-    """``t`` is a 1-D contiguous tensor (of one of ``dtypes``, of ``length`` elements)."""
+    """``t`` is a contiguous vector (of one of ``dtypes``, of ``length`` elements): ``[N]``, or a
+    column ``[N, 1]`` such as ``torch.multinomial(probs, 1)`` returns -- the kernels read it by
+    flat offset, and the ops size their launches by ``t.shape[0]``, as vLLM's do."""
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if t.dim() != 1:
-        raise ValueError(f"{name} must be 1-D, got shape {tuple(t.shape)}")
+    if t.dim() == 0 or t.numel() != t.shape[0]:
+        raise ValueError(f"{name} must be 1-D (or a column [N, 1]), got shape {tuple(t.shape)}")
     _common(name, t, dtypes)
     if length is not None and t.shape[0] != length:
         raise ValueError(f"{name} must have {length} elements, got {t.shape[0]}")
@@ -39,6 +41,17 @@ def matrix(name, t, dtypes=None, rows=None, cols=None, contiguous=True):
         raise ValueError(f"{name} must have {rows} rows, got {t.shape[0]}")
     if cols is not None and t.shape[1] != cols:
         raise ValueError(f"{name} must have {cols} columns, got {t.shape[1]}")
+    return t
+
+
+def offsets(name, t):
+    """Per-request offsets: the batch is ``t.shape[0]`` (how vLLM sizes the launch grid), so
+    ``t`` is ``[B]`` or a column ``[B, 1]`` -- any shape whose first dimension holds every
+    element; a 0-d tensor has no batch dimension."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a 1-D tensor, got {type(t).__name__}")
+    if t.dim() == 0 or t.numel() != t.shape[0]:
+        raise TypeError(f"{name} must be a 1-D tensor (or [B, 1]), got shape {tuple(t.shape)}")
     return t
 
 

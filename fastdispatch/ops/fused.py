@@ -28,6 +28,8 @@ import torch
 
 from kernels_cpu import _fused
 
+from . import _checks
+
 __all__ = [
     "SEEDED_STREAM",
     "fastdispatch_fused_vllm_overrides",
@@ -90,14 +92,9 @@ def _call_seeds(
 ) -> torch.Tensor:
     """The ops' ``seeds``: as given, else ``request_seeds`` for the batch (draft counts read from
     ``cu_num_draft_tokens`` only when a request has its own generator and none were passed)."""
+    _checks.offsets("cu_num_draft_tokens", cu_num_draft_tokens)
     if seeds is not None:
         return seeds
-    if not isinstance(cu_num_draft_tokens, torch.Tensor) or cu_num_draft_tokens.dim() != 1:
-        shape = getattr(cu_num_draft_tokens, "shape", None)
-        raise TypeError(
-            "cu_num_draft_tokens must be a 1-D tensor, got "
-            + (f"shape {tuple(shape)}" if shape is not None else type(cu_num_draft_tokens).__name__)
-        )
     if num_draft_tokens is None and generators:
         num_draft_tokens = _num_drafts(cu_num_draft_tokens)
     return request_seeds(cu_num_draft_tokens.shape[0], generators, num_draft_tokens)
