@@ -217,13 +217,13 @@ cdef int _slot_prepare(
     if <object>a.kb * a.world > INT64_MAX or <object>a.world * a.inter > INT64_MAX:
         raise ValueError("KV_CACHE_BLOCK_SIZE, CP_KV_CACHE_INTERLEAVE_SIZE and TOTAL_CP_WORLD_SIZE "
                          "overflow int64 when multiplied")
-    a.qsl = check_index(query_start_loc_ptr, "query_start_loc_ptr", 1, shape)
+    a.qsl = check_index(query_start_loc_ptr, "query_start_loc_ptr", -1, shape)
     a.R = shape[0] - 1
     if a.R < 0:
         raise ValueError("query_start_loc_ptr must have num_reqs + 1 >= 1 elements")
-    a.pos = check_index(positions_ptr, "positions_ptr", 1, shape)
+    a.pos = check_index(positions_ptr, "positions_ptr", -1, shape)
     n_pos = shape[0]
-    a.out = check_index(slot_mapping_ptr, "slot_mapping_ptr", 1, shape)
+    a.out = check_index(slot_mapping_ptr, "slot_mapping_ptr", -1, shape)
     n_out = shape[0]
     a.bt = check_rows(block_table_ptr, "block_table_ptr", block_table_stride, "block_table_stride")
     if mnt > nt and mnt > n_out:
@@ -379,7 +379,7 @@ cdef void _copy_row(const void* p, Py_ssize_t i) noexcept nogil:
 cdef IBuf _address_buffer(object t, str name, Py_ssize_t* n) except *:
     """A 1-D contiguous CPU tensor of raw addresses: int64 or uint64 (vLLM allocates uint64)."""
     cdef IBuf b
-    b.ptr = check_tensor(t, name, M_INT64 | M_UINT64, 1, NULL, n)
+    b.ptr = check_tensor(t, name, M_INT64 | M_UINT64, -1, NULL, n)
     b.wide = True                      # addresses are read as 64-bit patterns either way
     return b
 
@@ -413,7 +413,7 @@ def batch_memcpy_kernel(src_ptrs, dst_ptrs, sizes, BLOCK_SIZE=None):
     a.dst = _address_buffer(dst_ptrs, "dst_ptrs", &n_dst)
     if n_dst != n:
         raise ValueError(f"dst_ptrs has {n_dst} elements, src_ptrs has {n}")
-    a.sizes = check_index(sizes, "sizes", 1, shape)
+    a.sizes = check_index(sizes, "sizes", -1, shape)
     if shape[0] != n:
         raise ValueError(f"sizes has {shape[0]} elements, src_ptrs has {n}")
     with nogil:

@@ -292,7 +292,6 @@ def _memcpy_args():
         (2, torch.tensor([5, -1], dtype=torch.int32), ValueError, "sizes"),
         (2, torch.zeros(2, dtype=torch.uint8), TypeError, "sizes"),
         (0, torch.zeros(4, dtype=torch.int64)[::2], ValueError, "src_ptrs"),
-        (0, torch.zeros(2, 1, dtype=torch.int64), TypeError, "src_ptrs"),
         (0, torch.zeros(2, dtype=torch.int64, device="meta"), ValueError, "src_ptrs"),
         (0, "null-src", ValueError, "src_ptrs"),
         (1, "null-dst", ValueError, "dst_ptrs"),
