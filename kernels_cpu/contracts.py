@@ -1,0 +1,627 @@
+"""The contract of each kernel, argument by argument, as data.
+
+A Triton kernel sees every tensor as a base pointer and computes its offsets itself -- flat, or
+with the explicit strides it takes. What a launch may pass is therefore decided by how the kernel
+indexes each argument, not by the shapes today's callers happen to use: the ``kernels_cpu``
+implementations accept every call the Triton kernel handles correctly and refuse, naming the
+argument and writing nothing, only what would read or write out of bounds or be wrong.
+
+Each :class:`Arg` carries its role, dtypes and one acceptance rule (:data:`RULES`); the
+:class:`Contract` of a kernel lists its arguments in launch order (the order a positional launch
+binds, and the names a keyword launch uses). ``docs/kernel_contracts.md`` is generated from this
+table (``python -m kernels_cpu.contracts > docs/kernel_contracts.md``) and the tests check that
+the file, the implementations' signatures and our Triton kernels' argument lists agree with it.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import NamedTuple
+
+__all__ = ["Arg", "Contract", "CONTRACTS", "INTRO", "RULES", "contract", "markdown"]
+
+#: The principle every rule below follows (the generated document's introduction).
+INTRO = (
+    "A Triton kernel sees every tensor as a base pointer and computes its offsets itself -- "
+    "flat, or with the explicit strides it takes. So what a launch may pass is decided by how "
+    "the kernel indexes each argument, not by the shapes today's callers use: `kernels_cpu` "
+    "accepts every call the Triton kernel handles correctly and refuses -- with an exception "
+    "naming the argument, before anything is written -- only what would read or write out of "
+    "bounds, a dtype or device the kernel cannot honour, or a call whose result would be wrong "
+    "(decreasing offsets, a request longer than its output row, a 2-D tensor whose rows are not "
+    "the rows the kernel reads, a non-contiguous tensor read by flat offset).\n\n"
+    "Notation: `B` requests, `T` draft tokens in all (`cu[B - 1]`), `K` = `max_spec_len`, "
+    "`V` = `vocab_size`, `R` requests of a spec-decode launch, `N` tokens. Only the rows of "
+    "requests a kernel processes count (the greedy kernel skips random requests and vice "
+    "versa), as in the Triton kernel's grid."
+)
+
+#: How an argument may be passed, by kind. The wording is the rule's one definition.
+RULES = {
+    "flat": (
+        "a contiguous tensor of any shape (``[N]``, ``[N, 1]``, a ``[B, K]`` view of a flat "
+        "buffer, 0-d for one element), read or written by flat offset from its base pointer; it "
+        "needs the elements the launch touches and no more (a longer buffer keeps its tail "
+        "untouched)"
+    ),
+    "rows": (
+        "rows of a fixed length from the base pointer: a contiguous tensor of any shape with the "
+        "elements of every row the launch touches; a 2-D tensor must have rows of that length "
+        "(its own rows would otherwise not be the rows the kernel reads)"
+    ),
+    "table": (
+        "a 2-D table of its own rows -- rows may be any distance apart (a column slice of a "
+        "wider buffer), columns unit-stride, and the stride argument equal to its ``stride(0)`` "
+        "when it has more than one row -- or a contiguous tensor of any other shape, read flat "
+        "as whole rows of the stride argument"
+    ),
+    "int": "a Python or numpy integer, or a 0-d integer tensor (not bool, not float)",
+    "number": "a number; compared in the buffer's dtype",
+    "flag": "a bool (or 0/1); ``None`` takes the default the other arguments imply",
+    "constexpr": "a launch constant of the Triton kernel; accepted and not needed on CPU",
+    "addresses": (
+        "raw addresses as a contiguous int64/uint64 tensor of any shape, one per region; each "
+        "non-empty region must be a non-null address"
+    ),
+}
+
+_INDEX = ("int32", "int64")
+
+
+class Arg(NamedTuple):
+    """One launch argument."""
+
+    name: str
+    #: ``in``, ``out``, ``inout`` (tensors) or ``scalar``.
+    role: str
+    #: Accepted dtypes (empty for scalars).
+    dtypes: tuple[str, ...]
+    #: A key of :data:`RULES`.
+    kind: str
+    #: What the kernel reads or writes of it, in the notation of :data:`INTRO`.
+    extent: str
+    #: ``None`` is a legal value.
+    optional: bool = False
+
+
+class Contract(NamedTuple):
+    """One kernel: its arguments in launch order and the launch it stands for."""
+
+    name: str
+    module: str  # kernels_cpu submodule implementing it
+    grid: str  # the programs of a Triton launch, and where the CPU kernel takes that count
+    summary: str
+    args: tuple[Arg, ...]
+
+
+def _a(name, role, dtypes, kind, extent, optional=False):
+    return Arg(name, role, tuple(dtypes), kind, extent, optional)
+
+
+_IN, _OUT, _IO, _S = "in", "out", "inout", "scalar"
+_F32, _F64, _BOOL = ("float32",), ("float64",), ("bool",)
+_REAL = ("float32", "float64")
+
+CONTRACTS: tuple[Contract, ...] = (
+    Contract(
+        "expand_kernel",
+        "_sampling",
+        "(B,): one program per ``input_ptr`` element",
+        "output[cu[i-1]:cu[i]] = input[i], with replace_from replaced by replace_to; at most "
+        "MAX_NUM_TOKENS elements per request",
+        (
+            _a(
+                "output_ptr",
+                _OUT,
+                ("float32",) + _INDEX,
+                "flat",
+                "the tokens written: "
+                "``max(cu[i-1] + min(n_i, MAX_NUM_TOKENS))``; same dtype as ``input_ptr``",
+            ),
+            _a("input_ptr", _IN, ("float32",) + _INDEX, "flat", "``B`` (defines ``B``)"),
+            _a(
+                "cu_num_tokens_ptr",
+                _IN,
+                _INDEX,
+                "flat",
+                "``B`` inclusive cumulative counts, non-negative and non-decreasing",
+            ),
+            _a("replace_from", _S, (), "number", "-"),
+            _a("replace_to", _S, (), "number", "-; must fit an integer output's dtype"),
+            _a(
+                "MAX_NUM_TOKENS",
+                _S,
+                (),
+                "int",
+                "per-request cap (>= 0); ``None``: no cap",
+                optional=True,
+            ),
+        ),
+    ),
+    Contract(
+        "rejection_greedy_sample_kernel",
+        "_sampling",
+        "(B,): one program per request; ``B`` = elements of ``cu_num_draft_tokens_ptr``",
+        "per greedy request: the target argmax up to and including the first draft mismatch, "
+        "then the bonus token if every draft matched (SYNTHETIC_MODE: accept when uniform < "
+        "rate[pos] and the draft id is >= 0)",
+        (
+            _a(
+                "output_token_ids_ptr",
+                _OUT,
+                _INDEX,
+                "rows",
+                "rows of ``K + 1``; every row of a greedy request, up to its ``n + 1`` slots",
+            ),
+            _a(
+                "cu_num_draft_tokens_ptr",
+                _IN,
+                _INDEX,
+                "flat",
+                "``B`` (defines ``B``); non-decreasing; a greedy request has at most ``K`` drafts",
+            ),
+            _a("draft_token_ids_ptr", _IN, _INDEX, "flat", "the greedy requests' tokens"),
+            _a("target_argmax_ptr", _IN, _INDEX, "flat", "the greedy requests' tokens"),
+            _a(
+                "bonus_token_ids_ptr",
+                _IN,
+                _INDEX,
+                "flat",
+                "one per request up to the last greedy one",
+            ),
+            _a(
+                "is_greedy_ptr",
+                _IN,
+                _BOOL,
+                "flat",
+                "``B``; ``None``: every request greedy",
+                optional=True,
+            ),
+            _a("max_spec_len", _S, (), "int", "``K`` >= 0"),
+            _a(
+                "uniform_probs_ptr",
+                _IN,
+                _REAL,
+                "flat",
+                "the greedy requests' tokens (SYNTHETIC_MODE only)",
+                optional=True,
+            ),
+            _a(
+                "synthetic_conditional_rates_ptr",
+                _IN,
+                _REAL,
+                "flat",
+                "the longest greedy request's drafts (SYNTHETIC_MODE only)",
+                optional=True,
+            ),
+            _a("SYNTHETIC_MODE", _S, (), "flag", "default: rates given", optional=True),
+        ),
+    ),
+    Contract(
+        "rejection_random_sample_kernel",
+        "_sampling",
+        "(B,): one program per request; ``B`` = elements of ``cu_num_draft_tokens_ptr``",
+        "per random request: accept draft d while draft_prob > 0 and target_prob / draft_prob "
+        ">= uniform (float32 quotient, float64 compare); on rejection the recovered token, then "
+        "stop; the bonus token if every draft is accepted",
+        (
+            _a(
+                "output_token_ids_ptr",
+                _OUT,
+                _INDEX,
+                "rows",
+                "rows of ``K + 1``; every row of a random request, up to its ``n + 1`` slots",
+            ),
+            _a(
+                "cu_num_draft_tokens_ptr",
+                _IN,
+                _INDEX,
+                "flat",
+                "``B`` (defines ``B``); non-decreasing; a random request has at most ``K`` drafts",
+            ),
+            _a(
+                "draft_token_ids_ptr",
+                _IN,
+                _INDEX,
+                "flat",
+                "the random requests' tokens; ids < ``V`` where probabilities are read (< 0: "
+                "rejected)",
+            ),
+            _a(
+                "draft_probs_ptr",
+                _IN,
+                _F32,
+                "rows",
+                "rows of ``V``, one per random token; not read under NO_DRAFT_PROBS or "
+                "SYNTHETIC_MODE",
+                optional=True,
+            ),
+            _a(
+                "target_probs_ptr",
+                _IN,
+                _F32,
+                "rows",
+                "rows of ``V``, one per random token; not read under SYNTHETIC_MODE",
+            ),
+            _a(
+                "bonus_token_ids_ptr",
+                _IN,
+                _INDEX,
+                "flat",
+                "one per request up to the last random one",
+            ),
+            _a("recovered_token_ids_ptr", _IN, _INDEX, "flat", "the random requests' tokens"),
+            _a("uniform_probs_ptr", _IN, _REAL, "flat", "the random requests' tokens"),
+            _a("is_greedy_ptr", _IN, _BOOL, "flat", "``B``"),
+            _a("max_spec_len", _S, (), "int", "``K`` >= 0"),
+            _a("vocab_size", _S, (), "int", "``V`` >= 0: the probability rows' length"),
+            _a(
+                "synthetic_conditional_rates_ptr",
+                _IN,
+                _REAL,
+                "flat",
+                "the longest random request's drafts (SYNTHETIC_MODE only)",
+                optional=True,
+            ),
+            _a(
+                "NO_DRAFT_PROBS",
+                _S,
+                (),
+                "flag",
+                "default: ``draft_probs_ptr is None``",
+                optional=True,
+            ),
+            _a("SYNTHETIC_MODE", _S, (), "flag", "default: rates given", optional=True),
+        ),
+    ),
+    Contract(
+        "sample_recovered_tokens_kernel",
+        "_sampling",
+        "(B, K): one program per (request, draft position); ``B`` = elements of "
+        "``cu_num_draft_tokens_ptr``; the CPU kernel computes every position of every request",
+        "per draft token: argmax over v of prob[v] * inv_q[request, v], prob = max(target - "
+        "draft, 0), or the target with the draft id masked under NO_DRAFT_PROBS; lowest index on "
+        "ties, clamped to V - 1",
+        (
+            _a("output_token_ids_ptr", _OUT, _INDEX, "flat", "``T``"),
+            _a(
+                "cu_num_draft_tokens_ptr",
+                _IN,
+                _INDEX,
+                "flat",
+                "``B`` (defines ``B``); non-decreasing",
+            ),
+            _a("draft_token_ids_ptr", _IN, _INDEX, "flat", "``T``, read only under NO_DRAFT_PROBS"),
+            _a("draft_probs_ptr", _IN, _F32, "rows", "rows of ``V``, ``T`` of them", optional=True),
+            _a("target_probs_ptr", _IN, _F32, "rows", "rows of ``V``, ``T`` of them"),
+            _a(
+                "inv_q_ptr",
+                _IN,
+                _REAL,
+                "rows",
+                "rows of ``V``, one per request up to the last with drafts; float64 scores with "
+                "float64 noise",
+            ),
+            _a("vocab_size", _S, (), "int", "``V`` >= 0"),
+            _a("BLOCK_SIZE", _S, (), "constexpr", "-", optional=True),
+            _a(
+                "NO_DRAFT_PROBS",
+                _S,
+                (),
+                "flag",
+                "default: ``draft_probs_ptr is None``",
+                optional=True,
+            ),
+            _a(
+                "USE_FP64_GUMBEL",
+                _S,
+                (),
+                "constexpr",
+                "follows ``inv_q_ptr``'s dtype",
+                optional=True,
+            ),
+        ),
+    ),
+    Contract(
+        "eagle_step_slot_mapping_metadata_kernel",
+        "_spec_decode",
+        "(G,): one program per ``out_slot_mapping_ptr`` element; rows past ``batch_size`` are "
+        "padding and get PAD_ID",
+        "advance each position, clamp past max_model_len to 0, look its slot up in the block "
+        "table, bump seq_lens in place",
+        (
+            _a("positions_ptr", _IN, _INDEX, "flat", "``batch_size``"),
+            _a(
+                "block_table_ptr",
+                _IN,
+                _INDEX,
+                "table",
+                "``batch_size`` rows, ``n_blocks_per_req`` columns",
+            ),
+            _a("block_table_stride", _S, (), "int", "the table's row stride (>= 0)"),
+            _a("seq_lens_ptr", _IO, _INDEX, "flat", "``batch_size``"),
+            _a("out_clamped_positions_ptr", _OUT, _INDEX, "flat", "``batch_size``"),
+            _a("out_slot_mapping_ptr", _OUT, _INDEX, "flat", "``G`` >= ``batch_size`` (defines G)"),
+            _a("block_size", _S, (), "int", ">= 1"),
+            _a("max_model_len", _S, (), "int", ">= 1"),
+            _a("n_blocks_per_req", _S, (), "int", "in [1, table columns]"),
+            _a("PAD_ID", _S, (), "int", "-"),
+            _a("batch_size", _S, (), "int", ">= 0"),
+        ),
+    ),
+    Contract(
+        "eagle_prepare_inputs_padded_kernel",
+        "_spec_decode",
+        "(R,) with ``R`` = ``num_reqs``",
+        "per request: rejected drafts = drafts + 1 - valid sampled tokens (0 without drafts); "
+        "the token to sample from = the last query token minus the rejected ones",
+        (
+            _a("cu_num_draft_tokens_ptr", _IN, _INDEX, "flat", "``R``; non-decreasing"),
+            _a("valid_sampled_tokens_count_ptr", _IN, _INDEX, "flat", "``R``"),
+            _a("query_start_loc_gpu_ptr", _IN, _INDEX, "flat", "``R + 1``; non-decreasing"),
+            _a("token_indices_to_sample_ptr", _OUT, _INDEX, "flat", "``R``"),
+            _a("num_rejected_tokens_gpu_ptr", _OUT, _INDEX, "flat", "``R``"),
+            _a("num_reqs", _S, (), "int", "``R`` >= 0"),
+        ),
+    ),
+    Contract(
+        "eagle_prepare_next_token_padded_kernel",
+        "_spec_decode",
+        "(R,) with ``R`` = ``num_reqs``",
+        "per request: count the valid sampled tokens (!= -1 and < vocab_size) and take the last "
+        "valid one as the next token; the backup token when none is valid or the request is "
+        "discarded",
+        (
+            _a(
+                "sampled_token_ids_ptr",
+                _IN,
+                _INDEX,
+                "table",
+                "``R`` rows, ``num_sampled_tokens_per_req`` columns",
+            ),
+            _a("discard_request_mask_ptr", _IN, _BOOL, "flat", "``R``"),
+            _a("backup_next_token_ids_ptr", _IN, _INDEX, "flat", "``R``"),
+            _a("next_token_ids_ptr", _OUT, _INDEX, "flat", "``R``"),
+            _a("valid_sampled_tokens_count_ptr", _OUT, _INDEX, "flat", "``R``"),
+            _a("vocab_size", _S, (), "int", "-"),
+            _a("num_sampled_tokens_per_req", _S, (), "int", "in [0, table columns]"),
+            _a("num_reqs", _S, (), "int", "``R`` >= 0"),
+            _a("stride_sampled_token_ids", _S, (), "int", "the table's row stride (>= 0)"),
+            _a(
+                "BLOCK_SIZE_TOKENS",
+                _S,
+                (),
+                "int",
+                "covers ``num_sampled_tokens_per_req`` when given",
+                optional=True,
+            ),
+        ),
+    ),
+    Contract(
+        "copy_and_expand_eagle_inputs_kernel",
+        "_spec_decode",
+        "(R, token blocks) with ``R`` = elements of ``query_end_loc_ptr``; the CPU kernel "
+        "processes each request whole",
+        "lay out the drafter's inputs per request: target tokens (shifted when shift_input_ids), "
+        "the bonus token, parallel-drafting slots and one padding slot per rejected token, with "
+        "positions, masks, new-token indices and the hidden-state mapping",
+        (
+            _a("target_token_ids_ptr", _IN, _INDEX, "flat", "``total_input_tokens``"),
+            _a(
+                "target_positions_ptr",
+                _IN,
+                _INDEX,
+                "flat",
+                "``total_input_tokens`` (of a ``[3, N]`` M-RoPE buffer, row 0: its first N)",
+            ),
+            _a("next_token_ids_ptr", _IN, _INDEX, "flat", "``R``"),
+            _a("out_input_ids_ptr", _OUT, _INDEX, "flat", "every slot written"),
+            _a("out_positions_ptr", _OUT, _INDEX, "flat", "every slot written"),
+            _a("out_is_rejected_token_mask_ptr", _OUT, _BOOL, "flat", "every slot written"),
+            _a("out_is_masked_token_mask_ptr", _OUT, _BOOL, "flat", "every slot written"),
+            _a(
+                "out_new_token_indices_ptr",
+                _OUT,
+                _INDEX,
+                "flat",
+                "``R * num_padding_slots_per_request``",
+            ),
+            _a(
+                "out_hidden_state_mapping_ptr",
+                _OUT,
+                _INDEX,
+                "flat",
+                "``total_input_tokens`` when shift_input_ids",
+                optional=True,
+            ),
+            _a("query_start_loc_ptr", _IN, _INDEX, "flat", "``R + 1``; non-decreasing"),
+            _a("query_end_loc_ptr", _IN, _INDEX, "flat", "``R`` (defines ``R``)"),
+            _a("padding_token_id", _S, (), "int", "-"),
+            _a("parallel_drafting_token_id", _S, (), "int", "-"),
+            _a("total_input_tokens", _S, (), "int", ">= 0"),
+            _a("num_padding_slots_per_request", _S, (), "int", ">= 0"),
+            _a("shift_input_ids", _S, (), "flag", "-"),
+            _a("BLOCK_SIZE_TOKENS", _S, (), "constexpr", "-", optional=True),
+        ),
+    ),
+    Contract(
+        "copy_and_expand_dflash_inputs_kernel",
+        "_spec_decode",
+        "(R, blocks) with ``R`` = elements of ``query_start_loc_ptr`` - 1",
+        "DFlash drafting inputs: context positions and slots of the accepted tokens, query ids, "
+        "positions and slots of the bonus and parallel-drafting slots, token indices to sample",
+        (
+            _a("next_token_ids_ptr", _IN, _INDEX, "flat", "``R``"),
+            _a(
+                "target_positions_ptr",
+                _IN,
+                _INDEX,
+                "flat",
+                "``total_input_tokens`` (row 0 of an M-RoPE buffer)",
+            ),
+            _a("out_input_ids_ptr", _OUT, _INDEX, "flat", "``R * num_query_per_req``"),
+            _a("out_context_positions_ptr", _OUT, _INDEX, "flat", "``query_start_loc_ptr[R]``"),
+            _a("out_query_positions_ptr", _OUT, _INDEX, "flat", "``R * num_query_per_req``"),
+            _a("out_context_slot_mapping_ptr", _OUT, _INDEX, "flat", "``query_start_loc_ptr[R]``"),
+            _a("out_query_slot_mapping_ptr", _OUT, _INDEX, "flat", "``R * num_query_per_req``"),
+            _a(
+                "out_token_indices_ptr",
+                _OUT,
+                _INDEX,
+                "flat",
+                "``(R - 1) * num_speculative_tokens + num_query_per_req - 1``",
+            ),
+            _a(
+                "block_table_ptr",
+                _IN,
+                _INDEX,
+                "table",
+                "``R`` rows, a column per block a position reaches",
+            ),
+            _a("block_table_stride", _S, (), "int", "the table's row stride (>= 1)"),
+            _a(
+                "query_start_loc_ptr",
+                _IN,
+                _INDEX,
+                "flat",
+                "``R + 1`` (defines ``R``); non-decreasing, ending <= total_input_tokens",
+            ),
+            _a(
+                "num_rejected_tokens_ptr",
+                _IN,
+                _INDEX,
+                "flat",
+                "``R`` when HAS_NUM_REJECTED",
+                optional=True,
+            ),
+            _a("parallel_drafting_token_id", _S, (), "int", "-"),
+            _a("block_size", _S, (), "int", ">= 1"),
+            _a("num_query_per_req", _S, (), "int", ">= 0"),
+            _a("num_speculative_tokens", _S, (), "int", ">= num_query_per_req - 1"),
+            _a("total_input_tokens", _S, (), "int", ">= 0"),
+            _a("BLOCK_SIZE", _S, (), "constexpr", "-", optional=True),
+            _a("HAS_NUM_REJECTED", _S, (), "flag", "-", optional=True),
+        ),
+    ),
+    Contract(
+        "compute_slot_mapping_kernel",
+        "_workers",
+        "(R + 1,): one program per request plus one for the padding",
+        "slot of each scheduled token: block_table[r, pos // B'] * B + offset for the tokens of "
+        "request r (B' = B * TOTAL_CP_WORLD_SIZE; PAD_ID for tokens another context-parallel "
+        "rank stores), then PAD_ID over [num_tokens, max_num_tokens)",
+        (
+            _a("num_tokens", _S, (), "int", "tokens scheduled"),
+            _a("max_num_tokens", _S, (), "int", "padded length"),
+            _a(
+                "query_start_loc_ptr",
+                _IN,
+                _INDEX,
+                "flat",
+                "``R + 1`` (defines ``R``); non-decreasing",
+            ),
+            _a("positions_ptr", _IN, _INDEX, "flat", "``num_tokens``"),
+            _a("block_table_ptr", _IN, _INDEX, "table", "``R`` rows, a column per block reached"),
+            _a("block_table_stride", _S, (), "int", "the table's row stride (>= 0)"),
+            _a("slot_mapping_ptr", _OUT, _INDEX, "flat", "``max(num_tokens, max_num_tokens)``"),
+            _a("KV_CACHE_BLOCK_SIZE", _S, (), "int", ">= 1"),
+            _a("TOTAL_CP_WORLD_SIZE", _S, (), "int", ">= 1"),
+            _a("TOTAL_CP_RANK", _S, (), "int", "in [0, TOTAL_CP_WORLD_SIZE)"),
+            _a("CP_KV_CACHE_INTERLEAVE_SIZE", _S, (), "int", ">= 1"),
+            _a("PAD_ID", _S, (), "int", "-"),
+            _a("BLOCK_SIZE", _S, (), "constexpr", "-", optional=True),
+        ),
+    ),
+    Contract(
+        "compute_slot_mapping_hybrid_kernel",
+        "_workers",
+        "(R + 1,): one program per request plus one for the padding",
+        "the slot-mapping kernel of vLLM 0.27-0.31, whose KV-cache blocks hold "
+        "BLOCKS_PER_KV_BLOCK attention-kernel blocks of block_size tokens: block index = "
+        "kv_block * BLOCKS_PER_KV_BLOCK + offset // block_size, slot = block_table[row + that] * "
+        "block_size + offset % block_size",
+        (
+            _a("num_tokens", _S, (), "int", "tokens scheduled"),
+            _a("max_num_tokens", _S, (), "int", "padded length"),
+            _a(
+                "query_start_loc_ptr",
+                _IN,
+                _INDEX,
+                "flat",
+                "``R + 1`` (defines ``R``); non-decreasing",
+            ),
+            _a("positions_ptr", _IN, _INDEX, "flat", "``num_tokens``"),
+            _a("block_table_ptr", _IN, _INDEX, "table", "``R`` rows, a column per block reached"),
+            _a("block_table_stride", _S, (), "int", "the table's row stride (>= 0)"),
+            _a("block_size", _S, (), "int", ">= 1: tokens per attention-kernel block"),
+            _a("slot_mapping_ptr", _OUT, _INDEX, "flat", "``max(num_tokens, max_num_tokens)``"),
+            _a("KV_CACHE_BLOCK_SIZE", _S, (), "int", ">= 1"),
+            _a("BLOCKS_PER_KV_BLOCK", _S, (), "int", ">= 1"),
+            _a("TOTAL_CP_WORLD_SIZE", _S, (), "int", ">= 1"),
+            _a("TOTAL_CP_RANK", _S, (), "int", "in [0, TOTAL_CP_WORLD_SIZE)"),
+            _a("CP_KV_CACHE_INTERLEAVE_SIZE", _S, (), "int", ">= 1"),
+            _a("PAD_ID", _S, (), "int", "-"),
+            _a("BLOCK_SIZE", _S, (), "constexpr", "-", optional=True),
+        ),
+    ),
+    Contract(
+        "batch_memcpy_kernel",
+        "_workers",
+        "(n,): one program per region",
+        "copy sizes[i] bytes from address src_ptrs[i] to dst_ptrs[i], overlap-safe",
+        (
+            _a("src_ptrs", _IN, ("int64", "uint64"), "addresses", "``n`` (defines ``n``)"),
+            _a("dst_ptrs", _IN, ("int64", "uint64"), "addresses", "``n``"),
+            _a("sizes", _IN, _INDEX, "flat", "``n``; non-negative"),
+            _a("BLOCK_SIZE", _S, (), "constexpr", "-", optional=True),
+        ),
+    ),
+)
+
+_BY_NAME = {c.name: c for c in CONTRACTS}
+
+
+def contract(name: str) -> Contract:
+    """The contract of the kernel ``name`` (KeyError names the unknown kernel)."""
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        raise KeyError(f"no contract for kernel {name!r}; known: {sorted(_BY_NAME)}") from None
+
+
+def markdown() -> str:
+    """``docs/kernel_contracts.md``: the table above, as a document."""
+    lines = [
+        "# Kernel contracts",
+        "",
+        "Generated from `kernels_cpu/contracts.py` (`python -m kernels_cpu.contracts >",
+        "docs/kernel_contracts.md`); the tests check that the two agree.",
+        "",
+        INTRO,
+        "",
+        "## Acceptance rules",
+        "",
+    ]
+    for kind, text in RULES.items():
+        lines.append(f"- **{kind}**: {text}.")
+    for c in CONTRACTS:
+        lines += [
+            "",
+            f"## `{c.name}`",
+            "",
+            f"{c.summary[0].upper()}{c.summary[1:]}.",
+            "",
+            f"Grid: {c.grid}. Implementation: `kernels_cpu.{c.module}.{c.name}`.",
+            "",
+            "| # | argument | role | dtypes | rule | touches |",
+            "|---|---|---|---|---|---|",
+        ]
+        for i, a in enumerate(c.args):
+            dtypes = ", ".join(a.dtypes) or "-"
+            opt = " or `None`" if a.optional else ""
+            lines.append(f"| {i} | `{a.name}` | {a.role} | {dtypes} | {a.kind}{opt} | {a.extent} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.stdout.write(markdown())

@@ -1,0 +1,71 @@
+"""The contract table (``kernels_cpu.contracts``) against everything that restates it.
+
+The table is the one written form of each kernel's arguments and their acceptance rules; the
+generated document, the ``kernels_cpu`` signatures, our Triton kernels and the vLLM name map
+must all say the same thing, so a change to one without the others fails here.
+"""
+
+import importlib
+import inspect
+import pkgutil
+from pathlib import Path
+
+import pytest
+
+import kernels_cpu
+from fastdispatch._bindcheck import kernel_arg_names
+from fastdispatch.ops import triton_kernels
+from kernels_cpu import _overrides, contracts
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "kernel_contracts.md"
+NAMES = [c.name for c in contracts.CONTRACTS]
+
+
+def test_the_document_is_generated_from_the_table():
+    assert DOC.read_text() == contracts.markdown(), (
+        "docs/kernel_contracts.md is stale: regenerate it with "
+        "`python -m kernels_cpu.contracts > docs/kernel_contracts.md`"
+    )
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_signature_matches_the_contract(name):
+    c = contracts.contract(name)
+    impl = getattr(getattr(kernels_cpu, c.module), name)
+    assert getattr(kernels_cpu, name) is impl
+    assert [a.name for a in c.args] == list(inspect.signature(impl).parameters)
+
+
+def _our_triton_kernel(name):
+    """Our Triton kernel of that name, from whichever module of the package holds it."""
+    if name in triton_kernels.QUALNAMES:
+        return triton_kernels.kernel(name)
+    for info in pkgutil.iter_modules(triton_kernels.__path__):
+        module = importlib.import_module(f"{triton_kernels.__name__}.{info.name}")
+        if name in vars(module):
+            return vars(module)[name]
+    raise AssertionError(f"no Triton kernel {name} in {triton_kernels.__name__}")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_our_triton_kernel_takes_the_contracts_arguments(name):
+    assert list(kernel_arg_names(_our_triton_kernel(name))) == [
+        a.name for a in contracts.contract(name).args
+    ]
+
+
+def test_every_kernel_and_every_vllm_implementation_has_a_contract():
+    kernels = {n for n in dir(kernels_cpu) if n.endswith("_kernel") and not n.startswith("_")}
+    assert kernels <= set(NAMES), kernels - set(NAMES)
+    impls = {i for entry in _overrides.VLLM_KERNELS.values() for i in entry.impls}
+    assert impls <= set(NAMES), impls - set(NAMES)
+
+
+def test_rules_and_roles_are_the_defined_ones():
+    for c in contracts.CONTRACTS:
+        for a in c.args:
+            assert a.kind in contracts.RULES, (c.name, a.name, a.kind)
+            assert a.role in ("in", "out", "inout", "scalar"), (c.name, a.name)
+            assert (a.role == "scalar") == (not a.dtypes), (c.name, a.name)
+    with pytest.raises(KeyError, match="no_such_kernel"):
+        contracts.contract("no_such_kernel")
