@@ -2,8 +2,8 @@
 
 * ``cpu`` (this process): Triton installed, no driver -- importing ``fastdispatch.ops``
   registered the ``kernels_cpu`` implementations over our Triton kernels' qualified names.
-* ``absent`` (subprocess, ``import triton`` blocked): the kernels are plain functions; the same
-  registration makes the ops work.
+* ``absent`` (subprocess, ``import triton`` blocked; or this process, where Triton is not
+  installed): the kernels are plain functions; the same registration makes the ops work.
 * ``interpret`` (subprocess, ``TRITON_INTERPRET=1``): no registration; the ops run our Triton
   kernels in the interpreter (and ``use_cpu_kernels()`` switches them over on demand).
 
@@ -15,7 +15,7 @@ import os
 import subprocess
 import sys
 
-MODE = os.environ.get("FASTDISPATCH_OPS_TEST_MODE", "cpu")
+MODE = os.environ.get("FASTDISPATCH_OPS_TEST_MODE")
 if MODE == "absent":
     import importlib.abc
 
@@ -29,6 +29,10 @@ if MODE == "absent":
 
     assert "triton" not in sys.modules, "triton was imported before the blocker was installed"
     sys.meta_path.insert(0, _NoTriton())
+elif MODE is None:  # this process: ``cpu`` where Triton is installed, else it runs ``absent``
+    from _triton_helpers import require_triton, triton_installed
+
+    MODE = "cpu" if triton_installed() else "absent"
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
@@ -141,7 +145,7 @@ def test_other_modes(mode):
     """Run this file again with Triton blocked, and under the interpreter (from the default
     mode only: the subprocesses do not spawn again)."""
     if mode == "interpret":
-        pytest.importorskip("triton")
+        require_triton()
     env = dict(os.environ, FASTDISPATCH_OPS_TEST_MODE=mode)
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     if mode == "interpret":
@@ -173,7 +177,7 @@ def test_other_modes(mode):
 def test_env_flag_registers_cpu_kernels_under_the_interpreter():
     """``FASTDISPATCH_OPS_CPU_KERNELS=1`` asks for ``kernels_cpu`` even where the Triton kernels
     could run (here: the interpreter)."""
-    pytest.importorskip("triton")
+    require_triton()
     code = (
         "import fastdispatch.ops as o, torch; "
         "assert o.RUN_MODE == 'interpret' and o.cpu_kernels_active(); "

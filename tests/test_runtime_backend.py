@@ -9,6 +9,7 @@
 """
 
 from _runtime_helpers import BLOCKER, run_python
+from _triton_helpers import require_triton
 
 
 def test_default_backend_is_compiled():
@@ -132,6 +133,7 @@ def _write_kernel_module(tmp_path):
 
 
 def test_interpreted_kernel_through_owner_then_override(tmp_path):
+    require_triton()
     path = _write_kernel_module(tmp_path)
     run_python(
         """
@@ -174,6 +176,7 @@ def test_interpreted_kernel_through_owner_then_override(tmp_path):
 
 
 def test_real_jit_function_is_wrapped(tmp_path):
+    require_triton()
     path = _write_kernel_module(tmp_path)
     run_python(
         """

@@ -13,8 +13,11 @@ import itertools
 import os
 
 import pytest
+from _triton_helpers import require_triton
 
-triton = pytest.importorskip("triton")
+require_triton(allow_module_level=True)
+import triton  # noqa: E402
+
 if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
     pytest.skip("interpreted kernels cannot be compiled", allow_module_level=True)
 

@@ -18,6 +18,7 @@ import sys
 import xml.etree.ElementTree as ET
 
 import pytest
+from _triton_helpers import require_triton
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -47,7 +48,10 @@ if INTERPRETED:
     from fastdispatch.ops import testing, triton_kernels
 
     sys.path.insert(0, HERE)
+    import random
+
     from _fuzz import fuzz_settings  # noqa: E402
+    from _layouts import relayout  # noqa: E402
     from _ops_reference import REFERENCES  # noqa: E402
 
     def _launch_cpu(name, case, kwargs, positional):
@@ -94,12 +98,45 @@ if INTERPRETED:
         for label, bufs in (("triton", tri), ("kernels_cpu", cpu)):
             assert not testing.guard_violations(case, bufs), f"{label} wrote a guard: {case}"
 
+    @pytest.mark.parametrize("idx", ["int32", "int64"])
+    @pytest.mark.parametrize("name", KERNELS)
+    @fuzz_settings(
+        max(4, EXAMPLES // 3),
+        deep_examples=150,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(seed=st.integers(0, 2**32 - 1))
+    def test_interpreted_layouts(name, idx, seed):
+        """The same launch with its tensors re-shaped (``_layouts.relayout``: flat, column,
+        ``[B, K]`` and 0-d views of the same memory): our Triton kernel and ``kernels_cpu``
+        both write what the reference writes on the canonical layout."""
+        case = testing.make_case(name, seed, getattr(torch, idx))
+        kernel = triton_kernels.kernel(name)
+        tri_kw, tri = case.build()
+        cpu_kw, cpu = case.build()
+        ref_kw, ref = case.build()
+        tri_alt, how = relayout(tri_kw, random.Random(seed))
+        cpu_alt, _ = relayout(cpu_kw, random.Random(seed))
+        if all(case.grid):
+            kernel[case.grid](**tri_alt)
+        _launch_cpu(name, case, cpu_alt, positional=seed % 2 == 1)
+        REFERENCES[name](case.grid, **ref_kw)
+        for label, bufs in (("triton", tri), ("kernels_cpu", cpu)):
+            for buf in ref:
+                assert torch.equal(bufs[buf], ref[buf]), (
+                    f"{case} with layouts {how}: {label} differs from the reference in {buf}\n"
+                    f"{label}: {bufs[buf].tolist()}\nref: {ref[buf].tolist()}"
+                )
+            assert not testing.guard_violations(case, bufs), f"{label} wrote a guard: {case}"
+
 else:
 
     @pytest.fixture(scope="module")
     def interpreter_run(tmp_path_factory):
         """Run this module once under ``TRITON_INTERPRET=1``; per-test outcomes from JUnit XML."""
-        pytest.importorskip("triton")
+        require_triton()
         pytest.importorskip("hypothesis")
         report = tmp_path_factory.mktemp("parity") / "junit.xml"
         env = dict(os.environ, TRITON_INTERPRET="1")
@@ -138,11 +175,12 @@ else:
                     outcomes[tc.get("name")] = ("passed", "")
         return proc, outcomes
 
+    @pytest.mark.parametrize("test", ["test_interpreted_parity", "test_interpreted_layouts"])
     @pytest.mark.parametrize("idx", ["int32", "int64"])
     @pytest.mark.parametrize("name", KERNELS)
-    def test_interpreted_parity(interpreter_run, name, idx):
+    def test_interpreted_parity(interpreter_run, name, idx, test):
         proc, outcomes = interpreter_run
-        key = f"test_interpreted_parity[{name}-{idx}]"
+        key = f"{test}[{name}-{idx}]"
         if key not in outcomes:
             pytest.fail(
                 f"{key} did not run under the interpreter (rc={proc.returncode}):\n"
