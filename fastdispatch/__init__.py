@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from ._backend import BACKEND
 from ._backend import core as _backend_core
+from ._fastlaunch_py import fast_launch
 from ._registration import (
     RegistryEntry,
     overrides,
@@ -77,6 +78,7 @@ __all__ = [
     "Launcher",
     "PlanCache",
     "RegistryEntry",
+    "fast_launch",
     "kernel_dispatcher",
     "launch_binding_plan",
     "launch_owner",

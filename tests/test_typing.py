@@ -31,6 +31,7 @@ USAGE = "tests/typing/public_api_usage.py"
 COMPILED = [
     "fastdispatch._core",
     "fastdispatch._floor",
+    "fastdispatch._fastlaunch",
     "kernels_cpu._buffers",
     "kernels_cpu._parallel",
     "kernels_cpu._tables",

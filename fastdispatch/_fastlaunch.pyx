@@ -1,0 +1,550 @@
+# cython: language_level=3, binding=True
+"""Fast launches of real Triton kernels: the compiled hot path of ``fastdispatch.fast_launch``.
+
+Read ``fastdispatch/_fastlaunch_py.py`` first: it explains what the key holds, why it is safe
+(every new key is launched and verified against Triton's own binder by the shared slow path,
+``KernelState.launch_slow``; every new cache entry's first launch learns the launcher's inner
+call, ``KernelState.first_launch``) and what goes to Triton's path. This module does, in C, what
+the twin's ``FastLaunch.launch`` does for a launch our cache can serve -- bind the arguments
+into a stack array, derive the key (one feature byte per parameter, a tail for constexprs,
+options and knobs), look the compiled kernel up and call its launcher -- and hands everything
+else to the shared slow path.
+
+Two reads are cheaper here than in the twin, with the same results:
+
+* an exact ``torch.Tensor``'s data pointer and dtype come from one C call through torch's DLPack
+  exchange API (``torch.Tensor.__dlpack_c_exchange_api__``, ``dltensor_from_py_object_no_sync``:
+  a stack ``DLTensor``, nothing allocated) instead of ``data_ptr()`` and ``.dtype``. Only DLPack
+  dtypes that were seen to map to one torch dtype at import are read so, and every launch that
+  reaches the slow path compares the view with ``data_ptr()``/``.dtype`` for each tensor (a
+  disagreement turns the reader off for good);
+* when Triton's driver reads the device with ``torch.cuda.current_device`` and torch's CUDA
+  state is initialised, the device comes from ``torch._C._cuda_getDevice()``, which is what that
+  function returns after its (then no-op) lazy-init check.
+
+Triton is never imported here: the twin's ``_Triton`` imports it lazily, so the extension
+builds and imports without Triton or a GPU.
+"""
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.dict cimport PyDict_GetItem, PyDict_Next
+from cpython.list cimport PyList_GET_SIZE
+from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_AsUnsignedLongLong
+from cpython.object cimport PyObject
+from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE, PyTuple_New, PyTuple_SET_ITEM
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.string cimport memcpy
+
+from . import _fastlaunch_py as _py
+
+cdef extern from "Python.h":
+    unsigned long long PyLong_AsUnsignedLongLongMask(object) except? -1
+    void PyErr_Clear()
+    object PyObject_Call(object callable, object args, PyObject* kwargs)
+
+cdef extern from *:
+    """
+    /* DLPack's C ABI (dlpack.h, v1.3): the structs read here, declared locally so that the
+     * extension builds without torch's headers. Layouts are fixed by the standard. */
+    typedef struct { int32_t device_type; int32_t device_id; } __fl_DLDevice;
+    typedef struct { uint8_t code; uint8_t bits; uint16_t lanes; } __fl_DLDataType;
+    typedef struct {
+        void *data; __fl_DLDevice device; int32_t ndim; __fl_DLDataType dtype;
+        int64_t *shape; int64_t *strides; uint64_t byte_offset;
+    } __fl_DLTensor;
+    typedef int (*__fl_view_fn)(void *py_object, __fl_DLTensor *out);
+    typedef struct {
+        uint32_t major; uint32_t minor; void *prev_api;          /* DLPackExchangeAPIHeader */
+        void *managed_tensor_allocator;
+        void *managed_tensor_from_py_object_no_sync;
+        void *managed_tensor_to_py_object_no_sync;
+        __fl_view_fn dltensor_from_py_object_no_sync;
+        void *current_work_stream;
+    } __fl_ExchangeAPI;
+    """
+    ctypedef struct DLDataType "__fl_DLDataType":
+        uint8_t code
+        uint8_t bits
+        uint16_t lanes
+    ctypedef struct DLTensor "__fl_DLTensor":
+        void* data
+        DLDataType dtype
+        uint64_t byte_offset
+    ctypedef int (*view_fn "__fl_view_fn")(void* py_object, DLTensor* out) noexcept
+    ctypedef struct ExchangeAPI "__fl_ExchangeAPI":
+        uint32_t major
+        uint32_t minor
+        view_fn dltensor_from_py_object_no_sync
+
+__all__ = ["FastLaunch", "dlpack_reader_enabled", "dlpack_view", "set_dlpack_reader"]
+
+cdef enum:
+    CODE_NONE = 0x01
+    CODE_BOOL = 0x02
+    CODE_FLOAT = 0x03
+    CODE_CONSTEXPR = 0x04
+    CODE_INT = 0x10
+    CODE_TENSOR = 0x20
+    MAX_PARAMS = 256
+
+cdef object _MISSING = _py._MISSING
+cdef dict _DTYPE_INDEX = _py._DTYPE_INDEX
+cdef object _dtype_index = _py.dtype_index
+cdef object _tagged = _py._tagged
+cdef type _int = int
+cdef type _bool = bool
+cdef type _float = float
+cdef type _str = str
+
+# -- the DLPack reader --------------------------------------------------------------------------
+
+cdef view_fn _view = NULL
+cdef object _view_capsule = None
+# DLPack dtype (code | bits << 8 | lanes << 16) -> torch dtype, for dtypes verified injective
+cdef dict _DL_DTYPES = {}
+cdef object _torch_tensor = None
+
+
+cdef inline long _dl_code(DLDataType d) noexcept:
+    return d.code | (d.bits << 8) | (d.lanes << 16)
+
+
+def set_dlpack_reader(bint enabled):
+    """Turn the DLPack tensor reader off, or (re-verified) on; returns whether it is on."""
+    global _view, _view_capsule, _torch_tensor
+    cdef ExchangeAPI* api
+    cdef view_fn fn
+    cdef DLTensor v
+    _view = NULL
+    _DL_DTYPES.clear()
+    if not enabled:
+        return False
+    try:
+        import torch
+    except ImportError:
+        return False
+    capsule = getattr(torch.Tensor, "__dlpack_c_exchange_api__", None)
+    if capsule is None or not PyCapsule_IsValid(capsule, b"dlpack_exchange_api"):
+        return False
+    api = <ExchangeAPI*>PyCapsule_GetPointer(capsule, b"dlpack_exchange_api")
+    if api == NULL or api.major != 1 or api.minor < 3 or api.dltensor_from_py_object_no_sync == NULL:
+        return False
+    fn = api.dltensor_from_py_object_no_sync
+    seen = {}
+    for name in ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32",
+                 "int64", "uint8", "uint16", "uint32", "uint64", "bool", "float8_e4m3fn",
+                 "float8_e5m2", "complex64"):
+        dt = getattr(torch, name, None)
+        if dt is None:
+            continue
+        base = torch.zeros(8, dtype=dt)
+        for t in (base, base[1:], base[3:]):
+            if fn(<void*>t, &v) != 0:
+                PyErr_Clear()
+                break
+            if <size_t>v.data + v.byte_offset != <size_t>t.data_ptr():
+                return False
+            seen.setdefault(_dl_code(v.dtype), set()).add(dt)
+    for code, dts in seen.items():
+        if len(dts) == 1:
+            _DL_DTYPES[code] = next(iter(dts))
+    _view_capsule = capsule
+    _torch_tensor = torch.Tensor
+    _view = fn
+    return True
+
+
+def dlpack_reader_enabled():
+    """Whether exact tensors are read through the DLPack exchange API."""
+    return _view != NULL
+
+
+set_dlpack_reader(True)
+
+
+cdef class _GridLaunch:
+    """``fl[grid]``: the callable Triton's ``kernel[grid]`` returns."""
+
+    cdef readonly FastLaunch owner
+    cdef readonly object grid
+
+    def __cinit__(self, FastLaunch owner, object grid):
+        self.owner = owner
+        self.grid = grid
+
+    def __call__(self, *args, **kwargs):
+        return self.owner._launch(self.grid, args, kwargs)
+
+
+cdef class FastLaunch:
+    """A Triton kernel launched through our key and cache; see ``_fastlaunch_py.FastLaunch``.
+
+    ``fl[grid](*args, **kw)`` and ``fl.run(*args, grid=..., warmup=..., **kw)`` behave as the
+    kernel's; ``arg_names``/``constexprs``/``params`` are the kernel's, so launch owners and the
+    registry treat it as a kernel; other attributes are the kernel's own.
+    """
+
+    cdef readonly object kernel
+    cdef readonly object fn
+    cdef readonly object arg_names
+    cdef readonly object constexprs
+    cdef readonly object params
+    cdef readonly object state
+    cdef readonly object passthrough
+    # copies of the state's fields, read once
+    cdef object _jit
+    cdef dict _cache
+    cdef dict _index
+    cdef tuple _names
+    cdef tuple _defaults
+    cdef bytes _constexpr
+    cdef Py_ssize_t _n
+    cdef object _driver_cfg
+    cdef object _runtime
+    cdef object _hookchain
+    cdef object _tensor
+    cdef tuple _readers
+    cdef bint _disabled
+    cdef bint _stages_knob
+    cdef object _torch_current_device
+    cdef object _torch_get_device
+    cdef object _torch_cuda
+
+    def __init__(self, kernel):
+        fl = _py.FastLaunch(kernel)  # the twin decides support; we take over its state
+        self.kernel = kernel
+        self.fn = kernel
+        self.arg_names = fl.arg_names
+        self.state = fl.state
+        self.passthrough = fl.passthrough
+        if self.state is None:
+            return
+        st = self.state
+        if len(st.names) > MAX_PARAMS:
+            st.disabled = f"more than {MAX_PARAMS} parameters"
+        self.constexprs = kernel.constexprs
+        self.params = kernel.params
+        self._jit = kernel
+        self._cache = st.cache
+        self._index = st.index
+        self._names = st.names
+        self._defaults = st.defaults
+        self._constexpr = bytes(bytearray(st.is_constexpr))
+        self._n = len(st.names)
+        T = _py._Triton
+        self._driver_cfg = T.driver_cfg
+        self._runtime = st.runtime
+        self._hookchain = T.HookChain
+        self._tensor = T.Tensor
+        self._stages_knob = st.runtime is not None and hasattr(
+            st.runtime, "add_stages_inspection_hook"
+        )
+        import torch
+
+        self._torch_cuda = torch.cuda
+        self._torch_current_device = getattr(torch.cuda, "current_device", None)
+        self._torch_get_device = getattr(torch._C, "_cuda_getDevice", None)
+        self._refresh()
+
+    cdef inline void _refresh(self):
+        st = self.state
+        self._readers = st.knob_readers
+        self._disabled = st.disabled is not None
+
+    def __getattr__(self, name):
+        return getattr(self.kernel, name)
+
+    def __repr__(self):
+        return f"fast_launch({self.kernel!r})"
+
+    def __getitem__(self, grid):
+        return _GridLaunch(self, grid)
+
+    def run(self, *args, grid, warmup, **kwargs):
+        if warmup or self.state is None:
+            return self.kernel.run(*args, grid=grid, warmup=warmup, **kwargs)
+        return self._launch(grid, args, kwargs)
+
+    def _derive_key(self, device, vals, opts):
+        """The compiled key derivation from Python (for tests): ``vals`` every parameter's
+        value, ``opts`` a list of ``(name, value)`` options. None: not one we key on."""
+        cdef PyObject* v[MAX_PARAMS]
+        cdef Py_ssize_t i
+        if self.state is None or len(vals) != self._n:
+            raise ValueError("vals must hold one value per kernel parameter")
+        vals = tuple(vals)
+        for i in range(self._n):
+            v[i] = PyTuple_GET_ITEM(vals, i)
+        return self._key(device, v, list(opts) or None)
+
+    cdef object _slow(self, object grid, tuple args, dict kwargs, object key, str why):
+        try:
+            return self.state.launch_slow(grid, args, kwargs, key, why)
+        finally:
+            self._refresh()
+
+    cdef bint _hooks_clear(self) except -1:
+        rt = self._runtime
+        h = rt.launch_enter_hook
+        if h is not None and (type(h) is not self._hookchain or h.calls):
+            return False
+        h = rt.launch_exit_hook
+        if h is not None and (type(h) is not self._hookchain or h.calls):
+            return False
+        if self._stages_knob and rt.add_stages_inspection_hook is not None:
+            return False
+        jit = self._jit
+        hooks = jit.pre_run_hooks
+        if type(hooks) is not list or PyList_GET_SIZE(hooks):
+            return False
+        cdef dict used = jit.used_global_vals
+        cdef Py_ssize_t pos = 0
+        cdef PyObject* k
+        cdef PyObject* v
+        cdef PyObject* cur
+        while PyDict_Next(used, &pos, &k, &v):
+            name = (<tuple>k)[0]
+            val = (<tuple>v)[0]
+            g = (<tuple>v)[1]
+            cur = PyDict_GetItem(g, name)
+            if cur == NULL or (<object>cur is not val and <object>cur != val):
+                return False
+        return True
+
+    cdef object _launch(self, object grid, tuple args, dict kwargs):
+        if self.state is None:
+            if kwargs:
+                return self.kernel[grid](*args, **kwargs)
+            return self.kernel[grid](*args)
+        if self._disabled:
+            return self._slow(grid, args, kwargs, None, "disabled")
+        drv = self._driver_cfg._active
+        if drv is None:
+            return self._slow(grid, args, kwargs, None, "no active driver yet")
+        if not self._hooks_clear():
+            return self._slow(grid, args, kwargs, None, "hooks set or globals changed")
+
+        cdef Py_ssize_t n = self._n
+        cdef Py_ssize_t nargs = PyTuple_GET_SIZE(args)
+        cdef Py_ssize_t i
+        cdef PyObject* vals[MAX_PARAMS]  # borrowed: args, kwargs and defaults outlive the launch
+        if nargs > n:
+            return self._slow(grid, args, kwargs, None, "too many arguments")
+        for i in range(nargs):
+            vals[i] = PyTuple_GET_ITEM(args, i)
+        for i in range(nargs, n):
+            vals[i] = NULL
+        cdef list opts = None
+        cdef Py_ssize_t pos = 0
+        cdef PyObject* pk
+        cdef PyObject* pv
+        cdef PyObject* pidx
+        cdef Py_ssize_t idx
+        if kwargs:
+            while PyDict_Next(kwargs, &pos, &pk, &pv):
+                pidx = PyDict_GetItem(self._index, <object>pk)
+                if pidx == NULL:
+                    if opts is None:
+                        opts = []
+                    opts.append((<object>pk, <object>pv))
+                    continue
+                idx = <Py_ssize_t><object>pidx
+                if idx < nargs:
+                    return self._slow(grid, args, kwargs, None, "an argument given twice")
+                vals[idx] = pv
+        for i in range(nargs, n):
+            if vals[i] == NULL:
+                vals[i] = PyTuple_GET_ITEM(self._defaults, i)
+                if <object>vals[i] is _MISSING:
+                    return self._slow(grid, args, kwargs, None, "a missing argument")
+
+        gd = drv.get_current_device
+        if gd is self._torch_current_device and self._torch_cuda._initialized:
+            device = self._torch_get_device()
+        else:
+            device = gd()
+        key = self._key(device, vals, opts)
+        if key is None:
+            return self._slow(grid, args, kwargs, None, "a value we do not key on")
+        cdef PyObject* pentry = PyDict_GetItem(self._cache, key)
+        if pentry == NULL:
+            return self._slow(grid, args, kwargs, key, "a new key")
+        cdef tuple entry = <tuple>pentry
+        if getattr(self._jit, "hash", None) is not <object>PyTuple_GET_ITEM(entry, 4):
+            return self._slow(grid, args, kwargs, key, "the kernel's source changed")
+
+        cdef Py_ssize_t size
+        if type(grid) is tuple or type(grid) is list:
+            g = grid
+        elif callable(grid):
+            g = grid(dict(zip(self._names, [<object>vals[i] for i in range(n)])))
+        else:
+            return self._slow(grid, args, kwargs, None, "a grid that is neither a sequence nor callable")
+        size = len(g)
+        stream = drv.get_current_stream(device)
+        direct = <object>PyTuple_GET_ITEM(entry, 5)
+        cdef tuple middle = <tuple>PyTuple_GET_ITEM(entry, 6)
+        cdef Py_ssize_t nm = PyTuple_GET_SIZE(middle) if direct is not False and direct is not None else 0
+        cdef Py_ssize_t head = 5 + nm + 4
+        cdef tuple call = PyTuple_New(head + n)
+        _set_new(call, 0, g[0])
+        _set_new(call, 1, g[1] if size > 1 else 1)
+        _set_new(call, 2, g[2] if size > 2 else 1)
+        _set_new(call, 3, stream)
+        _set_new(call, 4, <object>PyTuple_GET_ITEM(entry, 1))
+        for i in range(nm):
+            _set_new(call, 5 + i, <object>PyTuple_GET_ITEM(middle, i))
+        _set_new(call, 5 + nm, <object>PyTuple_GET_ITEM(entry, 2))
+        _set_new(call, 6 + nm, None)
+        _set_new(call, 7 + nm, None)
+        _set_new(call, 8 + nm, None)
+        for i in range(n):
+            _set_new(call, head + i, <object>vals[i])
+        if direct is None:  # this entry's first launch: learns the launcher's inner call
+            self.state.first_launch(key, entry, call)
+        elif direct is False:
+            PyObject_Call(<object>PyTuple_GET_ITEM(entry, 0), call, NULL)
+        else:
+            PyObject_Call(direct, call, NULL)
+        return <object>PyTuple_GET_ITEM(entry, 3)
+
+    cdef object _key(self, object device, PyObject** vals, list opts):
+        """Our key (``_fastlaunch_py.derive_key`` in C), or None."""
+        cdef Py_ssize_t n = self._n
+        cdef unsigned char buf[2 * MAX_PARAMS]
+        cdef Py_ssize_t j = 0
+        cdef Py_ssize_t i
+        cdef const unsigned char* cx = self._constexpr
+        cdef list tail = None
+        cdef object v
+        cdef object t
+        cdef long long iv
+        cdef unsigned long long uv
+        cdef int overflow
+        cdef int rng
+        cdef double dv
+        cdef long long bits
+        cdef PyObject* pidx
+        cdef PyObject* pdt
+        cdef DLTensor dl
+        for i in range(n):
+            v = <object>vals[i]
+            t = type(v)
+            if cx[i]:
+                if tail is None:
+                    tail = []
+                if t is _int or t is _bool or t is _str or v is None:
+                    tail.append(t)
+                    tail.append(v)
+                elif t is _float:
+                    dv = v
+                    memcpy(&bits, &dv, 8)
+                    tail.append(t)
+                    tail.append(bits)
+                else:
+                    tv = _tagged(v)
+                    if tv is None:
+                        return None
+                    tail.extend(tv)
+                buf[j] = CODE_CONSTEXPR
+                j += 1
+            elif t is self._tensor:
+                pdt = NULL
+                if _view != NULL and t is _torch_tensor:
+                    if _view(<void*>v, &dl) == 0:
+                        pdt = PyDict_GetItem(_DL_DTYPES, _dl_code(dl.dtype))
+                        uv = <size_t>dl.data + dl.byte_offset
+                    else:
+                        PyErr_Clear()
+                if pdt != NULL:
+                    dt = <object>pdt
+                else:
+                    dt = v.dtype
+                    uv = PyLong_AsUnsignedLongLongMask(v.data_ptr())
+                pidx = PyDict_GetItem(_DTYPE_INDEX, dt)
+                if pidx == NULL:
+                    di = _dtype_index(dt)
+                    if di is None:
+                        return None
+                else:
+                    di = <object>pidx
+                buf[j] = CODE_TENSOR | ((uv & 15) == 0)
+                buf[j + 1] = <unsigned char><long>di
+                j += 2
+            elif t is _int:
+                iv = PyLong_AsLongLongAndOverflow(v, &overflow)
+                if overflow == 0:
+                    if -2147483648 <= iv <= 2147483647:
+                        rng = 0
+                    else:
+                        rng = 1
+                    buf[j] = CODE_INT | (rng << 2) | ((iv == 1) << 1) | ((iv & 15) == 0)
+                elif overflow > 0 and _fits_u64(v):
+                    uv = PyLong_AsUnsignedLongLong(v)
+                    buf[j] = CODE_INT | (2 << 2) | ((uv & 15) == 0)
+                else:
+                    return None
+                j += 1
+            elif v is None:
+                buf[j] = CODE_NONE
+                j += 1
+            elif t is _bool:
+                buf[j] = CODE_BOOL
+                j += 1
+            elif t is _float:
+                buf[j] = CODE_FLOAT
+                j += 1
+            else:
+                return None
+        if opts is not None:
+            if tail is None:
+                tail = []
+            for name, ov in opts:
+                tv = _tagged(ov)
+                if tv is None:
+                    return None
+                tail.append(name)
+                tail.extend(tv)
+        cdef tuple readers = self._readers
+        cdef Py_ssize_t nr = PyTuple_GET_SIZE(readers)
+        cdef Py_ssize_t nt = 0 if tail is None else len(tail)
+        cdef tuple key = PyTuple_New(2 + nr + nt)
+        _set_new(key, 0, device)
+        _set_new(key, 1, PyBytes_FromStringAndSize(<char*>buf, j))
+        cdef tuple rd
+        for i in range(nr):
+            rd = <tuple>PyTuple_GET_ITEM(readers, i)
+            kv = getattr(<object>PyTuple_GET_ITEM(rd, 0), <object>PyTuple_GET_ITEM(rd, 1))
+            if not (kv is None or type(kv) is _bool or type(kv) is _str):
+                return None
+            _set_new(key, 2 + i, kv)
+        for i in range(nt):
+            _set_new(key, 2 + nr + i, tail[i])
+        return key
+
+
+def dlpack_view(t):
+    """``(data pointer, torch dtype)`` as the DLPack reader sees ``t``, or None (the slow path
+    compares it with ``data_ptr()``/``.dtype``)."""
+    cdef DLTensor dl
+    cdef PyObject* pdt
+    if _view == NULL or type(t) is not _torch_tensor:
+        return None
+    if _view(<void*>t, &dl) != 0:
+        PyErr_Clear()
+        return None
+    pdt = PyDict_GetItem(_DL_DTYPES, _dl_code(dl.dtype))
+    if pdt == NULL:
+        return None
+    return (<size_t>dl.data + dl.byte_offset, <object>pdt)
+
+
+cdef inline bint _fits_u64(object v):
+    # 2**63 <= v <= 2**64 - 1 (v > 2**63 - 1 already known)
+    return v <= 18446744073709551615
+
+
+cdef inline void _set_new(tuple t, Py_ssize_t i, object v):
+    Py_INCREF(v)
+    PyTuple_SET_ITEM(t, i, v)
