@@ -25,7 +25,7 @@ Two reads are cheaper here than in the twin, with the same results:
 Triton is never imported here: the twin's ``_Triton`` imports it lazily, so the extension
 builds and imports without Triton or a GPU.
 """
-from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_GetItem, PyDict_Next
 from cpython.list cimport PyList_GET_SIZE
 from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_AsUnsignedLongLong
@@ -34,7 +34,7 @@ from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE, PyTuple_New, PyTuple_SET_ITEM
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
-from libc.string cimport memcpy
+from libc.string cimport memcmp, memcpy
 
 from . import _fastlaunch_py as _py
 
@@ -87,6 +87,7 @@ cdef enum:
     CODE_INT = 0x10
     CODE_TENSOR = 0x20
     MAX_PARAMS = 256
+    MAX_TAIL = 1024
 
 cdef object _MISSING = _py._MISSING
 cdef dict _DTYPE_INDEX = _py._DTYPE_INDEX
@@ -210,6 +211,10 @@ cdef class FastLaunch:
     cdef object _torch_current_device
     cdef object _torch_get_device
     cdef object _torch_cuda
+    cdef tuple _memo  # (key, entry) of the last launch served from the cache
+    cdef object _memo_entry  # set by _key: the memo's entry when the key matched it
+    cdef object _last_grid
+    cdef object _last_gl
 
     def __init__(self, kernel):
         fl = _py.FastLaunch(kernel)  # the twin decides support; we take over its state
@@ -259,7 +264,13 @@ cdef class FastLaunch:
         return f"fast_launch({self.kernel!r})"
 
     def __getitem__(self, grid):
-        return _GridLaunch(self, grid)
+        # the same grid object (a constant tuple at a call site) gets the same launch object
+        if grid is self._last_grid:
+            return self._last_gl
+        gl = _GridLaunch(self, grid)
+        self._last_gl = gl
+        self._last_grid = grid
+        return gl
 
     def run(self, *args, grid, warmup, **kwargs):
         if warmup or self.state is None:
@@ -279,6 +290,7 @@ cdef class FastLaunch:
         return self._key(device, v, list(opts) or None)
 
     cdef object _slow(self, object grid, tuple args, dict kwargs, object key, str why):
+        self._memo = None
         try:
             return self.state.launch_slow(grid, args, kwargs, key, why)
         finally:
@@ -367,10 +379,17 @@ cdef class FastLaunch:
         key = self._key(device, vals, opts)
         if key is None:
             return self._slow(grid, args, kwargs, None, "a value we do not key on")
-        cdef PyObject* pentry = PyDict_GetItem(self._cache, key)
-        if pentry == NULL:
-            return self._slow(grid, args, kwargs, key, "a new key")
-        cdef tuple entry = <tuple>pentry
+        cdef PyObject* pentry
+        cdef tuple entry
+        if self._memo_entry is not None:
+            entry = <tuple>self._memo_entry
+            self._memo_entry = None
+        else:
+            pentry = PyDict_GetItem(self._cache, key)
+            if pentry == NULL:
+                return self._slow(grid, args, kwargs, key, "a new key")
+            entry = <tuple>pentry
+            self._memo = (key, entry)
         if getattr(self._jit, "hash", None) is not <object>PyTuple_GET_ITEM(entry, 4):
             return self._slow(grid, args, kwargs, key, "the kernel's source changed")
 
@@ -402,6 +421,7 @@ cdef class FastLaunch:
         for i in range(n):
             _set_new(call, head + i, <object>vals[i])
         if direct is None:  # this entry's first launch: learns the launcher's inner call
+            self._memo = None
             self.state.first_launch(key, entry, call)
         elif direct is False:
             PyObject_Call(<object>PyTuple_GET_ITEM(entry, 0), call, NULL)
@@ -410,13 +430,21 @@ cdef class FastLaunch:
         return <object>PyTuple_GET_ITEM(entry, 3)
 
     cdef object _key(self, object device, PyObject** vals, list opts):
-        """Our key (``_fastlaunch_py.derive_key`` in C), or None."""
+        """Our key (``_fastlaunch_py.derive_key`` in C), or None.
+
+        The features go to a stack buffer and the tail items (borrowed) to stack arrays first;
+        when they equal the last key's (as a dict would compare them) that key object is
+        returned without building a new one, and ``_memo_entry`` tells the caller its entry.
+        """
         cdef Py_ssize_t n = self._n
         cdef unsigned char buf[2 * MAX_PARAMS]
+        cdef PyObject* tobj[MAX_TAIL]
+        cdef long long tbits[MAX_TAIL]
         cdef Py_ssize_t j = 0
+        cdef Py_ssize_t nt = 0
         cdef Py_ssize_t i
         cdef const unsigned char* cx = self._constexpr
-        cdef list tail = None
+        cdef list keep = None
         cdef object v
         cdef object t
         cdef long long iv
@@ -424,29 +452,34 @@ cdef class FastLaunch:
         cdef int overflow
         cdef int rng
         cdef double dv
-        cdef long long bits
         cdef PyObject* pidx
         cdef PyObject* pdt
         cdef DLTensor dl
+        cdef tuple tv
         for i in range(n):
             v = <object>vals[i]
             t = type(v)
             if cx[i]:
-                if tail is None:
-                    tail = []
+                if nt + 2 > MAX_TAIL:
+                    return None
                 if t is _int or t is _bool or t is _str or v is None:
-                    tail.append(t)
-                    tail.append(v)
+                    tobj[nt] = <PyObject*>t
+                    tobj[nt + 1] = vals[i]
                 elif t is _float:
                     dv = v
-                    memcpy(&bits, &dv, 8)
-                    tail.append(t)
-                    tail.append(bits)
+                    tobj[nt] = <PyObject*>t
+                    tobj[nt + 1] = NULL
+                    memcpy(&tbits[nt + 1], &dv, 8)
                 else:
                     tv = _tagged(v)
                     if tv is None:
                         return None
-                    tail.extend(tv)
+                    if keep is None:
+                        keep = []
+                    keep.append(tv)
+                    tobj[nt] = PyTuple_GET_ITEM(tv, 0)
+                    tobj[nt + 1] = PyTuple_GET_ITEM(tv, 1)
+                nt += 2
                 buf[j] = CODE_CONSTEXPR
                 j += 1
             elif t is self._tensor:
@@ -498,21 +531,59 @@ cdef class FastLaunch:
             else:
                 return None
         if opts is not None:
-            if tail is None:
-                tail = []
-            for name, ov in opts:
-                tv = _tagged(ov)
+            for item in opts:
+                if nt + 3 > MAX_TAIL:
+                    return None
+                tv = _tagged((<tuple>item)[1])
                 if tv is None:
                     return None
-                tail.append(name)
-                tail.extend(tv)
+                if keep is None:
+                    keep = []
+                keep.append(tv)
+                tobj[nt] = PyTuple_GET_ITEM(<tuple>item, 0)
+                tobj[nt + 1] = PyTuple_GET_ITEM(tv, 0)
+                tobj[nt + 2] = PyTuple_GET_ITEM(tv, 1)
+                if type(<object>tobj[nt + 2]) is _int and <object>tobj[nt + 1] is _float:
+                    tbits[nt + 2] = <object>tobj[nt + 2]
+                    tobj[nt + 2] = NULL
+                nt += 3
         cdef tuple readers = self._readers
         cdef Py_ssize_t nr = PyTuple_GET_SIZE(readers)
-        cdef Py_ssize_t nt = 0 if tail is None else len(tail)
-        cdef tuple key = PyTuple_New(2 + nr + nt)
+        cdef tuple rd
+        cdef tuple memo = self._memo
+        cdef tuple key
+        cdef PyObject* stored
+        cdef bint same = False
+        if memo is not None:
+            key = <tuple>PyTuple_GET_ITEM(memo, 0)
+            same = (
+                PyTuple_GET_SIZE(key) == 2 + nr + nt
+                and _same(PyTuple_GET_ITEM(key, 0), <PyObject*>device)
+                and PyBytes_GET_SIZE(<object>PyTuple_GET_ITEM(key, 1)) == j
+                and memcmp(PyBytes_AS_STRING(<object>PyTuple_GET_ITEM(key, 1)), buf, j) == 0
+            )
+            i = 0
+            while same and i < nr:
+                rd = <tuple>PyTuple_GET_ITEM(readers, i)
+                kv = getattr(<object>PyTuple_GET_ITEM(rd, 0), <object>PyTuple_GET_ITEM(rd, 1))
+                stored = PyTuple_GET_ITEM(key, 2 + i)
+                same = type(kv) is type(<object>stored) and _same(stored, <PyObject*>kv)
+                i += 1
+            i = 0
+            while same and i < nt:
+                stored = PyTuple_GET_ITEM(key, 2 + nr + i)
+                if tobj[i] == NULL:
+                    same = type(<object>stored) is _int and <long long><object>stored == tbits[i]
+                else:
+                    same = _same(stored, tobj[i])
+                i += 1
+            if same:
+                self._memo_entry = <object>PyTuple_GET_ITEM(memo, 1)
+                return key
+        self._memo_entry = None
+        key = PyTuple_New(2 + nr + nt)
         _set_new(key, 0, device)
         _set_new(key, 1, PyBytes_FromStringAndSize(<char*>buf, j))
-        cdef tuple rd
         for i in range(nr):
             rd = <tuple>PyTuple_GET_ITEM(readers, i)
             kv = getattr(<object>PyTuple_GET_ITEM(rd, 0), <object>PyTuple_GET_ITEM(rd, 1))
@@ -520,8 +591,16 @@ cdef class FastLaunch:
                 return None
             _set_new(key, 2 + i, kv)
         for i in range(nt):
-            _set_new(key, 2 + nr + i, tail[i])
+            if tobj[i] == NULL:
+                _set_new(key, 2 + nr + i, tbits[i])
+            else:
+                _set_new(key, 2 + nr + i, <object>tobj[i])
         return key
+
+
+cdef inline bint _same(PyObject* a, PyObject* b) except -1:
+    # the comparison a dict makes between two keys' items: identity, else ==
+    return a == b or <object>a == <object>b
 
 
 def dlpack_view(t):

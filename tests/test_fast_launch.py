@@ -509,3 +509,66 @@ def test_launch_owner_launches_through_it(fake, backend):
     assert fake.log == [] or fake.log[0][2] == 4
     (entry,) = fl.state.cache.values()
     assert entry[0].inner_calls[-1][:3] == (4, 1, 1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_random_launches_run_the_kernel_triton_runs(fake, backend):
+    """Random launches drawn from a small pool of values (so that keys repeat, back to back and
+    not): every launch of ours uses the compiled kernel Triton's own launch of the same
+    arguments uses, with the same inner launcher call."""
+    fl = fastdispatch.fast_launch(K_MIXED, backend=_backend_or_skip(backend))
+    rng = random.Random(11)
+    buf = torch.empty(64)
+    pool = {
+        "p": [buf, buf[1:], buf.half()],
+        "q": [buf, buf[2:]],
+        "n": [1, 16, 17, 2**33],
+        "m": [3, 1],
+        "f": [0.5, -0.0],
+        "flag": [True, False],
+        "maybe": [None, buf, 5],
+        "s": [1, 1.0, True, "x"],
+        "r": [1, 2],
+        "TAIL": [4, 8],
+    }
+    vals = [pool[name][0] for name in K_MIXED.arg_names]
+    for i in range(300):
+        if rng.random() < 0.5:  # change one or two values, else repeat the last launch
+            for name in rng.sample(K_MIXED.arg_names, rng.choice([1, 2])):
+                vals[K_MIXED.arg_names.index(name)] = rng.choice(pool[name])
+        opts = {"num_warps": 2} if i % 7 == 0 else {}
+        ours = fl[(2,)](*vals, **opts)
+        theirs = K_MIXED[(2,)](*vals, **opts)
+        assert ours is theirs, (i, vals)
+        a, b = theirs.run.inner_calls[-2:]
+        assert a[:10] == b[:10] and a[13:] == b[13:]
+    assert fl.state.disabled is None
+    assert len(fl.state.cache) > 20
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_rebinding_pass_puts_it_behind_every_holder(fake, backend):
+    """``_rebind_kernels([(kernel, fast_launch(kernel))])`` -- the registry's one pass over
+    module attributes, launch owners and classes -- makes every holder launch through the fast
+    path, and the reverse pair puts the kernel back."""
+    fl = fastdispatch.fast_launch(K_ADD, backend=_backend_or_skip(backend))
+
+    @fastdispatch.kernel_dispatcher(kernel=K_ADD)
+    def add(x, y, out, n):
+        return (n // 16,), {"BLOCK": 16}, out
+
+    x, y, out = _tensors()
+    globals()["_OWNER"] = add  # the pass finds holders through modules
+    fastdispatch._rebind_kernels([(K_ADD, fl)])
+    try:
+        assert vars(add)["kernel"] is fl
+        for _ in range(3):
+            add(x, y, out, 64)
+        before = _counts(fl)
+        add(x, y, out, 64)
+        assert _counts(fl) == before
+        assert globals()["K_ADD"] is fl
+    finally:
+        fastdispatch._rebind_kernels([(fl, fl.kernel)])
+        del globals()["_OWNER"]
+    assert vars(add)["kernel"] is fl.kernel and globals()["K_ADD"] is fl.kernel

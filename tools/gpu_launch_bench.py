@@ -10,6 +10,8 @@ for kernels of 4, 10 and 20 arguments (plus one constexpr each):
 
 * ``triton``: ``kernel[grid](*args, BLOCK=...)``, Triton's path;
 * ``fast_launch``: ``fastdispatch.fast_launch(kernel)[grid](*args, BLOCK=...)`` (compiled);
+* the same with the DLPack tensor reader off (tensors read by ``data_ptr()`` and ``.dtype``),
+  and through a ``LaunchOwner`` whose ``.kernel`` is the fast-launch object;
 * ``fast_launch (twin)``: the same through the pure-Python twin;
 * ``launcher floor``: ``compiled_kernel.run(gx, gy, gz, stream, function, packed_metadata,
   None, None, None, *args)`` -- the compiled kernel's launcher called directly with everything
@@ -110,6 +112,9 @@ def _args(kernel, n):
     return vals
 
 
+NO_DLPACK = "fast_launch (compiled), tensors read by `data_ptr()`/`.dtype`"
+
+
 def _time(fn, launches):
     t0 = time.perf_counter_ns()
     for _ in range(launches):
@@ -147,9 +152,19 @@ def bench_kernel(kernel, a, drv, stream):
     def floor_ds():
         launcher(g0, 1, 1, get_stream(get_dev()), function, packed, None, None, None, *full)
 
+    # a launch owner whose .kernel is the fast-launch object (the planner binds by name)
+    ns = {"grid": grid, "BLOCK": BLOCK}
+    params = ", ".join(vals)
+    exec(f"def dispatch({params}):\n    return grid, {{'BLOCK': BLOCK}}\n", ns)
+    owner = fastdispatch.kernel_dispatcher(kernel=fl)(ns["dispatch"])
+    for _ in range(3):
+        owner(*args)
+
     paths = {
         "triton `kernel[grid](...)`": lambda: kernel[grid](*args, BLOCK=BLOCK),
         "fast_launch (compiled)": lambda: fl[grid](*args, BLOCK=BLOCK),
+        NO_DLPACK: lambda: fl[grid](*args, BLOCK=BLOCK),
+        "fast_launch through a `LaunchOwner`": lambda: owner(*args),
         "fast_launch (twin)": lambda: ft[grid](*args, BLOCK=BLOCK),
         "launcher floor `ck.run(...)`": floor,
         "floor + current device/stream": floor_ds,
@@ -201,7 +216,12 @@ def bench_kernel(kernel, a, drv, stream):
         _time(fn, a.launches)
     for _ in range(a.repeats):
         for name, fn in paths.items():
-            samples[name].append(_time(fn, a.launches))
+            if name == NO_DLPACK:
+                _fastlaunch.set_dlpack_reader(False)
+                samples[name].append(_time(fn, a.launches))
+                _fastlaunch.set_dlpack_reader(True)
+            else:
+                samples[name].append(_time(fn, a.launches))
     after = dict(fl.state.stats)
     assert after == learned, f"fast_launch left its fast path during the timing: {after}"
     direct = next(iter(fl.state.cache.values()))[5]
