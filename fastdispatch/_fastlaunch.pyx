@@ -10,17 +10,12 @@ into a stack array, derive the key (one feature byte per parameter, a tail for c
 options and knobs), look the compiled kernel up and call its launcher -- and hands everything
 else to the shared slow path.
 
-Two reads are cheaper here than in the twin, with the same results:
-
-* an exact ``torch.Tensor``'s data pointer and dtype come from one C call through torch's DLPack
-  exchange API (``torch.Tensor.__dlpack_c_exchange_api__``, ``dltensor_from_py_object_no_sync``:
-  a stack ``DLTensor``, nothing allocated) instead of ``data_ptr()`` and ``.dtype``. Only DLPack
-  dtypes that were seen to map to one torch dtype at import are read so, and every launch that
-  reaches the slow path compares the view with ``data_ptr()``/``.dtype`` for each tensor (a
-  disagreement turns the reader off for good);
-* when Triton's driver reads the device with ``torch.cuda.current_device`` and torch's CUDA
-  state is initialised, the device comes from ``torch._C._cuda_getDevice()``, which is what that
-  function returns after its (then no-op) lazy-init check.
+One read is cheaper here than in the twin, with the same result: when Triton's driver reads
+the device with ``torch.cuda.current_device`` and torch's CUDA state is initialised, the device
+comes from ``torch._C._cuda_getDevice()``, which is what that function returns after its (then
+no-op) lazy-init check. Tensors are read with ``data_ptr()`` and ``.dtype``, as Triton reads them:
+a reader through torch's DLPack exchange API (one C call per tensor) was measured on the H200
+host and was no faster with torch 2.11 (``docs/gpu_launch.md``).
 
 Triton is never imported here: the twin's ``_Triton`` imports it lazily, so the extension
 builds and imports without Triton or a GPU.
@@ -30,10 +25,8 @@ from cpython.dict cimport PyDict_GetItem, PyDict_Next
 from cpython.list cimport PyList_GET_SIZE
 from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_AsUnsignedLongLong
 from cpython.object cimport PyObject
-from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE, PyTuple_New, PyTuple_SET_ITEM
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy
 
 from . import _fastlaunch_py as _py
@@ -43,41 +36,7 @@ cdef extern from "Python.h":
     void PyErr_Clear()
     object PyObject_Call(object callable, object args, PyObject* kwargs)
 
-cdef extern from *:
-    """
-    /* DLPack's C ABI (dlpack.h, v1.3): the structs read here, declared locally so that the
-     * extension builds without torch's headers. Layouts are fixed by the standard. */
-    typedef struct { int32_t device_type; int32_t device_id; } __fl_DLDevice;
-    typedef struct { uint8_t code; uint8_t bits; uint16_t lanes; } __fl_DLDataType;
-    typedef struct {
-        void *data; __fl_DLDevice device; int32_t ndim; __fl_DLDataType dtype;
-        int64_t *shape; int64_t *strides; uint64_t byte_offset;
-    } __fl_DLTensor;
-    typedef int (*__fl_view_fn)(void *py_object, __fl_DLTensor *out);
-    typedef struct {
-        uint32_t major; uint32_t minor; void *prev_api;          /* DLPackExchangeAPIHeader */
-        void *managed_tensor_allocator;
-        void *managed_tensor_from_py_object_no_sync;
-        void *managed_tensor_to_py_object_no_sync;
-        __fl_view_fn dltensor_from_py_object_no_sync;
-        void *current_work_stream;
-    } __fl_ExchangeAPI;
-    """
-    ctypedef struct DLDataType "__fl_DLDataType":
-        uint8_t code
-        uint8_t bits
-        uint16_t lanes
-    ctypedef struct DLTensor "__fl_DLTensor":
-        void* data
-        DLDataType dtype
-        uint64_t byte_offset
-    ctypedef int (*view_fn "__fl_view_fn")(void* py_object, DLTensor* out) noexcept
-    ctypedef struct ExchangeAPI "__fl_ExchangeAPI":
-        uint32_t major
-        uint32_t minor
-        view_fn dltensor_from_py_object_no_sync
-
-__all__ = ["FastLaunch", "dlpack_reader_enabled", "dlpack_view", "set_dlpack_reader"]
+__all__ = ["FastLaunch"]
 
 cdef enum:
     CODE_NONE = 0x01
@@ -97,72 +56,6 @@ cdef type _int = int
 cdef type _bool = bool
 cdef type _float = float
 cdef type _str = str
-
-# -- the DLPack reader --------------------------------------------------------------------------
-
-cdef view_fn _view = NULL
-cdef object _view_capsule = None
-# DLPack dtype (code | bits << 8 | lanes << 16) -> torch dtype, for dtypes verified injective
-cdef dict _DL_DTYPES = {}
-cdef object _torch_tensor = None
-
-
-cdef inline long _dl_code(DLDataType d) noexcept:
-    return d.code | (d.bits << 8) | (d.lanes << 16)
-
-
-def set_dlpack_reader(bint enabled):
-    """Turn the DLPack tensor reader off, or (re-verified) on; returns whether it is on."""
-    global _view, _view_capsule, _torch_tensor
-    cdef ExchangeAPI* api
-    cdef view_fn fn
-    cdef DLTensor v
-    _view = NULL
-    _DL_DTYPES.clear()
-    if not enabled:
-        return False
-    try:
-        import torch
-    except ImportError:
-        return False
-    capsule = getattr(torch.Tensor, "__dlpack_c_exchange_api__", None)
-    if capsule is None or not PyCapsule_IsValid(capsule, b"dlpack_exchange_api"):
-        return False
-    api = <ExchangeAPI*>PyCapsule_GetPointer(capsule, b"dlpack_exchange_api")
-    if api == NULL or api.major != 1 or api.minor < 3 or api.dltensor_from_py_object_no_sync == NULL:
-        return False
-    fn = api.dltensor_from_py_object_no_sync
-    seen = {}
-    for name in ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32",
-                 "int64", "uint8", "uint16", "uint32", "uint64", "bool", "float8_e4m3fn",
-                 "float8_e5m2", "complex64"):
-        dt = getattr(torch, name, None)
-        if dt is None:
-            continue
-        base = torch.zeros(8, dtype=dt)
-        for t in (base, base[1:], base[3:]):
-            if fn(<void*>t, &v) != 0:
-                PyErr_Clear()
-                break
-            if <size_t>v.data + v.byte_offset != <size_t>t.data_ptr():
-                return False
-            seen.setdefault(_dl_code(v.dtype), set()).add(dt)
-    for code, dts in seen.items():
-        if len(dts) == 1:
-            _DL_DTYPES[code] = next(iter(dts))
-    _view_capsule = capsule
-    _torch_tensor = torch.Tensor
-    _view = fn
-    return True
-
-
-def dlpack_reader_enabled():
-    """Whether exact tensors are read through the DLPack exchange API."""
-    return _view != NULL
-
-
-set_dlpack_reader(True)
-
 
 cdef class _GridLaunch:
     """``fl[grid]``: the callable Triton's ``kernel[grid]`` returns."""
@@ -453,8 +346,6 @@ cdef class FastLaunch:
         cdef int rng
         cdef double dv
         cdef PyObject* pidx
-        cdef PyObject* pdt
-        cdef DLTensor dl
         cdef tuple tv
         for i in range(n):
             v = <object>vals[i]
@@ -483,18 +374,8 @@ cdef class FastLaunch:
                 buf[j] = CODE_CONSTEXPR
                 j += 1
             elif t is self._tensor:
-                pdt = NULL
-                if _view != NULL and t is _torch_tensor:
-                    if _view(<void*>v, &dl) == 0:
-                        pdt = PyDict_GetItem(_DL_DTYPES, _dl_code(dl.dtype))
-                        uv = <size_t>dl.data + dl.byte_offset
-                    else:
-                        PyErr_Clear()
-                if pdt != NULL:
-                    dt = <object>pdt
-                else:
-                    dt = v.dtype
-                    uv = PyLong_AsUnsignedLongLongMask(v.data_ptr())
+                dt = v.dtype
+                uv = PyLong_AsUnsignedLongLongMask(v.data_ptr())
                 pidx = PyDict_GetItem(_DTYPE_INDEX, dt)
                 if pidx == NULL:
                     di = _dtype_index(dt)
@@ -601,22 +482,6 @@ cdef class FastLaunch:
 cdef inline bint _same(PyObject* a, PyObject* b) except -1:
     # the comparison a dict makes between two keys' items: identity, else ==
     return a == b or <object>a == <object>b
-
-
-def dlpack_view(t):
-    """``(data pointer, torch dtype)`` as the DLPack reader sees ``t``, or None (the slow path
-    compares it with ``data_ptr()``/``.dtype``)."""
-    cdef DLTensor dl
-    cdef PyObject* pdt
-    if _view == NULL or type(t) is not _torch_tensor:
-        return None
-    if _view(<void*>t, &dl) != 0:
-        PyErr_Clear()
-        return None
-    pdt = PyDict_GetItem(_DL_DTYPES, _dl_code(dl.dtype))
-    if pdt == NULL:
-        return None
-    return (<size_t>dl.data + dl.byte_offset, <object>pdt)
 
 
 cdef inline bint _fits_u64(object v):

@@ -358,8 +358,6 @@ class KernelState:
         if bound is None:
             return self.triton_launch(grid, args, kwargs)
         vals, opts = bound
-        if not _dlpack_agrees(vals):
-            return self.triton_launch(grid, args, kwargs)
         with self.lock:
             return self._learn(grid, args, kwargs, key, vals, opts)
 
@@ -638,29 +636,6 @@ class FastLaunch:
         else:
             direct(g0, g1, g2, stream, function, *middle, packed, None, None, None, *vals)
         return kernel
-
-
-def _dlpack_agrees(vals):
-    """Whether the compiled module's DLPack reader sees every tensor in ``vals`` as
-    ``data_ptr()``/``.dtype`` do; turns the reader off for good (one WARNING) if not."""
-    try:
-        from . import _fastlaunch
-    except ImportError:
-        return True
-    if not _fastlaunch.dlpack_reader_enabled():
-        return True
-    for v in vals:
-        if type(v) is _Triton.Tensor:
-            seen = _fastlaunch.dlpack_view(v)
-            if seen is not None and seen != (v.data_ptr(), v.dtype):
-                _fastlaunch.set_dlpack_reader(False)
-                _log.warning(
-                    "fast_launch: the DLPack reader saw %r where torch reports %r; off from now on",
-                    seen,
-                    (v.data_ptr(), v.dtype),
-                )
-                return False
-    return True
 
 
 def fast_launch(kernel, *, backend=None):

@@ -10,8 +10,7 @@ for kernels of 4, 10 and 20 arguments (plus one constexpr each):
 
 * ``triton``: ``kernel[grid](*args, BLOCK=...)``, Triton's path;
 * ``fast_launch``: ``fastdispatch.fast_launch(kernel)[grid](*args, BLOCK=...)`` (compiled);
-* the same with the DLPack tensor reader off (tensors read by ``data_ptr()`` and ``.dtype``),
-  and through a ``LaunchOwner`` whose ``.kernel`` is the fast-launch object;
+* the same through a ``LaunchOwner`` whose ``.kernel`` is the fast-launch object;
 * ``fast_launch (twin)``: the same through the pure-Python twin;
 * ``launcher floor``: ``compiled_kernel.run(gx, gy, gz, stream, function, packed_metadata,
   None, None, None, *args)`` -- the compiled kernel's launcher called directly with everything
@@ -112,9 +111,6 @@ def _args(kernel, n):
     return vals
 
 
-NO_DLPACK = "fast_launch (compiled), tensors read by `data_ptr()`/`.dtype`"
-
-
 def _time(fn, launches):
     t0 = time.perf_counter_ns()
     for _ in range(launches):
@@ -163,7 +159,6 @@ def bench_kernel(kernel, a, drv, stream):
     paths = {
         "triton `kernel[grid](...)`": lambda: kernel[grid](*args, BLOCK=BLOCK),
         "fast_launch (compiled)": lambda: fl[grid](*args, BLOCK=BLOCK),
-        NO_DLPACK: lambda: fl[grid](*args, BLOCK=BLOCK),
         "fast_launch through a `LaunchOwner`": lambda: owner(*args),
         "fast_launch (twin)": lambda: ft[grid](*args, BLOCK=BLOCK),
         "launcher floor `ck.run(...)`": floor,
@@ -216,12 +211,7 @@ def bench_kernel(kernel, a, drv, stream):
         _time(fn, a.launches)
     for _ in range(a.repeats):
         for name, fn in paths.items():
-            if name == NO_DLPACK:
-                _fastlaunch.set_dlpack_reader(False)
-                samples[name].append(_time(fn, a.launches))
-                _fastlaunch.set_dlpack_reader(True)
-            else:
-                samples[name].append(_time(fn, a.launches))
+            samples[name].append(_time(fn, a.launches))
     after = dict(fl.state.stats)
     assert after == learned, f"fast_launch left its fast path during the timing: {after}"
     direct = next(iter(fl.state.cache.values()))[5]
@@ -231,6 +221,59 @@ def bench_kernel(kernel, a, drv, stream):
     )
 
 
+def _parts(drv):
+    """Per-call cost of the pieces of a fast launch of ``add4``, each timed alone."""
+    from triton import knobs
+
+    vals = _args(add4, 4096)
+    args = tuple(vals.values())
+    x = vals["x"]
+    grid = (4,)
+    fl = fastdispatch.fast_launch(add4)
+    for _ in range(3):
+        fl[grid](*args, BLOCK=1024)
+    gl = fl[grid]
+    rt = knobs.runtime
+    get_dev = torch._C._cuda_getDevice
+    get_stream = torch._C._cuda_getCurrentRawStream
+    pieces = {
+        "whole fast launch `fl[grid](*args, BLOCK=1024)`": lambda: fl[grid](*args, BLOCK=1024),
+        "`fl[grid]` (the launch object)": lambda: fl[grid],
+        "an empty call `(lambda *a, **k: None)(*args, BLOCK=1024)`": (
+            lambda f: lambda: f(*args, BLOCK=1024)
+        )(lambda *a, **k: None),
+        "hook checks (2 hook chains, pre-run hooks, used globals)": lambda: (
+            rt.launch_enter_hook.calls,
+            rt.launch_exit_hook.calls,
+            add4.pre_run_hooks,
+            add4.used_global_vals,
+        ),
+        "knob reads (jit.debug, runtime.debug, instrumentation_mode)": lambda: (
+            add4.debug,
+            rt.debug,
+            knobs.compilation.instrumentation_mode,
+        ),
+        "driver's `get_current_stream(get_current_device())`": lambda: drv.get_current_stream(
+            drv.get_current_device()
+        ),
+        "`_cuda_getCurrentRawStream(_cuda_getDevice())`": lambda: get_stream(get_dev()),
+        "one tensor: `x.data_ptr(), x.dtype`": lambda: (x.data_ptr(), x.dtype),
+    }
+    del gl
+    out = {}
+    for name, fn in pieces.items():
+        fn()
+        s = []
+        for _ in range(15):
+            t0 = time.perf_counter_ns()
+            for _ in range(2000):
+                fn()
+            s.append((time.perf_counter_ns() - t0) / 2000 / 1000.0)
+        torch.cuda.synchronize()
+        out[name] = round(statistics.median(s), 3)
+    return out
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--n", type=int, default=4096)
@@ -238,10 +281,11 @@ def main():
     p.add_argument("--repeats", type=int, default=41)
     p.add_argument("--json", default="")
     p.add_argument("--md", default="")
+    p.add_argument(
+        "--parts", action="store_true", help="also time the pieces a fast launch is made of"
+    )
     a = p.parse_args()
     from triton.runtime.driver import driver
-
-    from fastdispatch import _fastlaunch
 
     drv = driver.active
     dev = drv.get_current_device()
@@ -251,6 +295,7 @@ def main():
     for kernel, label in ((add4, "4 args"), (add10, "10 args"), (add20, "20 args")):
         rows[label], d = bench_kernel(kernel, a, drv, stream)
         direct[label] = getattr(d, "__name__", repr(d))
+    parts = _parts(drv) if a.parts else {}
     names = []
     for r in rows.values():
         for nm in r:
@@ -266,7 +311,6 @@ def main():
         launches=a.launches,
         repeats=a.repeats,
         n=a.n,
-        dlpack_reader=_fastlaunch.dlpack_reader_enabled(),
         fast_launch_calls=direct,
     )
     try:
@@ -304,6 +348,10 @@ def main():
     print("\n".join(ratios))
     iqr = {lb: {nm: round(q[2] - q[0], 3) for nm, (_, q) in r.items()} for lb, r in rows.items()}
     print("IQR (µs):", json.dumps(iqr))
+    if parts:
+        print("pieces (µs per call, median):")
+        for nm, v in parts.items():
+            print(f"  {v:7.3f}  {nm}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(
