@@ -213,49 +213,82 @@ def _import_modules(names):
             ) from exc
 
 
+def vllm_worker_startup():
+    """What a vLLM CPU worker runs at start-up that decides who launches its kernels, in its
+    order; returns the current platform.
+
+    ``WorkerBase.init_worker`` loads the general plugins (our ``vllm.general_plugins`` entry
+    point among them), then -- vLLM 0.31+ -- runs the platform's
+    ``register_triton_kernel_overrides``. Releases without that hook (0.27-0.30) replace the
+    kernels in ``CPUModelRunner._postprocess_triton``, which the model runner's ``__init__``
+    runs after the plugins; building a runner needs a model, so the method is run on a bare
+    runner object (it reads nothing of the runner in those releases).
+    """
+    from vllm.platforms import current_platform
+    from vllm.plugins import load_general_plugins
+
+    load_general_plugins()
+    hook = getattr(type(current_platform), "register_triton_kernel_overrides", None)
+    if hook is not None:
+        current_platform.register_triton_kernel_overrides()
+        return current_platform
+    from vllm.v1.worker.cpu_model_runner import CPUModelRunner
+
+    CPUModelRunner._postprocess_triton(CPUModelRunner.__new__(CPUModelRunner))
+    return current_platform
+
+
+def _startup_text(platform):
+    """What :func:`vllm_worker_startup` ran after the plugins, in words."""
+    if hasattr(type(platform), "register_triton_kernel_overrides"):
+        return "platform hook run"
+    return "CPUModelRunner._postprocess_triton run"
+
+
 def _vllm_worker_sequence():
-    """What ``WorkerBase.init_worker`` runs first on a vLLM worker: the general plugins (our
-    ``vllm.general_plugins`` entry point among them), then the current platform's
-    ``register_triton_kernel_overrides`` hook."""
+    """:func:`vllm_worker_startup`, with a missing vLLM reported as such."""
     try:
         if importlib.util.find_spec("vllm") is None:
             raise ImportError("no module named 'vllm'")
-        from vllm.platforms import current_platform
-        from vllm.plugins import load_general_plugins
+        import vllm.platforms  # noqa: F401
+        import vllm.plugins  # noqa: F401
     except Exception as exc:  # noqa: BLE001
         raise _Failure(
             EXIT_NO_VLLM,
             f"--vllm: vLLM is not importable by {sys.executable} ({type(exc).__name__}: {exc})",
         ) from exc
-    load_general_plugins()
-    current_platform.register_triton_kernel_overrides()
-    return current_platform
+    return vllm_worker_startup()
 
 
 def _vllm_report(platform):
-    """Who launches each of vLLM's 11 kernels: ``ours`` (kernels_cpu through fastdispatch),
-    ``fastdispatch`` (another impl through fastdispatch), ``vllm`` (vLLM's own dispatcher) or
-    ``none`` (the Triton kernel itself)."""
+    """Who launches each of vLLM's kernels on this release: ``ours`` (kernels_cpu through
+    fastdispatch), ``vllm`` (left to vLLM: a signature we do not know, a kernel the release
+    lacks, fastdispatch not installed -- ``why`` says which), ``stale`` (ours is registered but
+    some holder still launches vLLM's object), ``fastdispatch`` (another impl through
+    fastdispatch), ``none`` (no override at all: the Triton kernel itself)."""
     import fastdispatch.vllm as fv
-    import kernels_cpu
 
     from ._registration import _registry
 
-    ours = kernels_cpu.vllm_overrides()
-    dispatcher = sys.modules.get("vllm.triton_utils.dispatcher")
-    vllm_registry = getattr(dispatcher, "_registry", None)
-    if vllm_registry is _registry:  # installed: vLLM's name for our registry
-        vllm_registry = None
-    kernels = {}
-    for name in fv.KERNEL_NAMES:
-        entry = _registry.get(name)
-        if entry is not None:
-            kernels[name] = "ours" if entry.impl is ours[name] else "fastdispatch"
-        elif isinstance(vllm_registry, dict) and name in vllm_registry:
-            kernels[name] = "vllm"
-        else:
-            kernels[name] = "none"
     installed = fv.installed()
+    kernels, why = {}, {}
+    if installed:
+        for name, item in fv.kernel_report().items():
+            kernels[name] = item["who"]
+            if item["reason"]:
+                why[name] = item["reason"]
+    else:
+        dispatcher = sys.modules.get("vllm.triton_utils.dispatcher")
+        vllm_registry = getattr(dispatcher, "_registry", None)
+        for name in fv.kernel_names():
+            if name in _registry:
+                kernels[name] = "fastdispatch"
+            elif isinstance(vllm_registry, dict) and name in vllm_registry:
+                kernels[name] = "vllm"
+            elif dispatcher is None:
+                kernels[name] = "vllm"  # 0.27-0.30: vLLM patches its kernels itself
+            else:
+                kernels[name] = "none"
     reason = None
     if not installed:
         wanted = fv._wants(os.environ.get(fv.PLUGIN_ENV))
@@ -265,12 +298,16 @@ def _vllm_report(platform):
             else fv._reason_to_stay_out()
             or "the plugin did not run (is fastdispatch installed in this environment?)"
         )
+        for name in kernels:
+            why.setdefault(name, f"fastdispatch not installed: {reason}")
     return {
         "version": _vllm_facts()["version"],
         "platform": type(platform).__name__,
+        "startup": _startup_text(platform),
         "installed": installed,
         "reason": reason,
         "kernels": kernels,
+        "why": why,
     }
 
 
@@ -352,7 +389,8 @@ def format_info(info):
 _VLLM_KERNEL_TEXT = {
     "ours": "kernels_cpu through fastdispatch",
     "fastdispatch": "another impl through fastdispatch",
-    "vllm": "vLLM's own override (not fastdispatch)",
+    "vllm": "left to vLLM",
+    "stale": "registered, but a holder still launches vLLM's object",
     "none": "no override: the Triton kernel itself",
 }
 
@@ -365,8 +403,8 @@ def format_verify(report):
     if vl is not None:
         state = "installed" if vl["installed"] else f"NOT installed ({vl['reason']})"
         lines.append(
-            f"vLLM {vl['version']} ({vl['platform']}): plugins loaded, platform hook "
-            f"run; fastdispatch {state}"
+            f"vLLM {vl['version']} ({vl['platform']}): plugins loaded, "
+            f"{vl.get('startup', 'platform hook run')}; fastdispatch {state}"
         )
         ours = sum(v == "ours" for v in vl["kernels"].values())
         lines.append(
@@ -374,8 +412,13 @@ def format_verify(report):
             "through fastdispatch"
         )
         for name, who in vl["kernels"].items():
-            if who != "ours":
-                lines.append(f"  NOT OURS {name}: {_VLLM_KERNEL_TEXT[who]}")
+            why = vl.get("why", {}).get(name)
+            if who == "ours":
+                lines.append(f"  ours     {name}")
+            else:
+                lines.append(
+                    f"  NOT OURS {name}: {_VLLM_KERNEL_TEXT[who]}" + (f" ({why})" if why else "")
+                )
     lines += _format_overrides(report["overrides"], with_stale=True)
     n = len(report["overrides"])
     if report["status"] == EXIT_OK:

