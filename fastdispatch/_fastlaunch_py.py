@@ -6,8 +6,10 @@ knobs, builds launch metadata for the hooks -- before it calls the compiled kern
 On a GPU host that is ~13-20 us per launch of a kernel that runs for a few microseconds.
 ``fast_launch(kernel)`` returns a :class:`FastLaunch` with the same ``kernel[grid](*args, **kw)``
 semantics whose launch is: bind, derive a small key from what Triton specializes on, look the
-``CompiledKernel`` up in our own cache, call ``kernel.run(...)`` (Triton's launcher object) with
-the stream, grid and arguments -- the same call Triton makes.
+``CompiledKernel`` up in our own cache, call its launcher with the stream, grid and arguments --
+the call Triton makes (``kernel.run(...)``, Triton's launcher object; from an entry's second fast
+launch on, that object's inner C function directly, with the layout it was seen to use:
+:meth:`KernelState.first_launch`).
 
 What the key holds, per kernel parameter (:func:`derive_key`): the dtype and the 16-byte
 alignment of a tensor's data pointer; an integer's range class (int32/int64/uint64), whether it
@@ -26,11 +28,14 @@ fast path for the kernel (one WARNING), and every later launch goes to Triton's 
 
 Not recognised, hence Triton's own path for that launch: a new key, launch hooks set
 (``knobs.runtime.launch_enter_hook``/``launch_exit_hook`` with callables), pre-run hooks, a
-changed set of used globals, another active driver, arguments of other types (tuples, tensor
-descriptors, tensor subclasses, out-of-range integers), unhashable options, or a grid that is
-neither a tuple/list nor a callable. ``fast_launch`` of anything that is not a plain
-``JITFunction`` (autotuned, heuristics-wrapped, interpreted kernels, overrides) returns a
-pass-through: every launch is ``kernel[grid](*args, **kw)``.
+stages-inspection hook, a changed global the kernel reads, a changed kernel source, arguments
+Triton must bind itself (missing, given twice, too many: its errors name them), arguments of
+other types (tuples, tensor descriptors, tensor subclasses, out-of-range integers), option values
+we cannot key on, or a grid that is neither a tuple/list nor a callable. The device and stream
+are read from the active driver at every launch, as Triton's ``run`` reads them.
+``fast_launch`` of anything that is not a plain ``JITFunction`` (autotuned, heuristics-wrapped,
+interpreted kernels, overrides) returns a pass-through: every launch is
+``kernel[grid](*args, **kw)``.
 
 With launch hooks unset Triton passes the launcher a launch-metadata object and two empty hook
 chains, which the launcher hands only to the hooks; we pass ``None`` for the three, which the
@@ -256,9 +261,12 @@ def param_codes(key, n):
 class KernelState:
     """Per-kernel state shared by both backends: parameters, our cache, and the slow path.
 
-    ``cache`` maps our key to ``(launcher, function, packed_metadata, compiled_kernel)``;
-    only :meth:`launch_slow` fills it, after Triton's own ``run`` launched that key and the
-    checks in the module doc passed. ``disabled`` (a reason) stops all filling.
+    ``cache`` maps our key to ``(launcher, function, packed_metadata, compiled_kernel,
+    source_hash, inner, constants)``: only :meth:`launch_slow` adds entries, after Triton's own
+    ``run`` launched that key and the checks in the module doc passed; :meth:`first_launch`
+    fills in the launcher's inner call (``inner`` None: not seen yet; False: call the launcher
+    object). ``disabled`` (a reason) stops all filling; ``last_slow`` says why the last launch
+    left the fast path; ``stats`` counts launches that went through Triton's ``run``.
     """
 
     def __init__(self, jit):
@@ -324,8 +332,8 @@ class KernelState:
         return vals, opts
 
     def hooks_clear(self):
-        """Whether a launch may skip Triton's run: no launch hooks, pre-run hooks, stage hooks,
-        foreign driver; the globals the kernel read unchanged."""
+        """Whether a launch may skip Triton's run: no launch hooks, pre-run hooks or stage
+        hooks; the globals the kernel read unchanged."""
         rt = self.runtime
         hc = _Triton.HookChain
         for h in (rt.launch_enter_hook, rt.launch_exit_hook):
