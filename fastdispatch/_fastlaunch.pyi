@@ -2,7 +2,7 @@
 
 from typing import Any
 
-__all__ = ["FastLaunch"]
+__all__ = ["FastLaunch", "direct_tensor_reads"]
 
 class FastLaunch:
     kernel: Any
@@ -17,3 +17,5 @@ class FastLaunch:
     def __getattr__(self, name: str) -> Any: ...
     def run(self, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any: ...
     def _derive_key(self, device: Any, vals: Any, opts: Any) -> Any: ...
+
+def direct_tensor_reads() -> bool: ...

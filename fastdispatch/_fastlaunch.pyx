@@ -13,9 +13,11 @@ else to the shared slow path.
 One read is cheaper here than in the twin, with the same result: when Triton's driver reads
 the device with ``torch.cuda.current_device`` and torch's CUDA state is initialised, the device
 comes from ``torch._C._cuda_getDevice()``, which is what that function returns after its (then
-no-op) lazy-init check. Tensors are read with ``data_ptr()`` and ``.dtype``, as Triton reads them:
-a reader through torch's DLPack exchange API (one C call per tensor) was measured on the H200
-host and was no faster with torch 2.11 (``docs/gpu_launch.md``).
+no-op) lazy-init check. An exact ``torch.Tensor``'s ``.dtype`` and ``data_ptr()`` are torch's
+own C getter and method, called directly (no attribute lookup, no bound method) while
+``torch.Tensor`` is unchanged (its type version tag); a reader through torch's DLPack exchange API
+(one C call per tensor) was measured on the H200 host and was no faster with torch 2.11
+(``docs/gpu_launch.md``).
 
 Triton is never imported here: the twin's ``_Triton`` imports it lazily, so the extension
 builds and imports without Triton or a GPU.
@@ -24,7 +26,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython.dict cimport PyDict_GetItem, PyDict_Next
 from cpython.list cimport PyList_GET_SIZE
 from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_AsUnsignedLongLong
-from cpython.object cimport PyObject
+from cpython.object cimport PyObject, PyTypeObject, Py_TYPE
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE, PyTuple_New, PyTuple_SET_ITEM
 from libc.string cimport memcmp, memcpy
@@ -33,10 +35,30 @@ from . import _fastlaunch_py as _py
 
 cdef extern from "Python.h":
     unsigned long long PyLong_AsUnsignedLongLongMask(object) except? -1
-    void PyErr_Clear()
     object PyObject_Call(object callable, object args, PyObject* kwargs)
+    # the C functions behind ``getset_descriptor``/``method_descriptor`` objects (descrobject.h)
+    ctypedef object (*getter_fn "getter")(object, void*)
+    ctypedef struct PyGetSetDef:
+        getter_fn get
+        void* closure
+    ctypedef struct PyGetSetDescrObject:
+        PyGetSetDef* d_getset
+    ctypedef object (*noargs_fn "PyCFunction")(object, PyObject*)
+    ctypedef struct PyMethodDef:
+        noargs_fn ml_meth
+        int ml_flags
+    ctypedef struct PyMethodDescrObject:
+        PyMethodDef* d_method
+    ctypedef struct _TypeTag "PyTypeObject":
+        unsigned int tp_version_tag
+    PyTypeObject PyGetSetDescr_Type
+    PyTypeObject PyMethodDescr_Type
+    enum:
+        METH_NOARGS
+        METH_VARARGS
+        METH_KEYWORDS
 
-__all__ = ["FastLaunch"]
+__all__ = ["FastLaunch", "direct_tensor_reads"]
 
 cdef enum:
     CODE_NONE = 0x01
@@ -56,6 +78,55 @@ cdef type _int = int
 cdef type _bool = bool
 cdef type _float = float
 cdef type _str = str
+
+# -- tensor reads through torch's own C getters ----------------------------------------------------
+# ``t.dtype`` and ``t.data_ptr()`` of an exact ``torch.Tensor`` call two C functions of torch's
+# (a getset getter, a METH_NOARGS method); reaching them costs an attribute lookup and, for the
+# method, a bound-method call. We call the same functions directly, while ``torch.Tensor``'s type
+# version tag is the one under which both names were seen to resolve to those descriptors (any
+# change to the class changes the tag: looked up again then).
+
+cdef PyTypeObject* _tensor_type = NULL
+cdef unsigned int _tensor_tag = 0
+cdef PyGetSetDef* _get_dtype = NULL
+cdef noargs_fn _data_ptr = NULL
+
+
+cdef bint _verify_slots() except -1:
+    global _tensor_type, _tensor_tag, _get_dtype, _data_ptr
+    _tensor_tag = 0
+    import torch
+
+    _tensor_type = <PyTypeObject*>torch.Tensor
+    cdef dict base = dict(torch._C.TensorBase.__dict__)
+    for name in ("dtype", "data_ptr"):
+        if getattr(torch.Tensor, name, None) is not base.get(name):
+            return False
+    d = base["dtype"]
+    m = base["data_ptr"]
+    if Py_TYPE(d) != &PyGetSetDescr_Type or Py_TYPE(m) != &PyMethodDescr_Type:
+        return False
+    cdef PyMethodDef* md = (<PyMethodDescrObject*><PyObject*>m).d_method
+    if (md.ml_flags & (METH_NOARGS | METH_VARARGS | METH_KEYWORDS)) != METH_NOARGS:
+        return False
+    _get_dtype = (<PyGetSetDescrObject*><PyObject*>d).d_getset
+    _data_ptr = md.ml_meth
+    _tensor_tag = (<_TypeTag*>_tensor_type).tp_version_tag
+    return _tensor_tag != 0
+
+
+def direct_tensor_reads():
+    """Whether exact tensors are read through torch's C getter and method directly (see above);
+    re-checked against ``torch.Tensor`` now."""
+    return _verify_slots()
+
+
+cdef inline bint _direct(object t) except -1:
+    if <PyTypeObject*>Py_TYPE(t) != _tensor_type or _tensor_type == NULL:
+        return False
+    if _tensor_tag != 0 and (<_TypeTag*>_tensor_type).tp_version_tag == _tensor_tag:
+        return True
+    return _verify_slots()
 
 cdef class _GridLaunch:
     """``fl[grid]``: the callable Triton's ``kernel[grid]`` returns."""
@@ -143,6 +214,8 @@ cdef class FastLaunch:
         self._torch_cuda = torch.cuda
         self._torch_current_device = getattr(torch.cuda, "current_device", None)
         self._torch_get_device = getattr(torch._C, "_cuda_getDevice", None)
+        if _tensor_type == NULL:
+            _verify_slots()
         self._refresh()
 
     cdef inline void _refresh(self):
@@ -374,8 +447,12 @@ cdef class FastLaunch:
                 buf[j] = CODE_CONSTEXPR
                 j += 1
             elif t is self._tensor:
-                dt = v.dtype
-                uv = PyLong_AsUnsignedLongLongMask(v.data_ptr())
+                if _direct(v):
+                    dt = _get_dtype.get(v, _get_dtype.closure)
+                    uv = PyLong_AsUnsignedLongLongMask(_data_ptr(v, NULL))
+                else:
+                    dt = v.dtype
+                    uv = PyLong_AsUnsignedLongLongMask(v.data_ptr())
                 pidx = PyDict_GetItem(_DTYPE_INDEX, dt)
                 if pidx == NULL:
                     di = _dtype_index(dt)

@@ -572,3 +572,26 @@ def test_rebinding_pass_puts_it_behind_every_holder(fake, backend):
         fastdispatch._rebind_kernels([(fl, fl.kernel)])
         del globals()["_OWNER"]
     assert vars(add)["kernel"] is fl.kernel and globals()["K_ADD"] is fl.kernel
+
+
+def test_direct_tensor_reads_agree_with_attribute_reads(fake):
+    """The compiled key reads an exact tensor's dtype and data pointer through torch's C getter
+    and method; it must see what ``.dtype``/``data_ptr()`` report (the twin reads those), also
+    after ``torch.Tensor`` changed (its version tag: the slots are looked up again)."""
+    try:
+        from fastdispatch import _fastlaunch
+    except ImportError:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip("fastdispatch._fastlaunch is not built")
+    assert _fastlaunch.direct_tensor_reads()
+    fl = _fastlaunch.FastLaunch(K_ADD)
+    base = torch.empty(40, dtype=torch.float16)
+    for t in (base, base[1:], base[8:], base.float()[3:], base.to(torch.int8)[16:]):
+        vals = [t, t, t, 16, 4]
+        assert fl._derive_key(0, vals, []) == _fastlaunch_py.derive_key(fl.state, 0, vals, [])
+        torch.Tensor._fastlaunch_probe = 1  # changes torch.Tensor's version tag
+        try:
+            assert fl._derive_key(0, vals, []) == _fastlaunch_py.derive_key(fl.state, 0, vals, [])
+        finally:
+            del torch.Tensor._fastlaunch_probe
