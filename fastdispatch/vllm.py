@@ -203,15 +203,28 @@ class _Installation:
         """What ``vllm.triton_utils.dispatcher.register_kernels`` is while installed."""
         overrides = dict(overrides)
         self.requested.append(overrides)
-        mapping = {}
+        mapping, theirs = {}, {}
         for name, impl in overrides.items():
             if name in self.ours and self.platform.get(name) is impl:
                 impl = self.ours[name]  # the platform's shim for one of ours: ours stays
                 logger.debug(
                     "fastdispatch: vLLM's platform override for %s kept as kernels_cpu", name
                 )
-            mapping[name] = impl
+                mapping[name] = impl
+            elif name in self.left:
+                theirs[name] = impl
+            else:
+                mapping[name] = impl
         self.register(mapping)
+        for name, impl in theirs.items():
+            # A kernel left to vLLM gets vLLM's own override through our launch path -- unless
+            # that override cannot take the kernel's launch either: then the kernel stays as it
+            # is (vLLM's own mismatch, reported), and the worker starts.
+            try:
+                self.register({name: impl})
+            except TypeError as exc:
+                self.left[name] += f"; vLLM's own override was not installed either ({exc})"
+                logger.warning("fastdispatch: %s: %s", name, self.left[name])
 
     # -- teardown --------------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ import pytest
 TESTS = Path(__file__).resolve().parents[1]
 
 SCENARIO = r"""
-import json, sys
+import inspect, json, sys
 import torch
 
 scenario = sys.argv[1]
@@ -78,6 +78,41 @@ elif scenario == "uninstall_before_hook":
         vars(block_table.ComputeSlotMappingKernel)["kernel"]
         is stock_methods["ComputeSlotMappingKernel.kernel"])
     hook()
+elif scenario == "unknown_signature":
+    # A release whose slot-mapping kernel takes arguments no kernels_cpu function takes (one
+    # more, with a default, that vLLM's own launch leaves out): that one kernel must be left to
+    # vLLM, the other ten still ours.
+    original = vars(block_table.ComputeSlotMappingKernel)["kernel"].__func__
+    names = list(inspect.signature(original).parameters)
+    if sys.argv[2:] == ["unbindable"]:  # vLLM's own shim cannot take it either
+        names.append("SLOT_STRIDE_HINT=1")
+    else:  # still bound by vLLM's launch (slot_mapping -> SLOT_MAPPING_PTR), by name
+        names[names.index("slot_mapping_ptr")] = "SLOT_MAPPING_PTR"
+    ns = {}
+    exec(f"def kernel({', '.join(names)}):\n    raise AssertionError('Triton kernel ran')\n", ns)
+    ns["kernel"].__module__ = block_table.__name__
+    ns["kernel"].__qualname__ = "ComputeSlotMappingKernel.kernel"
+    block_table.ComputeSlotMappingKernel.kernel = staticmethod(ns["kernel"])
+    init_worker_sequence()
+    import fastdispatch.vllm as fv
+    from fastdispatch._cli import collect_verify, format_verify
+    report["kernel_report"] = fv.kernel_report()
+    cli, status = collect_verify()
+    cli["vllm"] = __import__("fastdispatch._cli", fromlist=["_vllm_report"])._vllm_report(
+        current_platform)
+    report["cli_vllm"] = cli["vllm"]
+    if sys.argv[2:] == ["unbindable"]:
+        report["installed"] = fv.installed()
+        print("REPORT " + json.dumps(report))
+        raise SystemExit(0)
+    # the slot mapping still runs (vLLM's own shim, through fastdispatch's launch path)
+    qsl = torch.tensor([0, 2], dtype=torch.int32)
+    pos = torch.tensor([0, 5])
+    table = torch.tensor([[3, 4]], dtype=torch.int32)
+    out = torch.full((2,), -7, dtype=torch.int64)
+    block_table.ComputeSlotMappingKernel()(1, 2, 2, qsl, pos, table, table.stride(0), out,
+                                           4, 1, 0, 1)
+    report["slot_mapping"] = out.tolist()
 else:
     raise SystemExit(f"unknown scenario {scenario}")
 
@@ -113,7 +148,7 @@ print("REPORT " + json.dumps(report))
 """
 
 
-def run_scenario(name, **env):
+def run_scenario(name, *args, **env):
     full_env = dict(os.environ)
     full_env["PYTHONPATH"] = os.pathsep.join(
         [str(TESTS)] + [p for p in full_env.get("PYTHONPATH", "").split(os.pathsep) if p]
@@ -122,7 +157,7 @@ def run_scenario(name, **env):
     full_env.pop("FASTDISPATCH_VLLM_FUSED_NOISE", None)
     full_env.update(env)
     proc = subprocess.run(
-        [sys.executable, "-c", SCENARIO, name],
+        [sys.executable, "-c", SCENARIO, name, *args],
         capture_output=True,
         text=True,
         env=full_env,
@@ -203,3 +238,32 @@ def test_uninstall_puts_back_the_exact_objects():
     assert report["class_kernel_after_uninstall"] == "staticmethod"
     assert report["class_kernel_is_original"] is True
     _assert_stock_everywhere(report)
+
+
+def test_an_unknown_signature_leaves_that_kernel_to_vllm():
+    """One kernel whose arguments no kernels_cpu function takes: that name is left to vLLM
+    (its shim registers and runs), reported with the reason; the other ten are ours."""
+    report = run_scenario("unknown_signature")
+    assert report["installed"] is True
+    slot = "vllm.v1.worker.block_table.ComputeSlotMappingKernel.kernel"
+    kinds = {name: item["who"] for name, item in report["kernel_report"].items()}
+    assert kinds.pop(slot) == "vllm"
+    assert set(kinds.values()) == {"ours"} and len(kinds) == 10
+    why = report["kernel_report"][slot]["reason"]
+    assert "SLOT_MAPPING_PTR" in why and "compute_slot_mapping_kernel(" in why, why
+    assert report["cli_vllm"]["kernels"][slot] == "vllm"
+    assert "SLOT_MAPPING_PTR" in report["cli_vllm"]["why"][slot]
+    assert report["slot_mapping"] == [3 * 4 + 0, 4 * 4 + 1]  # vLLM's shim computed it
+    assert report["expand_int32"] == [7, 7, 4, 4, 9]  # and expand is ours (stock loses it)
+
+
+def test_a_kernel_not_even_vllm_can_launch_does_not_stop_the_worker():
+    """vLLM's own shim cannot bind that kernel either: the worker still starts, the kernel is
+    left as it is, the reason says both; the other ten are ours."""
+    report = run_scenario("unknown_signature", "unbindable")
+    assert report["installed"] is True
+    slot = "vllm.v1.worker.block_table.ComputeSlotMappingKernel.kernel"
+    kinds = {name: item["who"] for name, item in report["kernel_report"].items()}
+    assert kinds.pop(slot) == "vllm" and set(kinds.values()) == {"ours"}
+    why = report["kernel_report"][slot]["reason"]
+    assert "SLOT_STRIDE_HINT" in why and "vLLM's own override was not installed either" in why
