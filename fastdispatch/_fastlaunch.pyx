@@ -115,14 +115,19 @@ cdef bint _verify_slots() except -1:
     return _tensor_tag != 0
 
 
-def direct_tensor_reads():
-    """Whether exact tensors are read through torch's C getter and method directly (see above);
-    re-checked against ``torch.Tensor`` now."""
-    return _verify_slots()
+cdef bint _direct_on = True
+
+
+def direct_tensor_reads(bint enabled=True):
+    """Turn the direct tensor reads (see above) off, or on again (re-checked against
+    ``torch.Tensor`` now); returns whether they are on. Off, tensors are read by attribute."""
+    global _direct_on
+    _direct_on = enabled
+    return enabled and _verify_slots()
 
 
 cdef inline bint _direct(object t) except -1:
-    if <PyTypeObject*>Py_TYPE(t) != _tensor_type or _tensor_type == NULL:
+    if not _direct_on or <PyTypeObject*>Py_TYPE(t) != _tensor_type or _tensor_type == NULL:
         return False
     if _tensor_tag != 0 and (<_TypeTag*>_tensor_type).tp_version_tag == _tensor_tag:
         return True

@@ -595,3 +595,9 @@ def test_direct_tensor_reads_agree_with_attribute_reads(fake):
             assert fl._derive_key(0, vals, []) == _fastlaunch_py.derive_key(fl.state, 0, vals, [])
         finally:
             del torch.Tensor._fastlaunch_probe
+    assert not _fastlaunch.direct_tensor_reads(False)
+    try:
+        vals = [base[1:], base, base, 16, 4]
+        assert fl._derive_key(0, vals, []) == _fastlaunch_py.derive_key(fl.state, 0, vals, [])
+    finally:
+        assert _fastlaunch.direct_tensor_reads(True)

@@ -10,7 +10,9 @@ for kernels of 4, 10 and 20 arguments (plus one constexpr each):
 
 * ``triton``: ``kernel[grid](*args, BLOCK=...)``, Triton's path;
 * ``fast_launch``: ``fastdispatch.fast_launch(kernel)[grid](*args, BLOCK=...)`` (compiled);
-* the same through a ``LaunchOwner`` whose ``.kernel`` is the fast-launch object;
+* the same with tensors read through attribute lookups (``.dtype``, ``data_ptr()``) instead of
+  torch's C getter and method called directly, and through a ``LaunchOwner`` whose ``.kernel``
+  is the fast-launch object;
 * ``fast_launch (twin)``: the same through the pure-Python twin;
 * ``launcher floor``: ``compiled_kernel.run(gx, gy, gz, stream, function, packed_metadata,
   None, None, None, *args)`` -- the compiled kernel's launcher called directly with everything
@@ -111,6 +113,9 @@ def _args(kernel, n):
     return vals
 
 
+BY_ATTRIBUTE = "fast_launch (compiled), tensors read by `.dtype`/`data_ptr()` attribute"
+
+
 def _time(fn, launches):
     t0 = time.perf_counter_ns()
     for _ in range(launches):
@@ -159,6 +164,7 @@ def bench_kernel(kernel, a, drv, stream):
     paths = {
         "triton `kernel[grid](...)`": lambda: kernel[grid](*args, BLOCK=BLOCK),
         "fast_launch (compiled)": lambda: fl[grid](*args, BLOCK=BLOCK),
+        BY_ATTRIBUTE: lambda: fl[grid](*args, BLOCK=BLOCK),
         "fast_launch through a `LaunchOwner`": lambda: owner(*args),
         "fast_launch (twin)": lambda: ft[grid](*args, BLOCK=BLOCK),
         "launcher floor `ck.run(...)`": floor,
@@ -211,7 +217,12 @@ def bench_kernel(kernel, a, drv, stream):
         _time(fn, a.launches)
     for _ in range(a.repeats):
         for name, fn in paths.items():
-            samples[name].append(_time(fn, a.launches))
+            if name == BY_ATTRIBUTE:
+                _fastlaunch.direct_tensor_reads(False)
+                samples[name].append(_time(fn, a.launches))
+                _fastlaunch.direct_tensor_reads(True)
+            else:
+                samples[name].append(_time(fn, a.launches))
     after = dict(fl.state.stats)
     assert after == learned, f"fast_launch left its fast path during the timing: {after}"
     direct = next(iter(fl.state.cache.values()))[5]
