@@ -181,7 +181,6 @@ cdef class FastLaunch:
     cdef object _torch_get_device
     cdef object _torch_cuda
     cdef tuple _memo  # (key, entry) of the last launch served from the cache
-    cdef object _memo_entry  # set by _key: the memo's entry when the key matched it
     cdef object _last_grid
     cdef object _last_gl
 
@@ -258,7 +257,7 @@ cdef class FastLaunch:
         vals = tuple(vals)
         for i in range(self._n):
             v[i] = PyTuple_GET_ITEM(vals, i)
-        return self._key(device, v, list(opts) or None)
+        return self._key(device, v, list(opts) or None, None)
 
     cdef object _slow(self, object grid, tuple args, dict kwargs, object key, str why):
         self._memo = None
@@ -347,14 +346,15 @@ cdef class FastLaunch:
             device = self._torch_get_device()
         else:
             device = gd()
-        key = self._key(device, vals, opts)
+        cdef tuple memo = self._memo  # held here: another thread may replace the attribute
+        key = self._key(device, vals, opts, memo)
         if key is None:
             return self._slow(grid, args, kwargs, None, "a value we do not key on")
         cdef PyObject* pentry
         cdef tuple entry
-        if self._memo_entry is not None:
-            entry = <tuple>self._memo_entry
-            self._memo_entry = None
+        if memo is not None and key is memo:
+            key = <object>PyTuple_GET_ITEM(memo, 0)
+            entry = <tuple>PyTuple_GET_ITEM(memo, 1)
         else:
             pentry = PyDict_GetItem(self._cache, key)
             if pentry == NULL:
@@ -400,12 +400,12 @@ cdef class FastLaunch:
             PyObject_Call(direct, call, NULL)
         return <object>PyTuple_GET_ITEM(entry, 3)
 
-    cdef object _key(self, object device, PyObject** vals, list opts):
+    cdef object _key(self, object device, PyObject** vals, list opts, tuple memo):
         """Our key (``_fastlaunch_py.derive_key`` in C), or None.
 
         The features go to a stack buffer and the tail items (borrowed) to stack arrays first;
-        when they equal the last key's (as a dict would compare them) that key object is
-        returned without building a new one, and ``_memo_entry`` tells the caller its entry.
+        when they equal the key of ``memo`` (``(key, entry)`` of the last launch, compared as a
+        dict would compare the two keys), ``memo`` itself is returned and no key is built.
         """
         cdef Py_ssize_t n = self._n
         cdef unsigned char buf[2 * MAX_PARAMS]
@@ -513,7 +513,6 @@ cdef class FastLaunch:
         cdef tuple readers = self._readers
         cdef Py_ssize_t nr = PyTuple_GET_SIZE(readers)
         cdef tuple rd
-        cdef tuple memo = self._memo
         cdef tuple key
         cdef PyObject* stored
         cdef bint same = False
@@ -541,9 +540,7 @@ cdef class FastLaunch:
                     same = _same(stored, tobj[i])
                 i += 1
             if same:
-                self._memo_entry = <object>PyTuple_GET_ITEM(memo, 1)
-                return key
-        self._memo_entry = None
+                return memo
         key = PyTuple_New(2 + nr + nt)
         _set_new(key, 0, device)
         _set_new(key, 1, PyBytes_FromStringAndSize(<char*>buf, j))

@@ -376,40 +376,52 @@ class KernelState:
         ``rest`` is exactly what we passed after ``function`` and the constants are ``None``,
         bools or ints (no scratch buffer, which would depend on the grid), later launches call
         the C function directly with the same layout; otherwise the launcher object."""
-        launcher = entry[0]
-        inner = getattr(launcher, "__dict__", {}).get("launch")
-        direct: Any = False
-        middle: tuple = ()
-        if inner is not None and callable(inner):
-            seen: list = []
-            me = threading.get_ident()
-
-            def recorder(*a):
-                if threading.get_ident() == me and not seen:
-                    seen.append(a)
-                return inner(*a)
-
-            launcher.launch = recorder
-            try:
-                launcher(*call)
-            finally:
-                launcher.launch = inner
-            if seen:
-                a = seen[0]
-                rest = call[5:]
-                cut = len(a) - len(rest)
-                if (
-                    cut >= 5
-                    and all(x is y for x, y in zip(a[:5], call[:5]))
-                    and all(x is y for x, y in zip(a[cut:], rest))
-                    and all(m is None or type(m) is bool or type(m) is int for m in a[5:cut])
-                ):
-                    direct, middle = inner, tuple(a[5:cut])
-        else:
-            launcher(*call)
-        with self.lock:
+        with self.lock:  # one thread learns; the launcher's attribute is swapped only here
+            current = self.cache.get(key)
+            if current is not None and current is not entry and current[5] is not None:
+                entry = current  # learned by another thread meanwhile
+                if entry[5] is False:
+                    entry[0](*call)
+                else:
+                    head, rest = call[:5], call[5:]
+                    entry[5](*head, *entry[6], *rest)
+                return
+            direct, middle = self._watch_inner(entry[0], call)
             if self.cache.get(key) is entry:
                 self.cache[key] = (*entry[:5], direct, middle)
+
+    def _watch_inner(self, launcher, call):
+        """Launch ``call`` through ``launcher`` and return ``(inner, constants)`` as
+        :meth:`first_launch` describes, or ``(False, ())``."""
+        inner = getattr(launcher, "__dict__", {}).get("launch")
+        if inner is None or not callable(inner):
+            launcher(*call)
+            return False, ()
+        seen: list = []
+        me = threading.get_ident()
+
+        def recorder(*a):
+            if threading.get_ident() == me and not seen:
+                seen.append(a)
+            return inner(*a)
+
+        launcher.launch = recorder
+        try:
+            launcher(*call)
+        finally:
+            launcher.launch = inner
+        if seen:
+            a = seen[0]
+            rest = call[5:]
+            cut = len(a) - len(rest)
+            if (
+                cut >= 5
+                and all(x is y for x, y in zip(a[:5], call[:5]))
+                and all(x is y for x, y in zip(a[cut:], rest))
+                and all(m is None or type(m) is bool or type(m) is int for m in a[5:cut])
+            ):
+                return inner, tuple(a[5:cut])
+        return False, ()
 
     def _learn(self, grid, args, kwargs, key, vals, opts):
         jit = self.jit

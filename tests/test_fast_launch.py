@@ -601,3 +601,51 @@ def test_direct_tensor_reads_agree_with_attribute_reads(fake):
         assert fl._derive_key(0, vals, []) == _fastlaunch_py.derive_key(fl.state, 0, vals, [])
     finally:
         assert _fastlaunch.direct_tensor_reads(True)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_threads_launching_at_once_get_their_own_kernels(fake, backend):
+    """Four threads launch one fast-launch object at once with different specializations (the
+    last-key reuse and the first fast launch of an entry raced): each launch still runs the
+    kernel Triton's own launch of its arguments runs."""
+    import sys
+    import threading
+
+    fl = fastdispatch.fast_launch(K_ADD, backend=_backend_or_skip(backend))
+    buf = torch.empty(64)
+    cases = [
+        (buf, buf, buf, 64),
+        (buf[1:], buf, buf, 64),
+        (buf, buf, buf, 1),
+        (buf, buf.half(), buf, 17),
+        (buf, buf, buf, 2**40),
+    ]
+    for args in cases:  # one launch each: learned, the first fast launches happen in threads
+        fl[(1,)](*args, BLOCK=16)
+    results, errors = [], []
+
+    def worker(seed):
+        rng = random.Random(seed)
+        try:
+            for _ in range(200):
+                i = rng.randrange(len(cases))
+                results.append((i, fl[(1,)](*cases[i], BLOCK=16)))
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter allows
+    try:
+        threads = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert not errors
+    want = {i: K_ADD[(1,)](*args, BLOCK=16) for i, args in enumerate(cases)}
+    assert len(results) == 800
+    assert all(kernel is want[i] for i, kernel in results)
+    for entry in fl.state.cache.values():  # every launcher's attribute is its own again
+        assert entry[0].launch == entry[0]._inner
