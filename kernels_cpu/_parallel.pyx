@@ -4,10 +4,6 @@
 Rules (in order):
 
 * Built without OpenMP (e.g. Apple clang): always 1 -- ``openmp_enabled()`` says so.
-* Work below the serial threshold (``parallel_threshold()``, in element-visits): 1, so tiny
-  launches pay no thread-team start-up.
-* Called from inside an OpenMP parallel region (e.g. from one of torch's own intra-op threads):
-  1, to avoid nested oversubscription.
 * In a process created by ``fork()`` (the flag is inherited by its own children too): 1, for
   good. GNU libgomp keeps a per-thread pool of worker threads once a parallel region has run
   -- ours or torch's, they share it. A forked child inherits the pool's bookkeeping but not its
@@ -15,20 +11,43 @@ Rules (in order):
   the parent had started a pool, so a forked child runs every loop serially (the serial branch
   never enters an OpenMP region and needs no runtime). Processes started by spawn or
   forkserver -- vLLM's CPU platform selects spawn for its workers -- are unaffected.
-* Otherwise the ``kernels_cpu.set_num_threads(n)`` setting if one was made, else
-  ``torch.get_num_threads()`` -- so ``torch.set_num_threads`` governs both by default.
+* Called from inside an OpenMP parallel region (e.g. from one of torch's own intra-op threads):
+  1, to avoid nested oversubscription.
+* The team size is the ``kernels_cpu.set_num_threads(n)`` setting if one was made, else torch's
+  (``torch.get_num_threads()``), so ``torch.set_num_threads`` governs both by default.
+* Work below the serial threshold of that team size (``parallel_threshold()``, in
+  element-visits): 1, so small launches pay no team start-up.
+
+The threshold is decided, not guessed: the first time a team of ``n`` threads is considered, the
+cost of starting an (empty) parallel region of ``n`` threads and the cost of one serial
+element-visit are measured (minimum over repeats, after a warm-up), and the threshold is the
+work at which ``n`` threads beat one thread by a clear margin:
+``work * t_elem > MARGIN * (t_region + work * t_elem / n)``. ``set_parallel_threshold(work)``
+pins it instead (``None``: calibrated again).
+
+Torch's thread count costs a Python call (~50 ns) per launch if asked for every time. Under
+torch's OpenMP backend ``torch.get_num_threads()`` *is* ``omp_get_max_threads()`` of the calling
+thread once torch has initialised that thread's setting, which its first call does. So the first
+launch in each OS thread asks torch (through Python) and later launches read the OpenMP value
+(a few ns) -- which follows every later ``torch.set_num_threads`` in that thread, because that is
+where torch writes it. Whether that identity holds for the torch in this process is checked at
+import (the two are compared after changing torch's setting); if it does not, every launch asks
+torch.
 """
 import torch
 
 cdef extern from *:
     """
+    #include <time.h>
     #ifdef _OPENMP
     #include <omp.h>
     #define FD_HAVE_OPENMP 1
     static int fd_in_parallel(void) { return omp_in_parallel(); }
+    static int fd_omp_max_threads(void) { return omp_get_max_threads(); }
     #else
     #define FD_HAVE_OPENMP 0
     static int fd_in_parallel(void) { return 0; }
+    static int fd_omp_max_threads(void) { return 1; }
     #endif
 
     /* Set in the child of every fork() -- os.fork, multiprocessing's fork start method, or a
@@ -41,18 +60,132 @@ cdef extern from *:
     #else
     static int fd_watch_fork(void) { return 0; }
     #endif
+
+    /* Whether torch has initialised this OS thread's OpenMP setting (see the module). */
+    #if defined(_MSC_VER)
+    static __declspec(thread) int fd_thread_ready = 0;
+    #else
+    static __thread int fd_thread_ready = 0;
+    #endif
+    static int fd_get_thread_ready(void) { return fd_thread_ready; }
+    static void fd_set_thread_ready(void) { fd_thread_ready = 1; }
+
+    static double fd_now_ns(void) {
+    #if defined(CLOCK_MONOTONIC) && !defined(_WIN32)
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+    #else
+        return (double)clock() * (1e9 / CLOCKS_PER_SEC);
+    #endif
+    }
+
+    /* Start-up and join of an empty parallel region of n threads, ns: minimum over at most
+       reps regions, stopping once budget_ns have been spent (a loaded host, where a woken
+       thread can wait milliseconds for a core, must not stall the launch that calibrates). */
+    static double fd_region_ns(int n, int reps, double budget_ns) {
+    #ifdef _OPENMP
+        double best = 1e30, t0, t, start = fd_now_ns();
+        int r;
+        volatile int sink = 0;
+        for (r = 0; r < reps; r++) {
+            t0 = fd_now_ns();
+            #pragma omp parallel num_threads(n)
+            { if (omp_get_thread_num() < 0) sink = 1; }
+            t = fd_now_ns() - t0;
+            if (t < best) best = t;
+            if (t0 + t - start > budget_ns) break;
+        }
+        (void)sink;
+        return best;
+    #else
+        (void)n; (void)reps; (void)budget_ns;
+        return 0.0;
+    #endif
+    }
+
+    /* One serial element-visit of the kernels' kind (read an index, branch, write), ns:
+       minimum over reps of a pass over n int64 elements. */
+    static double fd_visit_ns(long long *buf, long long n, int reps) {
+        volatile long long *b = buf;   /* every read and write happens, in order */
+        double best = 1e30, t0, t;
+        long long i, acc;
+        int r;
+        for (r = 0; r < reps; r++) {
+            acc = 0;
+            t0 = fd_now_ns();
+            for (i = 0; i < n; i++) {
+                long long v = b[i];
+                if (v > acc) acc = v; else acc += 1;
+                b[i] = acc & 7;
+            }
+            t = fd_now_ns() - t0;
+            if (t < best) best = t;
+        }
+        return best / (double)n;
+    }
     """
     int FD_HAVE_OPENMP
     int fd_in_parallel() nogil
+    int fd_omp_max_threads() nogil
     int fd_forked
     int fd_watch_fork()
+    int fd_get_thread_ready() nogil
+    void fd_set_thread_ready() nogil
+    double fd_region_ns(int n, int reps, double budget_ns) nogil
+    double fd_visit_ns(long long* buf, long long n, int reps) nogil
 
-cdef int _setting = 0               # 0: follow torch.get_num_threads()
-cdef Py_ssize_t _threshold = 1 << 16
+from libc.stdlib cimport malloc, free
+
+cdef enum:
+    MAX_TEAM = 256          # team sizes calibrated one by one; larger teams use the last one
+    MIN_THRESHOLD = 1024    # never parallel below this, whatever the measurement says
+    MAX_THRESHOLD = 1 << 24
+    DEFAULT_THRESHOLD = 1 << 16   # used where nothing can be measured (no OpenMP)
+
+# A parallel team must beat the serial loop by this factor before it is used: the measurement
+# is of an empty region on an idle team, a real one also moves the working set between cores.
+cdef double MARGIN = 1.5
+
+cdef int _setting = 0               # 0: follow torch's thread count
+cdef Py_ssize_t _pinned = -1        # >= 0: set_parallel_threshold's value
+cdef Py_ssize_t _calibrated[MAX_TEAM + 1]   # 0: not measured yet
+cdef double _visit_ns = 0.0
 cdef object _torch_threads = torch.get_num_threads
+cdef bint _omp_follows_torch = False
 
 if fd_watch_fork() != 0:
     raise ImportError("kernels_cpu: pthread_atfork failed; cannot make forked children safe")
+
+for _i in range(MAX_TEAM + 1):
+    _calibrated[_i] = 0
+
+
+def _check_omp_follows_torch():
+    """Whether ``omp_get_max_threads()`` reads torch's thread count here (module docstring).
+
+    Compared in this thread across two different torch settings (restored afterwards); any
+    disagreement -- another threading backend, a second OpenMP runtime -- turns the shortcut off.
+    """
+    global _omp_follows_torch
+    _omp_follows_torch = False
+    if not FD_HAVE_OPENMP:
+        return False
+    before = int(_torch_threads())
+    try:
+        ok = fd_omp_max_threads() == before
+        for n in (1, 2, before):
+            torch.set_num_threads(n)
+            ok = ok and fd_omp_max_threads() == int(_torch_threads()) == n
+    finally:
+        torch.set_num_threads(before)
+    _omp_follows_torch = bool(ok)
+    if _omp_follows_torch:
+        fd_set_thread_ready()
+    return _omp_follows_torch
+
+
+_check_omp_follows_torch()
 
 
 def openmp_enabled():
@@ -71,33 +204,113 @@ def set_num_threads(n=None):
     _setting = n
 
 
-def get_num_threads():
-    """The thread count a large launch would use now."""
-    if not FD_HAVE_OPENMP or fd_forked:
-        return 1
-    return _setting if _setting > 0 else int(_torch_threads())
-
-
-def set_parallel_threshold(Py_ssize_t work):
-    """Smallest work size (element-visits) that runs multi-threaded; below it loops are serial."""
-    global _threshold
-    if work < 0:
-        raise ValueError("work must be >= 0")
-    _threshold = work
-
-
-def parallel_threshold():
-    return _threshold
-
-
-cdef int threads_for(Py_ssize_t work) noexcept:
+cdef inline int _team() noexcept:
+    """The team size a large launch would use now (before the work threshold)."""
     cdef int n
-    if not FD_HAVE_OPENMP or fd_forked or work < _threshold or fd_in_parallel():
-        return 1
     if _setting > 0:
         return _setting
+    if _omp_follows_torch and fd_get_thread_ready():
+        n = fd_omp_max_threads()
+        return n if n > 0 else 1
     try:
         n = _torch_threads()
     except Exception:
         return 1
+    if _omp_follows_torch:
+        fd_set_thread_ready()     # torch has initialised this thread's setting just now
     return n if n > 0 else 1
+
+
+def get_num_threads():
+    """The thread count a large launch would use now."""
+    if not FD_HAVE_OPENMP or fd_forked:
+        return 1
+    return _team()
+
+
+def set_parallel_threshold(work):
+    """Pin the smallest work size (element-visits) that runs multi-threaded; ``None`` returns
+    to the calibrated threshold of each team size."""
+    global _pinned
+    if work is None:
+        _pinned = -1
+        return
+    if not isinstance(work, int) or isinstance(work, bool) or work < 0:
+        raise ValueError(f"work must be an int >= 0 or None, got {work!r}")
+    _pinned = work
+
+
+cdef Py_ssize_t _calibrate(int n) noexcept:
+    """Measure and remember the threshold of a team of ``n`` (>= 2) threads."""
+    global _visit_ns
+    cdef int k = n if n <= MAX_TEAM else MAX_TEAM
+    cdef double region, visit, gain, work
+    cdef long long* buf
+    cdef long long i, m = 1 << 14
+    if _calibrated[k] > 0:
+        return _calibrated[k]
+    if _visit_ns <= 0:
+        buf = <long long*>malloc(m * sizeof(long long))
+        if buf == NULL:
+            return DEFAULT_THRESHOLD
+        for i in range(m):
+            buf[i] = i & 7
+        _visit_ns = fd_visit_ns(buf, m, 5)
+        free(buf)
+        if _visit_ns <= 0:
+            _visit_ns = 0.25
+    fd_region_ns(n, 2, 1e6)              # warm-up: create the team's threads
+    region = fd_region_ns(n, 25, 2e6)
+    visit = _visit_ns
+    # parallel wins by MARGIN when work * visit > MARGIN * (region + work * visit / n)
+    gain = 1.0 - MARGIN / n
+    if gain <= 0:
+        work = MAX_THRESHOLD
+    else:
+        work = MARGIN * region / (visit * gain)
+    if work < MIN_THRESHOLD:
+        work = MIN_THRESHOLD
+    if work > MAX_THRESHOLD:
+        work = MAX_THRESHOLD
+    _calibrated[k] = <Py_ssize_t>work
+    return _calibrated[k]
+
+
+cdef inline Py_ssize_t _threshold(int n) noexcept:
+    if _pinned >= 0:
+        return _pinned
+    if not FD_HAVE_OPENMP or n <= 1:
+        return DEFAULT_THRESHOLD
+    if n <= MAX_TEAM and _calibrated[n] > 0:
+        return _calibrated[n]
+    return _calibrate(n)
+
+
+def parallel_threshold():
+    """The smallest work (element-visits) that runs multi-threaded with the current team size:
+    the pinned value, else the calibrated one (measured now if not yet)."""
+    if fd_forked:
+        return _pinned if _pinned >= 0 else DEFAULT_THRESHOLD
+    return int(_threshold(_team() if FD_HAVE_OPENMP else 1))
+
+
+def _calibration():
+    """What the calibration measured: ``{"visit_ns": ..., "thresholds": {team: work}}``."""
+    return {
+        "visit_ns": _visit_ns,
+        "thresholds": {k: _calibrated[k] for k in range(2, MAX_TEAM + 1) if _calibrated[k] > 0},
+        "pinned": _pinned if _pinned >= 0 else None,
+        "omp_follows_torch": bool(_omp_follows_torch),
+    }
+
+
+cdef int threads_for(Py_ssize_t work) noexcept:
+    cdef int n
+    if not FD_HAVE_OPENMP or fd_forked or (work < MIN_THRESHOLD and _pinned < 0):
+        return 1
+    if fd_in_parallel():
+        return 1
+    n = _team()
+    if n <= 1 or work < _threshold(n):
+        return 1
+    return n

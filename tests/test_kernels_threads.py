@@ -1,0 +1,87 @@
+"""The kernels' thread policy (``kernels_cpu._parallel``): calibrated thresholds, a pinned
+threshold, and a team size that follows torch's setting without asking Python every launch."""
+
+import threading
+
+import pytest
+import torch
+
+import kernels_cpu
+from kernels_cpu import _parallel
+
+needs_openmp = pytest.mark.skipif(
+    not kernels_cpu.openmp_enabled(), reason="built without OpenMP: every loop is serial"
+)
+
+
+@pytest.fixture
+def restore():
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+    kernels_cpu.set_num_threads(None)
+    kernels_cpu.set_parallel_threshold(None)
+
+
+@needs_openmp
+def test_threshold_is_calibrated_per_team_size(restore):
+    kernels_cpu.set_num_threads(2)
+    work = kernels_cpu.parallel_threshold()
+    cal = _parallel._calibration()
+    assert cal["pinned"] is None and cal["visit_ns"] > 0
+    assert cal["thresholds"][2] == work
+    assert 1024 <= work <= 1 << 24
+    assert kernels_cpu.parallel_threshold() == work  # measured once, then remembered
+
+
+def test_pinned_threshold_and_back(restore):
+    kernels_cpu.set_parallel_threshold(123)
+    assert kernels_cpu.parallel_threshold() == 123
+    assert _parallel._calibration()["pinned"] == 123
+    kernels_cpu.set_parallel_threshold(None)
+    assert _parallel._calibration()["pinned"] is None
+    for bad in (-1, 1.5, True, "8"):
+        with pytest.raises(ValueError, match="work"):
+            kernels_cpu.set_parallel_threshold(bad)
+
+
+@needs_openmp
+def test_team_size_follows_torch_in_every_thread(restore):
+    assert _parallel._check_omp_follows_torch() in (True, False)
+    for n in (1, 2, 1):
+        torch.set_num_threads(n)
+        assert kernels_cpu.get_num_threads() == torch.get_num_threads() == n
+    seen = {}
+
+    def worker():
+        seen["first"] = (kernels_cpu.get_num_threads(), torch.get_num_threads())
+        torch.set_num_threads(1)
+        seen["after"] = (kernels_cpu.get_num_threads(), torch.get_num_threads())
+
+    t = threading.Thread(target=worker)
+    t.start()
+    t.join()
+    assert seen["first"][0] == seen["first"][1]
+    assert seen["after"] == (1, 1)
+    kernels_cpu.set_num_threads(3)
+    assert kernels_cpu.get_num_threads() == 3  # an explicit setting wins over torch's
+
+
+@needs_openmp
+def test_results_do_not_depend_on_the_decision(restore):
+    """The same launch, forced serial and forced parallel, writes the same tokens."""
+    g = torch.Generator().manual_seed(3)
+    B, K, V = 8, 3, 4096
+    T = B * K
+    cu = torch.arange(K, T + 1, K, dtype=torch.int32)
+    draft = torch.randint(0, V, (T,), generator=g, dtype=torch.int32)
+    target = torch.rand((T, V), generator=g)
+    inv_q = torch.rand((B, V), generator=g) + 0.5
+    outs = []
+    kernels_cpu.set_num_threads(2)
+    for pinned in (1 << 40, 0):
+        kernels_cpu.set_parallel_threshold(pinned)
+        out = torch.full((T,), -7, dtype=torch.int32)
+        kernels_cpu.sample_recovered_tokens_kernel(out, cu, draft, None, target, inv_q, V)
+        outs.append(out)
+    assert torch.equal(outs[0], outs[1])
