@@ -18,7 +18,7 @@ cdef class KernelOverride:
     cdef Py_ssize_t* slot_args  # slot -> kernel argument, -1 for impl-only parameters
     cdef Py_ssize_t* all_index  # all_names index -> kernel argument, -2 for launch options
     cdef Py_ssize_t ncache      # positions remembered (len(all_names))
-    cdef PyObject** seen_key    # dict position -> name object (item of all_names) seen there
+    cdef PyObject** seen_key    # dict position -> the exact str key seen there last (owned)
     cdef Py_ssize_t* seen_slot  # dict position -> its slot (-2: launch option)
     cdef Py_ssize_t exact_n     # >0: a dict of exactly this many keys, equal to seen_key[:exact_n],
                                 # fills every slot once (0: not known)

@@ -299,7 +299,7 @@ cdef class KernelOverride:
         self.slot_args = _index_array(layout.slot_args)
         self.all_index = _index_array(list(range(self.nargs)) + [-2] * len(options))
         self.ncache = len(self.all_names)
-        self.seen_key = _object_array(self.ncache)  # borrowed from all_names; NULL = nothing yet
+        self.seen_key = _object_array(self.ncache)  # owned exact str keys; NULL = nothing yet
         self.seen_slot = _index_array([-1] * self.ncache)
         self.template = _object_array(self.nslots)
         self.defaults = _object_array(self.nslots)
@@ -328,6 +328,8 @@ cdef class KernelOverride:
         free(self.arg_slots)
         free(self.slot_args)
         free(self.all_index)
+        if self.seen_key != NULL:
+            _release(self.seen_key, self.ncache)
         free(self.seen_key)
         free(self.seen_slot)
         free(self.omit)
@@ -361,12 +363,28 @@ cdef class KernelOverride:
     cdef Py_ssize_t slot_of(self, PyObject* key, Py_ssize_t position) noexcept:
         """Call slot for launch key ``key`` (-2: a Triton launch option, -1: not an argument).
 
-        The slow path of a launch: a dict lookup by name. On success the answer is remembered for
-        this dict position, keyed by the interned name object, so that the next launch with the
-        same key order recognises each key by one pointer comparison.
+        The slow path of a launch. A key equal to the one seen at this dict position last time
+        (a key built at run time: a new object, or another object than the interned name) takes
+        that key's slot after one string comparison -- no hashing; anything else is a dict
+        lookup by name. The key object itself is then remembered for this position (an owned
+        reference to an exact str, so no Python code can run when it is let go), and the next
+        launch with the same key objects in the same order -- literal keys, or keys a caller
+        built once and reuses -- recognises each by one pointer comparison.
         """
         cdef Py_ssize_t a, s
         cdef PyObject* found
+        cdef PyObject* seen
+        cdef PyObject* remember
+        if position < self.ncache:
+            seen = self.seen_key[position]
+            if (seen != NULL and PyUnicode_CheckExact(<object> key)
+                    and PyUnicode_Compare(<object> seen, <object> key) == 0):
+                s = self.seen_slot[position]
+                _incref(key)
+                self.seen_key[position] = key
+                _decref(seen)
+                self.exact_n = 0
+                return s
         if not PyUnicode_CheckExact(<object> key):
             if not isinstance(<object> key, str):
                 return -1
@@ -378,8 +396,15 @@ cdef class KernelOverride:
         if s >= 0:
             s = self.arg_slots[s]
         if position < self.ncache:
+            # a str subclass is not kept (its release could run Python code): its interned name is
+            remember = key if PyUnicode_CheckExact(<object> key) else PyTuple_GET_ITEM(
+                self.all_names, a)
+            _incref(remember)
+            seen = self.seen_key[position]
             self.seen_slot[position] = s
-            self.seen_key[position] = PyTuple_GET_ITEM(self.all_names, a)
+            self.seen_key[position] = remember
+            if seen != NULL:
+                _decref(seen)
             self.exact_n = 0
         return s
 
