@@ -191,6 +191,47 @@ def test_equal_but_not_identical_keys(core):
     assert rec.calls == [(1, 2, 3, 4, 5)] * 4
 
 
+def test_fresh_key_objects_every_launch_and_mixed_with_literals(core):
+    """New equal key objects on every launch, alternating with literal keys and with a wrong
+    key at one position: each launch binds its own keys (the remembered keys are hints only)."""
+    rec = Recorder()
+    ov = core.KernelOverride(kernel, rec.positional())
+    names = ["out_ptr", "in_ptr", "n", "scale", "BLOCK"]
+    for i in range(6):
+        fresh = {"".join(list(k)): v for k, v in zip(names, range(10 * i, 10 * i + 5))}
+        ov[GRID](**fresh)
+        ov[GRID](out_ptr=1, in_ptr=2, n=3, scale=4, BLOCK=5)
+        with pytest.raises(TypeError, match="sca1e"):
+            ov[GRID](**{"out_ptr": 1, "in_ptr": 2, "n": 3, "sca1e": 4, "BLOCK": 5})
+    expected = []
+    for i in range(6):
+        expected += [tuple(range(10 * i, 10 * i + 5)), (1, 2, 3, 4, 5)]
+    assert rec.calls == expected
+
+
+def test_remembered_keys_are_owned_and_released(core):
+    """Run-time keys the override remembers stay alive while remembered and are let go when the
+    next launch brings other keys, or with the override: no leak, no dangling pointer."""
+    rec = Recorder()
+    ov = core.KernelOverride(kernel, rec.positional())
+    keys = ["".join(list(k)) for k in ("out_ptr", "in_ptr", "n", "scale", "BLOCK")]
+    kw = dict(zip(keys, range(5)))
+    gc.collect()
+    before = [sys.getrefcount(k) for k in keys]
+    for _ in range(1000):
+        ov[GRID](**kw)
+    mid = [sys.getrefcount(k) for k in keys]
+    assert all(m - b <= 1 for m, b in zip(mid, before)), (before, mid)  # at most one, held
+    ov[GRID](out_ptr=1, in_ptr=2, n=3, scale=4, BLOCK=5)  # other keys take their places
+    assert [sys.getrefcount(k) for k in keys] == before
+    for _ in range(10):
+        ov[GRID](**kw)
+    del ov
+    gc.collect()
+    assert [sys.getrefcount(k) for k in keys] == before
+    assert rec.calls[:1000] == [(0, 1, 2, 3, 4)] * 1000
+
+
 def test_key_order_changes_between_launches(core):
     rec = Recorder()
     ov = core.KernelOverride(kernel, rec.positional())
