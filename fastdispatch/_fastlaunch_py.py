@@ -430,6 +430,9 @@ class KernelState:
         me = threading.get_ident()
         caches = jit.device_caches
         entry = caches[device]  # creates Triton's binder for this device, as run would
+        if type(entry) is not tuple or not entry or not callable(entry[-1]):
+            self._disable(f"unsupported Triton {_Triton.version}: no binder in device_caches")
+            return self.triton_launch(grid, args, kwargs)
         binder = entry[-1]
 
         def recorder(*a, **kw):
@@ -447,7 +450,10 @@ class KernelState:
                 caches[device] = entry
         if not seen:
             return kernel
-        problem = self._verify(key, vals, opts, seen[0], binder)
+        try:
+            problem = self._verify(key, vals, opts, seen[0], binder)
+        except Exception as exc:  # noqa: BLE001 - a binder of another shape: not one we know
+            problem = f"unsupported Triton {_Triton.version}: {type(exc).__name__}: {exc}"
         if problem is _RETRY:
             return kernel
         if problem is not None:

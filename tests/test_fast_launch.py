@@ -649,3 +649,21 @@ def test_threads_launching_at_once_get_their_own_kernels(fake, backend):
     assert all(kernel is want[i] for i, kernel in results)
     for entry in fl.state.cache.values():  # every launcher's attribute is its own again
         assert entry[0].launch == entry[0]._inner
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_device_caches_of_another_shape_mean_tritons_path(fake, backend):
+    """A Triton whose per-device cache entry is not the tuple we read the binder from (a list
+    here, which Triton's own run unpacks just as well): the fast path is disabled with a reason
+    and every launch goes through Triton's run, which still launches correctly."""
+    from triton.runtime.driver import driver
+
+    fl = fastdispatch.fast_launch(K_ADD, backend=_backend_or_skip(backend))
+    x, y, out = _tensors()
+    dev = driver.active.get_current_device()
+    K_ADD.device_caches[dev] = list(K_ADD.device_caches[dev])
+    for _ in range(3):
+        r = fl[(1,)](x, y, out, 64, BLOCK=16)
+    assert fl.state.disabled is not None and "unsupported Triton" in fl.state.disabled
+    assert not fl.state.cache and fl.state.stats["triton"] == 3
+    assert r is fake.compiled[-1] and len(r.run.inner_calls) == 3
