@@ -429,8 +429,6 @@ cdef class KernelOverride:
         cdef _entry* entries
         cdef Py_ssize_t nentries = 0, e
         cdef Py_ssize_t ncache = self.ncache
-        cdef PyObject** seen_key = self.seen_key
-        cdef Py_ssize_t* seen_slot = self.seen_slot
         cdef bint exact = False
         if nslots > STACK_SLOTS:
             buf = <PyObject**> malloc((nslots + 1) * sizeof(PyObject*))
@@ -448,51 +446,36 @@ cdef class KernelOverride:
             memset(slots, 0, nslots * sizeof(PyObject*))
         try:
             if kwargs is not None:
+                # One walk over the launch's (key, value) pairs: the dict's entry table where
+                # its layout is known, else PyDict_Next; each pair goes through _take.
                 entries = _dict_entries(kwargs, &nentries)
-                if entries != NULL:
-                    exact = plan is None and nslots == self.nargs and not self.has_template
-                    for e in range(nentries):
+                exact = (entries != NULL and plan is None and nslots == self.nargs
+                         and not self.has_template)
+                e = 0
+                while True:
+                    if entries != NULL:
+                        if e == nentries:
+                            break
+                        key = entries[e].key
                         value = entries[e].value
+                        e += 1
                         if value == NULL:  # deleted entry
                             exact = False
                             continue
-                        key = entries[e].key
-                        # Fast path: the very key object seen at this position last time.
-                        if j < ncache and seen_key[j] == key:
-                            s = seen_slot[j]
-                        else:
-                            s = self.slot_of(key, j)
-                        j += 1
-                        if s >= 0:
-                            _incref(value)
-                            if slots[s] == NULL:
-                                filled += 1
-                            else:
-                                _decref(slots[s])
-                            slots[s] = value
-                        else:
-                            exact = False
-                            if s == -1:
-                                if unexpected is None:
-                                    unexpected = []
-                                unexpected.append(<object> key)
-                    if exact and filled == nslots and j == nslots and j <= ncache:
-                        # every key was an argument, recognised at its position: next time the
-                        # same keys in the same order take the fast path above
-                        self.exact_n = j
-                else:
-                    while PyDict_Next(kwargs, &position, &key, &value):
-                        if j < ncache and seen_key[j] == key:
-                            s = seen_slot[j]
-                        else:
-                            s = self.slot_of(key, j)
-                        j += 1
-                        if s >= 0:
-                            _put(slots, s, value, &filled)
-                        elif s == -1:
+                    elif not PyDict_Next(kwargs, &position, &key, &value):
+                        break
+                    s = _take(self, key, value, j, slots, &filled)
+                    j += 1
+                    if s < 0:
+                        exact = False
+                        if s == -1:
                             if unexpected is None:
                                 unexpected = []
                             unexpected.append(<object> key)
+                if exact and filled == nslots and j == nslots and j <= ncache:
+                    # every key was an argument, recognised at its position: next time the
+                    # same keys in the same order take _launch_exact
+                    self.exact_n = j
             if plan is not None:
                 for k in range(plan.n_input_fill):
                     _put(slots, self.arg_slots[plan.input_fill_arg[k]],
@@ -539,6 +522,21 @@ cdef class KernelOverride:
             _release(slots, nslots)
             if buf != stack:
                 free(buf)
+
+
+cdef inline Py_ssize_t _take(KernelOverride ov, PyObject* key, PyObject* value, Py_ssize_t j,
+                            PyObject** slots, Py_ssize_t* filled) noexcept:
+    """One launch pair at dict position ``j``: its slot (the key seen at this position last time,
+    by pointer, else ``slot_of``), with an owned reference to ``value`` placed there. Returns the
+    slot, or -2 (a launch option, dropped) / -1 (not an argument)."""
+    cdef Py_ssize_t s
+    if j < ov.ncache and ov.seen_key[j] == key:
+        s = ov.seen_slot[j]
+    else:
+        s = ov.slot_of(key, j)
+    if s >= 0:
+        _put(slots, s, value, filled)
+    return s
 
 
 cdef object _launch_exact(KernelOverride ov, dict kwargs):

@@ -157,8 +157,13 @@ cdef bint _omp_follows_torch = False
 if fd_watch_fork() != 0:
     raise ImportError("kernels_cpu: pthread_atfork failed; cannot make forked children safe")
 
-for _i in range(MAX_TEAM + 1):
-    _calibrated[_i] = 0
+cdef void _forget_calibration() noexcept:
+    cdef int k
+    for k in range(MAX_TEAM + 1):
+        _calibrated[k] = 0
+
+
+_forget_calibration()
 
 
 def _check_omp_follows_torch():
