@@ -28,6 +28,9 @@ def _factor(n, rng):
 
 
 def _choices(name, t, rng):
+    if t.numel() == 0:
+        # an empty buffer in another empty shape: nothing is read or written either way
+        return [("empty", lambda x: x.reshape(0)), ("empty0x1", lambda x: x.reshape(0, 1))]
     if t.dim() >= 2:
         # flat, or a trailing unit dimension (a 3-D tensor is read flat)
         return [("flat", lambda x: x.reshape(-1)), ("unit", lambda x: x.unsqueeze(-1))]
@@ -50,10 +53,10 @@ def relayout(kwargs, rng, p=0.7):
     by a view of another shape (``how`` maps the argument to the shape chosen)."""
     new, how = {}, {}
     for name, v in kwargs.items():
-        if isinstance(v, torch.Tensor) and v.is_contiguous() and v.numel() > 0 and rng.random() < p:
+        if isinstance(v, torch.Tensor) and v.is_contiguous() and rng.random() < p:
             label, make = rng.choice(_choices(name, v, rng))
             view = make(v)
-            assert view.data_ptr() == v.data_ptr() and view.is_contiguous()
+            assert view.is_contiguous() and (view.numel() == 0 or view.data_ptr() == v.data_ptr())
             new[name] = view
             how[name] = f"{label}{tuple(view.shape)}"
         else:
