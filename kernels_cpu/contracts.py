@@ -102,6 +102,23 @@ _IN, _OUT, _IO, _S = "in", "out", "inout", "scalar"
 _F32, _F64, _BOOL = ("float32",), ("float64",), ("bool",)
 _REAL = ("float32", "float64")
 
+#: The slot-mapping kernel's 13 arguments (vLLM 0.32+); the 15-argument form inserts two.
+_SLOT_ARGS: tuple[Arg, ...] = (
+    _a("num_tokens", _S, (), "int", "tokens scheduled"),
+    _a("max_num_tokens", _S, (), "int", "padded length"),
+    _a("query_start_loc_ptr", _IN, _INDEX, "flat", "``R + 1`` (defines ``R``); non-decreasing"),
+    _a("positions_ptr", _IN, _INDEX, "flat", "``num_tokens``"),
+    _a("block_table_ptr", _IN, _INDEX, "table", "``R`` rows, a column per block reached"),
+    _a("block_table_stride", _S, (), "int", "the table's row stride (>= 0)"),
+    _a("slot_mapping_ptr", _OUT, _INDEX, "flat", "``max(num_tokens, max_num_tokens)``"),
+    _a("KV_CACHE_BLOCK_SIZE", _S, (), "int", ">= 1"),
+    _a("TOTAL_CP_WORLD_SIZE", _S, (), "int", ">= 1"),
+    _a("TOTAL_CP_RANK", _S, (), "int", "in [0, TOTAL_CP_WORLD_SIZE)"),
+    _a("CP_KV_CACHE_INTERLEAVE_SIZE", _S, (), "int", ">= 1"),
+    _a("PAD_ID", _S, (), "int", "-"),
+    _a("BLOCK_SIZE", _S, (), "constexpr", "-", optional=True),
+)
+
 CONTRACTS: tuple[Contract, ...] = (
     Contract(
         "expand_kernel",
@@ -510,27 +527,7 @@ CONTRACTS: tuple[Contract, ...] = (
         "slot of each scheduled token: block_table[r, pos // B'] * B + offset for the tokens of "
         "request r (B' = B * TOTAL_CP_WORLD_SIZE; PAD_ID for tokens another context-parallel "
         "rank stores), then PAD_ID over [num_tokens, max_num_tokens)",
-        (
-            _a("num_tokens", _S, (), "int", "tokens scheduled"),
-            _a("max_num_tokens", _S, (), "int", "padded length"),
-            _a(
-                "query_start_loc_ptr",
-                _IN,
-                _INDEX,
-                "flat",
-                "``R + 1`` (defines ``R``); non-decreasing",
-            ),
-            _a("positions_ptr", _IN, _INDEX, "flat", "``num_tokens``"),
-            _a("block_table_ptr", _IN, _INDEX, "table", "``R`` rows, a column per block reached"),
-            _a("block_table_stride", _S, (), "int", "the table's row stride (>= 0)"),
-            _a("slot_mapping_ptr", _OUT, _INDEX, "flat", "``max(num_tokens, max_num_tokens)``"),
-            _a("KV_CACHE_BLOCK_SIZE", _S, (), "int", ">= 1"),
-            _a("TOTAL_CP_WORLD_SIZE", _S, (), "int", ">= 1"),
-            _a("TOTAL_CP_RANK", _S, (), "int", "in [0, TOTAL_CP_WORLD_SIZE)"),
-            _a("CP_KV_CACHE_INTERLEAVE_SIZE", _S, (), "int", ">= 1"),
-            _a("PAD_ID", _S, (), "int", "-"),
-            _a("BLOCK_SIZE", _S, (), "constexpr", "-", optional=True),
-        ),
+        _SLOT_ARGS,
     ),
     Contract(
         "compute_slot_mapping_hybrid_kernel",
@@ -540,29 +537,13 @@ CONTRACTS: tuple[Contract, ...] = (
         "BLOCKS_PER_KV_BLOCK attention-kernel blocks of block_size tokens: block index = "
         "kv_block * BLOCKS_PER_KV_BLOCK + offset // block_size, slot = block_table[row + that] * "
         "block_size + offset % block_size",
-        (
-            _a("num_tokens", _S, (), "int", "tokens scheduled"),
-            _a("max_num_tokens", _S, (), "int", "padded length"),
-            _a(
-                "query_start_loc_ptr",
-                _IN,
-                _INDEX,
-                "flat",
-                "``R + 1`` (defines ``R``); non-decreasing",
-            ),
-            _a("positions_ptr", _IN, _INDEX, "flat", "``num_tokens``"),
-            _a("block_table_ptr", _IN, _INDEX, "table", "``R`` rows, a column per block reached"),
-            _a("block_table_stride", _S, (), "int", "the table's row stride (>= 0)"),
-            _a("block_size", _S, (), "int", ">= 1: tokens per attention-kernel block"),
-            _a("slot_mapping_ptr", _OUT, _INDEX, "flat", "``max(num_tokens, max_num_tokens)``"),
-            _a("KV_CACHE_BLOCK_SIZE", _S, (), "int", ">= 1"),
-            _a("BLOCKS_PER_KV_BLOCK", _S, (), "int", ">= 1"),
-            _a("TOTAL_CP_WORLD_SIZE", _S, (), "int", ">= 1"),
-            _a("TOTAL_CP_RANK", _S, (), "int", "in [0, TOTAL_CP_WORLD_SIZE)"),
-            _a("CP_KV_CACHE_INTERLEAVE_SIZE", _S, (), "int", ">= 1"),
-            _a("PAD_ID", _S, (), "int", "-"),
-            _a("BLOCK_SIZE", _S, (), "constexpr", "-", optional=True),
-        ),
+        # the 13 arguments, with block_size after block_table_stride and BLOCKS_PER_KV_BLOCK
+        # after KV_CACHE_BLOCK_SIZE
+        _SLOT_ARGS[:6]
+        + (_a("block_size", _S, (), "int", ">= 1: tokens per attention-kernel block"),)
+        + _SLOT_ARGS[6:8]
+        + (_a("BLOCKS_PER_KV_BLOCK", _S, (), "int", ">= 1"),)
+        + _SLOT_ARGS[8:],
     ),
     Contract(
         "batch_memcpy_kernel",

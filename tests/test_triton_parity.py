@@ -62,74 +62,52 @@ if INTERPRETED:
             return impl(*(kwargs[a] for a in order))
         return impl(**kwargs)
 
-    @pytest.mark.parametrize("idx", ["int32", "int64"])
-    @pytest.mark.parametrize("name", KERNELS)
-    # Deep profile: 500 (not 10,000) -- ~8 ms per interpreted example, 22 tests.
-    @fuzz_settings(
-        EXAMPLES,
-        deep_examples=500,
-        deadline=None,
-        database=None,
-        suppress_health_check=list(HealthCheck),
-    )
-    @given(seed=st.integers(0, 2**32 - 1))
-    def test_interpreted_parity(name, idx, seed):
+    def _three_ways(name, idx, seed, relayout_seed=None):
+        """Launch one case on our interpreted Triton kernel, ``kernels_cpu`` (by name or
+        positionally) and the reference; with ``relayout_seed`` the first two get the case's
+        tensors re-shaped (the reference keeps the canonical layout). Every compared buffer,
+        guards included, must be bit-identical to the reference's, and no guard written."""
         case = testing.make_case(name, seed, getattr(torch, idx))
         kernel = triton_kernels.kernel(name)
         assert type(kernel).__name__ == "InterpretedFunction"
-
         tri_kw, tri = case.build()
         cpu_kw, cpu = case.build()
         ref_kw, ref = case.build()
+        how = "canonical"
+        if relayout_seed is not None:
+            tri_kw, how = relayout(tri_kw, random.Random(relayout_seed))
+            cpu_kw, _ = relayout(cpu_kw, random.Random(relayout_seed))
         if all(case.grid):
             kernel[case.grid](**tri_kw)
         _launch_cpu(name, case, cpu_kw, positional=seed % 2 == 1)
         REFERENCES[name](case.grid, **ref_kw)
-
-        for buf in tri:
-            assert torch.equal(tri[buf], ref[buf]), (
-                f"{case}: Triton vs reference differ in {buf}\n"
-                f"triton: {tri[buf].tolist()}\nref:    {ref[buf].tolist()}"
-            )
-            assert torch.equal(cpu[buf], ref[buf]), (
-                f"{case}: kernels_cpu vs reference differ in {buf}\n"
-                f"cpu: {cpu[buf].tolist()}\nref: {ref[buf].tolist()}"
-            )
-        for label, bufs in (("triton", tri), ("kernels_cpu", cpu)):
-            assert not testing.guard_violations(case, bufs), f"{label} wrote a guard: {case}"
-
-    @pytest.mark.parametrize("idx", ["int32", "int64"])
-    @pytest.mark.parametrize("name", KERNELS)
-    @fuzz_settings(
-        max(4, EXAMPLES // 3),
-        deep_examples=150,
-        deadline=None,
-        database=None,
-        suppress_health_check=list(HealthCheck),
-    )
-    @given(seed=st.integers(0, 2**32 - 1))
-    def test_interpreted_layouts(name, idx, seed):
-        """The same launch with its tensors re-shaped (``_layouts.relayout``: flat, column,
-        ``[B, K]`` and 0-d views of the same memory): our Triton kernel and ``kernels_cpu``
-        both write what the reference writes on the canonical layout."""
-        case = testing.make_case(name, seed, getattr(torch, idx))
-        kernel = triton_kernels.kernel(name)
-        tri_kw, tri = case.build()
-        cpu_kw, cpu = case.build()
-        ref_kw, ref = case.build()
-        tri_alt, how = relayout(tri_kw, random.Random(seed))
-        cpu_alt, _ = relayout(cpu_kw, random.Random(seed))
-        if all(case.grid):
-            kernel[case.grid](**tri_alt)
-        _launch_cpu(name, case, cpu_alt, positional=seed % 2 == 1)
-        REFERENCES[name](case.grid, **ref_kw)
         for label, bufs in (("triton", tri), ("kernels_cpu", cpu)):
             for buf in ref:
                 assert torch.equal(bufs[buf], ref[buf]), (
-                    f"{case} with layouts {how}: {label} differs from the reference in {buf}\n"
+                    f"{case} ({how}): {label} differs from the reference in {buf}\n"
                     f"{label}: {bufs[buf].tolist()}\nref: {ref[buf].tolist()}"
                 )
             assert not testing.guard_violations(case, bufs), f"{label} wrote a guard: {case}"
+
+    _settings = dict(deadline=None, database=None, suppress_health_check=list(HealthCheck))
+
+    @pytest.mark.parametrize("idx", ["int32", "int64"])
+    @pytest.mark.parametrize("name", KERNELS)
+    # Deep profile: 500 (not 10,000) -- ~8 ms per interpreted example, 22 tests.
+    @fuzz_settings(EXAMPLES, deep_examples=500, **_settings)
+    @given(seed=st.integers(0, 2**32 - 1))
+    def test_interpreted_parity(name, idx, seed):
+        _three_ways(name, idx, seed)
+
+    @pytest.mark.parametrize("idx", ["int32", "int64"])
+    @pytest.mark.parametrize("name", KERNELS)
+    @fuzz_settings(max(4, EXAMPLES // 3), deep_examples=150, **_settings)
+    @given(seed=st.integers(0, 2**32 - 1))
+    def test_interpreted_layouts(name, idx, seed):
+        """The same launch with its tensors re-shaped (``_layouts.relayout``: flat, column,
+        ``[B, K]``, 0-d and empty views of the same memory): our Triton kernel and
+        ``kernels_cpu`` both write what the reference writes on the canonical layout."""
+        _three_ways(name, idx, seed, relayout_seed=seed)
 
 else:
 
