@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 
-SUITES = ("launch", "kernels", "vllm_entry", "spec_decode", "threads", "registration")
+SUITES = ("launch", "kernels", "vllm_entry", "spec_decode", "threads", "registration", "engine")
 
 
 def all_groups(ctx):

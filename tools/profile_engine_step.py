@@ -1,0 +1,87 @@
+"""Where a speculative-decoding step's time goes inside a vLLM CPU worker (cProfile in the worker).
+
+    .venv-vllm/bin/python tools/profile_engine_step.py --vocab 128256 --batch 16 --mode random \
+        --state fused --top 25
+
+Starts the engine of ``bench/suites/engine.py`` (same model, draft, batch and sampling), puts the
+worker in the asked state (``stock``, ``plugin``, ``fused``), runs one warm ``generate``, then one
+more under ``cProfile`` *inside the worker* (``llm.collective_rpc``: the worker's thread is the one
+that runs the model and the sampler) together with the suite's step timers, and prints the top
+functions by own time plus the per-step split (target forward, sampler, drafter). Why a tool and
+not a suite: a profile is an explanation of one run, not a figure to compare between runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+_PROFILER = []
+
+
+def w_cprofile(worker, on, top=25):
+    """Start (``on``) or stop the worker's profiler; when stopping return the top rows."""
+    import cProfile
+    import io
+    import pstats
+
+    if on:
+        prof = cProfile.Profile()
+        _PROFILER.append(prof)
+        prof.enable()
+        return None
+    prof = _PROFILER.pop()
+    prof.disable()
+    buf = io.StringIO()
+    stats = pstats.Stats(prof, stream=buf)
+    stats.sort_stats("tottime").print_stats(top)
+    return buf.getvalue()
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--vocab", type=int, default=128256)
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--mode", choices=("greedy", "random"), default="random")
+    p.add_argument("--state", choices=("stock", "plugin", "fused"), default="fused")
+    p.add_argument("--top", type=int, default=25)
+    p.add_argument("--json", help="write the step split as JSON here")
+    args = p.parse_args(argv)
+
+    import tools.profile_engine_step as me  # the worker imports this module by this name
+    from bench.suites import engine as E
+
+    eng = E._Engine(args.vocab)
+    try:
+        prompts, params = E._requests(args.vocab, args.batch, args.mode)
+        eng.switch(args.state)
+        eng.llm.generate(prompts, params, use_tqdm=False)  # warm
+        eng.rpc(E._w_profile, True)
+        eng.rpc(me.w_cprofile, True)
+        t = time.perf_counter()
+        eng.llm.generate(prompts, params, use_tqdm=False)
+        wall_ms = (time.perf_counter() - t) * 1e3
+        table = eng.rpc(me.w_cprofile, False, args.top)
+        split = E._summarise(eng.rpc(E._w_profile, False), wall_ms)
+    finally:
+        eng.users = 1
+        eng.release()
+    print(
+        f"V={args.vocab} B={args.batch} k={E.K} {args.mode} state={args.state}: "
+        f"{json.dumps(split, indent=1)}"
+    )
+    print(table)
+    if args.json:
+        Path(args.json).write_text(json.dumps(split, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
