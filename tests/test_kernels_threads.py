@@ -25,6 +25,7 @@ def restore():
 
 @needs_openmp
 def test_threshold_is_calibrated_per_team_size(restore):
+    kernels_cpu.set_parallel_threshold(None)  # whatever an earlier test pinned
     kernels_cpu.set_num_threads(2)
     work = kernels_cpu.parallel_threshold()
     cal = _parallel._calibration()
