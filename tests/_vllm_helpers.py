@@ -163,7 +163,10 @@ def classify_holders():
     import kernels_cpu
 
     names = fv.KERNEL_NAMES
-    ours = {id(fn): name for name, fn in kernels_cpu.vllm_overrides().items()}
+    # ours: the implementation chosen for this release's signature (0.31's slot mapping takes
+    # 15 arguments), or vLLM 0.32's when not installed
+    chosen = fv._state.ours if fv.installed() else kernels_cpu.vllm_overrides()
+    ours = {id(fn): name for name, fn in chosen.items()}
     shims = {id(fn): name for name, fn in fv._platform_shims(vd).items()}
     name_set = set(names)
 

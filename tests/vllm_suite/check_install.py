@@ -110,8 +110,12 @@ elif scenario == "unknown_signature":
     pos = torch.tensor([0, 5])
     table = torch.tensor([[3, 4]], dtype=torch.int32)
     out = torch.full((2,), -7, dtype=torch.int64)
-    block_table.ComputeSlotMappingKernel()(1, 2, 2, qsl, pos, table, table.stride(0), out,
-                                           4, 1, 0, 1)
+    args = dict(num_reqs=1, num_tokens=2, max_num_tokens=2, query_start_loc=qsl, positions=pos,
+                block_table=table, block_table_stride=table.stride(0), block_size=4,
+                slot_mapping=out, kv_cache_block_size=4, blocks_per_kv_block=1,
+                total_cp_world_size=1, total_cp_rank=0, cp_kv_cache_interleave_size=1)
+    params = inspect.signature(block_table.ComputeSlotMappingKernel.__call__).parameters
+    block_table.ComputeSlotMappingKernel()(**{k: v for k, v in args.items() if k in params})
     report["slot_mapping"] = out.tolist()
 else:
     raise SystemExit(f"unknown scenario {scenario}")
