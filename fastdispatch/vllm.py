@@ -335,8 +335,8 @@ _RUNNER_HOOK = "_postprocess_triton"
 #: process, and qualified name -> the kernel vLLM defined there. vLLM runs
 #: ``_postprocess_triton`` once per model runner; an :func:`install` after an :func:`uninstall`
 #: (which put the shims back) must displace them again by itself.
-_legacy_shims = {}
-_legacy_originals = {}
+_legacy_shims: dict = {}
+_legacy_originals: dict = {}
 
 
 def _legacy_runner():
