@@ -198,7 +198,7 @@ def derive_key(state, device, vals, opts):
     ``(type, value)`` of every constexpr, then ``name, type, value`` of every option.
     """
     codes = bytearray()
-    tail: list[Any] = []
+    tail = []
     Tensor = _Triton.Tensor
     for i, v in enumerate(vals):
         if state.is_constexpr[i]:
@@ -276,13 +276,13 @@ class KernelState:
         self.index = {n: i for i, n in enumerate(self.names)}
         self.is_constexpr = tuple(bool(p.is_constexpr) for p in self.params)
         self.defaults = tuple(p.default if p.has_default else _MISSING for p in self.params)
-        self.cache: dict[Any, tuple] = {}
+        self.cache = {}
         self.disabled = None
         self.lock = threading.RLock()
-        self.spec_table: dict[tuple, Any] = {}
-        self.probed: set = set()
-        self.knob_readers: tuple = ()
-        self.injected: tuple | None = None
+        self.spec_table = {}
+        self.probed = set()
+        self.knob_readers = ()
+        self.injected = None
         self.stats = {"learned": 0, "triton": 0}
         self.last_slow = None
         k = _Triton.knobs
@@ -397,7 +397,7 @@ class KernelState:
         if inner is None or not callable(inner):
             launcher(*call)
             return False, ()
-        seen: list = []
+        seen = []
         me = threading.get_ident()
 
         def recorder(*a):
@@ -426,7 +426,7 @@ class KernelState:
     def _learn(self, grid, args, kwargs, key, vals, opts):
         jit = self.jit
         device = key[0]
-        seen: list = []
+        seen = []
         me = threading.get_ident()
         caches = jit.device_caches
         entry = caches[device]  # creates Triton's binder for this device, as run would
@@ -677,7 +677,7 @@ def fast_launch(kernel, *, backend=None):
         raise ValueError(f"fast_launch: backend must be 'cython' or 'python', not {backend!r}")
     if backend is None:
         backend = "python" if os.environ.get("FASTDISPATCH_PURE_PYTHON") == "1" else "cython"
-    cls: Any = FastLaunch
+    cls = FastLaunch
     if backend == "cython":
         try:
             from . import _fastlaunch
