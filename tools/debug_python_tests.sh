@@ -201,7 +201,9 @@ if [ ${#pytest_args[@]} -eq 0 ]; then
 fi
 echo "debug_python_tests: pytest ${pytest_args[*]}"
 t=$SECONDS
-"$PYDBG" -P -m pytest -q -p no:cacheprovider --durations=5 "${pytest_args[@]}" > "$WORK/pytest.log" 2>&1
+# --capture=sys: pytest captures Python's sys.stdout/err only, so what the interpreter writes to
+# file descriptor 2 as it aborts (the failed assertion) reaches the log instead of a lost buffer.
+"$PYDBG" -P -m pytest -q -p no:cacheprovider --capture=sys --durations=5 "${pytest_args[@]}" > "$WORK/pytest.log" 2>&1
 rc=$?
 tail -n 15 "$WORK/pytest.log"
 summary=$(grep -E '^=* *[0-9]+ (passed|failed|error)|^=* *no tests ran' "$WORK/pytest.log" | tail -n 1 | sed 's/^=* *//; s/ *=*$//')
