@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Check what we ship: the sdist and wheel that `python -m build` makes, the compiler flags they
-# are built with, and a build without OpenMP.
+# are built with, a build without OpenMP, and a clang build without it (the macOS configuration).
 #
 # Usage: tools/check_builds.sh [--keep]
 #
@@ -26,8 +26,15 @@
 #                log, no libgomp in its .so files, openmp_enabled() is False, and the kernel tests
 #                (tests/test_kernels_*.py, tests/test_fused_*.py, and the fork/thread robustness
 #                tests) pass against it, in one serial pytest process.
+#   7. clang     the macOS configuration as far as this host can have it: a third copy
+#                (WORK/clang) built with CC=clang and FASTDISPATCH_NO_OPENMP=1 (Apple's clang has no
+#                OpenMP); every module compiled by clang (its .comment section), no -fopenmp, no
+#                libgomp, and the kernel tests (tests/test_kernels_*.py) pass against it. Compiler
+#                warnings are listed, not fatal (Cython's serial prange leaves a set-but-unused
+#                variable behind). clang is apt-get installed when missing and we are root.
 #
-# Environment: PYTHON (default .venv/bin/python, else python3) builds and runs the tests; it needs
+# Environment: CLANG (default clang) for step 7.
+# PYTHON (default .venv/bin/python, else python3) builds and runs the tests; it needs
 # pip and the test extras (tools/setup_env.sh makes such a .venv); the `build` package and the
 # build requirements (Cython>=3.0, setuptools>=77) are pip-installed into it when missing.
 # TORCH_SPEC (default torch==2.13.0) is what the throwaway venv installs. TMPDIR.
@@ -352,5 +359,53 @@ PYNOOMP
 ) > "$WORK/noomp-tests.log" 2>&1 || fail "kernel tests against the no-OpenMP build" "$WORK/noomp-tests.log"
 head -n 1 "$WORK/noomp-tests.log" | sed 's/^/check_builds:   /'
 done_step "$(grep -E '[0-9]+ passed' "$WORK/noomp-tests.log" | tail -n 1)"
+
+# ---- 7. clang, OpenMP off ---------------------------------------------------------------------------
+CLANG=${CLANG:-clang}
+if ! command -v "$CLANG" > /dev/null && [ "$CLANG" = clang ] && [ "$(id -u)" -eq 0 ] \
+        && command -v apt-get > /dev/null; then
+    step "installing clang"
+    (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q clang) \
+        > "$WORK/apt-clang.log" 2>&1 || fail "apt-get install clang" "$WORK/apt-clang.log"
+    done_step
+fi
+command -v "$CLANG" > /dev/null || fail "no $CLANG for the clang build (apt-get install clang)"
+step "CC=$CLANG FASTDISPATCH_NO_OPENMP=1 build in a third copy ($("$CLANG" --version | head -n 1))"
+copy_tree "$WORK/clang" || fail "copy of the working tree"
+(cd "$WORK/clang" && CC=$CLANG FASTDISPATCH_NO_OPENMP=1 "$PY" setup.py build_ext --inplace -j 2 \
+    > "$WORK/clang-build.log" 2>&1) || fail "CC=$CLANG build" "$WORK/clang-build.log"
+check_flags "$WORK/clang-build.log" no-openmp || fail "clang build flags (log: $WORK/clang-build.log)"
+for so in "$WORK"/clang/fastdispatch/*.so "$WORK"/clang/kernels_cpu/*.so; do
+    needs_gomp "$so" && fail "$(basename "$so") of the clang build needs libgomp"
+    readelf -p .comment "$so" 2>/dev/null | grep 'clang version' > /dev/null \
+        || fail "$(basename "$so") of the clang build was not compiled by clang"
+done
+n_warn=$(grep -c 'warning:' "$WORK/clang-build.log")
+if [ "$n_warn" -gt 0 ]; then
+    echo "check_builds:   $n_warn compiler warning(s):"
+    grep 'warning:' "$WORK/clang-build.log" | sed 's/^/check_builds:     /'
+fi
+done_step
+step "kernel tests against the clang build (one pytest process)"
+CLANG_TESTS=$(cd "$WORK/clang" && ls tests/test_kernels_*.py)
+(
+    cd "$WORK/clang" || exit 1
+    export PYTHONPATH="$WORK/clang" PYTHONDONTWRITEBYTECODE=1
+    "$PY" - "$WORK/clang" <<'PYCLANG' || exit 1
+import glob, importlib, os, sys
+root = os.path.realpath(sys.argv[1])
+import kernels_cpu
+for pyx in sorted(glob.glob(f"{root}/fastdispatch/*.pyx") + glob.glob(f"{root}/kernels_cpu/*.pyx")):
+    mod = importlib.import_module(os.path.relpath(pyx, root)[:-4].replace(os.sep, "."))
+    where = os.path.realpath(mod.__file__)
+    assert where.startswith(root + os.sep) and where.endswith(".so"), f"{mod.__name__} from {where}"
+assert kernels_cpu.openmp_enabled() is False, "the clang build without OpenMP reports OpenMP"
+print("clang build: every extension loads from the copy; openmp_enabled() is False")
+PYCLANG
+    # shellcheck disable=SC2086
+    "$PY" -m pytest -q -p no:cacheprovider $CLANG_TESTS
+) > "$WORK/clang-tests.log" 2>&1 || fail "kernel tests against the clang build" "$WORK/clang-tests.log"
+head -n 1 "$WORK/clang-tests.log" | sed 's/^/check_builds:   /'
+done_step "$(grep -E '[0-9]+ passed' "$WORK/clang-tests.log" | tail -n 1)"
 
 echo "check_builds: OK -- every check passed"
