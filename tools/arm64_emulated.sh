@@ -35,7 +35,8 @@
 #               no compiler warning allowed; the wheel's .so files are put into the test tree, so
 #               the tests run what the wheel ships.
 #   7. smoke    a fresh venv (with its own pip), torch through its layer, the wheel installed by
-#               that emulated pip (dependencies resolved), then from outside the tree: modules load
+#               that emulated pip (--no-deps: pip would add torch's own Triton requirement; the
+#               wheel's requirements are checked against the venv instead), then: modules load
 #               from that venv, compiled backend, OpenMP on, a greedy launch through op -> owner ->
 #               override -> kernels_cpu, positional launches and direct calls without kwargs, and a
 #               direct kernel call match the plain-torch references (as tools/check_builds.sh).
@@ -329,7 +330,7 @@ done_step "$(basename "$WHEEL") ($(du -k "$WHEEL" | cut -f1) KiB), $n_cc compile
 step "smoke test: the wheel in a fresh venv"
 in_root python3 -m venv /work/smoke > "$WORK/smoke.log" 2>&1 \
     && echo /opt/layers/torch > "$R/work/smoke/lib/python3.11/site-packages/torch-layer.pth" \
-    && in_root /work/smoke/bin/python -m pip install -q "/work/dist/$(basename "$WHEEL")" >> "$WORK/smoke.log" 2>&1 \
+    && in_root /work/smoke/bin/python -m pip install -q --no-deps "/work/dist/$(basename "$WHEEL")" >> "$WORK/smoke.log" 2>&1 \
     || fail "installing the wheel into a fresh venv" "$WORK/smoke.log"
 cat > "$R/work/smoke.py" <<'PYSMOKE'
 import os
@@ -346,6 +347,14 @@ import kernels_cpu._sampling
 from kernels_cpu.reference import sampling as reference
 
 assert platform.machine() == "aarch64", platform.machine()
+# --no-deps install (pip would otherwise add the layer's torch's own Triton requirement): the
+# wheel's declared requirements must be met by what the venv sees.
+import importlib.metadata as md
+from pip._vendor.packaging.requirements import Requirement  # the venv's own pip's copy
+for req in map(Requirement, md.requires("fastdispatch") or []):
+    if req.marker is None or req.marker.evaluate({"extra": ""}):
+        have = md.version(req.name)
+        assert req.specifier.contains(have, prereleases=True), (str(req), have)
 venv = os.path.realpath(sys.argv[1])
 for mod in (fastdispatch, fastdispatch._core, kernels_cpu, kernels_cpu._sampling):
     path = os.path.realpath(mod.__file__)
