@@ -146,6 +146,7 @@ class _Installation:
         self.fd = fastdispatch
         self.dispatcher = dispatcher  # vllm.triton_utils.dispatcher, or None (0.27-0.30)
         self.runner = runner  # CPUModelRunner, where vLLM patches kernels itself (0.27-0.30)
+        self.runner_stock = None  # its own _postprocess_triton, while ours wraps it
         if dispatcher is not None and not callable(vars(dispatcher).get("register_kernels")):
             raise RuntimeError(f"unsupported vLLM: {dispatcher.__name__} has no register_kernels")
         self.stock = (
@@ -294,20 +295,25 @@ def _choose_kernels(state):
     fd = state.fd
     chosen = {}
     for kernel, entry in kernels_cpu.VLLM_KERNELS.items():
-        found = None
+        found, failures = None, []
         for name in entry.names:
             try:
                 host, attr = fd._resolve_kernel(name)
             except (ImportError, ValueError):
                 continue
+            except Exception as exc:  # noqa: BLE001 - a module of vLLM's failing to import
+                failures.append(f"{name}: {type(exc).__name__}: {exc}")
+                continue
             found = name
             break
         if found is None:
             state.left[entry.names[0]] = f"not in this vLLM (looked for {', '.join(entry.names)})"
+            if failures:
+                state.left[entry.names[0]] += f"; {'; '.join(failures)}"
             continue
         try:
             arg_names = tuple(fd._kernel_arg_names(_standing_kernel(fd, host, attr)))
-        except (TypeError, ValueError) as exc:
+        except Exception as exc:  # noqa: BLE001 - this one name goes to vLLM, not the install
             state.left[found] = f"its argument names cannot be read ({exc})"
             continue
         impl = kernels_cpu.impl_for(kernel, arg_names)
@@ -387,7 +393,7 @@ def _watch(state):
 
     from ._registration import _CLASS, _TYPE_MRO, _dict_reader, _namespaces, _scan
 
-    for module in _imported_modules(vars(state.runner)[_RUNNER_HOOK]):
+    for module in _imported_modules(state.runner_stock):
         try:
             importlib.import_module(module)
         except Exception:  # noqa: BLE001 - vLLM's own method will meet the same failure
@@ -484,7 +490,7 @@ def _displace_shims(state, originals=False):
 
 def _wrap_runner_hook(state):
     """``CPUModelRunner._postprocess_triton`` runs vLLM's own body, then :func:`_absorb`."""
-    stock = vars(state.runner)[_RUNNER_HOOK]
+    stock = state.runner_stock = vars(state.runner)[_RUNNER_HOOK]
 
     def _postprocess_triton(self, *args, **kwargs):
         with _lock:
