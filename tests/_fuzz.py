@@ -9,6 +9,11 @@ Hypothesis lets a test's own ``@settings(max_examples=...)`` override any loaded
 profile alone cannot deepen these tests: they take their settings from ``fuzz_settings``
 instead. Hypothesis still stops early when a strategy's search space is exhausted; run with
 ``--hypothesis-show-statistics`` to see how many examples each test really ran.
+
+``FASTDISPATCH_SLOW_HOST=1`` (set by ``tools/arm64_emulated.sh`` and
+``tools/debug_python_tests.sh``) drops hypothesis' per-example deadline: under emulation or a
+debug interpreter a first call can take 20x its usual time, and the deadline would measure the
+host instead of the code.
 """
 
 import os
@@ -24,6 +29,11 @@ if PROFILE not in PROFILES:
     raise ValueError(f"FASTDISPATCH_FUZZ must be one of {PROFILES}, got {PROFILE!r}")
 
 DEEP = PROFILE == "deep"
+
+SLOW_HOST = os.environ.get("FASTDISPATCH_SLOW_HOST", "0").strip() not in ("", "0")
+if SLOW_HOST:
+    settings.register_profile("fastdispatch-slow-host", deadline=None)
+    settings.load_profile("fastdispatch-slow-host")
 
 
 def examples(fast_examples, deep_examples=None):

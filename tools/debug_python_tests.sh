@@ -125,6 +125,7 @@ echo "debug_python_tests: $("$PYDBG" -VV | head -n 1) | site-packages $SITE | wo
 unset FASTDISPATCH_NO_OPENMP FASTDISPATCH_NATIVE FASTDISPATCH_SANITIZE FASTDISPATCH_EXTENSIONS \
     FASTDISPATCH_PURE_PYTHON
 export PYTHONPATH="$WORK:$SITE" PYTHONDONTWRITEBYTECODE=1
+export FASTDISPATCH_SLOW_HOST=1   # no hypothesis deadline: it would time the interpreter (tests/_fuzz.py)
 # A failed C-level assertion aborts: faulthandler prints the Python stack of the test that ran.
 export PYTHONFAULTHANDLER=1
 
