@@ -64,12 +64,16 @@ import os
 import threading
 
 __all__ = [
+    "fast_launch_installed",
     "install",
+    "install_fast_launch",
     "installed",
     "kernel_names",
     "kernel_report",
     "plugin",
     "uninstall",
+    "uninstall_fast_launch",
+    "FAST_LAUNCH_ENV",
     "FLY_REFUSAL",
     "KERNEL_NAMES",
 ]
@@ -1013,9 +1017,11 @@ def plugin():
     ``FASTDISPATCH_VLLM_PLUGIN=0`` (or ``off``): do nothing. ``=1`` (or ``on``): install
     regardless. Unset: install only when vLLM runs without Triton (``HAS_TRITON`` false: vLLM
     would launch its CPU shims) on the CPU platform; with a usable Triton driver vLLM launches
-    real Triton kernels and we stay out. ``FASTDISPATCH_VLLM_FUSED_NOISE=1`` opts into the
-    fused random-sampling path. Safe to call any number of times. Unless forced, a failure to
-    install is logged and leaves vLLM stock rather than failing the worker.
+    real Triton kernels and we stay out -- unless ``FASTDISPATCH_VLLM_FAST_LAUNCH=1`` asks for
+    :func:`install_fast_launch` there (those kernels launched through fast_launch).
+    ``FASTDISPATCH_VLLM_FUSED_NOISE=1`` opts into the fused random-sampling path. Safe to call
+    any number of times. Unless forced, a failure to install is logged and leaves vLLM stock
+    rather than failing the worker.
     """
     wanted = _wants(os.environ.get(PLUGIN_ENV))
     if wanted is False:
@@ -1023,6 +1029,17 @@ def plugin():
         return
     if wanted is None:
         reason = _reason_to_stay_out()
+        if reason and _wants(os.environ.get(FAST_LAUNCH_ENV)) and "Triton driver" in reason:
+            # a GPU worker that asked for it: Triton's own kernels, through our launch path
+            try:
+                install_fast_launch()
+            except Exception:
+                logger.warning(
+                    "fastdispatch: fast launch could not install; vLLM launches its Triton "
+                    "kernels itself",
+                    exc_info=True,
+                )
+            return
         if reason:
             logger.info(
                 "fastdispatch: vLLM plugin not installed: %s (set %s=1 to force)",
@@ -1060,3 +1077,76 @@ def _reason_to_stay_out():
     except Exception as exc:  # noqa: BLE001
         return f"vLLM platform unknown ({exc})"
     return None
+
+
+# -- GPU workers: Triton's own kernels through fast_launch (opt-in) ----------------------------
+
+#: With :func:`plugin` on a worker whose Triton has a driver: ``1`` launches vLLM's Triton
+#: kernels (the ones ``kernels_cpu`` replaces on CPU) through :func:`fastdispatch.fast_launch`.
+FAST_LAUNCH_ENV = "FASTDISPATCH_VLLM_FAST_LAUNCH"
+
+_fast_pairs = None  # [(kernel, its fast_launch wrapper)] while installed
+
+
+def _vllm_kernel_qualnames():
+    """Every qualified name vLLM has kept one of the 11 kernels under (all releases)."""
+    from kernels_cpu._overrides import VLLM_KERNELS
+
+    return tuple(n for entry in VLLM_KERNELS.values() for n in entry.names)
+
+
+def install_fast_launch(names=None):
+    """Launch vLLM's Triton kernels through :func:`fastdispatch.fast_launch` (a GPU worker).
+
+    Each qualified name in ``names`` (default: the 11 kernels, under every name vLLM has used)
+    that resolves here to a plain Triton ``JITFunction`` gets a fast-launch wrapper in every
+    holder -- module attributes, ``from ... import`` copies, launch owners' ``.kernel`` -- by the
+    same rebinding pass as the registry's. A name that does not resolve, or holds anything else
+    (an override, an autotuner), is left as it is. The wrapper gives Triton's own results and
+    hands anything it does not recognise to Triton's own launch. Returns ``{name: wrapped?}``;
+    :func:`uninstall_fast_launch` puts every holder back.
+    """
+    global _fast_pairs
+    import fastdispatch
+    from fastdispatch._registration import _rebind_kernels, _resolve_kernel
+
+    with _lock:
+        done = {}
+        pairs = [] if _fast_pairs is None else list(_fast_pairs)
+        wrapped = {id(k) for k, _ in pairs} | {id(w) for _, w in pairs}
+        for name in names if names is not None else _vllm_kernel_qualnames():
+            try:
+                host, attr = _resolve_kernel(name)
+            except (ImportError, ValueError, AttributeError) as exc:
+                logger.debug("fastdispatch: fast launch: %s not here (%s)", name, exc)
+                done[name] = False
+                continue
+            kernel = vars(host).get(attr) if hasattr(host, "__dict__") else None
+            if type(kernel).__name__ != "JITFunction" or id(kernel) in wrapped:
+                done[name] = id(kernel) in wrapped
+                continue
+            pairs.append((kernel, fastdispatch.fast_launch(kernel)))
+            wrapped.update((id(kernel), id(pairs[-1][1])))
+            done[name] = True
+        new = pairs[len(_fast_pairs or ()) :]
+        _rebind_kernels(new)
+        _fast_pairs = pairs
+        logger.info("fastdispatch: fast launch for %d of vLLM's Triton kernels", len(pairs))
+        return done
+
+
+def uninstall_fast_launch():
+    """Every holder :func:`install_fast_launch` changed gets its Triton kernel back."""
+    global _fast_pairs
+    from fastdispatch._registration import _rebind_kernels
+
+    with _lock:
+        pairs, _fast_pairs = _fast_pairs, None
+        if pairs:
+            _rebind_kernels([(wrapper, kernel) for kernel, wrapper in pairs])
+
+
+def fast_launch_installed():
+    """The kernels now launched through fast_launch (``[(kernel, wrapper)]``)."""
+    with _lock:
+        return list(_fast_pairs or ())
