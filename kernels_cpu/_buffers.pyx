@@ -442,6 +442,13 @@ cdef int _check_shape(object t, str name, int ndim, bint direct, Py_ssize_t* sha
     cdef object shape
     cdef Py_ssize_t i, n, numel
     shape = _get_shape.get(t, _get_shape.closure) if direct else t.shape
+    if not isinstance(shape, tuple):
+        # a subclass's ``shape`` may be any sequence; the macros below need a tuple
+        try:
+            shape = tuple(shape)
+        except TypeError:
+            raise TypeError(f"{name}: expected a tensor whose shape is a sequence, got "
+                            f"{type(shape).__name__}") from None
     n = PyTuple_GET_SIZE(shape)
     if ndim >= 0:
         if n != ndim:

@@ -100,3 +100,19 @@ def test_empty_and_meta_tensors():
             0,
             0,
         )
+
+
+class ListShape(torch.Tensor):
+    """A subclass whose ``shape`` is a list, not a ``torch.Size``."""
+
+    @property
+    def shape(self):
+        return list(super().shape)
+
+
+def test_subclass_whose_shape_is_a_list_is_read_not_crashed():
+    out = torch.full((5,), -1.0).as_subclass(ListShape)
+    inp = torch.tensor([1.5, 2.5]).as_subclass(ListShape)
+    cu = torch.tensor([2, 5], dtype=torch.int32).as_subclass(ListShape)
+    expand_kernel(out, inp, cu, 0, 0)
+    assert torch.Tensor.as_subclass(out, torch.Tensor).tolist() == [1.5, 1.5, 2.5, 2.5, 2.5]
