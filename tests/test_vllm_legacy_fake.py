@@ -148,7 +148,8 @@ def run():
 report["ours"] = state()
 report["ours_run"] = run()
 report["kernel_report"] = {n: r["who"] for n, r in fv.kernel_report().items()}
-report["verify"] = fastdispatch.verify([n for n in fv.kernel_names() if n in fastdispatch._registry])
+ours = [n for n in fv.kernel_names() if n in fastdispatch._registry]
+report["verify"] = fastdispatch.verify(ours)
 fv.uninstall()
 report["stock"] = state()
 report["stock_is_vllms"] = {
