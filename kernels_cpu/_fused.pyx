@@ -71,6 +71,10 @@ from kernels_cpu._buffers cimport (
     IBuf, iget, iset, check_tensor, check_index, check_rowed,
     DT_FLOAT32, DT_FLOAT64, DT_INT64, M_BOOL, M_FLOAT32, M_INDEX, M_INT64, M_REAL,
 )
+from kernels_cpu._checks cimport (
+    Extent, bool_at_least, expected, index_at_least, last_with_drafts, measure_offsets,
+    need_count, need_min, need_rows, no_overlap, offset_start,
+)
 from kernels_cpu._parallel cimport threads_for
 from kernels_cpu._philox cimport (
     philox4x32_10, u01_float, u01_open, u53_open, exp_open, exp_float,
@@ -488,33 +492,15 @@ cdef inline double _accept_uniform(const int64_t* seeds, Py_ssize_t r, uint32_t 
 # validation
 # ---------------------------------------------------------------------------------------------
 
-cdef inline int64_t _start(IBuf cu, Py_ssize_t i) noexcept nogil:
-    return 0 if i == 0 else iget(cu, i - 1)
-
-
 cdef Py_ssize_t _check_offsets(IBuf cu, Py_ssize_t B, Py_ssize_t T, Py_ssize_t K,
                                str name, str t_name="draft_token_ids") except -1:
     """Inclusive cumulative offsets: >= 0, non-decreasing, each count <= K (K >= 0), ending at
     most at T (the elements ``t_name`` holds; a longer buffer keeps its tail). Returns the
     largest count."""
-    cdef Py_ssize_t i
-    cdef int64_t prev = 0, c, most = 0
-    for i in range(B):
-        c = iget(cu, i)
-        if c < prev:
-            if i == 0:
-                raise ValueError(f"{name}[0] = {c} is negative")
-            raise ValueError(f"{name} must be non-decreasing: [{i - 1}] = {prev}, [{i}] = {c}")
-        if K >= 0 and c - prev > K:
-            raise ValueError(f"{name}: request {i} has {c - prev} draft tokens, more than "
-                             f"max_spec_len = {K}")
-        if c - prev > most:
-            most = c - prev
-        prev = c
-    if prev > T:
-        raise ValueError(f"{t_name}: expected at least {prev} elements ({name} ends at {prev}), "
-                         f"got {T}")
-    return most
+    cdef Extent e
+    measure_offsets(cu, B, K, NULL, -1, name, &e)
+    need_count(t_name, T, e.tok_end, f"{name} ends at {e.tok_end}")
+    return e.most
 
 
 cdef Py_ssize_t _total(IBuf cu, Py_ssize_t B) noexcept:
@@ -530,7 +516,7 @@ cdef int _check_ids(IBuf ids, Py_ssize_t n, Py_ssize_t V, str name) except -1:
     for i in range(n):
         v = iget(ids, i)
         if v >= V:
-            raise IndexError(f"{name}[{i}] = {v} is out of range for vocab size {V}")
+            raise IndexError(expected(f"{name}[{i}]", f"an id < the vocab size {V}", v))
     return 0
 
 
@@ -538,9 +524,7 @@ cdef const float* _probs(object t, str name, Py_ssize_t T, Py_ssize_t V) except 
     """float32 rows of ``V`` from the base pointer, at least ``T`` of them."""
     cdef Py_ssize_t n
     cdef char* p = check_rowed(t, name, M_FLOAT32, V, "the vocabulary size", NULL, &n)
-    if n < T * V:
-        raise ValueError(f"{name}: expected at least {T} rows of {V} ({T * V} elements), got "
-                         f"{tuple(t.shape)}")
+    need_rows(name, n, T, V, "the vocabulary size", t)
     return <const float*>p
 
 
@@ -555,12 +539,9 @@ cdef const int64_t* _seeds(object t, str name, Py_ssize_t B) except NULL:
     cdef Py_ssize_t shp[2]
     cdef char* p = check_tensor(t, name, M_INT64, 2, NULL, shp)
     if shp[0] != B or shp[1] != 2:
-        raise ValueError(f"{name} must have shape ({B}, 2) (key, stream), got {tuple(t.shape)}")
+        raise ValueError(expected(name, f"shape ({B}, 2) (key, stream)",
+                                  f"shape {tuple(t.shape)}"))
     return <const int64_t*>p
-
-
-cdef inline bint _overlap(char* a, Py_ssize_t na, char* b, Py_ssize_t nb) noexcept:
-    return na > 0 and nb > 0 and a < b + nb and b < a + na
 
 
 # ---------------------------------------------------------------------------------------------
@@ -576,7 +557,7 @@ cdef int _recover_all(IBuf out, IBuf cu, IBuf draft, const float* q, const float
         raise MemoryError()
     with nogil:
         for r in range(B):
-            s = _start(cu, r)
+            s = offset_start(cu, r)
             e = iget(cu, r)
             for k in range(s, e):
                 _set_key(&jobs[k], seeds, r, <uint32_t>(k - s))
@@ -626,19 +607,17 @@ cdef int _recovered(output_token_ids, cu_num_draft_tokens, draft_token_ids, draf
     cdef Py_ssize_t n_draft = shp[0]
     _check_offsets(cu, B, n_draft, -1, cu_name, draft_name)
     cdef Py_ssize_t T = _total(cu, B)
-    if n_out < T:
-        raise ValueError(f"{out_name}: expected at least {T} elements (one per draft token), "
-                         f"got {n_out}")
+    need_count(out_name, n_out, T, "one per draft token")
     if V < 1 and T > 0:
-        raise ValueError(f"{tprobs_name}: expected at least one vocab column")
+        raise ValueError(expected(tprobs_name, "at least one vocab column", "none"))
     cdef const float* t = _probs(target_probs, tprobs_name, T, V)
     cdef const float* q = NULL
     if draft_probs is not None:
         q = _probs(draft_probs, dprobs_name, T, V)
     cdef const int64_t* sd = _seeds(seeds, "seeds", B)
     _check_ids(draft, T, V, draft_name)
-    if _overlap(out.ptr, T * (8 if out.wide else 4), draft.ptr, T * (8 if draft.wide else 4)):
-        raise ValueError(f"{out_name} must not overlap {draft_name}")
+    no_overlap(out_name, out.ptr, T * (8 if out.wide else 4), draft_name, draft.ptr,
+               T * (8 if draft.wide else 4))
     _recover_all(out, cu, draft, q, t, sd, B, T, V)
     return 0
 
@@ -662,19 +641,15 @@ def sample_recovered_tokens_kernel_fused(output_token_ids_ptr, cu_num_draft_toke
     try:
         V = vocab_size
     except (TypeError, OverflowError):
-        raise TypeError(f"vocab_size: expected an integer, got {vocab_size!r}") from None
-    if V < 0:
-        raise ValueError(f"vocab_size must be >= 0, got {V}")
+        raise TypeError(expected("vocab_size", "an integer", repr(vocab_size))) from None
+    need_min("vocab_size", V, 0)
     check_rowed(target_probs_ptr, "target_probs_ptr", M_FLOAT32, V, "vocab_size", NULL, shp)
     cdef char* pq = check_rowed(inv_q_ptr, "inv_q_ptr", M_REAL, V, "vocab_size", &code, &n_q)
-    for r in range(B):
-        if iget(cu, r) > (iget(cu, r - 1) if r > 0 else 0):
-            last = r + 1        # the Triton grid reads inv_q rows of requests with drafts only
-    if n_q < last * V:
-        raise ValueError(f"inv_q_ptr: expected at least {last} rows of vocab_size = {V} "
-                         f"({last * V} elements), got {tuple(inv_q_ptr.shape)}")
+    last = last_with_drafts(cu, B)  # the Triton grid reads inv_q rows of requests with drafts
+    need_rows("inv_q_ptr", n_q, last, V, "vocab_size", inv_q_ptr)
     if NO_DRAFT_PROBS is not None and bool(NO_DRAFT_PROBS) != (draft_probs_ptr is None):
-        raise ValueError("NO_DRAFT_PROBS disagrees with draft_probs_ptr")
+        raise ValueError(expected("NO_DRAFT_PROBS", "a flag that agrees with draft_probs_ptr",
+                                  NO_DRAFT_PROBS))
     import torch
     seeds = torch.zeros((B, 2), dtype=torch.int64)
     cdef int64_t* sd = <int64_t*><char*><Py_ssize_t>seeds.data_ptr()
@@ -727,7 +702,7 @@ cdef int _step(IBuf out, Py_ssize_t width, IBuf cu, IBuf draft, const float* q, 
         raise MemoryError()
     with nogil:
         for r in range(B):
-            s = _start(cu, r)
+            s = offset_start(cu, r)
             n = iget(cu, r) - s
             is_g = greedy != NULL and greedy[r] != 0
             job_of[r] = -1
@@ -779,7 +754,7 @@ cdef int _step(IBuf out, Py_ssize_t width, IBuf cu, IBuf draft, const float* q, 
         rc = _run_jobs(jobs, nj, V, nt)
         if rc == 0:
             for r in range(B):
-                s = _start(cu, r)
+                s = offset_start(cu, r)
                 n = iget(cu, r) - s
                 if acc[r] < 0:                 # plain greedy walk
                     for j in range(n):
@@ -825,8 +800,7 @@ cdef int _check_step(StepArgs* a, output_token_ids, cu_num_draft_tokens, draft_t
     cdef Py_ssize_t shp[1]
     cdef Py_ssize_t K = max_spec_len, n_out, n_draft
     cdef int code = 0
-    if K < 0:
-        raise ValueError(f"max_spec_len must be >= 0, got {K}")
+    need_min("max_spec_len", K, 0)
     a.width = K + 1
     a.out.ptr = check_rowed(output_token_ids, "output_token_ids", M_INDEX, a.width,
                             "max_spec_len + 1", &code, &n_out)
@@ -834,44 +808,37 @@ cdef int _check_step(StepArgs* a, output_token_ids, cu_num_draft_tokens, draft_t
     a.cu = check_index(cu_num_draft_tokens, "cu_num_draft_tokens", -1, shp)
     a.B = shp[0]
     cdef Py_ssize_t B = a.B
-    if n_out < B * a.width:
-        raise ValueError(f"output_token_ids: expected at least {B} rows of max_spec_len + 1 = "
-                         f"{a.width} ({B * a.width} elements), got {tuple(output_token_ids.shape)}")
+    need_rows("output_token_ids", n_out, B, a.width, "max_spec_len + 1", output_token_ids)
     a.draft = check_index(draft_token_ids, "draft_token_ids", -1, shp)
     n_draft = shp[0]
     cdef Py_ssize_t most = _check_offsets(a.cu, B, n_draft, K, "cu_num_draft_tokens")
     a.T = _total(a.cu, B)
     a.V = _vocab(scores, scores_name)
     if a.V < 1 and a.T > 0:
-        raise ValueError(f"{scores_name} must have at least one vocab column")
+        raise ValueError(expected(scores_name, "at least one vocab column", "none"))
     a.scores = _probs(scores, scores_name, a.T, a.V)
     a.q = NULL
     if draft_probs is not None:
         a.q = _probs(draft_probs, "draft_probs", a.T, a.V)
-    a.bonus = check_index(bonus_token_ids, "bonus_token_ids", -1, shp)
-    if shp[0] < B:
-        raise ValueError(f"bonus_token_ids: expected at least {B} elements, got {shp[0]}")
+    a.bonus = index_at_least(bonus_token_ids, "bonus_token_ids", B)
     a.greedy = NULL
     if is_greedy is not None:
-        a.greedy = <const uint8_t*>check_tensor(is_greedy, "is_greedy", M_BOOL, -1, NULL, shp)
-        if shp[0] < B:
-            raise ValueError(f"is_greedy: expected at least {B} elements, got {shp[0]}")
+        a.greedy = <const uint8_t*>bool_at_least(is_greedy, "is_greedy", B)
     a.seeds = _seeds(seeds, "seeds", B)
     a.rates = NULL
     if synthetic_rates is not None:
         a.rates = <const float*>check_tensor(synthetic_rates, "synthetic_rates", M_FLOAT32, -1,
                                              NULL, shp)
-        if shp[0] < most:
-            raise ValueError(f"synthetic_rates: expected at least {most} elements (one per "
-                             f"draft position of the longest request), got {shp[0]}")
+        need_count("synthetic_rates", shp[0], most,
+                   "one per draft position of the longest request")
     _check_ids(a.draft, a.T, a.V, "draft_token_ids")
     cdef Py_ssize_t osz = B * a.width * (8 if a.out.wide else 4)
-    if _overlap(a.out.ptr, osz, a.cu.ptr, B * (8 if a.cu.wide else 4)):
-        raise ValueError("output_token_ids must not overlap cu_num_draft_tokens")
-    if _overlap(a.out.ptr, osz, a.draft.ptr, a.T * (8 if a.draft.wide else 4)):
-        raise ValueError("output_token_ids must not overlap draft_token_ids")
-    if _overlap(a.out.ptr, osz, a.bonus.ptr, B * (8 if a.bonus.wide else 4)):
-        raise ValueError("output_token_ids must not overlap bonus_token_ids")
+    no_overlap("output_token_ids", a.out.ptr, osz, "cu_num_draft_tokens", a.cu.ptr,
+               B * (8 if a.cu.wide else 4))
+    no_overlap("output_token_ids", a.out.ptr, osz, "draft_token_ids", a.draft.ptr,
+               a.T * (8 if a.draft.wide else 4))
+    no_overlap("output_token_ids", a.out.ptr, osz, "bonus_token_ids", a.bonus.ptr,
+               B * (8 if a.bonus.wide else 4))
     return 0
 
 
@@ -928,7 +895,7 @@ cdef void _walk_logits(Py_ssize_t r, IBuf out, Py_ssize_t width, IBuf cu, IBuf d
                        const float* q, const float* l, IBuf bonus, const uint8_t* greedy,
                        const float* rates, const int64_t* seeds, Py_ssize_t V) noexcept nogil:
     """One request's walk: each row is normalised only when the walk reaches it."""
-    cdef Py_ssize_t s = _start(cu, r)
+    cdef Py_ssize_t s = offset_start(cu, r)
     cdef Py_ssize_t n = iget(cu, r) - s
     cdef Py_ssize_t j, row
     cdef bint is_g = greedy != NULL and greedy[r] != 0
@@ -1043,10 +1010,13 @@ def philox4x32(counter, key):
     c = [int(x) for x in counter]
     k = [int(x) for x in key]
     if len(c) != 4 or len(k) != 2:
-        raise ValueError("counter must have 4 words and key 2")
+        raise ValueError(expected("counter" if len(c) != 4 else "key",
+                                  "4 words" if len(c) != 4 else "2 words",
+                                  len(c) if len(c) != 4 else len(k)))
     for x in c + k:
         if not 0 <= x < 2 ** 32:
-            raise ValueError(f"word {x} is not a 32-bit unsigned value")
+            raise ValueError(expected("counter" if x in c else "key",
+                                      "32-bit unsigned words", x))
     philox4x32_10(c[0], c[1], c[2], c[3], k[0], k[1], w)
     return (w[0], w[1], w[2], w[3])
 
@@ -1056,7 +1026,7 @@ def philox_words(out, counter, key):
     cdef Py_ssize_t shp[2]
     cdef int64_t* o = <int64_t*>check_tensor(out, "out", M_INT64, 2, NULL, shp)
     if shp[1] != 4:
-        raise ValueError("out must have 4 columns")
+        raise ValueError(expected("out", "4 columns", shp[1]))
     cdef uint32_t w[4]
     cdef uint32_t c0 = counter[0], c1 = counter[1], c2 = counter[2], c3 = counter[3]
     cdef uint32_t k0 = key[0], k1 = key[1]
@@ -1121,7 +1091,7 @@ def _set_chunk_blocks(n):
     """Blocks per parallel work item (tests: results must not depend on it). Returns the old."""
     global _chunk_blocks
     if n < 1:
-        raise ValueError("n must be >= 1")
+        raise ValueError(expected("n", ">= 1", n))
     old = _chunk_blocks
     _chunk_blocks = n
     return old

@@ -55,6 +55,10 @@ from kernels_cpu._buffers cimport (
     DT_FLOAT32, DT_FLOAT64, DT_INT32, DT_INT64,
     M_BOOL, M_FLOAT32, M_REAL, M_INDEX,
 )
+from kernels_cpu._checks cimport (
+    Extent, bool_at_least, expected, index_at_least, last_with_drafts, measure_offsets, need_count,
+    need_min, need_rows, no_overlap, offset_start,
+)
 from kernels_cpu._parallel cimport threads_for
 
 cdef extern from *:
@@ -185,76 +189,16 @@ cdef inline double rget(RBuf b, Py_ssize_t i) noexcept nogil:
     return (<float*>b.ptr)[i]
 
 
-cdef inline RBuf _check_real(object t, str name, Py_ssize_t* n_out) except *:
-    """A contiguous float32/float64 buffer of any shape, read flat as double; its element count
-    goes to ``n_out[0]``."""
+cdef inline RBuf _real_at_least(object t, str name, Py_ssize_t need, str why) except *:
+    """A contiguous float32/float64 buffer of any shape holding at least ``need`` elements,
+    read flat as double."""
     cdef RBuf b
+    cdef Py_ssize_t shp[1]
     cdef int code = 0
-    b.ptr = check_tensor(t, name, M_REAL, -1, &code, n_out)
+    b.ptr = check_tensor(t, name, M_REAL, -1, &code, shp)
+    need_count(name, shp[0], need, why)
     b.wide = code == DT_FLOAT64
     return b
-
-
-cdef inline bint _overlap(char* a, Py_ssize_t na, char* b, Py_ssize_t nb) noexcept:
-    return na > 0 and nb > 0 and a < b + nb and b < a + na
-
-
-cdef struct Extent:
-    # What a launch touches, from its offsets (rows the kernel skips excluded)
-    Py_ssize_t most       # largest per-request count
-    Py_ssize_t tok_end    # one past the last token position read
-    Py_ssize_t out_end    # one past the last output slot that may be written ([B, K + 1] rows)
-    Py_ssize_t req_end    # one past the last request processed
-
-
-cdef int _extent(IBuf cu, Py_ssize_t B, Py_ssize_t K, const uint8_t* greedy, int rows,
-                 str cu_name, Extent* e) except -1:
-    """Check inclusive cumulative offsets and measure what a launch over them touches.
-
-    ``cu`` must be non-negative and non-decreasing over all ``B`` entries (every program reads
-    its predecessor's end). ``rows`` picks the requests the kernel processes: -1 all, 1 the
-    greedy ones (all when ``greedy`` is NULL), 0 the non-greedy ones. A processed request may
-    have at most ``K`` tokens when ``K >= 0`` (its output row has ``K + 1`` slots).
-    """
-    cdef Py_ssize_t i
-    cdef int64_t prev = 0, c, n
-    e.most = 0
-    e.tok_end = 0
-    e.out_end = 0
-    e.req_end = 0
-    for i in range(B):
-        c = iget(cu, i)
-        if c < prev:
-            if i == 0:
-                raise ValueError(f"{cu_name}[0] = {c} is negative")
-            raise ValueError(f"{cu_name} must be non-decreasing: [{i - 1}] = {prev}, "
-                             f"[{i}] = {c}")
-        n = c - prev
-        if rows < 0 or (greedy == NULL and rows == 1) or (
-                greedy != NULL and (greedy[i] != 0) == (rows == 1)):
-            if K >= 0 and n > K:
-                raise ValueError(f"{cu_name}: request {i} has {n} tokens, more than "
-                                 f"max_spec_len = {K}")
-            if n > e.most:
-                e.most = n
-            if n > 0:
-                e.tok_end = c
-            if K >= 0:
-                e.out_end = i * (K + 1) + n + 1
-            e.req_end = i + 1
-        prev = c
-    return 0
-
-
-cdef int _need(str name, Py_ssize_t have, Py_ssize_t need, str what) except -1:
-    """``name`` holds at least ``need`` elements (``what`` says which the launch touches)."""
-    if have < need:
-        raise ValueError(f"{name}: expected at least {need} elements ({what}), got {have}")
-    return 0
-
-
-cdef inline int64_t _start(IBuf cu, Py_ssize_t i) noexcept nogil:
-    return 0 if i == 0 else iget(cu, i - 1)
 
 
 cdef inline bint _flag(object value, bint default):
@@ -268,7 +212,7 @@ cdef inline bint _flag(object value, bint default):
 cdef inline void _expand_row(expand_t* out, const expand_t* inp, IBuf cu, Py_ssize_t i,
                              expand_t rfrom, bint can_match, expand_t rto,
                              int64_t cap) noexcept nogil:
-    cdef int64_t s = _start(cu, i), j
+    cdef int64_t s = offset_start(cu, i), j
     cdef int64_t n = iget(cu, i) - s
     cdef expand_t v = inp[i]
     if n > cap:
@@ -298,16 +242,16 @@ cdef int64_t _int_value(object x, str name) except? -1:
     try:
         return PyNumber_Index(x)
     except TypeError:
-        raise TypeError(f"{name} must be an integer for an integer buffer, got {x!r}") from None
+        raise TypeError(expected(name, "an integer for an integer buffer", repr(x))) from None
     except OverflowError:
-        raise ValueError(f"{name} = {x!r} does not fit in int64") from None
+        raise ValueError(expected(name, "a value that fits in int64", repr(x))) from None
 
 
 cdef float _float_value(object x, str name) except? -1:
     try:
         return float(x)
     except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a number, got {x!r}") from None
+        raise TypeError(expected(name, "a number", repr(x))) from None
 
 
 def expand_kernel(output_ptr, input_ptr, cu_num_tokens_ptr, replace_from, replace_to,
@@ -333,30 +277,28 @@ def expand_kernel(output_ptr, input_ptr, cu_num_tokens_ptr, replace_from, replac
                                  &code_i, shp)
     B = shp[0]
     if code_i != code_o:
-        raise TypeError(f"input_ptr: expected output_ptr's dtype {output_ptr.dtype}, got "
-                        f"{input_ptr.dtype}")
-    cdef IBuf cu = check_index(cu_num_tokens_ptr, "cu_num_tokens_ptr", -1, shp)
-    _need("cu_num_tokens_ptr", shp[0], B, "one per input_ptr element")
+        raise TypeError(expected("input_ptr", f"output_ptr's dtype {output_ptr.dtype}",
+                                 input_ptr.dtype))
+    cdef IBuf cu = index_at_least(cu_num_tokens_ptr, "cu_num_tokens_ptr", B,
+                                  "one per input_ptr element")
     if MAX_NUM_TOKENS is None:
         cap = -1
     else:
         cap = MAX_NUM_TOKENS
-        if cap < 0:
-            raise ValueError(f"MAX_NUM_TOKENS must be >= 0, got {cap}")
-    _extent(cu, B, -1, NULL, -1, "cu_num_tokens_ptr", &ext)
+        need_min("MAX_NUM_TOKENS", cap, 0)
+    measure_offsets(cu, B, -1, NULL, -1, "cu_num_tokens_ptr", &ext)
     end = 0
     for i in range(B):
-        s0 = _start(cu, i)
+        s0 = offset_start(cu, i)
         n0 = iget(cu, i) - s0
         if cap >= 0 and n0 > cap:
             n0 = cap
         if n0 > 0 and s0 + n0 > end:
             end = s0 + n0
-    _need("output_ptr", T, end, "the tokens cu_num_tokens_ptr gives the requests")
+    need_count("output_ptr", T, end, "the tokens cu_num_tokens_ptr gives the requests")
     T = end
     cdef int isz = 4 if code_o != DT_INT64 else 8
-    if _overlap(po, T * isz, cu.ptr, B * (8 if cu.wide else 4)):
-        raise ValueError("output_ptr must not overlap cu_num_tokens_ptr")
+    no_overlap("output_ptr", po, T * isz, "cu_num_tokens_ptr", cu.ptr, B * (8 if cu.wide else 4))
 
     cdef int64_t f_i, t_i
     cdef float f_f, t_f
@@ -371,7 +313,7 @@ def expand_kernel(output_ptr, input_ptr, cu_num_tokens_ptr, replace_from, replac
     t_i = _int_value(replace_to, "replace_to")
     if code_o == DT_INT32:
         if t_i < INT32_MIN or t_i > INT32_MAX:
-            raise ValueError(f"replace_to = {t_i} does not fit the int32 output_ptr")
+            raise ValueError(expected("replace_to", "a value that fits the int32 output_ptr", t_i))
         can_match = INT32_MIN <= f_i <= INT32_MAX
         _expand_loop(<int32_t*>po, <int32_t*>pi, cu, B, <int32_t>f_i, can_match, <int32_t>t_i,
                      T if cap < 0 else cap, nt)
@@ -406,7 +348,7 @@ cdef void _greedy_row(const RejectArgs* a, Py_ssize_t i) noexcept nogil:
     cdef bint rejected = False, accepted
     if a.is_greedy != NULL and not a.is_greedy[i]:
         return
-    s = _start(a.cu, i)
+    s = offset_start(a.cu, i)
     n = iget(a.cu, i) - s
     cdef Py_ssize_t base = i * a.row
     for pos in range(n):
@@ -434,7 +376,7 @@ cdef void _random_row(const RejectArgs* a, Py_ssize_t i) noexcept nogil:
     cdef bint accepted
     if a.is_greedy[i]:
         return
-    s = _start(a.cu, i)
+    s = offset_start(a.cu, i)
     n = iget(a.cu, i) - s
     cdef Py_ssize_t base = i * a.row
     for pos in range(n):
@@ -493,26 +435,61 @@ cdef inline Py_ssize_t _isz(IBuf b) noexcept:
     return 8 if b.wide else 4
 
 
+cdef str _RATES_WHY = "one per draft position of the longest request"
+
+
+cdef inline int _required(object t, str name, str when) except -1:
+    """An argument the launch's mode reads may not be None."""
+    if t is None:
+        raise ValueError(expected(name, f"a tensor {when}", None))
+    return 0
+
+
+cdef Py_ssize_t _no_output_overlap(RejectArgs* a, Extent* e, bint draft) except -1:
+    """The rows written must not overlap the offsets (nor, with ``draft``, the draft ids, which
+    steer the random kernel's reads); returns the requests processed."""
+    cdef Py_ssize_t B = e.req_end
+    cdef Py_ssize_t n_out = e.out_end * _isz(a.out)
+    no_overlap("output_token_ids_ptr", a.out.ptr, n_out, "cu_num_draft_tokens_ptr", a.cu.ptr,
+               B * _isz(a.cu))
+    if draft:
+        no_overlap("output_token_ids_ptr", a.out.ptr, n_out, "draft_token_ids_ptr",
+                   a.draft.ptr, e.tok_end * _isz(a.draft))
+    return B
+
+
 cdef Py_ssize_t _check_common(RejectArgs* a, object out, object cu, object draft,
-                              Py_ssize_t max_spec_len, Py_ssize_t* n_out,
-                              Py_ssize_t* n_draft) except -1:
-    """The buffers both rejection kernels index the same way; returns B (the offsets' length).
+                              object is_greedy, Py_ssize_t max_spec_len, int rows,
+                              Extent* e) except -1:
+    """The buffers both rejection kernels index the same way, and the extent of the requests
+    they process (``rows``: 1 greedy, 0 random, as ``measure_offsets``); returns B (the
+    offsets' length).
 
     The output is read as rows of ``max_spec_len + 1`` slots from its base pointer, whatever its
-    shape; its size is checked once the offsets say which rows are written.
+    shape; its size is checked once the offsets say which rows are written. ``is_greedy`` None
+    means all greedy (greedy kernel only).
     """
     cdef Py_ssize_t shp[1]
+    cdef Py_ssize_t n_out, n_draft, B
     cdef int code = 0
-    if max_spec_len < 0:
-        raise ValueError(f"max_spec_len must be >= 0, got {max_spec_len}")
+    cdef str kind = "greedy" if rows == 1 else "random"
+    need_min("max_spec_len", max_spec_len, 0)
     a.row = max_spec_len + 1
     a.out.ptr = check_rowed(out, "output_token_ids_ptr", M_INDEX, a.row, "max_spec_len + 1",
-                            &code, n_out)
+                            &code, &n_out)
     a.out.wide = code == DT_INT64
     a.cu = check_index(cu, "cu_num_draft_tokens_ptr", -1, shp)
     B = shp[0]
     a.draft = check_index(draft, "draft_token_ids_ptr", -1, shp)
-    n_draft[0] = shp[0]
+    n_draft = shp[0]
+    if is_greedy is None and rows == 1:
+        a.is_greedy = NULL
+    else:
+        a.is_greedy = <uint8_t*>bool_at_least(is_greedy, "is_greedy_ptr", B, "one per request")
+    measure_offsets(a.cu, B, max_spec_len, a.is_greedy, rows, "cu_num_draft_tokens_ptr", e)
+    need_count("output_token_ids_ptr", n_out, e.out_end, f"rows of max_spec_len + 1 = {a.row}")
+    need_count("draft_token_ids_ptr", n_draft, e.tok_end, f"the draft tokens of the {kind} "
+               f"requests")
     return B
 
 
@@ -530,42 +507,26 @@ def rejection_greedy_sample_kernel(output_token_ids_ptr, cu_num_draft_tokens_ptr
     shape holding the elements the greedy requests touch (module docstring).
     """
     cdef RejectArgs a
-    cdef Py_ssize_t shp[1]
-    cdef Py_ssize_t B, T, n_out, n_draft
+    cdef Py_ssize_t B, T
     cdef Extent e
     cdef int nt
-    B = _check_common(&a, output_token_ids_ptr, cu_num_draft_tokens_ptr, draft_token_ids_ptr,
-                      max_spec_len, &n_out, &n_draft)
-    if is_greedy_ptr is None:
-        a.is_greedy = NULL
-    else:
-        a.is_greedy = <uint8_t*>check_tensor(is_greedy_ptr, "is_greedy_ptr", M_BOOL, -1, NULL,
-                                             shp)
-        _need("is_greedy_ptr", shp[0], B, "one per request")
-    _extent(a.cu, B, max_spec_len, a.is_greedy, 1, "cu_num_draft_tokens_ptr", &e)
+    _check_common(&a, output_token_ids_ptr, cu_num_draft_tokens_ptr, draft_token_ids_ptr,
+                  is_greedy_ptr, max_spec_len, 1, &e)
     T = e.tok_end
-    _need("output_token_ids_ptr", n_out, e.out_end, f"rows of max_spec_len + 1 = {a.row}")
-    _need("draft_token_ids_ptr", n_draft, T, "the draft tokens of the greedy requests")
-    a.argmax = check_index(target_argmax_ptr, "target_argmax_ptr", -1, shp)
-    _need("target_argmax_ptr", shp[0], T, "one per draft token of the greedy requests")
-    a.bonus = check_index(bonus_token_ids_ptr, "bonus_token_ids_ptr", -1, shp)
-    _need("bonus_token_ids_ptr", shp[0], e.req_end, "one per request")
+    a.argmax = index_at_least(target_argmax_ptr, "target_argmax_ptr", T,
+                              "one per draft token of the greedy requests")
+    a.bonus = index_at_least(bonus_token_ids_ptr, "bonus_token_ids_ptr", e.req_end,
+                             "one per request")
     a.synthetic = _flag(SYNTHETIC_MODE, synthetic_conditional_rates_ptr is not None)
     if a.synthetic:
-        if uniform_probs_ptr is None:
-            raise ValueError("uniform_probs_ptr is required when SYNTHETIC_MODE is set")
-        if synthetic_conditional_rates_ptr is None:
-            raise ValueError("synthetic_conditional_rates_ptr is required when SYNTHETIC_MODE "
-                             "is set")
-        a.uniform = _check_real(uniform_probs_ptr, "uniform_probs_ptr", shp)
-        _need("uniform_probs_ptr", shp[0], T, "one per draft token of the greedy requests")
-        a.rates = _check_real(synthetic_conditional_rates_ptr, "synthetic_conditional_rates_ptr",
-                              shp)
-        _need("synthetic_conditional_rates_ptr", shp[0], e.most,
-              "one per draft position of the longest request")
-    B = e.req_end
-    if _overlap(a.out.ptr, e.out_end * _isz(a.out), a.cu.ptr, B * _isz(a.cu)):
-        raise ValueError("output_token_ids_ptr must not overlap cu_num_draft_tokens_ptr")
+        _required(uniform_probs_ptr, "uniform_probs_ptr", "when SYNTHETIC_MODE is set")
+        _required(synthetic_conditional_rates_ptr, "synthetic_conditional_rates_ptr",
+                  "when SYNTHETIC_MODE is set")
+        a.uniform = _real_at_least(uniform_probs_ptr, "uniform_probs_ptr", T,
+                                   "one per draft token of the greedy requests")
+        a.rates = _real_at_least(synthetic_conditional_rates_ptr,
+                                 "synthetic_conditional_rates_ptr", e.most, _RATES_WHY)
+    B = _no_output_overlap(&a, &e, False)
     nt = threads_for(T + B)
     if nt <= 1 and T + B <= KEEP_GIL_WORK:
         _run_rows(&a, B, True, nt)   # a few hundred ns of work: not worth a GIL hand-off
@@ -578,7 +539,7 @@ cdef object _probs_rows(object t, str name, Py_ssize_t T, Py_ssize_t V, const fl
     """A float32 probability buffer read as ``T`` rows of ``vocab_size`` (``ptr + t * V + v``)."""
     cdef Py_ssize_t shp[1]
     out[0] = <const float*>check_rowed(t, name, M_FLOAT32, V, "vocab_size", NULL, shp)
-    _need(name, shp[0], T * V, f"{T} token rows of vocab_size = {V}")
+    need_rows(name, shp[0], T, V, "vocab_size", t)
 
 
 def rejection_random_sample_kernel(output_token_ids_ptr, cu_num_draft_tokens_ptr,
@@ -597,22 +558,15 @@ def rejection_random_sample_kernel(output_token_ids_ptr, cu_num_draft_tokens_ptr
     given. Draft ids must be < ``vocab_size`` wherever the kernel reads probabilities with them.
     """
     cdef RejectArgs a
-    cdef Py_ssize_t shp[1]
-    cdef Py_ssize_t B, T, i, n_out, n_draft
+    cdef Py_ssize_t B, T, i
     cdef int64_t t, end, d
     cdef Extent e
     cdef bint no_draft
     cdef int nt
     B = _check_common(&a, output_token_ids_ptr, cu_num_draft_tokens_ptr, draft_token_ids_ptr,
-                      max_spec_len, &n_out, &n_draft)
-    a.is_greedy = <uint8_t*>check_tensor(is_greedy_ptr, "is_greedy_ptr", M_BOOL, -1, NULL, shp)
-    _need("is_greedy_ptr", shp[0], B, "one per request")
-    _extent(a.cu, B, max_spec_len, a.is_greedy, 0, "cu_num_draft_tokens_ptr", &e)
+                      is_greedy_ptr, max_spec_len, 0, &e)
     T = e.tok_end
-    _need("output_token_ids_ptr", n_out, e.out_end, f"rows of max_spec_len + 1 = {a.row}")
-    _need("draft_token_ids_ptr", n_draft, T, "the draft tokens of the random requests")
-    if vocab_size < 0:
-        raise ValueError(f"vocab_size must be >= 0, got {vocab_size}")
+    need_min("vocab_size", vocab_size, 0)
     a.vocab = vocab_size
     a.synthetic = _flag(SYNTHETIC_MODE, synthetic_conditional_rates_ptr is not None)
     no_draft = _flag(NO_DRAFT_PROBS, draft_probs_ptr is None)
@@ -624,23 +578,20 @@ def rejection_random_sample_kernel(output_token_ids_ptr, cu_num_draft_tokens_ptr
         if no_draft:
             a.draft_probs = NULL
         elif draft_probs_ptr is None:
-            raise ValueError("draft_probs_ptr is required unless NO_DRAFT_PROBS is set")
+            _required(None, "draft_probs_ptr", "unless NO_DRAFT_PROBS is set")
         else:
             _probs_rows(draft_probs_ptr, "draft_probs_ptr", T, vocab_size, &a.draft_probs)
-    a.bonus = check_index(bonus_token_ids_ptr, "bonus_token_ids_ptr", -1, shp)
-    _need("bonus_token_ids_ptr", shp[0], e.req_end, "one per request")
-    a.recovered = check_index(recovered_token_ids_ptr, "recovered_token_ids_ptr", -1, shp)
-    _need("recovered_token_ids_ptr", shp[0], T, "one per draft token of the random requests")
-    a.uniform = _check_real(uniform_probs_ptr, "uniform_probs_ptr", shp)
-    _need("uniform_probs_ptr", shp[0], T, "one per draft token of the random requests")
+    a.bonus = index_at_least(bonus_token_ids_ptr, "bonus_token_ids_ptr", e.req_end,
+                             "one per request")
+    a.recovered = index_at_least(recovered_token_ids_ptr, "recovered_token_ids_ptr", T,
+                                 "one per draft token of the random requests")
+    a.uniform = _real_at_least(uniform_probs_ptr, "uniform_probs_ptr", T,
+                               "one per draft token of the random requests")
     if a.synthetic:
-        if synthetic_conditional_rates_ptr is None:
-            raise ValueError("synthetic_conditional_rates_ptr is required when SYNTHETIC_MODE "
-                             "is set")
-        a.rates = _check_real(synthetic_conditional_rates_ptr, "synthetic_conditional_rates_ptr",
-                              shp)
-        _need("synthetic_conditional_rates_ptr", shp[0], e.most,
-              "one per draft position of the longest request")
+        _required(synthetic_conditional_rates_ptr, "synthetic_conditional_rates_ptr",
+                  "when SYNTHETIC_MODE is set")
+        a.rates = _real_at_least(synthetic_conditional_rates_ptr,
+                                 "synthetic_conditional_rates_ptr", e.most, _RATES_WHY)
     else:
         # the accept test reads probs[token, draft id]: every id a random request may reach
         # must be < vocab_size (ids < 0 are padding and rejected without a read)
@@ -648,18 +599,14 @@ def rejection_random_sample_kernel(output_token_ids_ptr, cu_num_draft_tokens_ptr
             if a.is_greedy[i]:
                 continue
             end = iget(a.cu, i)
-            t = _start(a.cu, i)
+            t = offset_start(a.cu, i)
             while t < end:
                 d = iget(a.draft, t)
                 if d >= vocab_size:
-                    raise IndexError(f"draft_token_ids_ptr[{t}] = {d} is out of range for "
-                                     f"vocab_size = {vocab_size}")
+                    raise IndexError(expected(f"draft_token_ids_ptr[{t}]",
+                                              f"an id < vocab_size = {vocab_size}", d))
                 t += 1
-    B = e.req_end
-    if _overlap(a.out.ptr, e.out_end * _isz(a.out), a.cu.ptr, B * _isz(a.cu)):
-        raise ValueError("output_token_ids_ptr must not overlap cu_num_draft_tokens_ptr")
-    if _overlap(a.out.ptr, e.out_end * _isz(a.out), a.draft.ptr, T * _isz(a.draft)):
-        raise ValueError("output_token_ids_ptr must not overlap draft_token_ids_ptr")
+    B = _no_output_overlap(&a, &e, True)
     nt = threads_for(T + B)
     with nogil:
         _run_rows(&a, B, False, nt)
@@ -792,37 +739,32 @@ def sample_recovered_tokens_kernel(output_token_ids_ptr, cu_num_draft_tokens_ptr
     n_out = shp[0]
     cdef IBuf cu = check_index(cu_num_draft_tokens_ptr, "cu_num_draft_tokens_ptr", -1, shp)
     B = shp[0]
-    _extent(cu, B, -1, NULL, -1, "cu_num_draft_tokens_ptr", &ext)
+    measure_offsets(cu, B, -1, NULL, -1, "cu_num_draft_tokens_ptr", &ext)
     T = ext.tok_end
-    _need("output_token_ids_ptr", n_out, T, "one per draft token")
+    need_count("output_token_ids_ptr", n_out, T, "one per draft token")
     a.mask_draft = _flag(NO_DRAFT_PROBS, draft_probs_ptr is None)
     if a.mask_draft:
         # the draft ids are read only to mask their own probability
-        a.draft_ids = check_index(draft_token_ids_ptr, "draft_token_ids_ptr", -1, shp)
-        _need("draft_token_ids_ptr", shp[0], T, "one per draft token")
+        a.draft_ids = index_at_least(draft_token_ids_ptr, "draft_token_ids_ptr", T,
+                                     "one per draft token")
     else:
         a.draft_ids.ptr = NULL
         a.draft_ids.wide = False
-    if vocab_size < 0:
-        raise ValueError(f"vocab_size must be >= 0, got {vocab_size}")
+    need_min("vocab_size", vocab_size, 0)
     a.V = vocab_size
     _probs_rows(target_probs_ptr, "target_probs_ptr", T, vocab_size, &a.target)
     if a.mask_draft:
         a.draft = NULL
     elif draft_probs_ptr is None:
-        raise ValueError("draft_probs_ptr is required unless NO_DRAFT_PROBS is set")
+        _required(None, "draft_probs_ptr", "unless NO_DRAFT_PROBS is set")
     else:
         _probs_rows(draft_probs_ptr, "draft_probs_ptr", T, vocab_size, &a.draft)
     a.inv_q = check_rowed(inv_q_ptr, "inv_q_ptr", M_REAL, vocab_size, "vocab_size", &code, shp)
     # rows of requests with drafts are read (the Triton grid exits early for the others)
-    last = 0
-    for i in range(B):
-        if iget(cu, i) > _start(cu, i):
-            last = i + 1
-    _need("inv_q_ptr", shp[0], last * vocab_size,
-          f"a row of vocab_size = {vocab_size} per request with drafts")
-    if _overlap(out.ptr, T * _isz(out), cu.ptr, B * _isz(cu)):
-        raise ValueError("output_token_ids_ptr must not overlap cu_num_draft_tokens_ptr")
+    last = last_with_drafts(cu, B)
+    need_rows("inv_q_ptr", shp[0], last, vocab_size, "vocab_size", inv_q_ptr)
+    no_overlap("output_token_ids_ptr", out.ptr, T * _isz(out), "cu_num_draft_tokens_ptr", cu.ptr,
+               B * _isz(cu))
     if T == 0:
         return
 
@@ -842,7 +784,7 @@ def sample_recovered_tokens_kernel(output_token_ids_ptr, cu_num_draft_tokens_ptr
         a.req = <Py_ssize_t*>(mem + units * (sizeof(double) + sizeof(Py_ssize_t)))
         for i in range(B):
             e = iget(cu, i)
-            s = _start(cu, i)
+            s = offset_start(cu, i)
             while s < e:
                 (<Py_ssize_t*>a.req)[s] = i
                 s += 1

@@ -12,9 +12,8 @@ import operator
 
 import torch
 
-from kernels_cpu._buffers cimport (
-    DT_INT32, DT_INT64, M_BOOL, M_INDEX, check_index, check_table, check_tensor, dtype_code
-)
+from kernels_cpu._buffers cimport DT_INT64, M_INDEX, check_table, check_tensor
+from kernels_cpu._checks cimport bool_at_least, expected, index_at_least, need_min
 
 cdef extern from "Python.h":
     const Py_ssize_t PY_SSIZE_T_MAX
@@ -45,7 +44,7 @@ cdef Rows check_rows(object t, str name, object stride, str stride_name) except 
         r.rows = shape[0]
         r.cols = shape[1]
         if r.rows > 1 and r.cols > 0 and st != st0:
-            raise ValueError(f"{stride_name}={st} does not match {name}.stride(0)={st0}")
+            raise ValueError(expected(stride_name, f"{name}.stride(0) = {st0}", st))
     else:
         r.buf.ptr = check_tensor(t, name, M_INDEX, -1, &code, shape)
         n = shape[0]
@@ -61,8 +60,7 @@ cdef Rows check_rows(object t, str name, object stride, str stride_name) except 
         else:
             r.rows = n // st                          # whole rows; a partial last one is unused
             r.cols = st
-    if st < 0:
-        raise ValueError(f"{stride_name} must be >= 0, got {st}")
+    need_min(stride_name, st, 0)
     r.stride = st
     r.buf.wide = code == DT_INT64
     return r
@@ -70,11 +68,7 @@ cdef Rows check_rows(object t, str name, object stride, str stride_name) except 
 
 cdef IBuf need_index(object t, str name, Py_ssize_t n) except *:
     """A contiguous int32/int64 buffer of any shape with at least ``n`` elements."""
-    cdef Py_ssize_t shape[1]
-    cdef IBuf b = check_index(t, name, -1, shape)
-    if shape[0] < n:
-        raise ValueError(f"{name}: expected at least {n} elements, got {shape[0]}")
-    return b
+    return index_at_least(t, name, n)
 
 
 cdef IBuf need_positions(object t, str name, Py_ssize_t n) except *:
@@ -89,13 +83,7 @@ cdef IBuf need_positions(object t, str name, Py_ssize_t n) except *:
 
 cdef char* need_bool(object t, str name, Py_ssize_t n, Py_ssize_t* length=NULL) except NULL:
     """A contiguous bool buffer of any shape with at least ``n`` elements (count to ``length``)."""
-    cdef Py_ssize_t shape[1]
-    cdef char* p = check_tensor(t, name, M_BOOL, -1, NULL, shape)
-    if shape[0] < n:
-        raise ValueError(f"{name}: expected at least {n} elements, got {shape[0]}")
-    if length != NULL:
-        length[0] = shape[0]
-    return p
+    return bool_at_least(t, name, n, None, length)
 
 
 cdef int64_t as_int(object v, str name) except? -1:
@@ -106,15 +94,15 @@ cdef int64_t as_int(object v, str name) except? -1:
             out = v
             return out
         except OverflowError:
-            raise ValueError(f"{name}={v} does not fit in int64") from None
+            raise ValueError(expected(name, "an integer that fits in int64", v)) from None
     if isinstance(v, bool) or isinstance(v, float):
-        raise TypeError(f"{name} must be an integer, got {type(v).__name__}")
+        raise TypeError(expected(name, "an integer", type(v).__name__))
     try:
         i = _index(v)
     except TypeError:
-        raise TypeError(f"{name} must be an integer, got {type(v).__name__}") from None
+        raise TypeError(expected(name, "an integer", type(v).__name__)) from None
     if not (_I64_MIN <= i <= _I64_MAX):
-        raise ValueError(f"{name}={i} does not fit in int64")
+        raise ValueError(expected(name, "an integer that fits in int64", i))
     return i
 
 
@@ -127,9 +115,9 @@ cdef bint as_flag(object v, str name) except -1:
     try:
         i = _index(v)
     except TypeError:
-        raise TypeError(f"{name} must be a bool, got {type(v).__name__}") from None
+        raise TypeError(expected(name, "a bool", type(v).__name__)) from None
     if i != 0 and i != 1:
-        raise ValueError(f"{name} must be a bool, got {v!r}")
+        raise ValueError(expected(name, "a bool", repr(v)))
     return i == 1
 
 

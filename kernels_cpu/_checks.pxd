@@ -1,0 +1,145 @@
+# cython: language_level=3
+"""The argument checks every kernel module shares, and the one place their messages are built.
+
+Message style (numpy/torch-like), the argument first: ``<argument>: expected <what>, got <what>``
+(``expected``), e.g. ``inv_q_ptr: expected at least 12 elements (a row of vocab_size = 4 per
+request with drafts), got 8`` or ``block_size: expected >= 1, got 0``. Every function here
+reads metadata or validated buffers only and raises before anything is written.
+
+All of them are ``cdef inline``: a module shares them by ``cimport`` (no runtime module behind
+this file, as for ``_philox.pxd``).
+"""
+from libc.stdint cimport int64_t
+
+from kernels_cpu._buffers cimport IBuf, M_BOOL, check_index, check_tensor, iget
+
+
+cdef inline str expected(str name, str what, object got):
+    """The one message format: ``<name>: expected <what>, got <got>``."""
+    return f"{name}: expected {what}, got {got}"
+
+
+cdef inline int need_count(str name, Py_ssize_t have, Py_ssize_t need, str why=None) except -1:
+    """``name`` holds at least ``need`` elements (``why``: which ones the launch touches)."""
+    if have < need:
+        raise ValueError(expected(name, f"at least {need} elements" if why is None
+                                  else f"at least {need} elements ({why})", have))
+    return 0
+
+
+cdef inline int need_rows(str name, Py_ssize_t have, Py_ssize_t rows, Py_ssize_t row,
+                          str row_name, object t) except -1:
+    """``name`` (the tensor ``t``) holds ``rows`` rows of ``row`` elements from its base
+    pointer; the message gives its shape."""
+    if have < rows * row:
+        raise ValueError(expected(name, f"at least {rows} rows of {row_name} = {row} "
+                                  f"({rows * row} elements)", f"shape {tuple(t.shape)}"))
+    return 0
+
+
+cdef inline int need_min(str name, int64_t value, int64_t low) except -1:
+    """An integer argument must be >= ``low``."""
+    if value < low:
+        raise ValueError(expected(name, f">= {low}", value))
+    return 0
+
+
+cdef inline IBuf index_at_least(object t, str name, Py_ssize_t need, str why=None) except *:
+    """A contiguous int32/int64 buffer of any shape, checked, holding at least ``need``
+    elements."""
+    cdef Py_ssize_t shp[1]
+    cdef IBuf b = check_index(t, name, -1, shp)
+    need_count(name, shp[0], need, why)
+    return b
+
+
+cdef inline int no_overlap(str name, char* a, Py_ssize_t na, str other, char* b,
+                           Py_ssize_t nb) except -1:
+    """The ``na`` bytes written at ``a`` (argument ``name``) must not overlap the ``nb`` bytes at
+    ``b`` (argument ``other``) whose values steer the kernel."""
+    if na > 0 and nb > 0 and a < b + nb and b < a + na:
+        raise ValueError(expected(name, f"memory that does not overlap {other}",
+                                  "an overlap"))
+    return 0
+
+
+# -- inclusive cumulative offsets ---------------------------------------------------------------
+
+cdef inline int64_t offset_start(IBuf cu, Py_ssize_t i) noexcept nogil:
+    """Where request ``i`` starts in inclusive cumulative offsets ``cu``."""
+    return 0 if i == 0 else iget(cu, i - 1)
+
+
+cdef inline Py_ssize_t last_with_drafts(IBuf cu, Py_ssize_t B) noexcept nogil:
+    """One past the last request of ``cu[0:B]`` with at least one token (0 when none has):
+    the Triton grids read per-request rows of these requests only."""
+    cdef Py_ssize_t i, last = 0
+    for i in range(B):
+        if iget(cu, i) > offset_start(cu, i):
+            last = i + 1
+    return last
+
+
+cdef inline int order_error(str name, IBuf b, Py_ssize_t at) except -1:
+    """Raise for offsets ``b`` whose entry ``at`` is negative (``at == 0``) or smaller than its
+    predecessor (what ``_tables.first_decrease`` finds)."""
+    if at == 0:
+        raise ValueError(expected(name, "non-negative offsets", f"[0] = {iget(b, 0)}"))
+    raise ValueError(expected(name, "non-decreasing offsets",
+                              f"[{at - 1}] = {iget(b, at - 1)}, [{at}] = {iget(b, at)}"))
+
+
+cdef struct Extent:
+    # What a launch touches, from its offsets (rows the kernel skips excluded)
+    Py_ssize_t most       # largest per-request count
+    Py_ssize_t tok_end    # one past the last token position read
+    Py_ssize_t out_end    # one past the last output slot that may be written ([B, K + 1] rows)
+    Py_ssize_t req_end    # one past the last request processed
+
+
+cdef inline int measure_offsets(IBuf cu, Py_ssize_t B, Py_ssize_t K, const unsigned char* greedy,
+                                int rows, str cu_name, Extent* e) except -1:
+    """Check inclusive cumulative offsets and measure what a launch over them touches.
+
+    ``cu`` must be non-negative and non-decreasing over all ``B`` entries (every program reads
+    its predecessor's end). ``rows`` picks the requests the kernel processes: -1 all, 1 the
+    greedy ones (all when ``greedy`` is NULL), 0 the non-greedy ones. A processed request may
+    have at most ``K`` tokens when ``K >= 0`` (its output row has ``K + 1`` slots).
+    """
+    cdef Py_ssize_t i
+    cdef int64_t prev = 0, c, n
+    e.most = 0
+    e.tok_end = 0
+    e.out_end = 0
+    e.req_end = 0
+    for i in range(B):
+        c = iget(cu, i)
+        if c < prev:
+            order_error(cu_name, cu, i)
+        n = c - prev
+        if rows < 0 or (greedy == NULL and rows == 1) or (
+                greedy != NULL and (greedy[i] != 0) == (rows == 1)):
+            if K >= 0 and n > K:
+                raise ValueError(expected(cu_name, f"at most max_spec_len = {K} tokens per "
+                                          f"request", f"{n} for request {i}"))
+            if n > e.most:
+                e.most = n
+            if n > 0:
+                e.tok_end = c
+            if K >= 0:
+                e.out_end = i * (K + 1) + n + 1
+            e.req_end = i + 1
+        prev = c
+    return 0
+
+
+cdef inline char* bool_at_least(object t, str name, Py_ssize_t need, str why=None,
+                                Py_ssize_t* length=NULL) except NULL:
+    """A contiguous bool buffer of any shape, checked, holding at least ``need`` elements (its
+    element count to ``length`` when given)."""
+    cdef Py_ssize_t shp[1]
+    cdef char* p = check_tensor(t, name, M_BOOL, -1, NULL, shp)
+    need_count(name, shp[0], need, why)
+    if length != NULL:
+        length[0] = shp[0]
+    return p
