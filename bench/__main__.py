@@ -3,6 +3,8 @@
     python -m bench                         # moderate run, table on stdout
     python -m bench --quick --json out.json --plot out.png
     python -m bench --full --filter spec_decode/random
+    python -m bench --filter launch/override --repeats 31 --min-time 0.05
+    python -m bench --filter fused/ --threads 1 --clock cpu --draft-noise 0.5
 
 Groups with vLLM rows run where vLLM is: in this process when ``import vllm`` works here,
 otherwise in a vLLM worker subprocess (``$FASTDISPATCH_VLLM_PYTHON`` or ``.venv-vllm/bin/python``;
@@ -13,6 +15,7 @@ when at least one row was measured, 2 when nothing was (e.g. a filter that match
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -22,8 +25,9 @@ import time
 
 from . import _report
 from ._model import Context
+from ._rows import as_row, json_default
 from ._runner import group_selected, run_family
-from ._timing import DEFAULT, FULL, QUICK
+from ._timing import CLOCKS, DEFAULT, FULL, QUICK
 from ._vllm import REPO_ROOT, VllmSide, find_vllm_python, importable_here
 
 PRESETS = {"quick": QUICK, "default": DEFAULT, "full": FULL}
@@ -62,6 +66,28 @@ def _parse(argv):
         help="run every row at N threads (torch and kernels_cpu); default: torch's default. "
         "The threads suite always compares 1 thread with the default count",
     )
+    t = p.add_argument_group("timing (override the preset)")
+    t.add_argument("--repeats", type=int, metavar="N", help="samples per row (median over them)")
+    t.add_argument(
+        "--min-time", type=float, metavar="S", help="seconds per sample (loops calibrated to it)"
+    )
+    t.add_argument(
+        "--clock",
+        choices=sorted(CLOCKS),
+        default="wall",
+        help="wall: time.perf_counter_ns (default); cpu: process CPU time, all threads summed "
+        "(stays meaningful on an oversubscribed machine; use it with --threads 1)",
+    )
+    f = p.add_argument_group("fused suite (groups fused/...)")
+    f.add_argument("--fused-batch", type=int, metavar="B", help="requests per step (default 16)")
+    f.add_argument("--fused-k", type=int, metavar="K", help="drafts per request (default 4)")
+    f.add_argument(
+        "--draft-noise",
+        type=float,
+        metavar="STD",
+        help="std of the noise added to the target logits to make the draft's (default 2.0); "
+        "small values mean high acceptance (the fused walk reads more rows)",
+    )
     # internal: the vLLM worker side
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--preset", choices=PRESETS, help=argparse.SUPPRESS)
@@ -74,6 +100,39 @@ def _preset(args) -> str:
     if args.preset:
         return args.preset
     return "quick" if args.quick else "full" if args.full else "default"
+
+
+def _settings(args, preset):
+    """The preset's settings, with --repeats / --min-time / --clock applied."""
+    s = PRESETS[preset]
+    if args.repeats is not None and args.repeats < 1:
+        raise SystemExit("--repeats must be >= 1")
+    if args.min_time is not None and args.min_time < 0:
+        raise SystemExit("--min-time must be >= 0")
+    return dataclasses.replace(
+        s,
+        repeats=args.repeats if args.repeats is not None else s.repeats,
+        min_time=args.min_time if args.min_time is not None else s.min_time,
+        clock=args.clock,
+    )
+
+
+#: command-line options a suite reads from ``Context.options`` (passed on to the vLLM worker)
+SUITE_OPTIONS = ("fused_batch", "fused_k", "draft_noise")
+
+
+def _suite_options(args) -> dict:
+    return {k: getattr(args, k) for k in SUITE_OPTIONS if getattr(args, k) is not None}
+
+
+def _passed_on(args) -> list:
+    """The options the vLLM worker must see as the main process saw them."""
+    out = []
+    for opt in ("repeats", "min_time", "threads") + SUITE_OPTIONS:
+        v = getattr(args, opt)
+        if v is not None:
+            out += ["--" + opt.replace("_", "-"), str(v)]
+    return out + ["--clock", args.clock]
 
 
 def _specs(ctx, filt):
@@ -136,7 +195,7 @@ def worker_main(args) -> int:
     """Run the named groups in this (vLLM) interpreter; table to stdout, JSON to --worker-out."""
     _apply_threads(args.threads)
     preset = _preset(args)
-    ctx = Context(PRESETS[preset], preset, VllmSide(), "vllm-worker")
+    ctx = Context(_settings(args, preset), preset, VllmSide(), "vllm-worker", _suite_options(args))
     wanted = [g for g in (args.worker_groups or "").split(",") if g]
     specs = [s for s in _specs(ctx, args.filter) if s.id in wanted]
     table = _report.Table()
@@ -159,6 +218,7 @@ def worker_main(args) -> int:
                 {"interpreter": facts, "vllm_version": vllm_version, "groups": docs},
                 f,
                 allow_nan=False,
+                default=json_default,
             )
         os.replace(tmp, args.worker_out)
 
@@ -190,8 +250,7 @@ def _run_worker(vllm_python, specs, args, preset, table, start, total):
     ]
     if args.filter:
         cmd += ["--filter", args.filter]
-    if args.threads:
-        cmd += ["--threads", str(args.threads)]
+    cmd += _passed_on(args)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
         [str(REPO_ROOT)] + [p for p in [env.get("PYTHONPATH")] if p]
@@ -208,7 +267,10 @@ def _run_worker(vllm_python, specs, args, preset, table, start, total):
         err = None if proc.returncode == 0 else f"vLLM worker exited with status {proc.returncode}"
         try:
             with open(out_path) as f:
-                return json.load(f), err
+                wdoc = json.load(f)
+            for g in wdoc["groups"]:
+                g["rows"] = [as_row(r) for r in g["rows"]]
+            return wdoc, err
         except (OSError, ValueError) as exc:
             return None, err or f"vLLM worker wrote no results: {type(exc).__name__}: {exc}"
     except OSError as exc:
@@ -227,7 +289,7 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     _apply_threads(args.threads)
     preset = _preset(args)
-    settings = PRESETS[preset]
+    settings = _settings(args, preset)
     created = _report.now_iso()
     table = _report.Table()
 
@@ -256,7 +318,7 @@ def main(argv=None) -> int:
         allowed=vllm_info["where"] == "in-process",
         reason=vllm_info["reason"] or "vllm not available",
     )
-    ctx = Context(settings, preset, main_vllm, "main")
+    ctx = Context(settings, preset, main_vllm, "main", _suite_options(args))
     specs = _specs(ctx, args.filter)
     if args.list:
         for s in specs:
@@ -265,7 +327,7 @@ def main(argv=None) -> int:
             )
             print(f"{s.id}  [{where}]  anchor={s.anchor[0]}")
             for r in s.rows:
-                print(f"    {r}")
+                print(f"    {r.name}  [{s.key(r.name)}]")
         return 0
     if not specs:
         print(f"no group matches --filter {args.filter!r} (try --list)", file=sys.stderr)
@@ -273,7 +335,7 @@ def main(argv=None) -> int:
 
     print(
         f"fastdispatch bench — preset {preset} ({settings.repeats} repeats, "
-        f"≥{settings.min_time * 1e3:.0f} ms per sample), {created}"
+        f"≥{settings.min_time * 1e3:g} ms per sample, {settings.clock} clock), {created}"
     )
     facts_main = _report.interpreter_facts(import_vllm=vllm_info["where"] == "in-process")
     machine = _report.machine_facts()
@@ -330,15 +392,15 @@ def main(argv=None) -> int:
 
     machine["loadavg_end"] = _report._loadavg()
     rows = [r for d in docs for r in d["rows"]]
-    measured = sum(r["status"] == "ok" for r in rows)
+    measured = sum(r.ok for r in rows)
     summary = {
         "groups": len(docs),
         "rows": len(rows),
         "measured": measured,
-        "unavailable": sum(r["status"] == "unavailable" for r in rows),
-        "errors": sum(r["status"] == "error" for r in rows)
+        "unavailable": sum(r.status == "unavailable" for r in rows),
+        "errors": sum(r.status == "error" for r in rows)
         + sum(d["status"] == "error" for d in docs),
-        "noisy": sum(bool(r["noisy"]) for r in rows),
+        "noisy": sum(bool(r.noisy) for r in rows),
         "wall_s": round(time.perf_counter() - t0, 2),
     }
     doc = {

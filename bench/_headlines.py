@@ -7,241 +7,195 @@ number, and a headline whose rows were not measured in this run is simply absent
 
 from __future__ import annotations
 
-from .suites import kernels as K
-from .suites import launch as L
-from .suites import registration as R
-from .suites import spec_decode as S
-from .suites import vllm_entry as E
+from ._rows import rows_of
 
 
-def _row(doc, gid, name):
+def _index(doc) -> dict:
+    """``{row key: (group id, Row)}`` for every measured row of every measured group."""
+    out = {}
     for g in doc["groups"]:
-        if g["id"] == gid and g["status"] == "ok":
-            for r in g["rows"]:
-                if r["name"] == name and r["status"] == "ok":
-                    return r
-    return None
+        if g["status"] == "ok":
+            for r in rows_of(g):
+                if r.ok:
+                    out[r.key] = (g["id"], r)
+    return out
 
 
-def _ratio(doc, gid, num, den):
-    """median(num) / median(den) within group ``gid``, with both rows' noise flags."""
-    a, b = _row(doc, gid, num), _row(doc, gid, den)
-    if a is None or b is None or b["ns"]["median"] <= 0:
-        return None
-    return (
-        a["ns"]["median"] / b["ns"]["median"],
-        bool(a["noisy"] or b["noisy"]),
-        a["ns"]["median"],
-        b["ns"]["median"],
-    )
+def _params(doc, gid) -> dict:
+    return next((g["params"] for g in doc["groups"] if g["id"] == gid), {})
 
 
-def _threads_rows(doc):
-    for g in doc["groups"]:
-        if g["id"].startswith("threads/recovered_tokens") and g["status"] == "ok":
-            n = g["params"].get("threads_all")
-            return g["id"], n
-    return None, None
+#: the recovered-tokens thread-scaling group (its rows' names carry the thread count)
+THREADS_GROUP = "threads/recovered_tokens/B16-k4-V128256"
 
 
 def headlines(doc: dict) -> list:
-    """``[{label, value, kind, goal, group, noisy, num, den, num_ns, den_ns}]``.
+    """``[{label, value, kind, goal, group, noisy, num, den, num_key, den_key, num_ns, den_ns}]``.
 
-    ``value`` = median(num) / median(den); kind "x": shown as a ratio, "faster": shown as the
-    speed-up of ``den`` (ours) over ``num`` (the baseline).
+    ``value`` = median(num) / median(den), two rows of one group found by their stable keys
+    (``Row.key``); kind "x": shown as a ratio, "faster": shown as the speed-up of ``den`` (ours)
+    over ``num`` (the baseline).
     """
+    rows = _index(doc)
     out = []
 
-    def add(label, gid, num, den, goal, kind="faster"):
-        got = _ratio(doc, gid, num, den)
-        if got is None:
+    def add(label, num_key, den_key, goal, kind="faster"):
+        a, b = rows.get(num_key), rows.get(den_key)
+        if a is None or b is None or a[0] != b[0] or b[1].median <= 0:
             return
-        value, noisy, num_ns, den_ns = got
+        (gid, num), (_, den) = a, b
         out.append(
             {
                 "label": label,
-                "value": value,
+                "value": num.median / den.median,
                 "kind": kind,
                 "goal": goal,
                 "group": gid,
-                "noisy": noisy,
-                "num": num,
-                "den": den,
-                "num_ns": num_ns,
-                "den_ns": den_ns,
+                "noisy": bool(num.noisy or den.noisy),
+                "num": num.name,
+                "den": den.name,
+                "num_key": num.key,
+                "den_key": den.key,
+                "num_ns": num.median,
+                "den_ns": den.median,
             }
         )
 
-    ov, ch = "launch/override", "launch/owner_chain"
+    ov, ch = "launch/override/", "launch/owner_chain/"
     add(
         "compiled override[grid](**kw) vs direct call",
-        ov,
-        "fastdispatch KernelOverride (compiled)",
-        L.DIRECT,
+        ov + "compiled",
+        ov + "direct",
         "≤ 2x",
         kind="x",
     )
     add(
         "floor (C launcher doing no binding work) vs direct call",
-        ov,
-        L.FLOOR,
-        L.DIRECT,
+        ov + "floor",
+        ov + "direct",
         "context: no launcher can go below",
         kind="x",
     )
     add(
         "compiled override vs the floor",
-        ov,
-        "fastdispatch KernelOverride (compiled)",
-        L.FLOOR,
+        ov + "compiled",
+        ov + "floor",
         "context: our own share of a launch",
         kind="x",
     )
     add(
         "compiled override, keys built at run time, vs the floor",
-        ov,
-        L.RUNTIME_KEYS,
-        L.FLOOR,
+        ov + "compiled_runtime_keys",
+        ov + "floor",
         "≤ 1.10x",
         kind="x",
     )
-    add(
-        "compiled override vs pure-Python twin",
-        ov,
-        "fastdispatch KernelOverride (pure-Python twin)",
-        "fastdispatch KernelOverride (compiled)",
-        "≥ 15x faster",
-    )
-    add(
-        "compiled override vs vLLM KernelOverride",
-        ov,
-        "vLLM KernelOverride",
-        "fastdispatch KernelOverride (compiled)",
-        "≥ 15x faster",
-    )
+    add("compiled override vs pure-Python twin", ov + "twin", ov + "compiled", "≥ 15x faster")
+    add("compiled override vs vLLM KernelOverride", ov + "vllm", ov + "compiled", "≥ 15x faster")
     add(
         "owner chain (compiled) vs direct call",
-        ch,
-        "fastdispatch owner chain (compiled)",
-        L.DIRECT,
+        ch + "compiled",
+        ch + "direct",
         "≤ 10x",
         kind="x",
     )
     add(
         "owner chain (compiled) vs its dispatch fn alone",
-        ch,
-        "fastdispatch owner chain (compiled)",
-        L.DISPATCH_ONLY,
+        ch + "compiled",
+        ch + "dispatch_only",
         "context: the dispatch fn is the caller's",
         kind="x",
     )
-    add(
-        "owner chain: ours (compiled) vs vLLM's",
-        ch,
-        "vLLM owner chain",
-        "fastdispatch owner chain (compiled)",
-        "faster",
-    )
-    add(
-        "greedy kernel B4: kernels_cpu vs vLLM shim",
-        "kernels/rejection_greedy_sample_kernel",
-        K.VLLM,
-        K.OURS,
-        "≤ 2 µs per launch (anchor 23 µs)",
-    )
-    add(
-        "expand kernel B4: kernels_cpu vs vLLM shim",
-        "kernels/expand_kernel",
-        K.VLLM,
-        K.OURS,
-        "≤ 2 µs per launch (anchor 12 µs)",
-    )
-    add(
-        "batch_memcpy 64 regions × 4 KiB: kernels_cpu vs ctypes.memmove loop (vLLM shim)",
-        "kernels/batch_memcpy_kernel",
-        K.VLLM,
-        K.OURS,
-        "context: copy-bound (256 KiB moved; the 64 B row carries the ≥ 20x goal)",
-    )
-    add(
-        "batch_memcpy 64 regions × 64 B: kernels_cpu vs ctypes.memmove loop (vLLM shim)",
-        "kernels/batch_memcpy_kernel@64B",
-        K.VLLM,
-        K.OURS,
-        "≥ 20x faster",
-    )
-    add(
-        "vLLM _rejection_greedy_sample B4: install() vs stock",
-        "vllm_entry/_rejection_greedy_sample@B4",
-        E.STOCK,
-        E.OURS,
-        "≥ 10x faster",
-    )
-    add(
-        "vLLM expand_batch_to_tokens int32: install() vs stock",
-        "vllm_entry/expand_batch_to_tokens(int32)",
-        E.STOCK,
-        E.OURS,
-        "≥ 4x faster",
-    )
+    add("owner chain: ours (compiled) vs vLLM's", ch + "vllm", ch + "compiled", "faster")
+    for label, gid, goal in (
+        (
+            "greedy kernel B4: kernels_cpu vs vLLM shim",
+            "kernels/rejection_greedy_sample_kernel",
+            "≤ 2 µs per launch (anchor 23 µs)",
+        ),
+        (
+            "expand kernel B4: kernels_cpu vs vLLM shim",
+            "kernels/expand_kernel",
+            "≤ 2 µs per launch (anchor 12 µs)",
+        ),
+        (
+            "batch_memcpy 64 regions × 4 KiB: kernels_cpu vs ctypes.memmove loop (vLLM shim)",
+            "kernels/batch_memcpy_kernel",
+            "context: copy-bound (256 KiB moved; the 64 B row carries the ≥ 20x goal)",
+        ),
+        (
+            "batch_memcpy 64 regions × 64 B: kernels_cpu vs ctypes.memmove loop (vLLM shim)",
+            "kernels/batch_memcpy_kernel@64B",
+            "≥ 20x faster",
+        ),
+    ):
+        add(label, f"{gid}/vllm", f"{gid}/kernels_cpu", goal)
+    for label, gid, goal in (
+        (
+            "vLLM _rejection_greedy_sample B4: install() vs stock",
+            "vllm_entry/_rejection_greedy_sample@B4",
+            "≥ 10x faster",
+        ),
+        (
+            "vLLM expand_batch_to_tokens int32: install() vs stock",
+            "vllm_entry/expand_batch_to_tokens(int32)",
+            "≥ 4x faster",
+        ),
+    ):
+        add(label, f"{gid}/stock", f"{gid}/installed", goal)
+    reg = "registration/register_kernels(11 names)/"
     add(
         "register_kernels, 11 names: ours vs vLLM's",
-        "registration/register_kernels(11 names)",
-        R.STOCK,
-        R.OURS,
+        reg + "stock",
+        reg + "ours",
         "faster than ~125 ms",
     )
-    for V in S.VOCABS:
-        gid = f"spec_decode/random/B16-k4-V{V}"
+    for V in (32000, 128256):
+        sd = f"spec_decode/random/B16-k4-V{V}/"
+        big = V == 128256
         add(
             f"random step B16·k4·V{V}: install() vs stock",
-            gid,
-            S.STOCK,
-            S.INSTALLED,
+            sd + "stock",
+            sd + "installed",
             "no slower (≥ 1x)",
         )
         add(
             f"random step B16·k4·V{V}: install(fused) vs stock",
-            gid,
-            S.STOCK,
-            S.INSTALLED_FUSED,
-            "≥ 5x faster" if V == 128256 else "faster",
+            sd + "stock",
+            sd + "installed_fused",
+            "≥ 5x faster" if big else "faster",
         )
         add(
             f"random step B16·k4·V{V}: fused op vs memcpy of the logits",
-            gid,
-            S.FUSED,
-            S.FLOOR,
-            "≤ 1.5x the memcpy" if V == 128256 else "close to the memcpy",
+            sd + "fused",
+            sd + "floor",
+            "≤ 1.5x the memcpy" if big else "close to the memcpy",
             kind="x",
         )
-    gid, n = _threads_rows(doc)
-    if gid:
-        add(
-            f"recovered tokens B16·k4·V128256: {n} threads vs 1",
-            gid,
-            "kernels_cpu recovered tokens @1 thread",
-            f"kernels_cpu recovered tokens @{n} threads",
-            "≥ 1.7x faster",
-        )
-        add(
-            f"recovered tokens B16·k4·V128256 @{n} threads vs memcpy of its probabilities",
-            gid,
-            f"kernels_cpu recovered tokens @{n} threads",
-            f"memcpy of probs @{n} threads",
-            "≤ 1.5x the memcpy",
-            kind="x",
-        )
+    n = _params(doc, THREADS_GROUP).get("threads_all")
+    th = THREADS_GROUP + "/"
+    add(
+        f"recovered tokens B16·k4·V128256: {n} threads vs 1",
+        th + "kernels_cpu@t1",
+        th + "kernels_cpu@tN",
+        "≥ 1.7x faster",
+    )
+    add(
+        f"recovered tokens B16·k4·V128256 @{n} threads vs memcpy of its probabilities",
+        th + "kernels_cpu@tN",
+        th + "memcpy@tN",
+        "≤ 1.5x the memcpy",
+        kind="x",
+    )
     for kernel in ("rejection_greedy_sample_kernel", "expand_kernel"):
         gid = f"threads/tiny/{kernel}@B4"
-        if n:
-            add(
-                f"{kernel} B4: {n} threads vs 1 (tiny launch)",
-                gid,
-                "kernels_cpu @1 thread",
-                f"kernels_cpu @{n} threads",
-                "no slower (≥ 1x)",
-            )
+        n = _params(doc, gid).get("threads_all")
+        add(
+            f"{kernel} B4: {n} threads vs 1 (tiny launch)",
+            gid + "/kernels_cpu@t1",
+            gid + "/kernels_cpu@tN",
+            "no slower (≥ 1x)",
+        )
     return out
 
 

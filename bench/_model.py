@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
+from ._rows import RowDef
 from ._timing import Case, Settings
 
 
@@ -46,12 +47,14 @@ class Built:
 
 @dataclass
 class GroupSpec:
-    """A declared group. ``rows`` lists every row name in display order (measured or not)."""
+    """A declared group. ``rows`` lists every row in display order (measured or not), each with
+    its stable slug (``Row.key`` = ``"<id>/<slug>"``); ``anchor`` and ``vs`` name rows by their
+    display name."""
 
     id: str
     suite: str
     title: str
-    rows: Sequence[str]
+    rows: Sequence[RowDef]
     anchor: Sequence[str]  # preference order: the first row actually measured is the anchor
     build: Callable[["Context"], Built]
     vs: dict = field(default_factory=dict)  # extra ratio columns: label -> row name
@@ -61,6 +64,21 @@ class GroupSpec:
     # groups of one family (consecutive, same interpreter) are timed in one interleaved pass,
     # so a costly state switch (stock vLLM <-> install()) happens once per repeat for all of them
     family: Optional[str] = None
+
+    def __post_init__(self):
+        self.rows = tuple(self.rows)
+        names, slugs = [r.name for r in self.rows], [r.slug for r in self.rows]
+        if len(set(names)) != len(names) or len(set(slugs)) != len(slugs):
+            raise ValueError(f"group {self.id}: row names and slugs must be unique")
+        self._keys = {r.name: f"{self.id}/{r.slug}" for r in self.rows}
+
+    @property
+    def names(self) -> tuple:
+        return tuple(r.name for r in self.rows)
+
+    def key(self, name: str) -> str:
+        """The stable key of the row displayed as ``name``."""
+        return self._keys[name]
 
     def required_rows(self) -> set:
         return set(self.anchor) | set(self.vs.values())
@@ -74,3 +92,4 @@ class Context:
     preset: str  # "quick" | "default" | "full"
     vllm: object  # bench._vllm.VllmSide for this interpreter
     interpreter: str  # "main" or "vllm-worker"
+    options: dict = field(default_factory=dict)  # suite options from the command line

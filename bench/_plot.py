@@ -7,6 +7,8 @@ Panels with nothing measured say so instead of disappearing, so the layout is th
 
 from __future__ import annotations
 
+from ._rows import rows_of
+
 # row name -> (label in the legend, colour, marker)
 _STEP_STYLE = [
     ("stock", "vLLM stock", "#c0392b", "o"),
@@ -46,11 +48,9 @@ def _launch_panel(ax, doc):
     bars = []
     for g in groups:
         short = "override" if g["id"].endswith("override") else "owner chain"
-        for r in g["rows"]:
-            if r["status"] == "ok":
-                bars.append(
-                    (f"{short}: {r['name']}", r["ns"]["median"], r["ns"]["q1"], r["ns"]["q3"])
-                )
+        for r in rows_of(g):
+            if r.ok:
+                bars.append((f"{short}: {r.name}", r.ns.median, r.ns.q1, r.ns.q3))
     if not bars:
         _empty(ax, "launch overhead: not measured in this run")
         ax.set_title("Launch overhead")
@@ -103,15 +103,10 @@ def _step_panel(ax, doc, V, mode):
     for g in groups:
         if g["params"]["k"] != k:
             continue
-        for r in g["rows"]:
-            if r["status"] == "ok":
-                series.setdefault(r["name"], []).append(
-                    (
-                        g["params"]["B"],
-                        r["ns"]["median"] / 1e6,
-                        r["ns"]["q1"] / 1e6,
-                        r["ns"]["q3"] / 1e6,
-                    )
+        for r in rows_of(g):
+            if r.ok:
+                series.setdefault(r.name, []).append(
+                    (g["params"]["B"], r.ns.median / 1e6, r.ns.q1 / 1e6, r.ns.q3 / 1e6)
                 )
     for name, pts in series.items():
         pts.sort()

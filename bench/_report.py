@@ -46,9 +46,10 @@ GROUP::
     wall_s        seconds the group took (build, pre-flight, calibration, repeats)
     rows          [ROW, ...]
 
-ROW::
+ROW (``bench._rows.Row``, written with ``dataclasses.asdict``)::
 
-    name          row label, unique within the group
+    name          row label, unique within the group (display text: may change between versions)
+    key           "<group id>/<slug>", e.g. "launch/override/compiled": the row's stable id
     status        "ok" | "unavailable" | "error"
     reason        why unavailable/error, else null
     anchor        true for the anchor row
@@ -74,6 +75,8 @@ import platform
 import subprocess
 import sys
 from pathlib import Path
+
+from ._rows import Row, json_default, rows_of
 
 SCHEMA = "fastdispatch-bench/1"
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -217,9 +220,9 @@ def fmt_ratio(r) -> str:
     return f"{r:.2f}x"
 
 
-def _speed_note(row) -> str:
-    r = row.get("ratio")
-    if row.get("anchor") or r is None:
+def _speed_note(row: Row) -> str:
+    r = row.ratio
+    if row.anchor or r is None:
         return ""
     if r < 1:
         return f"{1 / r:.1f}x faster"
@@ -284,19 +287,19 @@ class Table:
         for label in vs_labels:
             header += f" {('vs ' + label):>10}"
         w(header + "  note\n")
-        for row in g["rows"]:
-            name = row["name"] + (" (anchor)" if row.get("anchor") else "")
-            if row["status"] != "ok":
-                w(f"  {name:<56} {row['status'] + ': ' + (row['reason'] or '')}\n")
+        for row in rows_of(g):
+            name = row.name + (" (anchor)" if row.anchor else "")
+            if not row.ok:
+                w(f"  {name:<56} {row.status + ': ' + (row.reason or '')}\n")
                 continue
-            ns = row["ns"]
+            ns = row.ns
             line = (
-                f"  {name:<56} {fmt_ns(ns['median']):>10} {ns['rel_iqr'] * 100:>5.1f}%"
-                f" {ns['rel_range'] * 100:>7.0f}% {fmt_ratio(row['ratio']):>8}"
+                f"  {name:<56} {fmt_ns(ns.median):>10} {ns.rel_iqr * 100:>5.1f}%"
+                f" {ns.rel_range * 100:>7.0f}% {fmt_ratio(row.ratio):>8}"
             )
             for label in vs_labels:
-                line += f" {fmt_ratio((row.get('vs') or {}).get(label)):>10}"
-            notes = [n for n in (_speed_note(row), "NOISY" if row.get("noisy") else "") if n]
+                line += f" {fmt_ratio(row.vs.get(label)):>10}"
+            notes = [n for n in (_speed_note(row), "NOISY" if row.noisy else "") if n]
             w(line + "  " + ", ".join(notes) + "\n")
         self.out.flush()
 
@@ -363,22 +366,16 @@ def markdown(doc: dict, group_filter=None) -> str:
             + " |"
         )
         out.append("|---|---:|---:|---:|" + "---:|" * len(vs) + "---|")
-        for r in g["rows"]:
-            name = r["name"] + (" (anchor)" if r.get("anchor") else "")
-            if r["status"] != "ok":
+        for r in rows_of(g):
+            name = r.name + (" (anchor)" if r.anchor else "")
+            if not r.ok:
                 out.append(
-                    f"| {name} | – | – | – |"
-                    + " – |" * len(vs)
-                    + f" {r['status']}: {r['reason']} |"
+                    f"| {name} | – | – | – |" + " – |" * len(vs) + f" {r.status}: {r.reason} |"
                 )
                 continue
-            cells = [
-                fmt_ns(r["ns"]["median"]),
-                f"{r['ns']['rel_iqr'] * 100:.0f} %",
-                fmt_ratio(r["ratio"]),
-            ]
-            cells += [fmt_ratio((r.get("vs") or {}).get(v)) for v in vs]
-            note = ", ".join(n for n in (_speed_note(r), "noisy" if r.get("noisy") else "") if n)
+            cells = [fmt_ns(r.ns.median), f"{r.ns.rel_iqr * 100:.0f} %", fmt_ratio(r.ratio)]
+            cells += [fmt_ratio(r.vs.get(v)) for v in vs]
+            note = ", ".join(n for n in (_speed_note(r), "noisy" if r.noisy else "") if n)
             out.append(f"| {name} | " + " | ".join(cells) + f" | {note} |")
     return "\n".join(out) + "\n"
 
@@ -391,7 +388,7 @@ def write_json(path: str, doc: dict) -> None:
     p.parent.mkdir(parents=True, exist_ok=True)
     tmp = p.with_suffix(p.suffix + ".tmp")
     with open(tmp, "w") as f:
-        json.dump(doc, f, indent=1, allow_nan=False)
+        json.dump(doc, f, indent=1, allow_nan=False, default=json_default)
         f.write("\n")
     os.replace(tmp, p)
 
@@ -465,6 +462,7 @@ _GROUP = (
 )
 _ROW = (
     "name",
+    "key",
     "status",
     "reason",
     "anchor",
@@ -520,10 +518,14 @@ def validate(doc: dict) -> list:
             errs.append(f"group {gid}: bad status {g.get('status')!r}")
         if g.get("interpreter") not in ("main", "vllm-worker"):
             errs.append(f"group {gid}: bad interpreter {g.get('interpreter')!r}")
-        names = [r.get("name") for r in g.get("rows", [])]
+        rows = [r.as_dict() if isinstance(r, Row) else r for r in g.get("rows", [])]
+        names = [r.get("name") for r in rows]
         if g.get("status") == "ok" and g.get("anchor") not in names:
             errs.append(f"group {gid}: anchor {g.get('anchor')!r} is not one of its rows")
-        for r in g.get("rows", []):
+        keys = [r.get("key") for r in rows]
+        if len(set(keys)) != len(keys):
+            errs.append(f"group {gid}: row keys are not unique")
+        for r in rows:
             where = f"group {gid} row {r.get('name')!r}"
             need(r, _ROW, where)
             if r.get("status") == "ok":

@@ -9,35 +9,24 @@ import traceback
 from typing import Optional
 
 from ._model import Built, Context, GroupSpec, Unavailable
+from ._rows import Row, Summary
 from ._timing import measure, paired_ratio
 
 
 def row_selected(spec: GroupSpec, row: str, filt: Optional[str]) -> bool:
-    return not filt or filt.lower() in f"{spec.id}/{row}".lower()
+    """Whether ``filt`` is in the row's ``group/name`` or in its stable key (case-insensitive)."""
+    if not filt:
+        return True
+    f = filt.lower()
+    return f in f"{spec.id}/{row}".lower() or f in spec.key(row).lower()
 
 
 def group_selected(spec: GroupSpec, filt: Optional[str]) -> bool:
-    return any(row_selected(spec, r, filt) for r in spec.rows)
+    return any(row_selected(spec, r, filt) for r in spec.names)
 
 
-def _empty_row(name: str, status: str, reason: Optional[str]) -> dict:
-    return {
-        "name": name,
-        "status": status,
-        "reason": reason,
-        "anchor": False,
-        "ns": None,
-        "samples_ns": None,
-        "loops": None,
-        "repeats": None,
-        "noisy": False,
-        "ratio": None,
-        "ratio_q1": None,
-        "ratio_q3": None,
-        "ratio_of_medians": None,
-        "vs": {},
-        "meta": {},
-    }
+def _empty_row(spec: GroupSpec, name: str, status: str, reason: Optional[str]) -> Row:
+    return Row(name=name, status=status, key=spec.key(name), reason=reason)
 
 
 def _group_doc(spec: GroupSpec, ctx: Context, status: str, reason: Optional[str]) -> dict:
@@ -93,7 +82,7 @@ class _Prepared:
 
 
 def _build(spec: GroupSpec, ctx: Context, filt: Optional[str]) -> _Prepared:
-    keep = {r for r in spec.rows if row_selected(spec, r, filt)} | spec.required_rows()
+    keep = {r for r in spec.names if row_selected(spec, r, filt)} | spec.required_rows()
     try:
         built: Built = spec.build(ctx)
     except Unavailable as exc:
@@ -156,35 +145,39 @@ def _finish(prep: _Prepared, stats: dict) -> dict:
     """Fill the group's rows from ``stats`` ({row name: Stats})."""
     spec, doc, built, anchor = prep.spec, prep.doc, prep.built, prep.anchor
     doc["anchor"] = anchor
-    for name in spec.rows:
+    for name in spec.names:
         if name not in prep.keep:
             continue
         if name in stats:
             st = stats[name]
-            row = _empty_row(name, "ok", None)
-            row.update(
+            ratios = paired_ratio(st, stats[anchor]) if anchor is not None else {}
+            vs = {}
+            for label, target in spec.vs.items():
+                ok = target in stats and stats[target].median > 0
+                vs[label] = st.median / stats[target].median if ok else None
+            case = next(c for c in prep.cases if c.name == name)
+            row = Row(
+                name=name,
+                status="ok",
+                key=spec.key(name),
                 anchor=name == anchor,
-                ns=st.as_dict(),
-                samples_ns=list(st.samples),
+                ns=Summary(**st.as_dict()),
+                samples_ns=tuple(st.samples),
                 loops=st.loops,
                 repeats=len(st.samples),
                 noisy=st.noisy,
+                vs=vs,
+                meta=dict(case.meta, **({"state": case.state} if case.state else {})),
+                **ratios,
             )
-            if anchor is not None:
-                row.update(paired_ratio(st, stats[anchor]))
-            for label, target in spec.vs.items():
-                ok = target in stats and stats[target].median > 0
-                row["vs"][label] = st.median / stats[target].median if ok else None
-            case = next(c for c in prep.cases if c.name == name)
-            row["meta"] = dict(case.meta, **({"state": case.state} if case.state else {}))
         elif name in prep.errors:
-            row = _empty_row(name, "error", prep.errors[name])
+            row = _empty_row(spec, name, "error", prep.errors[name])
         elif built is not None and name in built.unavailable:
-            row = _empty_row(name, "unavailable", built.unavailable[name])
+            row = _empty_row(spec, name, "unavailable", built.unavailable[name])
         else:
-            row = _empty_row(name, "unavailable", "not built by this suite here")
+            row = _empty_row(spec, name, "unavailable", "not built by this suite here")
         doc["rows"].append(row)
-    doc["noisy"] = any(r["noisy"] for r in doc["rows"])
+    doc["noisy"] = any(r.noisy for r in doc["rows"])
     return doc
 
 

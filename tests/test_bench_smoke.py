@@ -17,7 +17,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench import _report, _timing  # noqa: E402
+from bench import _headlines, _report, _rows, _timing  # noqa: E402
 from bench._vllm import find_vllm_python  # noqa: E402
 
 
@@ -67,6 +67,11 @@ def test_quick_filter_one_small_case_writes_valid_json_and_png(tmp_path):
     rows = {r["name"]: r for r in g["rows"]}
     anchor = rows[g["anchor"]]
     assert anchor["anchor"] and anchor["status"] == "ok" and anchor["ratio"] == 1.0
+    # every row carries its stable key; the launch script's rows live on in this group
+    keys = {r["key"]: r for r in g["rows"]}
+    assert keys["launch/override/direct"]["name"] == g["anchor"]
+    for slug in ("direct_kw", "compiled", "compiled_runtime_keys", "twin", "floor", "caller_only"):
+        assert "launch/override/" + slug in keys, slug
     measured = [r for r in g["rows"] if r["status"] == "ok"]
     assert len(measured) >= 2  # the anchor and at least our override
     for r in measured:
@@ -107,8 +112,11 @@ def test_list_names_every_suite():
         "spec_decode/greedy/B1-k4-V32000",
         "spec_decode/random/B64-k4-V128256",
         "threads/recovered_tokens",
+        "fused/B16-k4-V32000-draft",
+        "fused/B16-k4-V128256-nodraft",
     ):
         assert prefix in proc.stdout, prefix
+    assert "[launch/override/compiled]" in proc.stdout  # rows are listed with their keys
 
 
 def test_worker_path_measures_vllm_rows_in_the_vllm_interpreter(tmp_path):
@@ -131,6 +139,43 @@ def test_worker_path_measures_vllm_rows_in_the_vllm_interpreter(tmp_path):
     assert rows["vLLM KernelOverride"]["status"] == "ok", rows["vLLM KernelOverride"]
     assert rows["vLLM KernelOverride"]["ratio"] > 0
     _load_png(out_png)
+
+
+# -- rows are typed records; headlines find them by key ----------------------------------------
+def _row(key, name, median, **kw):
+    ns = _rows.Summary(median, median, 0.0, median, median, median, median, 0.0, 0.0)
+    return _rows.Row(name=name, status="ok", key=key, ns=ns, samples_ns=(median,), **kw)
+
+
+def test_row_json_keeps_the_schema_keys_and_reads_back():
+    r = _row("g/x", "x", 5.0, loops=2, repeats=1, ratio=1.0, anchor=True, vs={"a": 0.5})
+    d = json.loads(json.dumps(r, default=_rows.json_default))
+    assert set(d) == set(_report._ROW)
+    assert set(d["ns"]) == set(_report._NS) and d["samples_ns"] == [5.0]
+    assert _rows.Row.from_dict(d) == r
+
+
+def test_headlines_find_rows_by_key_not_by_display_name():
+    gid = "vllm_entry/_rejection_greedy_sample@B4"
+    rows = [
+        _row(f"{gid}/stock", "renamed stock row", 20000.0, ratio=1.0, anchor=True),
+        _row(f"{gid}/installed", "renamed installed row", 1000.0, ratio=0.05),
+    ]
+    doc = {"groups": [{"id": gid, "status": "ok", "params": {}, "rows": rows}]}
+    (h,) = _headlines.headlines(doc)
+    assert h["label"] == "vLLM _rejection_greedy_sample B4: install() vs stock"
+    assert h["value"] == 20.0 and h["num"] == "renamed stock row" and h["den_key"] == rows[1].key
+
+
+def test_declared_rows_have_unique_keys():
+    from bench._model import Context
+    from bench._vllm import VllmSide
+    from bench.suites import all_groups
+
+    for preset in ("quick", "full"):
+        ctx = Context(_timing.QUICK, preset, VllmSide(allowed=False), "main")
+        keys = [g.key(r.name) for g in all_groups(ctx) for r in g.rows]
+        assert len(keys) == len(set(keys))
 
 
 # -- the timing discipline itself --------------------------------------------------------------

@@ -10,7 +10,16 @@ from __future__ import annotations
 
 import importlib
 
-SUITES = ("launch", "kernels", "vllm_entry", "spec_decode", "threads", "registration", "engine")
+SUITES = (
+    "launch",
+    "kernels",
+    "vllm_entry",
+    "spec_decode",
+    "fused",
+    "threads",
+    "registration",
+    "engine",
+)
 
 
 def all_groups(ctx):

@@ -33,12 +33,13 @@ import time
 from pathlib import Path
 
 from .._model import Built, GroupSpec, Unavailable
+from .._rows import RowDef
 from .._timing import Case
 
 STOCK = "stock vLLM (uninstall())"
 PLUGIN = "plugin (install())"
 FUSED = "plugin + fused noise"
-STATES = {STOCK: "stock", PLUGIN: "plugin", FUSED: "fused"}
+STATES = {STOCK: "stock", PLUGIN: "plugin", FUSED: "fused"}  # row name -> state (and slug)
 
 VOCABS = (32000, 128256)
 HIDDEN = 64
@@ -346,6 +347,7 @@ def groups(ctx):
     specs = []
     for V, B, mode in grid(ctx.preset):
         rows = (STOCK, PLUGIN, FUSED) if mode == "greedy" else (PLUGIN, FUSED)
+        rows = tuple(RowDef(STATES[r], r) for r in rows)
         specs.append(
             GroupSpec(
                 id=f"engine/V{V}-B{B}-k{K}-{mode}",

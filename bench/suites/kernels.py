@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib
 
 from .._model import Built, GroupSpec, Unavailable
+from .._rows import RowDef
 from .._timing import Case
 from . import _inputs
 
@@ -50,7 +51,7 @@ def kernels_cpu_fn(name: str):
 def reference_fn(name: str):
     where = _inputs.KERNELS[name][2]
     try:
-        mod = importlib.import_module(f"kernels_cpu.reference.{where}")
+        mod = importlib.import_module(f"fdkit.reference.{where}")
     except Exception as exc:
         raise Unavailable(
             f"kernels_cpu.reference.{where} not importable: {type(exc).__name__}: {exc}"
@@ -199,7 +200,7 @@ def _spec(name, s, suffix):
         id=f"kernels/{name}{suffix}",
         suite="kernels",
         title=f"{name} " + ", ".join(f"{k}={v}" for k, v in s.items()) + " (ns per launch)",
-        rows=(REF, OURS, VLLM),
+        rows=(RowDef("reference", REF), RowDef("kernels_cpu", OURS), RowDef("vllm", VLLM)),
         anchor=(REF, VLLM, OURS),
         vs={"vLLM": VLLM},
         build=_builder(name, s),

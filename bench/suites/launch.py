@@ -4,11 +4,15 @@ Two groups, each anchored on a direct Python call of the same no-op with the sam
 
 * ``launch/override`` — ``override[grid](**kw)`` with 10 launch kwargs and an implementation whose
   parameter names differ from the kernel's (so every launch is reordered into positional
-  arguments, as vLLM's C++ shims require): fastdispatch compiled, fastdispatch's pure-Python twin,
-  vLLM's ``KernelOverride``; and the floor under all of them, ``fastdispatch._floor.NullLauncher``,
-  a C launcher that ignores the launch kwargs and calls the no-op with the 10 values it stores:
-  what the interpreter charges for the ``**kw`` call form and a call from C into a Python impl,
-  with zero binding work (no correct launcher can be faster).
+  arguments, as vLLM's C++ shims require): fastdispatch compiled (with literal keys, and with keys
+  built at run time), fastdispatch's pure-Python twin, vLLM's ``KernelOverride``; and the floor
+  under all of them, ``fastdispatch._floor.NullLauncher``, a C launcher that ignores the launch
+  kwargs and calls the no-op with the 10 values it stores: what the interpreter charges for the
+  ``**kw`` call form and a call from C into a Python impl, with zero binding work (no correct
+  launcher can be faster). Two more rows take the floor apart: ``impl(**kw)``, the no-op called
+  directly with the same 10 keyword arguments (the call shape of a launch, no launcher), and
+  ``fastdispatch._floor.NullSink``, ``ns[grid](**kw)`` calling nothing (the caller's part alone:
+  subscript, kwargs copy, call).
 * ``launch/owner_chain`` — the whole path a vLLM launch takes: launch owner → dispatch function →
   binding plan (``x`` → ``x_ptr``) → override → no-op, for an ``expand_kernel``-shaped kernel:
   ``fastdispatch.kernel_dispatcher`` (compiled and twin) vs vLLM's
@@ -23,14 +27,22 @@ from __future__ import annotations
 import importlib
 
 from .._model import Built, GroupSpec, Unavailable
+from .._rows import RowDef
 from .._timing import Case
 
 N_KW = 10
 DIRECT = "direct call of the no-op"
+DIRECT_KW = "direct call of the no-op, impl(**kw)"
 FLOOR = "floor: C launcher doing no binding work"
+CALLER_ONLY = "caller's part alone: NullSink, calls nothing"
 COMPILED = "fastdispatch KernelOverride (compiled)"
 RUNTIME_KEYS = "fastdispatch KernelOverride (compiled), keys built at run time"
+TWIN = "fastdispatch KernelOverride (pure-Python twin)"
+VLLM = "vLLM KernelOverride"
 DISPATCH_ONLY = "dispatch fn alone (called directly)"
+CHAIN_COMPILED = "fastdispatch owner chain (compiled)"
+CHAIN_TWIN = "fastdispatch owner chain (pure-Python twin)"
+CHAIN_VLLM = "vLLM owner chain"
 
 
 # -- the fake kernels and no-op implementations (names differ -> positional forwarding) ---------
@@ -50,6 +62,21 @@ def _kernel10(
 
 
 def _impl10(a, b, c, d, e, f, g, h, i, j):
+    return None
+
+
+def _impl10_named(
+    out_ptr,
+    in_ptr,
+    cu_ptr,
+    draft_ptr,
+    probs_ptr,
+    bonus_ptr,
+    uniform_ptr,
+    max_spec_len,
+    vocab_size,
+    BLOCK_SIZE,
+):
     return None
 
 
@@ -101,6 +128,15 @@ def _override_group(ctx) -> Built:
             meta={"note": "impl(*args) with the same 10 values"},
         ),
     )
+    b.add(
+        DIRECT_KW,
+        lambda: Case(
+            "",
+            stmt="impl(**kw)",
+            namespace={"impl": _impl10_named, "kw": kw},
+            meta={"note": "the launch's call shape (a kwargs dict is built), no launcher"},
+        ),
+    )
 
     def ours(compiled: bool, launch_kw=kw):
         fd, backend, twin, twin_reason = _fastdispatch_modules()
@@ -130,21 +166,33 @@ def _override_group(ctx) -> Built:
     assert all(a is not b for a, b in zip(runtime_kw, names))
     b.add(COMPILED, lambda: ours(True))
     b.add(RUNTIME_KEYS, lambda: ours(True, runtime_kw))
-    b.add("fastdispatch KernelOverride (pure-Python twin)", lambda: ours(False))
+    b.add(TWIN, lambda: ours(False))
 
-    def floor():
+    def floor_module():
         try:
-            from fastdispatch import _floor
+            from fdkit import _floor
         except ImportError as exc:
             raise Unavailable(f"fastdispatch._floor not built: {exc}") from exc
-        return Case(
+        return _floor
+
+    b.add(
+        FLOOR,
+        lambda: Case(
             "",
             stmt="nl[grid](**kw)",
-            namespace={"nl": _floor.NullLauncher(_impl10, args), "grid": grid, "kw": kw},
+            namespace={"nl": floor_module().NullLauncher(_impl10, args), "grid": grid, "kw": kw},
             meta={"note": "ignores kw, calls impl(*args) from C: the interpreter's part alone"},
-        )
-
-    b.add(FLOOR, floor)
+        ),
+    )
+    b.add(
+        CALLER_ONLY,
+        lambda: Case(
+            "",
+            stmt="ns[grid](**kw)",
+            namespace={"ns": floor_module().NullSink(), "grid": grid, "kw": kw},
+            meta={"note": "subscript, kwargs copy and call; no impl is called"},
+        ),
+    )
 
     def vllm_override():
         ctx.vllm.require()
@@ -158,7 +206,7 @@ def _override_group(ctx) -> Built:
             meta={"class": "vllm.triton_utils.dispatcher.KernelOverride"},
         )
 
-    b.add("vLLM KernelOverride", vllm_override)
+    b.add(VLLM, vllm_override)
     return b
 
 
@@ -210,8 +258,8 @@ def _owner_group(ctx) -> Built:
             meta={"note": "what every owner pays before its launch: reads a shape, builds a dict"},
         ),
     )
-    b.add("fastdispatch owner chain (compiled)", lambda: ours(True))
-    b.add("fastdispatch owner chain (pure-Python twin)", lambda: ours(False))
+    b.add(CHAIN_COMPILED, lambda: ours(True))
+    b.add(CHAIN_TWIN, lambda: ours(False))
 
     def vllm_chain():
         ctx.vllm.require()
@@ -230,7 +278,7 @@ def _owner_group(ctx) -> Built:
             meta={"owner": "vllm triton_kernel_dispatcher_with_warmup"},
         )
 
-    b.add("vLLM owner chain", vllm_chain)
+    b.add(CHAIN_VLLM, vllm_chain)
     return b
 
 
@@ -241,14 +289,17 @@ def groups(ctx):
             suite="launch",
             title=f"override[grid](**kw), {N_KW} launch kwargs, positional forward (ns per launch)",
             rows=(
-                DIRECT,
-                "fastdispatch KernelOverride (compiled)",
-                "fastdispatch KernelOverride (pure-Python twin)",
-                FLOOR,
-                "vLLM KernelOverride",
+                RowDef("direct", DIRECT),
+                RowDef("direct_kw", DIRECT_KW),
+                RowDef("compiled", COMPILED),
+                RowDef("compiled_runtime_keys", RUNTIME_KEYS),
+                RowDef("twin", TWIN),
+                RowDef("floor", FLOOR),
+                RowDef("caller_only", CALLER_ONLY),
+                RowDef("vllm", VLLM),
             ),
             anchor=(DIRECT,),
-            vs={"vLLM": "vLLM KernelOverride"},
+            vs={"floor": FLOOR, "vLLM": VLLM},
             build=_override_group,
             needs_vllm=True,
             params={"launch_kwargs": N_KW},
@@ -258,14 +309,14 @@ def groups(ctx):
             suite="launch",
             title="launch owner → dispatch fn → binding plan → override → no-op (ns per launch)",
             rows=(
-                DIRECT,
-                DISPATCH_ONLY,
-                "fastdispatch owner chain (compiled)",
-                "fastdispatch owner chain (pure-Python twin)",
-                "vLLM owner chain",
+                RowDef("direct", DIRECT),
+                RowDef("dispatch_only", DISPATCH_ONLY),
+                RowDef("compiled", CHAIN_COMPILED),
+                RowDef("twin", CHAIN_TWIN),
+                RowDef("vllm", CHAIN_VLLM),
             ),
             anchor=(DIRECT,),
-            vs={"vLLM": "vLLM owner chain"},
+            vs={"vLLM": CHAIN_VLLM},
             build=_owner_group,
             needs_vllm=True,
             params={"kernel_args": 6},

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 
 from .._model import Built, GroupSpec, Unavailable
+from .._rows import RowDef
 from .._timing import Case
 
 STOCK = "vLLM register_kernels (platform hook, 11 shims)"
@@ -88,7 +89,7 @@ def groups(ctx):
             id="registration/register_kernels(11 names)",
             suite="registration",
             title="register_kernels for vLLM's 11 kernel names (ns per call)",
-            rows=(STOCK, OURS),
+            rows=(RowDef("stock", STOCK), RowDef("ours", OURS)),
             anchor=(STOCK,),
             build=_register_builder,
             needs_vllm=True,

@@ -31,6 +31,7 @@ import inspect
 import types
 
 from .._model import Built, GroupSpec, Unavailable
+from .._rows import RowDef
 from .._timing import Case
 
 STOCK = "vLLM rejection_sample (stock)"
@@ -39,7 +40,14 @@ INSTALLED_FUSED = "vLLM rejection_sample + install(fused)"
 OPS = "fastdispatch.ops.rejection_sample"
 FUSED = "fastdispatch.ops.fused (whole step, no noise tensor)"
 FLOOR = "memcpy of target logits (floor)"
-ROWS = (STOCK, INSTALLED, INSTALLED_FUSED, OPS, FUSED, FLOOR)
+ROWS = (
+    RowDef("stock", STOCK),
+    RowDef("installed", INSTALLED),
+    RowDef("installed_fused", INSTALLED_FUSED),
+    RowDef("ops", OPS),
+    RowDef("fused", FUSED),
+    RowDef("floor", FLOOR),
+)
 
 VOCABS = (32000, 128256)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 
 from .._model import Built, GroupSpec, Unavailable
+from .._rows import RowDef
 from .._timing import Case
 from . import _inputs
 from .kernels import kernels_cpu_fn
@@ -164,12 +165,12 @@ def groups(ctx):
             suite="threads",
             title=f"recovered tokens B={B}, {K} drafts, V={V}: 1 vs {n} threads, memcpy floor",
             rows=(
-                "kernels_cpu recovered tokens @1 thread",
-                f"kernels_cpu recovered tokens @{tN}",
-                "fused recovered tokens @1 thread",
-                f"fused recovered tokens @{tN}",
-                "memcpy of probs @1 thread",
-                f"memcpy of probs @{tN}",
+                RowDef("kernels_cpu@t1", "kernels_cpu recovered tokens @1 thread"),
+                RowDef("kernels_cpu@tN", f"kernels_cpu recovered tokens @{tN}"),
+                RowDef("fused@t1", "fused recovered tokens @1 thread"),
+                RowDef("fused@tN", f"fused recovered tokens @{tN}"),
+                RowDef("memcpy@t1", "memcpy of probs @1 thread"),
+                RowDef("memcpy@tN", f"memcpy of probs @{tN}"),
             ),
             anchor=(
                 "kernels_cpu recovered tokens @1 thread",
@@ -190,7 +191,10 @@ def groups(ctx):
                     f"{kernel} at batch 4: 1 vs {n} threads "
                     "(a tiny launch must not pay for threads)"
                 ),
-                rows=("kernels_cpu @1 thread", f"kernels_cpu @{tN}"),
+                rows=(
+                    RowDef("kernels_cpu@t1", "kernels_cpu @1 thread"),
+                    RowDef("kernels_cpu@tN", f"kernels_cpu @{tN}"),
+                ),
                 anchor=("kernels_cpu @1 thread",),
                 build=_tiny_builder(kernel),
                 params={"kernel": kernel, "B": 4, "threads_all": n},

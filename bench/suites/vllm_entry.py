@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib
 
 from .._model import Built, GroupSpec
+from .._rows import RowDef
 from .._timing import Case
 from . import _inputs
 
@@ -190,7 +191,7 @@ def groups(ctx):
             id=f"vllm_entry/{entry}",
             suite="vllm_entry",
             title=f"vLLM entry point {entry}: stock vs install() (ns per call)",
-            rows=(STOCK, OURS),
+            rows=(RowDef("stock", STOCK), RowDef("installed", OURS)),
             anchor=(STOCK,),
             build=_entry_builder(entry),
             needs_vllm=True,
