@@ -1,5 +1,8 @@
 """Build script: compiles the Cython modules of ``fastdispatch`` and ``kernels_cpu``.
 
+Development builds also compile ``fdkit/*.pyx`` (the dev kit's measuring instruments, e.g.
+``fdkit._floor``; ``fdkit`` is not a package of the wheel): see ``FASTDISPATCH_DEV_EXTENSIONS``.
+
 torch is deliberately *not* a build requirement: every extension reads tensors through
 ``data_ptr()``/dtype/shape at run time and loops over raw pointers, so the wheel builds on a
 machine without torch (and without a GPU).
@@ -19,7 +22,14 @@ Knobs (environment variables, all optional):
 ``FASTDISPATCH_SANITIZE=address``
     build with AddressSanitizer (for ``tools/asan_tests.sh``); never for release builds.
 ``FASTDISPATCH_EXTENSIONS=mod1,mod2``
-    build only these extension modules (dotted names); a developer convenience.
+    build only these extension modules (dotted names, ``fdkit._floor`` included); a developer
+    convenience.
+``FASTDISPATCH_DEV_EXTENSIONS=1``
+    also build the dev kit's extensions, ``fdkit/*.pyx``. They are built without the variable
+    too whenever the build is in place -- ``build_ext --inplace`` (``-i``) or an editable install
+    (``pip install -e .``, the ``editable_wheel`` command) -- and never otherwise: a regular
+    ``python -m build`` / ``pip wheel`` has neither, so the wheel holds no ``fdkit`` extension
+    (nor any other ``fdkit`` file: the package list in pyproject.toml excludes it).
 """
 
 import glob
@@ -62,6 +72,13 @@ def _compiler_accepts_openmp():
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _dev_build():
+    """Whether this is an in-place/development build, which also compiles ``fdkit/*.pyx``."""
+    if os.environ.get("FASTDISPATCH_DEV_EXTENSIONS") == "1":
+        return True
+    return "editable_wheel" in sys.argv or "--inplace" in sys.argv or "-i" in sys.argv
+
+
 def _extensions():
     from Cython.Build import cythonize
 
@@ -84,7 +101,10 @@ def _extensions():
         base_ldflags += [f"-fsanitize={sanitize}"]
 
     exts = []
-    for pyx in sorted(glob.glob("fastdispatch/*.pyx") + glob.glob("kernels_cpu/*.pyx")):
+    sources = glob.glob("fastdispatch/*.pyx") + glob.glob("kernels_cpu/*.pyx")
+    if _dev_build():
+        sources += glob.glob("fdkit/*.pyx")
+    for pyx in sorted(sources):
         name = pyx[:-4].replace(os.sep, ".").replace("/", ".")
         if only and name not in only:
             continue

@@ -258,7 +258,7 @@ BOXES = {
             "the oracle of the differential tests",
             "(hypothesis, int32 and int64, canaries)",
         ],
-        "kernels_cpu/reference/",
+        "fdkit/reference/",
     ),
 }
 

@@ -16,20 +16,20 @@ from ._parallel import (  # noqa: E402
     set_num_threads,
     set_parallel_threshold,
 )
-from ._sampling import (  # noqa: E402
+from ._sampling import (  # noqa: E402, F401 -- in __all__ by the kernel table
     expand_kernel,
     rejection_greedy_sample_kernel,
     rejection_random_sample_kernel,
     sample_recovered_tokens_kernel,
 )
-from ._spec_decode import (  # noqa: E402
+from ._spec_decode import (  # noqa: E402, F401 -- in __all__ by the kernel table
     copy_and_expand_dflash_inputs_kernel,
     copy_and_expand_eagle_inputs_kernel,
     eagle_prepare_inputs_padded_kernel,
     eagle_prepare_next_token_padded_kernel,
     eagle_step_slot_mapping_metadata_kernel,
 )
-from ._workers import (  # noqa: E402
+from ._workers import (  # noqa: E402, F401 -- in __all__ by the kernel table
     batch_memcpy_kernel,
     compute_slot_mapping_hybrid_kernel,
     compute_slot_mapping_kernel,
@@ -45,18 +45,6 @@ __all__ = [
     "parallel_threshold",
     "set_num_threads",
     "set_parallel_threshold",
-    # sampling
-    "expand_kernel",
-    "rejection_greedy_sample_kernel",
-    "rejection_random_sample_kernel",
-    "sample_recovered_tokens_kernel",
-    # speculative decoding and workers
-    "eagle_step_slot_mapping_metadata_kernel",
-    "eagle_prepare_inputs_padded_kernel",
-    "eagle_prepare_next_token_padded_kernel",
-    "copy_and_expand_eagle_inputs_kernel",
-    "copy_and_expand_dflash_inputs_kernel",
-    "compute_slot_mapping_kernel",
-    "compute_slot_mapping_hybrid_kernel",
-    "batch_memcpy_kernel",
+    # the kernels: every implementation in the kernel table, in its order
+    *(impl for entry in VLLM_KERNELS.values() for impl in entry.impls),
 ]

@@ -61,6 +61,27 @@ def test_every_kernel_and_every_vllm_implementation_has_a_contract():
     assert impls <= set(NAMES), impls - set(NAMES)
 
 
+def test_the_kernel_table_lists_vllms_11_kernels():
+    """The one table every list of kernel names is read from (``kernels_cpu.__all__``, the
+    case builders ``fdkit.cases.KERNELS``, the parity tests): written out once, here."""
+    assert list(_overrides.VLLM_KERNELS) == [
+        "expand_kernel",
+        "rejection_greedy_sample_kernel",
+        "rejection_random_sample_kernel",
+        "sample_recovered_tokens_kernel",
+        "eagle_step_slot_mapping_metadata_kernel",
+        "eagle_prepare_inputs_padded_kernel",
+        "eagle_prepare_next_token_padded_kernel",
+        "copy_and_expand_eagle_inputs_kernel",
+        "copy_and_expand_dflash_inputs_kernel",
+        "compute_slot_mapping_kernel",
+        "batch_memcpy_kernel",
+    ]
+    impls = [i for entry in _overrides.VLLM_KERNELS.values() for i in entry.impls]
+    assert [n for n in kernels_cpu.__all__ if n.endswith("_kernel")] == impls
+    assert all(callable(getattr(kernels_cpu, n)) for n in impls)
+
+
 def test_rules_and_roles_are_the_defined_ones():
     for c in contracts.CONTRACTS:
         for a in c.args:

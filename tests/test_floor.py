@@ -1,4 +1,4 @@
-"""``fastdispatch._floor``: the measuring instruments behind the launch-overhead floor rows.
+"""``fdkit._floor``: the measuring instruments behind the launch-overhead floor rows.
 
 They are only worth their rows if they do exactly what their names say: ``NullLauncher`` calls the
 impl with its stored arguments and nothing else (so its time is a floor, not a guess), and
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-_floor = pytest.importorskip("fastdispatch._floor", reason="compiled extension required")
+_floor = pytest.importorskip("fdkit._floor", reason="compiled extension required")
 
 
 def test_null_launcher_calls_impl_with_stored_args_and_ignores_the_launch():

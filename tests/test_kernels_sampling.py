@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
 import kernels_cpu
-from kernels_cpu.reference import sampling as ref
+from fdkit.reference import sampling as ref
 
 KERNELS = (
     "expand_kernel",

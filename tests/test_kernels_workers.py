@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import kernels_cpu as K
-from kernels_cpu.reference import workers as R
+from fdkit.reference import workers as R
 from tests._fuzz import fuzz_settings
 from tests._spec_helpers import (
     INDEX_DTYPES,

@@ -44,7 +44,7 @@ from fastdispatch.ops import triton_kernels  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from _ops_reference import REFERENCES  # noqa: E402
+from fdkit.reference import REFERENCES  # noqa: E402
 
 IDX = [torch.int32, torch.int64]
 # Interpreted launches cost ~1 ms per program: keep batches small there.
@@ -441,7 +441,7 @@ def test_sample_recovered_tokens(idx, no_draft):
     out = ops.sample_recovered_tokens(cu, drafts, draft, target, inv_q, K)
     expected = torch.full((T,), -5, dtype=idx)
     REFERENCES["sample_recovered_tokens_kernel"](
-        (B, K), expected, cu, drafts, draft, target, inv_q, V, NO_DRAFT_PROBS=no_draft
+        expected, cu, drafts, draft, target, inv_q, V, NO_DRAFT_PROBS=no_draft
     )
     assert out.dtype == idx and torch.equal(out, expected)
 
@@ -482,7 +482,6 @@ def test_eagle_step_update(idx):
     slots = torch.full((B + pad,), -9, dtype=torch.int64)
     exp_seq, exp_clamped, exp_slots = seq_lens.clone(), clamped.clone(), slots.clone()
     REFERENCES["eagle_step_slot_mapping_metadata_kernel"](
-        (B + pad,),
         positions,
         table,
         table.stride(0),
@@ -583,7 +582,6 @@ def test_copy_and_expand_eagle_inputs(idx, shift):
         res.hidden_state_mapping.clone(),
     ]
     REFERENCES["copy_and_expand_eagle_inputs_kernel"](
-        (B, 1),
         tokens,
         positions,
         nxt,
@@ -638,7 +636,6 @@ def test_copy_and_expand_dflash_inputs(idx, with_rejected):
         torch.full((B * S,), -5, dtype=idx),
     ]
     REFERENCES["copy_and_expand_dflash_inputs_kernel"](
-        (B, 1),
         nxt,
         positions,
         *exp,
@@ -677,7 +674,7 @@ def test_compute_slot_mapping(idx, cp):
     slot_mapping = torch.full((15,), -5, dtype=torch.int64)
     expected = slot_mapping.clone()
     REFERENCES["compute_slot_mapping_kernel"](
-        (B + 1,), 11, 15, qsl, positions, table, stride, expected, kv_bs, world, rank, inter, -1
+        11, 15, qsl, positions, table, stride, expected, kv_bs, world, rank, inter, -1
     )
     ops.compute_slot_mapping(
         qsl,

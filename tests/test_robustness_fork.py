@@ -79,14 +79,14 @@ def test_spawned_process_stays_parallel():
 def _cases():
     import torch
 
-    from fastdispatch.ops import testing
+    import fdkit.cases as fdcases
 
     cases = []
-    for name in testing.KERNELS:
+    for name in fdcases.KERNELS:
         for idx in (torch.int32, torch.int64):
             seed = 0
             while True:  # a case with several rows, so the launch really forms a team
-                case = testing.make_case(name, seed, idx, scale="large")
+                case = fdcases.make_case(name, seed, idx, scale="large")
                 if case.grid and case.grid[0] >= 4:
                     break
                 seed += 1

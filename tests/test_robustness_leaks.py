@@ -23,9 +23,9 @@ import torch
 from _fuzz import DEEP
 from _robustness_helpers import FUSED_ENTRIES, fused_launches, shared_inputs
 
+import fdkit.cases as fdcases
 import kernels_cpu
 from fastdispatch import _core
-from fastdispatch.ops import testing
 
 if not os.path.exists("/proc/self/statm"):
     pytest.skip("resident set size is read from /proc/self/statm (Linux)", allow_module_level=True)
@@ -237,14 +237,14 @@ def test_launch_owner_chain_keeps_memory_flat():
 def _case(name, idx):
     seed = 0
     while True:
-        case = testing.make_case(name, seed, idx)
+        case = fdcases.make_case(name, seed, idx)
         if case.grid and case.grid[0] >= 2:
             return case
         seed += 1
 
 
 @pytest.mark.parametrize("idx", [torch.int32, torch.int64], ids=["int32", "int64"])
-@pytest.mark.parametrize("name", testing.KERNELS)
+@pytest.mark.parametrize("name", fdcases.KERNELS)
 def test_kernel_launches_keep_memory_flat(name, idx):
     impl = getattr(kernels_cpu, name)
     built = _case(name, idx).build()  # keeps the memcpy arena alive with its addresses
@@ -258,7 +258,7 @@ def test_kernel_launches_keep_memory_flat(name, idx):
     _check_flat(run, KERNEL_VALID_PER_DTYPE, [*tensors, kw, impl], f"{name} {idx}")
 
 
-@pytest.mark.parametrize("name", testing.KERNELS)
+@pytest.mark.parametrize("name", fdcases.KERNELS)
 def test_rejected_kernel_launches_keep_memory_flat(name):
     """Validation failures raise after acquiring buffers: nothing may stay behind."""
     impl = getattr(kernels_cpu, name)

@@ -2,7 +2,7 @@
 
 The kernels release the GIL around their loops, so launches from several Python threads really
 overlap (and, with OpenMP teams forced, each thread may lead its own team). For every kernel,
-cases (``fastdispatch.ops.testing``: valid random launches, outputs poisoned between canary
+cases (``fdkit.cases``: valid random launches, outputs poisoned between canary
 guards) are first launched one by one for the expected bytes. Then 8 threads, released together
 by a barrier, each launch every case several times into their *own* outputs; read-only inputs
 are either one set of tensors shared by all threads (``shared``) or per-thread copies
@@ -19,8 +19,8 @@ import pytest
 import torch
 from _robustness_helpers import FUSED_ENTRIES, fused_launches, shared_inputs
 
+import fdkit.cases as fdcases
 import kernels_cpu
-from fastdispatch.ops import testing
 
 THREADS = 8
 ROUNDS = 10
@@ -48,7 +48,7 @@ def _cases(name):
     cases = []
     for idx in (torch.int32, torch.int64):
         for seed in SEEDS:
-            cases.append(testing.make_case(name, seed, idx, scale="large"))
+            cases.append(fdcases.make_case(name, seed, idx, scale="large"))
     return cases
 
 
@@ -67,7 +67,7 @@ def _snapshot(compared):
 
 
 @pytest.mark.parametrize("inputs", ["shared", "private"])
-@pytest.mark.parametrize("name", testing.KERNELS)
+@pytest.mark.parametrize("name", fdcases.KERNELS)
 def test_kernel_from_8_threads_matches_serial(name, inputs, loops):
     impl = getattr(kernels_cpu, name)
     cases = _cases(name)
@@ -76,7 +76,7 @@ def test_kernel_from_8_threads_matches_serial(name, inputs, loops):
         kw, compared = case.build()
         impl(**kw)
         expected.append(_snapshot(compared))
-        assert not testing.guard_violations(case, compared), f"serial launch wrote a guard: {case}"
+        assert not fdcases.guard_violations(case, compared), f"serial launch wrote a guard: {case}"
 
     shared = [case.build()[0] if inputs == "shared" else None for case in cases]
     pristine = [
@@ -101,7 +101,7 @@ def test_kernel_from_8_threads_matches_serial(name, inputs, loops):
                     for buf, want in expected[i].items():
                         if not torch.equal(compared[buf], want):
                             failures.append(f"thread {t} round {r}: {cases[i]} differs in {buf}")
-                    if testing.guard_violations(cases[i], compared):
+                    if fdcases.guard_violations(cases[i], compared):
                         failures.append(f"thread {t} round {r}: {cases[i]} wrote a guard")
         except Exception as exc:  # noqa: BLE001 -- reported below, with the thread that raised
             barrier.abort()

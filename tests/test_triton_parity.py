@@ -1,9 +1,10 @@
 """Differential tests: each ``kernels_cpu`` kernel vs our Triton kernel under the interpreter.
 
-Every case (``fastdispatch.ops.testing.make_case``: random valid inputs, int32 and int64 index
+Every case (``fdkit.cases.make_case``: random valid inputs, int32 and int64 index
 buffers, poisoned outputs between canary guards) is launched three times on identical inputs:
 our Triton kernel interpreted (``TRITON_INTERPRET=1``), the ``kernels_cpu`` implementation
-(launched by name or positionally, alternately) and the naive reference in ``_ops_reference``.
+(launched by name or positionally, alternately) and the plain-torch reference
+(``fdkit.reference``).
 All outputs, in-place inputs and guards must be bit-identical, and no guard may change.
 
 The interpreter must be switched on before Triton decorates anything, so in an ordinary pytest
@@ -20,23 +21,14 @@ import xml.etree.ElementTree as ET
 import pytest
 from _triton_helpers import require_triton
 
+from kernels_cpu import VLLM_KERNELS
+
 INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
-KERNELS = (
-    "expand_kernel",
-    "rejection_greedy_sample_kernel",
-    "rejection_random_sample_kernel",
-    "sample_recovered_tokens_kernel",
-    "eagle_step_slot_mapping_metadata_kernel",
-    "eagle_prepare_inputs_padded_kernel",
-    "eagle_prepare_next_token_padded_kernel",
-    "copy_and_expand_eagle_inputs_kernel",
-    "copy_and_expand_dflash_inputs_kernel",
-    "compute_slot_mapping_kernel",
-    "batch_memcpy_kernel",
-)
+# The 11 kernels, from the kernel table (tests/test_contracts.py checks the table itself).
+KERNELS = tuple(VLLM_KERNELS)
 EXAMPLES = int(os.environ.get("FASTDISPATCH_PARITY_EXAMPLES", "25"))
 
 if INTERPRETED:
@@ -44,15 +36,17 @@ if INTERPRETED:
     from hypothesis import HealthCheck, given
     from hypothesis import strategies as st
 
+    import fdkit.cases as fdcases
     import kernels_cpu
-    from fastdispatch.ops import testing, triton_kernels
+    from fastdispatch.ops import triton_kernels
 
     sys.path.insert(0, HERE)
     import random
 
     from _fuzz import fuzz_settings  # noqa: E402
     from _layouts import relayout  # noqa: E402
-    from _ops_reference import REFERENCES  # noqa: E402
+
+    from fdkit.reference import REFERENCES  # noqa: E402
 
     def _launch_cpu(name, case, kwargs, positional):
         impl = getattr(kernels_cpu, name)
@@ -67,7 +61,7 @@ if INTERPRETED:
         positionally) and the reference; with ``relayout_seed`` the first two get the case's
         tensors re-shaped (the reference keeps the canonical layout). Every compared buffer,
         guards included, must be bit-identical to the reference's, and no guard written."""
-        case = testing.make_case(name, seed, getattr(torch, idx))
+        case = fdcases.make_case(name, seed, getattr(torch, idx))
         kernel = triton_kernels.kernel(name)
         assert type(kernel).__name__ == "InterpretedFunction"
         tri_kw, tri = case.build()
@@ -80,14 +74,14 @@ if INTERPRETED:
         if all(case.grid):
             kernel[case.grid](**tri_kw)
         _launch_cpu(name, case, cpu_kw, positional=seed % 2 == 1)
-        REFERENCES[name](case.grid, **ref_kw)
+        REFERENCES[name](**ref_kw)
         for label, bufs in (("triton", tri), ("kernels_cpu", cpu)):
             for buf in ref:
                 assert torch.equal(bufs[buf], ref[buf]), (
                     f"{case} ({how}): {label} differs from the reference in {buf}\n"
                     f"{label}: {bufs[buf].tolist()}\nref: {ref[buf].tolist()}"
                 )
-            assert not testing.guard_violations(case, bufs), f"{label} wrote a guard: {case}"
+            assert not fdcases.guard_violations(case, bufs), f"{label} wrote a guard: {case}"
 
     _settings = dict(deadline=None, database=None, suppress_health_check=list(HealthCheck))
 

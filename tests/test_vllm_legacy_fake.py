@@ -139,7 +139,7 @@ def run():
     idx = torch.full((2,), -7, dtype=torch.int32)
     rej = torch.full((2,), -7, dtype=torch.int32)
     proposer.prepare(cu2, valid, qsl, idx, rej)
-    from kernels_cpu.reference import spec_decode as ref
+    from fdkit.reference import spec_decode as ref
     ridx, rrej = torch.full((2,), -7, dtype=torch.int32), torch.full((2,), -7, dtype=torch.int32)
     ref.eagle_prepare_inputs_padded_kernel(cu2, valid, qsl, ridx, rrej, 2)
     return {"expand": y, "indices": idx.tolist(), "rejected": rej.tolist(),

@@ -298,7 +298,10 @@ mkdir -p "$R/work/dist"
 # So setup.py's own cythonize() runs here first, natively, with the test layer's Cython (its pure
 # Python modules; the aarch64 ones do not load here); the build in the root finds the .c files up
 # to date and compiles them.
-(cd "$R/work/src" && PYTHONPATH=$TEST_LAYER PYTHONDONTWRITEBYTECODE=1 "$HOST_PY" setup.py -q --version) \
+# FASTDISPATCH_DEV_EXTENSIONS=1: the dev kit's fdkit/_floor.c too (built in place below, for the
+# tests; the wheel never compiles it).
+(cd "$R/work/src" && PYTHONPATH=$TEST_LAYER PYTHONDONTWRITEBYTECODE=1 FASTDISPATCH_DEV_EXTENSIONS=1 \
+    "$HOST_PY" setup.py -q --version) \
     > "$WORK/cythonize.log" 2>&1 || fail "cythonize on the host" "$WORK/cythonize.log"
 # -v: the compiler's command lines and diagnostics reach the log. DIST_EXTRA_CONFIG: setuptools'
 # extra configuration file, here for two compilers at once (build_ext --parallel).
@@ -325,6 +328,9 @@ fi
     && for so in $(cd /tmp/fastdispatch-whl.$$ && ls fastdispatch/*.so kernels_cpu/*.so); do
         cp "/tmp/fastdispatch-whl.$$/$so" "$so"; done; rm -rf /tmp/fastdispatch-whl.$$) \
     || fail "unpacking the wheel's extensions into the test tree"
+# The dev kit's instrument (fdkit._floor: tests/test_floor.py), which the wheel does not carry.
+in_root sh -c 'cd /work/src && FASTDISPATCH_EXTENSIONS=fdkit._floor /work/venv/bin/python setup.py -q build_ext --inplace' \
+    > "$WORK/build-fdkit.log" 2>&1 || fail "in-place build of fdkit._floor" "$WORK/build-fdkit.log"
 done_step "$(basename "$WHEEL") ($(du -k "$WHEEL" | cut -f1) KiB), $n_cc compile commands, -fopenmp on $n_omp"
 
 # ---- 7. smoke --------------------------------------------------------------------------------------
@@ -345,7 +351,11 @@ import fastdispatch
 import fastdispatch._core
 import kernels_cpu
 import kernels_cpu._sampling
-from kernels_cpu.reference import sampling as reference
+
+# The reference is the dev kit's (fdkit, not in the wheel): from the source tree, searched after
+# the venv so that nothing of the product can come from there.
+sys.path.append("/work/src")
+from fdkit.reference import sampling as reference
 
 assert platform.machine() == "aarch64", platform.machine()
 # --no-deps install (pip would otherwise add the layer's torch's own Triton requirement): the

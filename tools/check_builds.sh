@@ -12,7 +12,9 @@
 #                isolated build environment (pyproject's build requirements only: a file missing
 #                from the sdist fails the wheel build, and torch must not be needed to build).
 #   3. contents  the wheel holds every package source of the tree (.py, .pyx, .pxd, .pyi, py.typed)
-#                and one compiled extension per .pyx; the sdist holds the .pyx/.pxd sources,
+#                and one compiled extension per .pyx, and nothing but the product: top level only
+#                fastdispatch/, kernels_cpu/ and the dist-info, no fdkit, _floor, bench,
+#                reference or ops/testing file; the sdist holds the .pyx/.pxd sources,
 #                setup.py, pyproject.toml, MANIFEST.in, README.md, and no .so or generated .c.
 #   4. flags     every compile command in the build log: -O3 (or -O2), -ffp-contract=off, no
 #                -march=/-mtune=native, no -ffast-math/-Ofast; -fopenmp only on kernels_cpu
@@ -21,7 +23,8 @@
 #   5. wheel     a throwaway venv (no system site-packages) gets the pinned CPU torch and the
 #                wheel with its declared dependencies; from outside the tree: the modules load
 #                from that venv, the backend is compiled, and a launch through the whole path
-#                (op -> launch owner -> override -> kernels_cpu) matches the plain-torch reference.
+#                (op -> launch owner -> override -> kernels_cpu) matches the plain-torch reference
+#                (fdkit.reference, read from the source tree: the wheel does not carry it).
 #   6. no-OpenMP FASTDISPATCH_NO_OPENMP=1 build of a second copy (WORK/noomp); no -fopenmp in its
 #                log, no libgomp in its .so files, openmp_enabled() is False, and the kernel tests
 #                (tests/test_kernels_*.py, tests/test_fused_*.py, and the fork/thread robustness
@@ -191,6 +194,28 @@ for p in pyx:
 for n in whl:
     if n.endswith(".c") and n.startswith(packages):
         problems.append(f"wheel ships generated C {n}")
+# The product only: no dev kit (fdkit: case builders, references, the _floor instrument), no
+# bench, no test scaffolding -- under any name or path.
+for n in whl:
+    low = n.lower()
+    parts = low.split("/")
+    leaked = [
+        what
+        for what, hit in (
+            ("fdkit", "fdkit" in low),
+            ("_floor", "_floor" in parts[-1]),
+            ("bench", parts[0] == "bench" or "bench" in parts[:-1]),
+            ("reference", "reference" in low),
+            ("ops/testing", "ops/testing" in low),
+            ("tests", parts[0] in ("tests", "tools", "docs")),
+        )
+        if hit
+    ]
+    if leaked:
+        problems.append(f"wheel ships {n} ({', '.join(leaked)}: not part of the product)")
+tops = sorted({n.split("/")[0] for n in whl if not n.split("/")[0].endswith(".dist-info")})
+if tops != sorted(packages):
+    problems.append(f"wheel's top-level entries are {tops}, want exactly {sorted(packages)}")
 meta = [n for n in whl if n.endswith(".dist-info/entry_points.txt")]
 if not meta or b"fastdispatch.vllm:plugin" not in zipfile.ZipFile(wheel).read(meta[0]):
     problems.append("wheel metadata lacks the vllm.general_plugins entry point")
@@ -247,7 +272,7 @@ VPY=$WORK/venv/bin/python
     || fail "pip install of the wheel (with its dependencies)" "$WORK/venv.log"
 done_step
 step "smoke test of the installed wheel (OpenMP expected: $WHEEL_OMP)"
-(cd "$WORK" && PYTHONDONTWRITEBYTECODE=1 "$VPY" - "$WORK/venv" "$WHEEL_OMP" <<'PYSMOKE') \
+(cd "$WORK" && PYTHONDONTWRITEBYTECODE=1 "$VPY" - "$WORK/venv" "$WHEEL_OMP" "$WORK/src" <<'PYSMOKE') \
     > "$WORK/smoke.log" 2>&1 || fail "smoke test of the installed wheel" "$WORK/smoke.log"
 import importlib.metadata as md
 import importlib.util
@@ -255,14 +280,18 @@ import os
 import sys
 import warnings
 
-venv, omp_mode = sys.argv[1], sys.argv[2]
+venv, omp_mode, src = sys.argv[1], sys.argv[2], sys.argv[3]
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")  # torch, without numpy
 import torch
 import fastdispatch
 import fastdispatch._core
 import kernels_cpu
 import kernels_cpu._sampling
-from kernels_cpu.reference import sampling as reference
+
+# The reference is the dev kit's (fdkit, not in the wheel): from the source tree, searched after
+# the venv so that nothing of the product can come from there.
+sys.path.append(src)
+from fdkit.reference import sampling as reference
 
 for mod in (fastdispatch, fastdispatch._core, kernels_cpu, kernels_cpu._sampling):
     path = os.path.realpath(mod.__file__)

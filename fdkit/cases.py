@@ -8,12 +8,15 @@ compared exactly. Outputs are poisoned and sit between canary guards inside a la
 compared buffers include the guards, so an implementation that writes out of bounds differs.
 
 Used by ``tests/test_triton_parity.py`` (small cases, Triton interpreter) and
-``tools/gpu_parity.py`` (larger cases, native Triton on a GPU). Needs only torch.
+``tools/gpu_parity.py`` (larger cases, native Triton on a GPU), among others. Needs torch, and
+``kernels_cpu`` for the kernel table (:data:`KERNELS` is read from ``VLLM_KERNELS``).
 """
 
 import random
 
 import torch
+
+from kernels_cpu import VLLM_KERNELS
 
 __all__ = ["Case", "KERNELS", "make_case", "guard_violations", "POISON", "GUARD"]
 
@@ -22,19 +25,8 @@ POISON = -7777
 #: Elements of canary guard on each side of every output buffer.
 GUARD = 3
 
-KERNELS = (
-    "expand_kernel",
-    "rejection_greedy_sample_kernel",
-    "rejection_random_sample_kernel",
-    "sample_recovered_tokens_kernel",
-    "eagle_step_slot_mapping_metadata_kernel",
-    "eagle_prepare_inputs_padded_kernel",
-    "eagle_prepare_next_token_padded_kernel",
-    "copy_and_expand_eagle_inputs_kernel",
-    "copy_and_expand_dflash_inputs_kernel",
-    "compute_slot_mapping_kernel",
-    "batch_memcpy_kernel",
-)
+#: The 11 kernels (contract names), in the order of the kernel table ``kernels_cpu.VLLM_KERNELS``.
+KERNELS = tuple(VLLM_KERNELS)
 
 
 def _next_pow2(n):
@@ -656,6 +648,13 @@ _GENERATORS = {
     "compute_slot_mapping_kernel": _case_slot_mapping,
     "batch_memcpy_kernel": _case_memcpy,
 }
+
+
+if set(_GENERATORS) != set(KERNELS):  # a kernel added to the table needs a case generator
+    raise ImportError(
+        f"fdkit.cases: generators {sorted(_GENERATORS)} do not match the kernel table "
+        f"{sorted(KERNELS)}"
+    )
 
 
 def make_case(kernel, seed, idx_dtype=torch.int32, scale="small"):

@@ -1,4 +1,4 @@
-"""Types of ``fastdispatch._floor``: measuring instruments for launch overhead (no twin)."""
+"""Types of ``fdkit._floor``: measuring instruments for launch overhead (no twin)."""
 
 from collections.abc import Callable
 from typing import Any
