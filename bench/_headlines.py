@@ -61,52 +61,47 @@ def headlines(doc: dict) -> list:
             }
         )
 
+    # (label, numerator key, denominator key, goal, kind) of the two launch groups
     ov, ch = "launch/override/", "launch/owner_chain/"
-    add(
-        "compiled override[grid](**kw) vs direct call",
-        ov + "compiled",
-        ov + "direct",
-        "≤ 2x",
-        kind="x",
-    )
-    add(
-        "floor (C launcher doing no binding work) vs direct call",
-        ov + "floor",
-        ov + "direct",
-        "context: no launcher can go below",
-        kind="x",
-    )
-    add(
-        "compiled override vs the floor",
-        ov + "compiled",
-        ov + "floor",
-        "context: our own share of a launch",
-        kind="x",
-    )
-    add(
-        "compiled override, keys built at run time, vs the floor",
-        ov + "compiled_runtime_keys",
-        ov + "floor",
-        "≤ 1.10x",
-        kind="x",
-    )
-    add("compiled override vs pure-Python twin", ov + "twin", ov + "compiled", "≥ 15x faster")
-    add("compiled override vs vLLM KernelOverride", ov + "vllm", ov + "compiled", "≥ 15x faster")
-    add(
-        "owner chain (compiled) vs direct call",
-        ch + "compiled",
-        ch + "direct",
-        "≤ 10x",
-        kind="x",
-    )
-    add(
-        "owner chain (compiled) vs its dispatch fn alone",
-        ch + "compiled",
-        ch + "dispatch_only",
-        "context: the dispatch fn is the caller's",
-        kind="x",
-    )
-    add("owner chain: ours (compiled) vs vLLM's", ch + "vllm", ch + "compiled", "faster")
+    for label, num, den, goal, kind in (
+        ("compiled override[grid](**kw) vs direct call", "compiled", "direct", "≤ 2x", "x"),
+        (
+            "floor (C launcher doing no binding work) vs direct call",
+            "floor",
+            "direct",
+            "context: no launcher can go below",
+            "x",
+        ),
+        (
+            "compiled override vs the floor",
+            "compiled",
+            "floor",
+            "context: our own share of a launch",
+            "x",
+        ),
+        (
+            "compiled override, keys built at run time, vs the floor",
+            "compiled_runtime_keys",
+            "floor",
+            "≤ 1.10x",
+            "x",
+        ),
+        ("compiled override vs pure-Python twin", "twin", "compiled", "≥ 15x faster", "faster"),
+        ("compiled override vs vLLM KernelOverride", "vllm", "compiled", "≥ 15x faster", "faster"),
+    ):
+        add(label, ov + num, ov + den, goal, kind)
+    for label, num, den, goal, kind in (
+        ("owner chain (compiled) vs direct call", "compiled", "direct", "≤ 10x", "x"),
+        (
+            "owner chain (compiled) vs its dispatch fn alone",
+            "compiled",
+            "dispatch_only",
+            "context: the dispatch fn is the caller's",
+            "x",
+        ),
+        ("owner chain: ours (compiled) vs vLLM's", "vllm", "compiled", "faster", "faster"),
+    ):
+        add(label, ch + num, ch + den, goal, kind)
     for label, gid, goal in (
         (
             "greedy kernel B4: kernels_cpu vs vLLM shim",

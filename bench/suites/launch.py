@@ -65,19 +65,15 @@ def _impl10(a, b, c, d, e, f, g, h, i, j):
     return None
 
 
-def _impl10_named(
-    out_ptr,
-    in_ptr,
-    cu_ptr,
-    draft_ptr,
-    probs_ptr,
-    bonus_ptr,
-    uniform_ptr,
-    max_spec_len,
-    vocab_size,
-    BLOCK_SIZE,
-):
-    return None
+def _noop_named_like(fn):
+    """A no-op whose parameters are ``fn``'s (so it can be called with the launch's kwargs)."""
+    names = fn.__code__.co_varnames[: fn.__code__.co_argcount]
+    ns = {}
+    exec(f"def {fn.__name__}_noop({', '.join(names)}):\n    return None\n", ns)
+    return ns[f"{fn.__name__}_noop"]
+
+
+_impl10_named = _noop_named_like(_kernel10)
 
 
 def expand_like_kernel(
@@ -111,6 +107,12 @@ def _fastdispatch_modules():
     return fd, backend, twin, twin_reason
 
 
+def _stmt_case(stmt: str, note: str, namespace):
+    """Make a case timing ``stmt``; ``namespace()`` is called when the row is built (so an
+    :class:`Unavailable` it raises becomes the row's reason)."""
+    return lambda: Case("", stmt=stmt, namespace=namespace(), meta={"note": note})
+
+
 def _override_group(ctx) -> Built:
     import torch
 
@@ -121,20 +123,18 @@ def _override_group(ctx) -> Built:
     b = Built(info={"launch_kwargs": N_KW, "forward": "positional (impl names differ)"})
     b.add(
         DIRECT,
-        lambda: Case(
-            DIRECT,
-            stmt="impl(*args)",
-            namespace={"impl": _impl10, "args": args},
-            meta={"note": "impl(*args) with the same 10 values"},
+        _stmt_case(
+            "impl(*args)",
+            "impl(*args) with the same 10 values",
+            lambda: {"impl": _impl10, "args": args},
         ),
     )
     b.add(
         DIRECT_KW,
-        lambda: Case(
-            "",
-            stmt="impl(**kw)",
-            namespace={"impl": _impl10_named, "kw": kw},
-            meta={"note": "the launch's call shape (a kwargs dict is built), no launcher"},
+        _stmt_case(
+            "impl(**kw)",
+            "the launch's call shape (a kwargs dict is built), no launcher",
+            lambda: {"impl": _impl10_named, "kw": kw},
         ),
     )
 
@@ -177,20 +177,18 @@ def _override_group(ctx) -> Built:
 
     b.add(
         FLOOR,
-        lambda: Case(
-            "",
-            stmt="nl[grid](**kw)",
-            namespace={"nl": floor_module().NullLauncher(_impl10, args), "grid": grid, "kw": kw},
-            meta={"note": "ignores kw, calls impl(*args) from C: the interpreter's part alone"},
+        _stmt_case(
+            "nl[grid](**kw)",
+            "ignores kw, calls impl(*args) from C: the interpreter's part alone",
+            lambda: {"nl": floor_module().NullLauncher(_impl10, args), "grid": grid, "kw": kw},
         ),
     )
     b.add(
         CALLER_ONLY,
-        lambda: Case(
-            "",
-            stmt="ns[grid](**kw)",
-            namespace={"ns": floor_module().NullSink(), "grid": grid, "kw": kw},
-            meta={"note": "subscript, kwargs copy and call; no impl is called"},
+        _stmt_case(
+            "ns[grid](**kw)",
+            "subscript, kwargs copy and call; no impl is called",
+            lambda: {"ns": floor_module().NullSink(), "grid": grid, "kw": kw},
         ),
     )
 
