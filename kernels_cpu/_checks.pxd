@@ -37,10 +37,11 @@ cdef inline int need_rows(str name, Py_ssize_t have, Py_ssize_t rows, Py_ssize_t
     return 0
 
 
-cdef inline int need_min(str name, int64_t value, int64_t low) except -1:
-    """An integer argument must be >= ``low``."""
+cdef inline int need_min(str name, int64_t value, int64_t low, str low_name=None) except -1:
+    """An integer argument must be >= ``low`` (``low_name``: what ``low`` stands for)."""
     if value < low:
-        raise ValueError(expected(name, f">= {low}", value))
+        raise ValueError(expected(name, f">= {low}" if low_name is None
+                                  else f">= {low_name} = {low}", value))
     return 0
 
 
@@ -80,13 +81,76 @@ cdef inline Py_ssize_t last_with_drafts(IBuf cu, Py_ssize_t B) noexcept nogil:
     return last
 
 
+cdef inline Py_ssize_t first_decrease(IBuf b, Py_ssize_t n) noexcept nogil:
+    """Index of the first entry of ``b[0:n]`` smaller than its predecessor (or than 0 at i=0).
+
+    Returns -1 when ``b[0:n]`` is non-negative and non-decreasing -- the shape every offset
+    array (``query_start_loc``, inclusive cumulative counts) must have before a kernel may use
+    it to index memory.
+    """
+    cdef Py_ssize_t i
+    cdef int64_t prev = 0, v
+    for i in range(n):
+        v = iget(b, i)
+        if v < prev:
+            return i
+        prev = v
+    return -1
+
+
 cdef inline int order_error(str name, IBuf b, Py_ssize_t at) except -1:
     """Raise for offsets ``b`` whose entry ``at`` is negative (``at == 0``) or smaller than its
-    predecessor (what ``_tables.first_decrease`` finds)."""
+    predecessor (what ``first_decrease`` finds)."""
     if at == 0:
         raise ValueError(expected(name, "non-negative offsets", f"[0] = {iget(b, 0)}"))
     raise ValueError(expected(name, "non-decreasing offsets",
                               f"[{at - 1}] = {iget(b, at - 1)}, [{at}] = {iget(b, at)}"))
+
+
+cdef enum:
+    OFFSETS_OK = 0
+    OFFSETS_ORDER = 1     # an entry below its predecessor (the first one: below 0)
+    OFFSETS_TOTAL = 2     # the last entry beyond the total it may reach
+
+
+cdef inline int bounded_offsets(IBuf b, Py_ssize_t n, int64_t total,
+                                Py_ssize_t* at) noexcept nogil:
+    """Verdict on offsets ``b[0:n]``: non-negative, non-decreasing and ending at most at
+    ``total`` (``OFFSETS_OK``), else the ``OFFSETS_*`` code with the offending entry in ``at``;
+    ``offsets_error`` raises for it."""
+    cdef Py_ssize_t r = first_decrease(b, n)
+    if r >= 0:
+        at[0] = r
+        return OFFSETS_ORDER
+    if n > 0 and iget(b, n - 1) > total:
+        at[0] = n - 1
+        return OFFSETS_TOTAL
+    return OFFSETS_OK
+
+
+cdef inline int offsets_error(int bad, str name, IBuf b, Py_ssize_t at, str total_name,
+                              int64_t total) except -1:
+    """Raise for a ``bounded_offsets`` verdict other than ``OFFSETS_OK``."""
+    if bad == OFFSETS_ORDER:
+        order_error(name, b, at)
+    if bad == OFFSETS_TOTAL:
+        raise ValueError(expected(f"{name}[{at}]", f"<= {total_name} = {total}", iget(b, at)))
+    return 0
+
+
+cdef inline int need_table_rows(str name, Py_ssize_t have, Py_ssize_t need, str why) except -1:
+    """A table (``_tables.Rows``) must have at least ``need`` rows."""
+    if have < need:
+        raise ValueError(expected(name, f"at least {need} rows ({why})", have))
+    return 0
+
+
+cdef inline int need_within(str name, int64_t value, int64_t low, int64_t high,
+                            str high_name) except -1:
+    """An integer argument must lie in ``[low, high]`` (``high_name`` says what ``high`` is)."""
+    if value < low or value > high:
+        raise ValueError(expected(name, f"a value in [{low}, {high_name} = {high}]", value))
+    return 0
 
 
 cdef struct Extent:

@@ -23,10 +23,14 @@ cdef extern from "Python.h":
     const Py_ssize_t PY_SSIZE_T_MAX
 
 from kernels_cpu._buffers cimport IBuf, iget, iset, check_index
+from kernels_cpu._checks cimport (
+    OFFSETS_ORDER, OFFSETS_TOTAL, bounded_offsets, expected, first_decrease, need_count,
+    need_min, need_table_rows, need_within, offsets_error, order_error,
+)
 from kernels_cpu._parallel cimport threads_for
 from kernels_cpu._tables cimport (
-    Rows, as_flag, as_int, check_rows, first_decrease, need_bool, need_index, need_positions,
-    pow2_shift, run_rows,
+    Rows, as_flag, as_int, check_rows, need_bool, need_index, need_positions, pow2_shift,
+    run_rows,
 )
 
 
@@ -102,14 +106,11 @@ def eagle_step_slot_mapping_metadata_kernel(
     cdef Py_ssize_t grid, r, n_out
     cdef Py_ssize_t shape[1]
     a.batch = as_int(batch_size, "batch_size")
-    if a.batch < 0:
-        raise ValueError(f"batch_size must be >= 0, got {a.batch}")
+    need_min("batch_size", a.batch, 0)
     a.block_size = as_int(block_size, "block_size")
-    if a.block_size < 1:
-        raise ValueError(f"block_size must be >= 1, got {a.block_size}")
+    need_min("block_size", a.block_size, 1)
     a.max_model_len = as_int(max_model_len, "max_model_len")
-    if a.max_model_len < 1:
-        raise ValueError(f"max_model_len must be >= 1, got {a.max_model_len}")
+    need_min("max_model_len", a.max_model_len, 1)
     a.n_blocks = as_int(n_blocks_per_req, "n_blocks_per_req")
     a.pad = as_int(PAD_ID, "PAD_ID")
     a.pos = need_index(positions_ptr, "positions_ptr", a.batch)
@@ -118,20 +119,15 @@ def eagle_step_slot_mapping_metadata_kernel(
     a.out_pos = need_index(out_clamped_positions_ptr, "out_clamped_positions_ptr", a.batch)
     a.out_slot = check_index(out_slot_mapping_ptr, "out_slot_mapping_ptr", -1, shape)
     grid = shape[0]
-    if grid < a.batch:
-        raise ValueError(f"out_slot_mapping_ptr has {grid} elements, needs at least "
-                         f"batch_size={a.batch}")
+    need_count("out_slot_mapping_ptr", grid, a.batch, "batch_size")
     if a.batch > 0:
-        if a.bt.rows < a.batch:
-            raise ValueError(f"block_table_ptr has {a.bt.rows} rows, needs batch_size={a.batch}")
-        if a.n_blocks < 1 or a.n_blocks > a.bt.cols:
-            raise ValueError(f"n_blocks_per_req={a.n_blocks} must be in [1, "
-                             f"block_table_ptr.shape[1]={a.bt.cols}]")
+        need_table_rows("block_table_ptr", a.bt.rows, a.batch, "batch_size")
+        need_within("n_blocks_per_req", a.n_blocks, 1, a.bt.cols, "block_table_ptr.shape[1]")
     with nogil:
         r = _step_check(&a)
     if r >= 0:
-        raise IndexError(f"positions_ptr[{r}]={iget(a.pos, r)} is below -1: its next position "
-                         f"would index block table row {r} at a negative block")
+        raise IndexError(expected(f"positions_ptr[{r}]", f"a position >= -1 (its next position "
+                                  f"indexes block table row {r})", iget(a.pos, r)))
     cdef int nthreads = threads_for(grid * 8)
     with nogil:
         run_rows(_step_row, &a, grid, nthreads)
@@ -184,8 +180,7 @@ def eagle_prepare_inputs_padded_kernel(
     cdef PrepArgs a
     cdef Py_ssize_t n = as_int(num_reqs, "num_reqs")
     cdef Py_ssize_t bad_cu, bad_q
-    if n < 0:
-        raise ValueError(f"num_reqs must be >= 0, got {n}")
+    need_min("num_reqs", n, 0)
     a.cu = need_index(cu_num_draft_tokens_ptr, "cu_num_draft_tokens_ptr", n)
     a.valid = need_index(valid_sampled_tokens_count_ptr, "valid_sampled_tokens_count_ptr", n)
     a.qsl = need_index(query_start_loc_gpu_ptr, "query_start_loc_gpu_ptr", n + 1)
@@ -195,11 +190,9 @@ def eagle_prepare_inputs_padded_kernel(
         bad_cu = first_decrease(a.cu, n)
         bad_q = first_decrease(a.qsl, n + 1)
     if bad_cu >= 0:
-        raise ValueError(f"cu_num_draft_tokens_ptr must be non-negative and non-decreasing "
-                         f"(entry {bad_cu})")
+        order_error("cu_num_draft_tokens_ptr", a.cu, bad_cu)
     if bad_q >= 0:
-        raise ValueError(f"query_start_loc_gpu_ptr must be non-negative and non-decreasing "
-                         f"(entry {bad_q})")
+        order_error("query_start_loc_gpu_ptr", a.qsl, bad_q)
     cdef int nthreads = threads_for(n * 4)
     with nogil:
         run_rows(_prep_row, &a, n, nthreads)
@@ -252,20 +245,20 @@ def eagle_prepare_next_token_padded_kernel(
     """
     cdef NextArgs a
     cdef Py_ssize_t n = as_int(num_reqs, "num_reqs")
-    if n < 0:
-        raise ValueError(f"num_reqs must be >= 0, got {n}")
+    need_min("num_reqs", n, 0)
     a.width = as_int(num_sampled_tokens_per_req, "num_sampled_tokens_per_req")
     a.vocab = as_int(vocab_size, "vocab_size")
     a.sampled = check_rows(sampled_token_ids_ptr, "sampled_token_ids_ptr",
                            stride_sampled_token_ids, "stride_sampled_token_ids")
-    if a.width < 0 or (n > 0 and a.width > a.sampled.cols):
-        raise ValueError(f"num_sampled_tokens_per_req={a.width} must be in [0, "
-                         f"sampled_token_ids_ptr.shape[1]={a.sampled.cols}]")
-    if a.sampled.rows < n:
-        raise ValueError(f"sampled_token_ids_ptr has {a.sampled.rows} rows, needs num_reqs={n}")
-    if BLOCK_SIZE_TOKENS is not None and as_int(BLOCK_SIZE_TOKENS, "BLOCK_SIZE_TOKENS") < a.width:
-        raise ValueError(f"BLOCK_SIZE_TOKENS={BLOCK_SIZE_TOKENS} does not cover "
-                         f"num_sampled_tokens_per_req={a.width}")
+    if n > 0:
+        need_within("num_sampled_tokens_per_req", a.width, 0, a.sampled.cols,
+                    "sampled_token_ids_ptr.shape[1]")
+    else:
+        need_min("num_sampled_tokens_per_req", a.width, 0)
+    need_table_rows("sampled_token_ids_ptr", a.sampled.rows, n, "num_reqs")
+    if BLOCK_SIZE_TOKENS is not None:
+        need_min("BLOCK_SIZE_TOKENS", as_int(BLOCK_SIZE_TOKENS, "BLOCK_SIZE_TOKENS"), a.width,
+                 "num_sampled_tokens_per_req")
     a.discard = <const uint8_t*>need_bool(discard_request_mask_ptr, "discard_request_mask_ptr", n)
     a.backup = need_index(backup_next_token_ids_ptr, "backup_next_token_ids_ptr", n)
     a.out_next = need_index(next_token_ids_ptr, "next_token_ids_ptr", n)
@@ -354,8 +347,8 @@ cdef void _eagle_row(const void* p, Py_ssize_t r) noexcept nogil:
 
 cdef enum EagleBad:
     EB_OK = 0
-    EB_QSL_ORDER
-    EB_QSL_TOTAL
+    EB_QSL_ORDER = OFFSETS_ORDER
+    EB_QSL_TOTAL = OFFSETS_TOTAL
     EB_QEL
     EB_EMPTY
     EB_NEG_OUT
@@ -365,13 +358,9 @@ cdef int _eagle_check(const EagleArgs* a, Py_ssize_t R, Py_ssize_t* at,
                       int64_t* max_end) noexcept nogil:
     cdef Py_ssize_t r
     cdef int64_t qs, nqs, qe, nvalid, start, total
-    r = first_decrease(a.qsl, R + 1)
-    if r >= 0:
-        at[0] = r
-        return EB_QSL_ORDER
-    if R >= 0 and iget(a.qsl, R) > a.total_in:
-        at[0] = R
-        return EB_QSL_TOTAL
+    cdef int bad = bounded_offsets(a.qsl, R + 1, a.total_in, at)
+    if bad:
+        return bad
     max_end[0] = 0
     for r in range(R):
         qe = iget(a.qel, r)
@@ -420,10 +409,8 @@ def copy_and_expand_eagle_inputs_kernel(
     a.par_id = as_int(parallel_drafting_token_id, "parallel_drafting_token_id")
     a.total_in = as_int(total_input_tokens, "total_input_tokens")
     a.P = as_int(num_padding_slots_per_request, "num_padding_slots_per_request")
-    if a.total_in < 0:
-        raise ValueError(f"total_input_tokens must be >= 0, got {a.total_in}")
-    if a.P < 0:
-        raise ValueError(f"num_padding_slots_per_request must be >= 0, got {a.P}")
+    need_min("total_input_tokens", a.total_in, 0)
+    need_min("num_padding_slots_per_request", a.P, 0)
     a.qel = check_index(query_end_loc_ptr, "query_end_loc_ptr", -1, shape)
     R = shape[0]
     a.qsl = need_index(query_start_loc_ptr, "query_start_loc_ptr", R + 1)
@@ -449,31 +436,25 @@ def copy_and_expand_eagle_inputs_kernel(
         n_map = 0
     with nogil:
         bad = _eagle_check(&a, R, &at, &max_end)
-    if bad == EB_QSL_ORDER:
-        raise ValueError(f"query_start_loc_ptr must be non-negative and non-decreasing "
-                         f"(entry {at})")
-    if bad == EB_QSL_TOTAL:
-        raise ValueError(f"query_start_loc_ptr[{at}]={iget(a.qsl, at)} exceeds "
-                         f"total_input_tokens={a.total_in}")
+    offsets_error(bad, "query_start_loc_ptr", a.qsl, at, "total_input_tokens", a.total_in)
     if bad == EB_QEL:
-        raise ValueError(f"query_end_loc_ptr[{at}]={iget(a.qel, at)} must lie in "
-                         f"[query_start_loc_ptr[{at}] - 1, query_start_loc_ptr[{at + 1}] - 1]")
+        raise ValueError(expected(f"query_end_loc_ptr[{at}]", f"a value in "
+                                  f"[query_start_loc_ptr[{at}] - 1, query_start_loc_ptr[{at + 1}]"
+                                  f" - 1]", iget(a.qel, at)))
     if bad == EB_EMPTY:
-        raise IndexError(f"query_start_loc_ptr: request {at} has output slots but no input "
-                         f"token to take its start position from")
+        raise IndexError(expected("query_start_loc_ptr", f"an input token to take request {at}'s "
+                                  f"start position from (it has output slots)", "none"))
     if bad == EB_NEG_OUT:
-        raise IndexError(f"out_input_ids_ptr: request {at} would be written at a negative index "
-                         f"(num_padding_slots_per_request={a.P} with shift_input_ids)")
+        raise IndexError(expected("out_input_ids_ptr", f"non-negative output indices "
+                                  f"(num_padding_slots_per_request = {a.P} with shift_input_ids)",
+                                  f"a negative one for request {at}"))
     for name, n in (("out_input_ids_ptr", n_ids), ("out_positions_ptr", n_pos),
                     ("out_is_rejected_token_mask_ptr", n_rej),
                     ("out_is_masked_token_mask_ptr", n_mask)):
-        if n < max_end:
-            raise ValueError(f"{name} has {n} elements, needs at least {max_end}")
+        need_count(name, n, max_end)
     if a.shift and R > 0:
         qsl_end = iget(a.qsl, R)
-        if n_map < qsl_end:
-            raise ValueError(f"out_hidden_state_mapping_ptr has {n_map} elements, needs at "
-                             f"least {qsl_end}")
+        need_count("out_hidden_state_mapping_ptr", n_map, qsl_end)
     cdef int nthreads = threads_for(max_end + R)
     with nogil:
         run_rows(_eagle_row, &a, R, nthreads)
@@ -554,8 +535,8 @@ cdef void _dflash_row(const void* p, Py_ssize_t r) noexcept nogil:
 
 cdef enum DflashBad:
     DB_OK = 0
-    DB_QSL_ORDER
-    DB_QSL_TOTAL
+    DB_QSL_ORDER = OFFSETS_ORDER
+    DB_QSL_TOTAL = OFFSETS_TOTAL
     DB_LAST
     DB_NEG_POS
     DB_BLOCK
@@ -565,13 +546,9 @@ cdef int _dflash_check(const DflashArgs* a, Py_ssize_t R, Py_ssize_t* at,
                        int64_t* val) noexcept nogil:
     cdef Py_ssize_t r
     cdef int64_t i, pos, last, last_pos
-    r = first_decrease(a.qsl, R + 1)
-    if r >= 0:
-        at[0] = r
-        return DB_QSL_ORDER
-    if iget(a.qsl, R) > a.total_in:
-        at[0] = R
-        return DB_QSL_TOTAL
+    cdef int bad = bounded_offsets(a.qsl, R + 1, a.total_in, at)
+    if bad:
+        return bad
     for r in range(R):
         for i in range(iget(a.qsl, r), iget(a.qsl, r + 1)):
             pos = iget(a.tpos, i)
@@ -632,28 +609,23 @@ def copy_and_expand_dflash_inputs_kernel(
     a.Q = as_int(num_query_per_req, "num_query_per_req")
     a.S = as_int(num_speculative_tokens, "num_speculative_tokens")
     a.total_in = as_int(total_input_tokens, "total_input_tokens")
-    if a.block_size < 1:
-        raise ValueError(f"block_size must be >= 1, got {a.block_size}")
-    if a.Q < 0:
-        raise ValueError(f"num_query_per_req must be >= 0, got {a.Q}")
-    if a.S < 0 or a.S < a.Q - 1:
-        raise ValueError(f"num_speculative_tokens={a.S} must be >= max(num_query_per_req - 1, 0)")
-    if a.total_in < 0:
-        raise ValueError(f"total_input_tokens must be >= 0, got {a.total_in}")
+    need_min("block_size", a.block_size, 1)
+    need_min("num_query_per_req", a.Q, 0)
+    need_min("num_speculative_tokens", a.S, max(a.Q - 1, 0), "max(num_query_per_req - 1, 0)")
+    need_min("total_input_tokens", a.total_in, 0)
     a.qsl = check_index(query_start_loc_ptr, "query_start_loc_ptr", -1, shape)
+    need_count("query_start_loc_ptr", shape[0], 1, "num_reqs + 1")
     R = shape[0] - 1
-    if R < 0:
-        raise ValueError("query_start_loc_ptr must have num_reqs + 1 >= 1 elements")
     a.next = need_index(next_token_ids_ptr, "next_token_ids_ptr", R)
     a.tpos = need_positions(target_positions_ptr, "target_positions_ptr", a.total_in)
     a.bt = check_rows(block_table_ptr, "block_table_ptr", block_table_stride, "block_table_stride")
-    if R > 0 and a.bt.rows < R:
-        raise ValueError(f"block_table_ptr has {a.bt.rows} rows, needs num_reqs={R}")
-    if a.bt.stride < 1:
-        raise ValueError(f"block_table_stride must be >= 1, got {a.bt.stride}")
+    if R > 0:
+        need_table_rows("block_table_ptr", a.bt.rows, R, "num_reqs")
+    need_min("block_table_stride", a.bt.stride, 1)
     if a.has_rej:
         if num_rejected_tokens_ptr is None or isinstance(num_rejected_tokens_ptr, int):
-            raise TypeError("num_rejected_tokens_ptr must be a tensor when HAS_NUM_REJECTED")
+            raise TypeError(expected("num_rejected_tokens_ptr", "a tensor when HAS_NUM_REJECTED",
+                                     type(num_rejected_tokens_ptr).__name__))
         a.rej = need_index(num_rejected_tokens_ptr, "num_rejected_tokens_ptr", R)
     else:
         a.rej = a.next
@@ -668,27 +640,24 @@ def copy_and_expand_dflash_inputs_kernel(
     a.bs_shift = pow2_shift(a.block_size)
     with nogil:
         bad = _dflash_check(&a, R, &at, &val)
-    if bad == DB_QSL_ORDER:
-        raise ValueError(f"query_start_loc_ptr must be non-negative and non-decreasing "
-                         f"(entry {at})")
-    if bad == DB_QSL_TOTAL:
-        raise ValueError(f"query_start_loc_ptr[{at}]={iget(a.qsl, at)} exceeds "
-                         f"total_input_tokens={a.total_in}")
+    offsets_error(bad, "query_start_loc_ptr", a.qsl, at, "total_input_tokens", a.total_in)
     if bad == DB_NEG_POS:
-        raise IndexError(f"target_positions_ptr[{at}]={iget(a.tpos, at)} gives a negative "
-                         f"position or overflows")
+        raise IndexError(expected(f"target_positions_ptr[{at}]", "a position that gives "
+                                  "non-negative query positions without overflow",
+                                  iget(a.tpos, at)))
     if bad == DB_BLOCK:
-        raise IndexError(f"block_table_ptr: position {val} of request {at} needs block "
-                         f"{val // a.block_size}, beyond the table's {a.bt.cols} columns")
+        raise IndexError(expected("block_table_ptr", f"a column for block {val // a.block_size} "
+                                  f"(position {val} of request {at})",
+                                  f"{a.bt.cols} columns"))
     if bad == DB_LAST:
-        raise IndexError(f"{'num_rejected_tokens_ptr' if a.has_rej else 'query_start_loc_ptr'}: "
-                         f"request {at}'s last accepted context token index {val} is outside "
-                         f"[0, total_input_tokens={a.total_in})")
+        raise IndexError(expected(
+            "num_rejected_tokens_ptr" if a.has_rej else "query_start_loc_ptr",
+            f"request {at}'s last accepted context token index in "
+            f"[0, total_input_tokens = {a.total_in})", val))
     ctx_total = iget(a.qsl, R)
     for name, t in (("out_context_positions_ptr", out_context_positions_ptr),
                     ("out_context_slot_mapping_ptr", out_context_slot_mapping_ptr)):
-        if t.numel() < ctx_total:
-            raise ValueError(f"{name}: expected at least {ctx_total} elements, got {t.numel()}")
+        need_count(name, t.numel(), ctx_total)
     cdef int nthreads = threads_for(ctx_total + R * a.Q)
     with nogil:
         run_rows(_dflash_row, &a, R, nthreads)

@@ -25,23 +25,6 @@ cdef int64_t as_int(object v, str name) except? -1
 cdef bint as_flag(object v, str name) except -1
 
 
-cdef inline Py_ssize_t first_decrease(IBuf b, Py_ssize_t n) noexcept nogil:
-    """Index of the first entry of ``b[0:n]`` smaller than its predecessor (or than 0 at i=0).
-
-    Returns -1 when ``b[0:n]`` is non-negative and non-decreasing -- the shape every offset
-    array (``query_start_loc``, inclusive cumulative counts) must have before a kernel may use
-    it to index memory.
-    """
-    cdef Py_ssize_t i
-    cdef int64_t prev = 0, v
-    for i in range(n):
-        v = iget(b, i)
-        if v < prev:
-            return i
-        prev = v
-    return -1
-
-
 cdef inline int pow2_shift(int64_t v) noexcept nogil:
     """``log2(v)`` when ``v`` (>= 1) is a power of two, else -1.
 

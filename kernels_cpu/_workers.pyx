@@ -15,10 +15,11 @@ from libc.string cimport memmove
 from kernels_cpu._buffers cimport (
     M_INT64, M_UINT64, IBuf, check_index, check_tensor, iget, iset
 )
-from kernels_cpu._parallel cimport threads_for
-from kernels_cpu._tables cimport (
-    Rows, as_int, check_rows, first_decrease, pow2_shift, row_fn, run_rows,
+from kernels_cpu._checks cimport (
+    expected, first_decrease, need_count, need_min, need_table_rows, order_error,
 )
+from kernels_cpu._parallel cimport threads_for
+from kernels_cpu._tables cimport Rows, as_int, check_rows, pow2_shift, row_fn, run_rows
 
 
 # Tokens per parallel chunk of compute_slot_mapping: requests are uneven (a prefill of thousands
@@ -204,45 +205,37 @@ cdef int _slot_prepare(
     a.rank = as_int(TOTAL_CP_RANK, "TOTAL_CP_RANK")
     a.inter = as_int(CP_KV_CACHE_INTERLEAVE_SIZE, "CP_KV_CACHE_INTERLEAVE_SIZE")
     a.pad = as_int(PAD_ID, "PAD_ID")
-    if nt < 0:
-        raise ValueError(f"num_tokens must be >= 0, got {nt}")
-    if a.kb < 1:
-        raise ValueError(f"KV_CACHE_BLOCK_SIZE must be >= 1, got {a.kb}")
-    if a.world < 1:
-        raise ValueError(f"TOTAL_CP_WORLD_SIZE must be >= 1, got {a.world}")
+    need_min("num_tokens", nt, 0)
+    need_min("KV_CACHE_BLOCK_SIZE", a.kb, 1)
+    need_min("TOTAL_CP_WORLD_SIZE", a.world, 1)
     if a.rank < 0 or a.rank >= a.world:
-        raise ValueError(f"TOTAL_CP_RANK={a.rank} must be in [0, TOTAL_CP_WORLD_SIZE={a.world})")
-    if a.inter < 1:
-        raise ValueError(f"CP_KV_CACHE_INTERLEAVE_SIZE must be >= 1, got {a.inter}")
+        raise ValueError(expected("TOTAL_CP_RANK",
+                                  f"a rank in [0, TOTAL_CP_WORLD_SIZE = {a.world})", a.rank))
+    need_min("CP_KV_CACHE_INTERLEAVE_SIZE", a.inter, 1)
     if <object>a.kb * a.world > INT64_MAX or <object>a.world * a.inter > INT64_MAX:
-        raise ValueError("KV_CACHE_BLOCK_SIZE, CP_KV_CACHE_INTERLEAVE_SIZE and TOTAL_CP_WORLD_SIZE "
-                         "overflow int64 when multiplied")
+        raise ValueError(expected("TOTAL_CP_WORLD_SIZE", "a size whose products with "
+                                  "KV_CACHE_BLOCK_SIZE and CP_KV_CACHE_INTERLEAVE_SIZE fit in "
+                                  "int64", a.world))
     a.qsl = check_index(query_start_loc_ptr, "query_start_loc_ptr", -1, shape)
+    need_count("query_start_loc_ptr", shape[0], 1, "num_reqs + 1")
     a.R = shape[0] - 1
-    if a.R < 0:
-        raise ValueError("query_start_loc_ptr must have num_reqs + 1 >= 1 elements")
     a.pos = check_index(positions_ptr, "positions_ptr", -1, shape)
     n_pos = shape[0]
     a.out = check_index(slot_mapping_ptr, "slot_mapping_ptr", -1, shape)
     n_out = shape[0]
     a.bt = check_rows(block_table_ptr, "block_table_ptr", block_table_stride, "block_table_stride")
-    if mnt > nt and mnt > n_out:
-        raise ValueError(f"slot_mapping_ptr has {n_out} elements, needs max_num_tokens={mnt}")
+    if mnt > nt:
+        need_count("slot_mapping_ptr", n_out, mnt, "max_num_tokens")
     with nogil:
         at = first_decrease(a.qsl, a.R + 1)
     if at >= 0:
-        raise ValueError(f"query_start_loc_ptr must be non-negative and non-decreasing "
-                         f"(entry {at})")
+        order_error("query_start_loc_ptr", a.qsl, at)
     a.first = iget(a.qsl, 0)
     a.last = iget(a.qsl, a.R)
-    if a.last > n_pos:
-        raise ValueError(f"positions_ptr has {n_pos} elements, query_start_loc_ptr[{a.R}] "
-                         f"needs {a.last}")
-    if a.last > n_out:
-        raise ValueError(f"slot_mapping_ptr has {n_out} elements, query_start_loc_ptr[{a.R}] "
-                         f"needs {a.last}")
-    if a.last > a.first and a.bt.rows < a.R:
-        raise ValueError(f"block_table_ptr has {a.bt.rows} rows, needs num_reqs={a.R}")
+    need_count("positions_ptr", n_pos, a.last, f"query_start_loc_ptr[{a.R}]")
+    need_count("slot_mapping_ptr", n_out, a.last, f"query_start_loc_ptr[{a.R}]")
+    if a.last > a.first:
+        need_table_rows("block_table_ptr", a.bt.rows, a.R, "num_reqs")
     a.kb_shift = pow2_shift(a.kb)
     a.limit = a.bt.cols * a.kb if a.bt.cols <= INT64_MAX // a.kb else INT64_MAX
     a.bs = a.kb
@@ -263,6 +256,16 @@ cdef void _slot_run(const SlotArgs* a, row_fn chunk, int64_t nt, int64_t mnt):
         while i < mnt:
             iset(a.out, i, a.pad)
             i += 1
+
+
+cdef int _slot_error(const SlotArgs* a, int bad, Py_ssize_t at, object block) except -1:
+    """Raise for a ``_slot_check*`` verdict other than ``SB_OK`` (``block``: the block the
+    position at ``at`` needs, for ``SB_BLOCK``)."""
+    cdef int64_t pos = iget(a.pos, at)
+    if bad == SB_NEG_POS:
+        raise IndexError(expected(f"positions_ptr[{at}]", "a position >= 0", pos))
+    raise IndexError(expected("block_table_ptr", f"a column for block {block} "
+                              f"(positions_ptr[{at}] = {pos})", f"{a.bt.cols} columns"))
 
 
 def compute_slot_mapping_kernel(
@@ -289,12 +292,8 @@ def compute_slot_mapping_kernel(
                   &nt, &mnt)
     with nogil:
         bad = _slot_check(&a, &at)
-    if bad == SB_NEG_POS:
-        raise IndexError(f"positions_ptr[{at}]={iget(a.pos, at)} is negative")
-    if bad == SB_BLOCK:
-        raise IndexError(f"block_table_ptr: positions_ptr[{at}]={iget(a.pos, at)} needs block "
-                         f"{iget(a.pos, at) // (a.kb * a.world)}, beyond the table's "
-                         f"{a.bt.cols} columns")
+    if bad != SB_OK:
+        _slot_error(&a, bad, at, iget(a.pos, at) // (a.kb * a.world))
     _slot_run(&a, _slot_chunk, nt, mnt)
 
 
@@ -324,10 +323,8 @@ def compute_slot_mapping_hybrid_kernel(
     cdef row_fn chunk
     bs = as_int(block_size, "block_size")
     bpk = as_int(BLOCKS_PER_KV_BLOCK, "BLOCKS_PER_KV_BLOCK")
-    if bs < 1:
-        raise ValueError(f"block_size must be >= 1, got {bs}")
-    if bpk < 0:
-        raise ValueError(f"BLOCKS_PER_KV_BLOCK must be >= 0, got {bpk}")
+    need_min("block_size", bs, 1)
+    need_min("BLOCKS_PER_KV_BLOCK", bpk, 0)
     _slot_prepare(&a, num_tokens, max_num_tokens, query_start_loc_ptr, positions_ptr,
                   block_table_ptr, block_table_stride, slot_mapping_ptr, KV_CACHE_BLOCK_SIZE,
                   TOTAL_CP_WORLD_SIZE, TOTAL_CP_RANK, CP_KV_CACHE_INTERLEAVE_SIZE, PAD_ID,
@@ -349,13 +346,10 @@ def compute_slot_mapping_hybrid_kernel(
         with nogil:
             bad = _slot_check_hybrid(&a, &at)
         chunk = _slot_chunk_hybrid
-    if bad == SB_NEG_POS:
-        raise IndexError(f"positions_ptr[{at}]={iget(a.pos, at)} is negative")
     if bad == SB_BLOCK:
         _local(&a, iget(a.pos, at), &vbi, &lbo)
-        raise IndexError(f"block_table_ptr: positions_ptr[{at}]={iget(a.pos, at)} needs block "
-                         f"{<object>vbi * a.bpk + lbo // a.bs}, beyond the table's "
-                         f"{a.bt.cols} columns")
+    if bad != SB_OK:
+        _slot_error(&a, bad, at, <object>vbi * a.bpk + lbo // a.bs)
     _slot_run(&a, chunk, nt, mnt)
 
 
@@ -374,6 +368,13 @@ cdef void _copy_row(const void* p, Py_ssize_t i) noexcept nogil:
     cdef int64_t n = iget(a.sizes, i)
     if n > 0:
         memmove(<void*><size_t>iget(a.dst, i), <const void*><size_t>iget(a.src, i), <size_t>n)
+
+
+cdef inline int _same_count(str name, Py_ssize_t have, Py_ssize_t n) except -1:
+    """One element per region: as many as ``src_ptrs``."""
+    if have != n:
+        raise ValueError(expected(name, f"{n} elements (one per src_ptrs region)", have))
+    return 0
 
 
 cdef IBuf _address_buffer(object t, str name, Py_ssize_t* n) except *:
@@ -411,19 +412,16 @@ def batch_memcpy_kernel(src_ptrs, dst_ptrs, sizes, BLOCK_SIZE=None):
     cdef int64_t total = 0
     a.src = _address_buffer(src_ptrs, "src_ptrs", &n)
     a.dst = _address_buffer(dst_ptrs, "dst_ptrs", &n_dst)
-    if n_dst != n:
-        raise ValueError(f"dst_ptrs has {n_dst} elements, src_ptrs has {n}")
+    _same_count("dst_ptrs", n_dst, n)
     a.sizes = check_index(sizes, "sizes", -1, shape)
-    if shape[0] != n:
-        raise ValueError(f"sizes has {shape[0]} elements, src_ptrs has {n}")
+    _same_count("sizes", shape[0], n)
     with nogil:
         bad = _copy_check(&a, n, &total)
     if bad >= 0:
         s = iget(a.sizes, bad)
-        if s < 0:
-            raise ValueError(f"sizes[{bad}]={s} is negative")
-        raise ValueError(f"{'src_ptrs' if iget(a.src, bad) == 0 else 'dst_ptrs'}[{bad}] is a null "
-                         f"address for a copy of {s} bytes")
+        need_min(f"sizes[{bad}]", s, 0)
+        raise ValueError(expected(f"{'src_ptrs' if iget(a.src, bad) == 0 else 'dst_ptrs'}[{bad}]",
+                                  f"a non-null address for a copy of {s} bytes", 0))
     cdef int nthreads = threads_for(total >> 3)
     with nogil:
         run_rows(_copy_row, &a, n, nthreads)
