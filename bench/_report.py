@@ -12,7 +12,9 @@ Top level::
     preset        "quick" | "default" | "full"
     filter        the --filter substring, or null
     settings      {preset, repeats, min_time_s, warmup_samples, noise_threshold, timer, threads}
-                  (threads: the --threads value, null = torch's default)
+                  (repeats/min_time_s: the preset's unless --repeats/--min-time; timer:
+                  "time.perf_counter_ns", or "time.process_time_ns" with --clock cpu; threads:
+                  the --threads value, null = torch's default)
     machine       {cpu_model, cpu_count, cpu_affinity, platform, machine, hostname_hash,
                    loadavg_start, loadavg_end}  (1-minute load averages around the run)
     interpreters  {"main": FACTS, "vllm-worker": FACTS or null}
@@ -24,15 +26,18 @@ Top level::
     groups        [GROUP, ...] in display order
     summary       {groups, rows, measured, unavailable, errors, noisy, wall_s}
     headlines     [{label, value, kind ("x": a ratio | "faster": a speed-up), goal, group, noisy,
-                    num, den, num_ns, den_ns}]  value = median(num row) / median(den row)
-                  ratios of two rows of one group that the project's goals are stated in
-                  (``bench/_headlines.py``); absent rows give no headline
+                    num, den, num_key, den_key, num_ns, den_ns}]
+                  value = median(num row) / median(den row): ratios of two rows of one group
+                  that the project's goals are stated in (``bench/_headlines.py``), the rows
+                  found by their keys (num/den: their display names); absent rows give no
+                  headline
     git           {commit, dirty} or null
 
 GROUP::
 
     id            e.g. "launch", "kernels/expand_kernel", "spec_decode/greedy/B16-k4-V32000"
-    suite         "launch" | "kernels" | "spec_decode" | "threads"
+    suite         "launch" | "kernels" | "vllm_entry" | "spec_decode" | "fused" | "threads" |
+                  "registration" | "engine"
     title         human-readable title
     params        suite-specific parameters (e.g. {"mode": "random", "B": 16, "k": 4, "V": 32000})
     interpreter   "main" | "vllm-worker" — which interpreter measured every row of this group

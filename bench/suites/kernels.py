@@ -6,7 +6,7 @@ kernel's argument order (how vLLM's ``KernelOverride`` forwards to its C++ shims
 vLLM passes (int32 outputs, offsets and draft ids; see ``bench/suites/_inputs.py``). The vLLM row
 is the shim in ``vllm.utils.cpu_triton_utils`` *including* its int32→int64 copies and copy-backs,
 because that is what a vLLM launch pays. Anchor: the plain-torch reference
-(``kernels_cpu.reference``); the ``vs vLLM`` column is the ratio to vLLM's shim.
+(``fdkit.reference``); the ``vs vLLM`` column is the ratio to vLLM's shim.
 
 Sizes: a decode step with ``B`` requests × ``K`` = 4 drafts, V = 32000, batch_memcpy with 64
 regions of 4 KiB. ``--full`` adds B = 64.
@@ -54,11 +54,11 @@ def reference_fn(name: str):
         mod = importlib.import_module(f"fdkit.reference.{where}")
     except Exception as exc:
         raise Unavailable(
-            f"kernels_cpu.reference.{where} not importable: {type(exc).__name__}: {exc}"
+            f"fdkit.reference.{where} not importable: {type(exc).__name__}: {exc}"
         ) from exc
     fn = getattr(mod, name, None)
     if fn is None:
-        raise Unavailable(f"kernels_cpu.reference.{where} has no {name}")
+        raise Unavailable(f"fdkit.reference.{where} has no {name}")
     return fn
 
 

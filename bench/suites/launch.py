@@ -6,12 +6,12 @@ Two groups, each anchored on a direct Python call of the same no-op with the sam
   parameter names differ from the kernel's (so every launch is reordered into positional
   arguments, as vLLM's C++ shims require): fastdispatch compiled (with literal keys, and with keys
   built at run time), fastdispatch's pure-Python twin, vLLM's ``KernelOverride``; and the floor
-  under all of them, ``fastdispatch._floor.NullLauncher``, a C launcher that ignores the launch
+  under all of them, ``fdkit._floor.NullLauncher``, a C launcher that ignores the launch
   kwargs and calls the no-op with the 10 values it stores: what the interpreter charges for the
   ``**kw`` call form and a call from C into a Python impl, with zero binding work (no correct
   launcher can be faster). Two more rows take the floor apart: ``impl(**kw)``, the no-op called
   directly with the same 10 keyword arguments (the call shape of a launch, no launcher), and
-  ``fastdispatch._floor.NullSink``, ``ns[grid](**kw)`` calling nothing (the caller's part alone:
+  ``fdkit._floor.NullSink``, ``ns[grid](**kw)`` calling nothing (the caller's part alone:
   subscript, kwargs copy, call).
 * ``launch/owner_chain`` — the whole path a vLLM launch takes: launch owner → dispatch function →
   binding plan (``x`` → ``x_ptr``) → override → no-op, for an ``expand_kernel``-shaped kernel:
@@ -172,7 +172,7 @@ def _override_group(ctx) -> Built:
         try:
             from fdkit import _floor
         except ImportError as exc:
-            raise Unavailable(f"fastdispatch._floor not built: {exc}") from exc
+            raise Unavailable(f"fdkit._floor not built: {exc}") from exc
         return _floor
 
     b.add(
