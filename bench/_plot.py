@@ -66,7 +66,7 @@ def _launch_panel(ax, doc):
         else "#7f8c8d"
         if "direct" in lab
         else "#bdc3c7"
-        if "floor" in lab
+        if "floor" in lab or "NullSink" in lab
         else "#e67e22"
         if "twin" in lab
         else "#2980b9"
