@@ -59,6 +59,11 @@ cdef inline void iset(IBuf b, Py_ssize_t i, int64_t v) noexcept nogil:
     else:
         (<int32_t*>b.ptr)[i] = <int32_t>v
 
+cdef inline str expected(str name, str what, object got):
+    """The one format of every ``kernels_cpu`` argument error, the argument first (numpy/torch
+    style): ``<name>: expected <what>, got <got>``. The shared checks are in ``_checks.pxd``."""
+    return f"{name}: expected {what}, got {got}"
+
 cdef int dtype_code(object dtype) noexcept
 cdef str dtype_name(int code)
 

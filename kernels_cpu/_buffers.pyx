@@ -201,8 +201,8 @@ cdef int _check_not_negated(object t, str name, int code) except -1:
     else:
         negated = t.is_neg()
     if negated:
-        raise ValueError(f"{name} is a lazily negated view (torch's neg bit): pass "
-                         f"{name}.resolve_neg()")
+        raise ValueError(expected(name, f"a tensor without torch's lazy neg bit (pass "
+                                  f"{name}.resolve_neg())", "a lazily negated view"))
     return 0
 
 
@@ -330,9 +330,9 @@ cdef int _view_kind(object t, str name, int mask, DLTensor* v) except -1:
     error paths read the tensor's attributes for their messages)."""
     cdef int code = _view_code(v.dtype)
     if code == DT_OTHER or not (mask & (1 << code)):
-        raise TypeError(f"{name} must have dtype {_allowed(mask)}, got {t.dtype}")
+        raise TypeError(expected(name, f"dtype {_allowed(mask)}", t.dtype))
     if v.device.device_type != kDLCPU:
-        raise ValueError(f"{name} must be a CPU tensor, got device {t.device}")
+        raise ValueError(expected(name, "a CPU tensor", f"device {t.device}"))
     return code
 
 
@@ -350,11 +350,11 @@ cdef char* _check_view(object t, str name, int mask, int ndim, int* code_out,
     cdef int64_t numel
     cdef int i
     if not _view_contiguous(v, &numel):
-        raise ValueError(f"{name} must be contiguous")
+        raise ValueError(expected(name, "a contiguous tensor", f"strides {t.stride()}"))
     _check_not_negated(t, name, code)
     if ndim >= 0:
         if v.ndim != ndim:
-            raise TypeError(f"{name} must be {ndim}-D, got shape {tuple(t.shape)}")
+            raise TypeError(expected(name, f"a {ndim}-D tensor", f"shape {tuple(t.shape)}"))
         for i in range(ndim):
             shape_out[i] = <Py_ssize_t>v.shape[i]
     else:
@@ -381,7 +381,8 @@ cdef char* _check_refused(object t, str name, int mask, int ndim, int* code_out,
     Py_XDECREF(value)
     Py_XDECREF(tb)
     _check_attrs(t, name, mask, ndim, code_out, shape_out)
-    raise ValueError(f"{name} cannot be read in place: {reason or 'refused by torch'}")
+    raise ValueError(expected(name, "a tensor torch lets a kernel read in place",
+                              reason or "refused by torch"))
 
 
 cdef char* _check_attrs(object t, str name, int mask, int ndim, int* code_out,
@@ -399,15 +400,16 @@ cdef char* _check_attrs(object t, str name, int mask, int ndim, int* code_out,
 
 cdef int _require_dense(object t, str name) except -1:
     if not isinstance(t, _Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        raise TypeError(expected(name, "a torch.Tensor", type(t).__name__))
     if t.layout is not _strided:
-        raise ValueError(f"{name} must be a dense strided tensor, got layout {t.layout}")
+        raise ValueError(expected(name, "a dense strided tensor", f"layout {t.layout}"))
     return 0
 
 
 cdef object _not_dense(str name, object exc):
     """torch gave up describing the tensor's buffer (a nested tensor, a sparse CSR one, ...)."""
-    return ValueError(f"{name} must be a dense strided tensor ({exc})")
+    return ValueError(expected(name, "a dense strided tensor",
+                               f"one torch cannot describe as such ({exc})"))
 
 
 cdef char* _check_attrs_dense(object t, str name, int mask, int ndim, int* code_out,
@@ -418,11 +420,11 @@ cdef char* _check_attrs_dense(object t, str name, int mask, int ndim, int* code_
     dtype = _get_dtype.get(t, _get_dtype.closure) if direct else t.dtype
     code = dtype_code(dtype)
     if code == DT_OTHER or not (mask & (1 << code)):
-        raise TypeError(f"{name} must have dtype {_allowed(mask)}, got {dtype}")
+        raise TypeError(expected(name, f"dtype {_allowed(mask)}", dtype))
     if not (_get_is_cpu.get(t, _get_is_cpu.closure) if direct else t.is_cpu):
-        raise ValueError(f"{name} must be a CPU tensor, got device {t.device}")
+        raise ValueError(expected(name, "a CPU tensor", f"device {t.device}"))
     if not (_is_contiguous(t, _no_args, NULL) if direct else t.is_contiguous()):
-        raise ValueError(f"{name} must be contiguous")
+        raise ValueError(expected(name, "a contiguous tensor", f"strides {t.stride()}"))
     _check_not_negated(t, name, code)
     if direct and (ndim == 1 or ndim < 0) and _get_ndim.get(t, _get_ndim.closure) == 1:
         # 1-D (asked for, or any ndim accepted): size(0), which is also numel, from the length
@@ -447,12 +449,12 @@ cdef int _check_shape(object t, str name, int ndim, bint direct, Py_ssize_t* sha
         try:
             shape = tuple(shape)
         except TypeError:
-            raise TypeError(f"{name}: expected a tensor whose shape is a sequence, got "
-                            f"{type(shape).__name__}") from None
+            raise TypeError(expected(name, "a tensor whose shape is a sequence",
+                                     type(shape).__name__)) from None
     n = PyTuple_GET_SIZE(shape)
     if ndim >= 0:
         if n != ndim:
-            raise TypeError(f"{name} must be {ndim}-D, got shape {tuple(shape)}")
+            raise TypeError(expected(name, f"a {ndim}-D tensor", f"shape {tuple(shape)}"))
         for i in range(n):
             shape_out[i] = <Py_ssize_t>(<object>PyTuple_GET_ITEM(shape, i))
     else:
@@ -481,7 +483,7 @@ cdef char* check_table(object t, str name, int mask, Py_ssize_t* shape_out,
             return _check_refused(t, name, mask, 2, code_out, shape_out)   # always raises
         code = _view_kind(t, name, mask, &view)
         if view.ndim != 2:
-            raise TypeError(f"{name} must be 2-D, got shape {tuple(t.shape)}")
+            raise TypeError(expected(name, "a 2-D tensor", f"shape {tuple(t.shape)}"))
         shape_out[0] = <Py_ssize_t>view.shape[0]
         shape_out[1] = <Py_ssize_t>view.shape[1]
         # torch calls an empty or one-row table contiguous whatever its strides say
@@ -489,8 +491,8 @@ cdef char* check_table(object t, str name, int mask, Py_ssize_t* shape_out,
             row_stride_out[0] = shape_out[1]
         else:
             if shape_out[1] > 1 and view.strides[1] != 1:
-                raise ValueError(f"{name} must have contiguous rows (stride(1) == 1), got "
-                                 f"strides {t.stride()}")
+                raise ValueError(expected(name, "contiguous rows (stride(1) == 1)",
+                                          f"strides {t.stride()}"))
             row_stride_out[0] = (shape_out[1] if shape_out[0] == 1
                                  else <Py_ssize_t>view.strides[0])
         if code_out != NULL:
@@ -509,12 +511,12 @@ cdef char* _check_table_attrs(object t, str name, int mask, Py_ssize_t* shape_ou
     cdef object strides
     code = dtype_code(t.dtype)
     if code == DT_OTHER or not (mask & (1 << code)):
-        raise TypeError(f"{name} must have dtype {_allowed(mask)}, got {t.dtype}")
+        raise TypeError(expected(name, f"dtype {_allowed(mask)}", t.dtype))
     if not t.is_cpu:
-        raise ValueError(f"{name} must be a CPU tensor, got device {t.device}")
+        raise ValueError(expected(name, "a CPU tensor", f"device {t.device}"))
     shape = t.shape
     if len(shape) != 2:
-        raise TypeError(f"{name} must be 2-D, got shape {tuple(shape)}")
+        raise TypeError(expected(name, "a 2-D tensor", f"shape {tuple(shape)}"))
     shape_out[0] = shape[0]
     shape_out[1] = shape[1]
     if t.is_contiguous():
@@ -522,8 +524,8 @@ cdef char* _check_table_attrs(object t, str name, int mask, Py_ssize_t* shape_ou
     else:
         strides = t.stride()
         if shape_out[1] > 1 and strides[1] != 1:
-            raise ValueError(f"{name} must have contiguous rows (stride(1) == 1), got "
-                             f"strides {strides}")
+            raise ValueError(expected(name, "contiguous rows (stride(1) == 1)",
+                                      f"strides {strides}"))
         row_stride_out[0] = strides[0]
     if code_out != NULL:
         code_out[0] = code
@@ -551,8 +553,8 @@ cdef char* check_rowed(object t, str name, int mask, Py_ssize_t row, str row_nam
     cdef Py_ssize_t shp[3]
     cdef char* p = check_tensor(t, name, mask, -2, code_out, shp)
     if shp[1] == 2 and shp[2] != row and shp[0] > 0:
-        raise ValueError(f"{name}: expected rows of {row_name} = {row} elements, got shape "
-                         f"{tuple(t.shape)}")
+        raise ValueError(expected(name, f"rows of {row_name} = {row} elements",
+                                  f"shape {tuple(t.shape)}"))
     numel_out[0] = shp[0]
     return p
 
@@ -632,7 +634,7 @@ def _inspect(t, str name="t", int mask=M_ANY, int ndim=-1):
     cdef Py_ssize_t shape[8]
     cdef int code = 0
     if ndim > 8:
-        raise ValueError("ndim > 8")
+        raise ValueError(expected("ndim", "<= 8", ndim))
     p = <intptr_t>check_tensor(t, name, mask, ndim, &code, shape)
     dims = tuple([shape[i] for i in range(ndim if ndim >= 0 else 1)])
     return code, dims, (p if p != <intptr_t>shape else 0)

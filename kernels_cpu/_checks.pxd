@@ -1,22 +1,17 @@
 # cython: language_level=3
 """The argument checks every kernel module shares, and the one place their messages are built.
 
-Message style (numpy/torch-like), the argument first: ``<argument>: expected <what>, got <what>``
-(``expected``), e.g. ``inv_q_ptr: expected at least 12 elements (a row of vocab_size = 4 per
-request with drafts), got 8`` or ``block_size: expected >= 1, got 0``. Every function here
-reads metadata or validated buffers only and raises before anything is written.
+Message style (numpy/torch-like), the argument first: ``<argument>: expected <what>, got <what>``,
+built by ``_buffers.expected`` (cimport it from here), e.g. ``bonus_token_ids_ptr: expected at
+least 2 elements (one per request), got 1`` or ``block_size: expected >= 1, got 0``. Every
+function here reads metadata or validated buffers only and raises before anything is written.
 
 All of them are ``cdef inline``: a module shares them by ``cimport`` (no runtime module behind
 this file, as for ``_philox.pxd``).
 """
 from libc.stdint cimport int64_t
 
-from kernels_cpu._buffers cimport IBuf, M_BOOL, check_index, check_tensor, iget
-
-
-cdef inline str expected(str name, str what, object got):
-    """The one message format: ``<name>: expected <what>, got <got>``."""
-    return f"{name}: expected {what}, got {got}"
+from kernels_cpu._buffers cimport IBuf, M_BOOL, check_index, check_tensor, expected, iget
 
 
 cdef inline int need_count(str name, Py_ssize_t have, Py_ssize_t need, str why=None) except -1:

@@ -92,7 +92,7 @@ def test_class_attribute_changes_are_seen():
 def test_empty_and_meta_tensors():
     out = torch.empty(0, dtype=torch.int32)
     expand_kernel(out, torch.empty(0, dtype=torch.int32), torch.empty(0, dtype=torch.int32), 0, 0)
-    with pytest.raises(ValueError, match="output_ptr must be a CPU tensor"):
+    with pytest.raises(ValueError, match="output_ptr: expected a CPU tensor"):
         expand_kernel(
             torch.empty(4, dtype=torch.int32, device="meta"),
             torch.tensor([1, 2], dtype=torch.int32),
