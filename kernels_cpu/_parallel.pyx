@@ -137,6 +137,8 @@ cdef extern from *:
 
 from libc.stdlib cimport malloc, free
 
+from kernels_cpu._buffers cimport expected
+
 cdef enum:
     MAX_TEAM = 256          # team sizes calibrated one by one; larger teams use the last one
     MIN_THRESHOLD = 1024    # never parallel below this, whatever the measurement says
@@ -205,7 +207,7 @@ def set_num_threads(n=None):
         _setting = 0
         return
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise ValueError(f"n must be a positive int or None, got {n!r}")
+        raise ValueError(expected("n", "a positive int or None", repr(n)))
     _setting = n
 
 
@@ -241,7 +243,7 @@ def set_parallel_threshold(work):
         _pinned = -1
         return
     if not isinstance(work, int) or isinstance(work, bool) or work < 0:
-        raise ValueError(f"work must be an int >= 0 or None, got {work!r}")
+        raise ValueError(expected("work", "an int >= 0 or None", repr(work)))
     _pinned = work
 
 
