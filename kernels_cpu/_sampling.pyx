@@ -708,8 +708,10 @@ cdef void _recover_all(const RecoverArgs* a, const score_t* inv_q, Py_ssize_t un
             _recover_unit(a, inv_q, u)
     else:
         # dynamic: a unit is tens of microseconds, and a thread that is descheduled (or slowed
-        # by a neighbour) then delays the launch by one unit, not by its whole static share
-        for u in prange(units, nogil=True, num_threads=nt, schedule="dynamic", chunksize=1):
+        # by a neighbour) then delays the launch by one unit, not by its whole static share.
+        # No chunksize: OpenMP's dynamic default is 1, and a chunksize temporary would be
+        # unused (a compiler warning) in a build without OpenMP.
+        for u in prange(units, nogil=True, num_threads=nt, schedule="dynamic"):
             _recover_unit(a, inv_q, u)
 
 
