@@ -1,24 +1,17 @@
-"""Pure-Python twin of ``fastdispatch._core``: the launch hot path, readable.
+"""Pure-Python twin of the compiled launch path: its hot path, readable.
 
-This module mirrors ``_core.pyx`` one-to-one -- same classes, same functions, same checks in the
-same order, same messages -- so that a reader can understand the compiled module from this one
-and the same tests run against both. It is the backend when the extension is missing or when
-``FASTDISPATCH_PURE_PYTHON=1`` is set.
+The compiled path is three modules by concept -- ``_override.pyx`` (``KernelOverride`` and its
+launcher), ``_plan.pyx`` (the binding plan and the per-site plan cache) and ``_owner.pyx`` (the
+launch owner and vLLM's ``launch``), gathered as ``fastdispatch._core`` -- and this module
+mirrors what runs on every launch there, step for step, same checks in the same order, so that a
+reader can understand the compiled code from this one and the same tests run against both. It is
+the backend when the extensions are missing or when ``FASTDISPATCH_PURE_PYTHON=1`` is set.
 
-What lives here (the parts of vLLM's ``triton_utils.dispatcher`` and of its launch owner that run
-on every launch):
-
-* :class:`KernelOverride` -- stands in for a Triton kernel; ``override[grid](**kwargs)`` routes a
-  launch keyed by the kernel's argument names to the impl, through a :class:`BindLayout` computed
-  once at construction (``_bindcheck``);
-* :func:`launch_binding_plan` -- which dispatch inputs bind to which kernel arguments
-  (``x`` -> ``x``/``x_ptr``/``X``/``X_PTR``) and which ``*_stride[_d]`` arguments come from tensors;
-* :func:`prepare_launch_kwargs` and :func:`launch_owner` -- vLLM's ``_prepare_launch_kwargs`` and
-  ``launch`` as free functions, so an integration can reuse them on foreign launch owners;
-* :class:`LaunchOwner` and :func:`kernel_dispatcher` -- our launch owner.
+Cold code is not mirrored but shared by both backends: the bind check (``_bindcheck``), the
+planner's rules and the dict-building launch (``_planner``), the owner's set-up
+(``_owner_setup``) and every error a launch raises (``_errors``). vLLM's owner glue has a twin of
+its own beside the compiled one (``_vllm_owner_py``).
 """
-
-import inspect
 
 from ._bindcheck import (
     MISSING,
@@ -28,6 +21,16 @@ from ._bindcheck import (
     kernel_arg_names,
     kernel_defaults,
 )
+from ._errors import (
+    LaunchArgumentError,
+    describe,
+    input_count_mismatch,
+    missing_arguments,
+    unexpected_arguments,
+)
+from ._owner_setup import dispatch_signature, dispatcher_factory
+from ._planner import launch_generic, plan_lookup, plan_rules, prepare_launch_kwargs, unpack_spec
+from ._vllm_owner_py import owner_call_method
 
 __all__ = [
     "KernelOverride",
@@ -50,20 +53,6 @@ _kernel_arg_names = kernel_arg_names
 _UNSET = object()
 
 
-class LaunchArgumentError(TypeError, RuntimeError):
-    """A launch's arguments do not fit the kernel (unexpected or missing names).
-
-    A ``TypeError`` (wrong call) and, for code written against vLLM -- whose override raises
-    ``RuntimeError`` for unexpected launch arguments -- also a ``RuntimeError``.
-    """
-
-
-def _describe(kernel):
-    return (
-        getattr(kernel, "__qualname__", None) or getattr(kernel, "__name__", None) or repr(kernel)
-    )
-
-
 class KernelOverride:
     """Stands in for a Triton kernel and routes launches to ``impl``.
 
@@ -81,9 +70,9 @@ class KernelOverride:
     def __init__(self, kernel, impl):
         arg_names = kernel_arg_names(kernel)
         kdefaults = kernel_defaults(kernel)
-        kernel_name = _describe(kernel)
+        kernel_name = describe(kernel)
         layout = bind_layout(
-            arg_names, impl, kdefaults, f"kernel {kernel_name!r} by impl {_describe(impl)!r}"
+            arg_names, impl, kdefaults, f"kernel {kernel_name!r} by impl {describe(impl)!r}"
         )
         self._impl = impl
         self.arg_names = arg_names
@@ -126,7 +115,7 @@ class KernelOverride:
         return self._impl(*args, **kwargs)
 
     def __repr__(self):
-        return f"<KernelOverride {self._kernel_name} -> {_describe(self._impl)}>"
+        return f"<KernelOverride {self._kernel_name} -> {describe(self._impl)}>"
 
     def __reduce__(self):
         raise TypeError("KernelOverride cannot be pickled: register the impl in each process")
@@ -172,11 +161,7 @@ class KernelOverride:
                     filled += 1
                 slots[s] = stride
         if unexpected is not None:
-            raise LaunchArgumentError(
-                f"Override for {self.__name__!r} (kernel {self._kernel_name!r}) received "
-                f"unexpected launch arguments: {unexpected}; kernel arguments are "
-                f"{list(self.arg_names)}"
-            )
+            raise unexpected_arguments(self.__name__, self._kernel_name, unexpected, self.arg_names)
         npos = self._npos
         if filled != self._nargs:
             defaults = self._slot_defaults
@@ -197,10 +182,7 @@ class KernelOverride:
                     else:
                         slots[s] = d
             if missing is not None:
-                raise LaunchArgumentError(
-                    f"Override for {self.__name__!r} (kernel {self._kernel_name!r}) is missing "
-                    f"launch arguments without a default: {missing}"
-                )
+                raise missing_arguments(self.__name__, self._kernel_name, missing)
             del slots[total:]
         if self._kwnames:
             return self._impl(*slots[:npos], **dict(zip(self._kwnames, slots[npos:])))
@@ -232,7 +214,8 @@ class LaunchBindingPlan:
 
     ``input_targets``: ``(input index, kernel argument)`` pairs; ``stride_targets``:
     ``(kernel argument, source argument, dim)`` triples -- the same fields as vLLM's plan. The
-    remaining attributes are the same facts as indices into ``arg_names``, for the launch path.
+    remaining attributes are the same facts as indices into ``arg_names``, for the launch path
+    (the rules: ``_planner.plan_rules``).
     """
 
     __slots__ = (
@@ -247,64 +230,15 @@ class LaunchBindingPlan:
     )
 
     def __init__(self, arg_names, input_names, launch_names):
-        self.arg_names = arg_names
-        self.input_names = input_names
-        self.launch_names = launch_names
-        arg_set = set(arg_names)
-        launch_set = set(launch_names)
-
-        def target_for(name):
-            pointer = f"{name}_ptr"
-            for candidate in (name, pointer, name.upper(), pointer.upper()):
-                if candidate in arg_set:
-                    return candidate
-            return None
-
-        input_targets = []
-        for index, name in enumerate(input_names):
-            target = target_for(name)
-            if target is not None and target not in launch_set:
-                input_targets.append((index, target))
-        bound = launch_set | {target for _, target in input_targets}
-        stride_targets = []
-        for target in arg_names:
-            if target in bound:
-                continue
-            name, sep, dim = target.rpartition("_stride")
-            if not sep:
-                name, sep, dim = target.rpartition("_STRIDE")
-            dim = dim[1:] if dim.startswith("_") else dim
-            if sep and (not dim or (dim.isascii() and dim.isdigit())):
-                source = (
-                    name
-                    if name in bound
-                    else (f"{name}_PTR" if sep == "_STRIDE" else f"{name}_ptr")
-                )
-                if source in bound:
-                    stride_targets.append((target, source, int(dim or 0)))
-        self.input_targets = tuple(input_targets)
-        self.stride_targets = tuple(stride_targets)
-
-        # Index form. Two inputs may reach one target; as with sequential assignment, the last wins.
-        last = {}
-        for index, target in input_targets:
-            last[target] = index
-        arg_index = {name: i for i, name in enumerate(arg_names)}
-        self.input_fill = tuple(
-            (index, arg_index[target]) for index, target in input_targets if last[target] == index
-        )
-        # Stride source: -1 - input index when bound from an input, else the launch kwarg name.
-        stride_fill = []
-        for target, source, dim in stride_targets:
-            src = source if source in launch_set else -1 - last[source]
-            stride_fill.append((arg_index[target], src, dim))
-        self.stride_fill = tuple(stride_fill)
-        # ``kernel``/``_runtime_launcher`` among the completed launch kwargs change how the launch
-        # happens (vLLM pops them after binding): such launches take the generic path.
-        completed = bound | {target for target, _, _ in stride_targets}
-        self.generic = bool(
-            completed & {"kernel", "_runtime_launcher", "_runtime_launcher_arg_count"}
-        )
+        self.arg_names = tuple(arg_names)
+        self.input_names = tuple(input_names)
+        self.launch_names = tuple(launch_names)
+        rules = plan_rules(self.arg_names, self.input_names, self.launch_names)
+        self.input_targets = rules.input_targets
+        self.stride_targets = rules.stride_targets
+        self.input_fill = rules.input_fill
+        self.stride_fill = rules.stride_fill
+        self.generic = rules.generic
 
     def __repr__(self):
         return (
@@ -313,22 +247,7 @@ class LaunchBindingPlan:
         )
 
 
-_plans = {}
-
-
-def launch_binding_plan(arg_names, input_names, launch_names=()):
-    """The (cached) binding plan for a kernel, a dispatch signature and a set of launch kwargs.
-
-    Dispatch input ``x`` binds to the kernel argument ``x``, ``x_ptr``, ``X`` or ``X_PTR`` (first
-    that exists) unless the dispatch function passed that argument explicitly (explicit launch
-    kwargs win). Unbound kernel arguments ``x_stride``/``x_stride_<d>`` (``X_STRIDE``...) take
-    ``.stride(d)`` of the bound ``x`` (or ``x_ptr``). Same rules as vLLM's plan.
-    """
-    key = (tuple(arg_names), tuple(input_names), tuple(launch_names))
-    plan = _plans.get(key)
-    if plan is None:
-        plan = _plans.setdefault(key, LaunchBindingPlan(*key))
-    return plan
+launch_binding_plan = plan_lookup(LaunchBindingPlan)
 
 
 class PlanCache:
@@ -368,53 +287,6 @@ class PlanCache:
         return plan
 
 
-def prepare_launch_kwargs(arg_names, input_names, input_values, launch_kwargs):
-    """vLLM's ``_prepare_launch_kwargs``: complete ``launch_kwargs`` in place and return it.
-
-    ``arg_names``: the kernel's argument names; ``input_names``/``input_values``: the dispatch
-    function's parameter names and the values of this call (defaults filled in);
-    ``launch_kwargs``: the dict the dispatch function returned (pass a copy: it is mutated).
-    Adds each bound input under its kernel argument name, then each ``*_stride[_d]`` argument as
-    ``launch_kwargs[source].stride(d)``; explicit launch kwargs are never overwritten.
-    """
-    plan = launch_binding_plan(arg_names, input_names, tuple(launch_kwargs))
-    for index, target in plan.input_targets:
-        launch_kwargs[target] = input_values[index]
-    for target, source, dim in plan.stride_targets:
-        launch_kwargs[target] = launch_kwargs[source].stride(dim)
-    return launch_kwargs
-
-
-def _unpack_spec(spec):
-    if type(spec) is tuple or type(spec) is list:
-        if len(spec) == 3:
-            return spec[0], spec[1], spec[2]
-        if len(spec) == 2:
-            return spec[0], spec[1], None
-    raise TypeError(
-        "a dispatch function must return (grid, launch_kwargs) or (grid, launch_kwargs, outputs), "
-        f"got {type(spec).__name__}"
-    )
-
-
-def _launch_generic(kernel, arg_names, grid, launch_kwargs, input_names, input_values, outputs):
-    kwargs = prepare_launch_kwargs(arg_names, input_names, input_values, dict(launch_kwargs))
-    kernel = kwargs.pop("kernel", None) or kernel
-    runtime_launcher = kwargs.pop("_runtime_launcher", None)
-    runtime_launcher_arg_count = kwargs.pop("_runtime_launcher_arg_count", 0)
-    if grid is None:
-        return outputs
-    if runtime_launcher is not None:
-        regular_args = [kwargs.pop(name) for name in arg_names[:runtime_launcher_arg_count]]
-        runtime_launcher(kernel, grid, *regular_args, **kwargs)
-    elif hasattr(type(kernel), "__getitem__"):
-        kernel[grid](**kwargs)
-    else:
-        # A plain function (Triton absent, no override): call it with the launch kwargs.
-        kernel(**kwargs)
-    return outputs
-
-
 def launch_owner(kernel, arg_names, spec, input_names, input_values, cache=None):
     """vLLM's ``launch``: run one launch described by a dispatch function's result.
 
@@ -434,7 +306,7 @@ def launch_owner(kernel, arg_names, spec, input_names, input_values, cache=None)
     with these ``arg_names`` the launch goes to the impl directly from the plan, with the same
     result.
     """
-    grid, launch_kwargs, outputs = _unpack_spec(spec)
+    grid, launch_kwargs, outputs = unpack_spec(spec)
     if type(launch_kwargs) is not dict:
         launch_kwargs = dict(launch_kwargs)
     if type(arg_names) is not tuple:
@@ -443,9 +315,7 @@ def launch_owner(kernel, arg_names, spec, input_names, input_values, cache=None)
     if type(input_values) is not tuple:
         input_values = tuple(input_values)
     if len(input_values) != len(input_names):
-        raise ValueError(
-            f"{len(input_values)} dispatch input values for {len(input_names)} input names"
-        )
+        raise input_count_mismatch(len(input_values), len(input_names))
     if cache is not None:
         plan = cache.lookup(arg_names, input_names, launch_kwargs)
     else:
@@ -459,66 +329,12 @@ def launch_owner(kernel, arg_names, spec, input_names, input_values, cache=None)
             return outputs
         kernel._launch(launch_kwargs, plan, input_values)
         return outputs
-    return _launch_generic(
+    return launch_generic(
         kernel, arg_names, grid, launch_kwargs, input_names, input_values, outputs
     )
 
 
-def owner_call_method(
-    fallback, plan_caches, *, kernel_attr, dispatch_attr, names_attr, defaults_attr, warming_attr
-):
-    """A ``__call__`` for a foreign launch owner class that keeps its launch in its instance
-    ``__dict__``: the kernel, a dispatch function, the dispatch function's parameter names (a
-    tuple) and their defaults (a dict) -- stored under the given attribute names.
-
-    Why: an owner's own ``__call__`` is the per-launch glue between the caller and
-    :func:`launch_owner`; the compiled backend's version costs a fraction of a Python one. The
-    function returned is a method (it binds like a ``def``), to be set as the class's ``__call__``.
-
-    ``owner(*args, **kwargs)``: when the kernel is a :class:`KernelOverride`, there is a
-    dispatch function and the owner's ``warming_attr`` is false, runs ``spec =
-    dispatch(*args, **kwargs)``, completes the inputs (positional ``args``, then each remaining
-    parameter from ``kwargs`` or the defaults) and launches
-    ``launch_owner(kernel, kernel.arg_names, spec, names, values, cache)``, with one
-    :class:`PlanCache` per owner kept in ``plan_caches`` (``id(owner)`` -> ``(owner, cache)``).
-    Anything else is ``fallback(owner, *args, **kwargs)`` (the class's original ``__call__``).
-    """
-    if type(plan_caches) is not dict:
-        raise TypeError(f"plan_caches must be a dict, got {type(plan_caches).__name__}")
-    for attr in (kernel_attr, dispatch_attr, names_attr, defaults_attr, warming_attr):
-        if not isinstance(attr, str):
-            raise TypeError(f"attribute names must be str, got {attr!r}")
-
-    def __call__(self, *args, **kwargs):
-        d = self.__dict__
-        kernel = d.get(kernel_attr)
-        dispatch = d.get(dispatch_attr)
-        if type(kernel) is not KernelOverride or dispatch is None or getattr(self, warming_attr):
-            return fallback(self, *args, **kwargs)
-        spec = dispatch(*args, **kwargs)
-        names = d[names_attr]
-        if type(names) is not tuple:
-            names = tuple(names)
-        values = args
-        nargs = len(args)
-        if nargs != len(names):
-            defaults = d[defaults_attr]
-            values = args + tuple(
-                [kwargs[name] if name in kwargs else defaults[name] for name in names[nargs:]]
-            )
-        key = id(self)
-        hit = plan_caches.get(key)
-        if type(hit) is not tuple or len(hit) != 2 or hit[0] is not self:
-            hit = plan_caches[key] = (self, PlanCache())
-        cache = hit[1]
-        if not isinstance(cache, PlanCache):
-            raise TypeError(f"Cannot convert {type(cache).__name__} to PlanCache")
-        return launch_owner(kernel, kernel.arg_names, spec, names, values, cache)
-
-    return __call__
-
-
-# -- launch owner --------------------------------------------------------------------------------
+# -- launch owner ----------------------------------------------------------------------------------
 
 
 class LaunchOwner:
@@ -533,19 +349,12 @@ class LaunchOwner:
     """
 
     def __init__(self, kernel, dispatch, warmup_inputs=None):
-        parameters = tuple(inspect.signature(dispatch).parameters.values())
-        if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters):
-            raise TypeError(
-                f"dispatch function {_describe(dispatch)!r} must have explicit parameters "
-                "(no *args/**kwargs): their names bind to kernel arguments"
-            )
+        names, defaults = dispatch_signature(dispatch)
         self.kernel = kernel
         self._dispatch_fn = dispatch
         self._warmup_inputs_fn = warmup_inputs
-        self._dispatch_arg_names = tuple(p.name for p in parameters)
-        self._dispatch_defaults = {
-            p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty
-        }
+        self._dispatch_arg_names = names
+        self._dispatch_defaults = defaults
         self._plan_cache = PlanCache()
 
     @property
@@ -595,22 +404,7 @@ class LaunchOwner:
         return getattr(d["kernel"], name)
 
     def __repr__(self):
-        return (
-            f"<LaunchOwner {_describe(self._dispatch_fn)} kernel={self.__dict__.get('kernel')!r}>"
-        )
+        return f"<LaunchOwner {describe(self._dispatch_fn)} kernel={self.__dict__.get('kernel')!r}>"
 
 
-def kernel_dispatcher(*, kernel, warmup_inputs=None):
-    """Decorate a dispatch function returning ``(grid, launch_kwargs[, outputs])`` into an owner.
-
-    Keyword-compatible with vLLM's ``triton_kernel_dispatcher_with_warmup(kernel=...,
-    warmup_inputs=...)``; ``warmup_inputs`` is kept but unused (there is no JIT to warm).
-    """
-    from functools import update_wrapper
-
-    def decorate(dispatch):
-        owner = LaunchOwner(kernel, dispatch, warmup_inputs)
-        update_wrapper(owner, dispatch, updated=())
-        return owner
-
-    return decorate
+kernel_dispatcher = dispatcher_factory(LaunchOwner)

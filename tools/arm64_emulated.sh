@@ -349,6 +349,7 @@ warnings.filterwarnings("ignore", message="Failed to initialize NumPy")  # torch
 import torch
 import fastdispatch
 import fastdispatch._core
+import fastdispatch._override
 import kernels_cpu
 import kernels_cpu._sampling
 
@@ -367,10 +368,11 @@ for req in map(Requirement, md.requires("fastdispatch") or []):
         have = md.version(req.name)
         assert req.specifier.contains(have, prereleases=True), (str(req), have)
 venv = os.path.realpath(sys.argv[1])
-for mod in (fastdispatch, fastdispatch._core, kernels_cpu, kernels_cpu._sampling):
+for mod in (fastdispatch, fastdispatch._override, kernels_cpu, kernels_cpu._sampling):
     path = os.path.realpath(mod.__file__)
     assert path.startswith(venv + os.sep), f"{mod.__name__} loaded from {path}"
-assert fastdispatch._core.__file__.endswith(".so"), fastdispatch._core.__file__
+for mod in (fastdispatch._override, fastdispatch._plan, fastdispatch._owner, fastdispatch._vllm_owner):
+    assert mod.__file__.endswith(".so"), mod.__file__
 assert fastdispatch.BACKEND == "cython", fastdispatch.BACKEND
 assert kernels_cpu.openmp_enabled(), "the aarch64 wheel was built without OpenMP"
 

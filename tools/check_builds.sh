@@ -285,6 +285,7 @@ warnings.filterwarnings("ignore", message="Failed to initialize NumPy")  # torch
 import torch
 import fastdispatch
 import fastdispatch._core
+import fastdispatch._override
 import kernels_cpu
 import kernels_cpu._sampling
 
@@ -293,10 +294,11 @@ import kernels_cpu._sampling
 sys.path.append(src)
 from fdkit.reference import sampling as reference
 
-for mod in (fastdispatch, fastdispatch._core, kernels_cpu, kernels_cpu._sampling):
+for mod in (fastdispatch, fastdispatch._override, kernels_cpu, kernels_cpu._sampling):
     path = os.path.realpath(mod.__file__)
     assert path.startswith(os.path.realpath(venv) + os.sep), f"{mod.__name__} loaded from {path}"
-assert fastdispatch._core.__file__.endswith(".so"), fastdispatch._core.__file__
+for mod in (fastdispatch._override, fastdispatch._plan, fastdispatch._owner, fastdispatch._vllm_owner):
+    assert mod.__file__.endswith(".so"), mod.__file__
 assert fastdispatch.BACKEND == "cython", fastdispatch.BACKEND
 assert kernels_cpu.openmp_enabled() == (omp_mode == "openmp"), (kernels_cpu.openmp_enabled(), omp_mode)
 assert importlib.util.find_spec("triton") is None, "the throwaway venv should not have triton"

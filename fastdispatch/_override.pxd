@@ -1,7 +1,8 @@
-# Declarations of the compiled launch path, so other Cython modules can cimport the classes and
-# call their C-level launch directly. Field meanings are documented in _core.pyx (and, as Python,
-# in _core_py.py, which mirrors it).
+# The compiled override and its launcher, for the owner modules to cimport; fields in
+# _override.pyx (and, as Python, in _core_py.py, which mirrors the hot path).
 from cpython.object cimport PyObject
+
+from ._plan cimport LaunchBindingPlan
 
 
 cdef class KernelOverride:
@@ -34,40 +35,3 @@ cdef class KernelOverride:
 
 cdef class Launcher:
     cdef readonly KernelOverride override
-
-
-cdef class LaunchBindingPlan:
-    cdef readonly tuple arg_names
-    cdef readonly tuple input_names
-    cdef readonly tuple launch_names
-    cdef readonly tuple input_targets
-    cdef readonly tuple stride_targets
-    cdef readonly tuple input_fill
-    cdef readonly tuple stride_fill
-    cdef readonly bint generic
-    cdef Py_ssize_t n_input_fill
-    cdef Py_ssize_t* input_fill_index   # input index
-    cdef Py_ssize_t* input_fill_arg     # kernel argument it binds
-    cdef Py_ssize_t n_stride_fill
-    cdef Py_ssize_t* stride_fill_arg    # kernel argument filled with a stride
-    cdef Py_ssize_t* stride_fill_input  # source input index, or -1 when from launch kwargs
-    cdef Py_ssize_t* stride_fill_dim
-
-
-cdef class PlanCache:
-    cdef readonly LaunchBindingPlan plan
-    cdef readonly tuple keys
-
-    cdef LaunchBindingPlan lookup_c(self, tuple arg_names, tuple input_names, dict launch_kwargs)
-
-
-cdef class LaunchOwner:
-    cdef dict __dict__
-    cdef object dispatch_fn
-    cdef tuple dispatch_names
-    cdef dict dispatch_defaults
-    cdef PlanCache plan_cache
-
-
-cdef object launch_owner_c(object kernel, object arg_names, object spec, tuple input_names,
-                           object input_values, PlanCache cache)
