@@ -102,21 +102,87 @@ _IN, _OUT, _IO, _S = "in", "out", "inout", "scalar"
 _F32, _F64, _BOOL = ("float32",), ("float64",), ("bool",)
 _REAL = ("float32", "float64")
 
+
+def _maker(role, dtypes, kind):
+    """Rows of one role, dtype set and rule: ``make(name, extent, optional=False)``."""
+
+    def make(name, extent, optional=False):
+        return _a(name, role, dtypes, kind, extent, optional)
+
+    return make
+
+
+# the argument shapes every table below is made of
+_in_index = _maker(_IN, _INDEX, "flat")
+_out_index = _maker(_OUT, _INDEX, "flat")
+_in_bool = _maker(_IN, _BOOL, "flat")
+_out_bool = _maker(_OUT, _BOOL, "flat")
+_in_real = _maker(_IN, _REAL, "flat")
+_in_table = _maker(_IN, _INDEX, "table")
+_in_prob_rows = _maker(_IN, _F32, "rows")
+_int = _maker(_S, (), "int")
+_flag = _maker(_S, (), "flag")
+_number = _maker(_S, (), "number")
+
+
+def _constexpr(name, extent="-"):
+    return _a(name, _S, (), "constexpr", extent, optional=True)
+
+
+def _stride(name, low=0):
+    return _int(name, f"the table's row stride (>= {low})")
+
+
+_MAX_SPEC_LEN = _int("max_spec_len", "``K`` >= 0")
+_NO_DRAFT_PROBS = _flag("NO_DRAFT_PROBS", "default: ``draft_probs_ptr is None``", optional=True)
+_SYNTHETIC_MODE = _flag("SYNTHETIC_MODE", "default: rates given", optional=True)
+_BLOCK_SIZE = _constexpr("BLOCK_SIZE")
+
+
+def _rejection(kind):
+    """The rows the greedy (``kind`` = "greedy") and random rejection kernels share: the
+    output rows, the offsets, the bonus ids and the synthetic rates, of that kind's requests."""
+    return {
+        "output_token_ids_ptr": _a(
+            "output_token_ids_ptr",
+            _OUT,
+            _INDEX,
+            "rows",
+            f"rows of ``K + 1``; every row of a {kind} request, up to its ``n + 1`` slots",
+        ),
+        "cu_num_draft_tokens_ptr": _in_index(
+            "cu_num_draft_tokens_ptr",
+            f"``B`` (defines ``B``); non-decreasing; a {kind} request has at most ``K`` drafts",
+        ),
+        "bonus_token_ids_ptr": _in_index(
+            "bonus_token_ids_ptr", f"one per request up to the last {kind} one"
+        ),
+        "synthetic_conditional_rates_ptr": _in_real(
+            "synthetic_conditional_rates_ptr",
+            f"the longest {kind} request's drafts (SYNTHETIC_MODE only)",
+            optional=True,
+        ),
+    }
+
+
+_GREEDY = _rejection("greedy")
+_RANDOM = _rejection("random")
+
 #: The slot-mapping kernel's 13 arguments (vLLM 0.32+); the 15-argument form inserts two.
 _SLOT_ARGS: tuple[Arg, ...] = (
-    _a("num_tokens", _S, (), "int", "tokens scheduled"),
-    _a("max_num_tokens", _S, (), "int", "padded length"),
-    _a("query_start_loc_ptr", _IN, _INDEX, "flat", "``R + 1`` (defines ``R``); non-decreasing"),
-    _a("positions_ptr", _IN, _INDEX, "flat", "``num_tokens``"),
-    _a("block_table_ptr", _IN, _INDEX, "table", "``R`` rows, a column per block reached"),
-    _a("block_table_stride", _S, (), "int", "the table's row stride (>= 0)"),
-    _a("slot_mapping_ptr", _OUT, _INDEX, "flat", "``max(num_tokens, max_num_tokens)``"),
-    _a("KV_CACHE_BLOCK_SIZE", _S, (), "int", ">= 1"),
-    _a("TOTAL_CP_WORLD_SIZE", _S, (), "int", ">= 1"),
-    _a("TOTAL_CP_RANK", _S, (), "int", "in [0, TOTAL_CP_WORLD_SIZE)"),
-    _a("CP_KV_CACHE_INTERLEAVE_SIZE", _S, (), "int", ">= 1"),
-    _a("PAD_ID", _S, (), "int", "-"),
-    _a("BLOCK_SIZE", _S, (), "constexpr", "-", optional=True),
+    _int("num_tokens", "tokens scheduled"),
+    _int("max_num_tokens", "padded length"),
+    _in_index("query_start_loc_ptr", "``R + 1`` (defines ``R``); non-decreasing"),
+    _in_index("positions_ptr", "``num_tokens``"),
+    _in_table("block_table_ptr", "``R`` rows, a column per block reached"),
+    _stride("block_table_stride"),
+    _out_index("slot_mapping_ptr", "``max(num_tokens, max_num_tokens)``"),
+    _int("KV_CACHE_BLOCK_SIZE", ">= 1"),
+    _int("TOTAL_CP_WORLD_SIZE", ">= 1"),
+    _int("TOTAL_CP_RANK", "in [0, TOTAL_CP_WORLD_SIZE)"),
+    _int("CP_KV_CACHE_INTERLEAVE_SIZE", ">= 1"),
+    _int("PAD_ID", "-"),
+    _BLOCK_SIZE,
 )
 
 CONTRACTS: tuple[Contract, ...] = (
@@ -136,23 +202,13 @@ CONTRACTS: tuple[Contract, ...] = (
                 "``max(cu[i-1] + min(n_i, MAX_NUM_TOKENS))``; same dtype as ``input_ptr``",
             ),
             _a("input_ptr", _IN, ("float32",) + _INDEX, "flat", "``B`` (defines ``B``)"),
-            _a(
+            _in_index(
                 "cu_num_tokens_ptr",
-                _IN,
-                _INDEX,
-                "flat",
                 "``B`` inclusive cumulative counts, non-negative and non-decreasing",
             ),
-            _a("replace_from", _S, (), "number", "-"),
-            _a("replace_to", _S, (), "number", "-; must fit an integer output's dtype"),
-            _a(
-                "MAX_NUM_TOKENS",
-                _S,
-                (),
-                "int",
-                "per-request cap (>= 0); ``None``: no cap",
-                optional=True,
-            ),
+            _number("replace_from", "-"),
+            _number("replace_to", "-; must fit an integer output's dtype"),
+            _int("MAX_NUM_TOKENS", "per-request cap (>= 0); ``None``: no cap", optional=True),
         ),
     ),
     Contract(
@@ -163,55 +219,20 @@ CONTRACTS: tuple[Contract, ...] = (
         "then the bonus token if every draft matched (SYNTHETIC_MODE: accept when uniform < "
         "rate[pos] and the draft id is >= 0)",
         (
-            _a(
-                "output_token_ids_ptr",
-                _OUT,
-                _INDEX,
-                "rows",
-                "rows of ``K + 1``; every row of a greedy request, up to its ``n + 1`` slots",
-            ),
-            _a(
-                "cu_num_draft_tokens_ptr",
-                _IN,
-                _INDEX,
-                "flat",
-                "``B`` (defines ``B``); non-decreasing; a greedy request has at most ``K`` drafts",
-            ),
-            _a("draft_token_ids_ptr", _IN, _INDEX, "flat", "the greedy requests' tokens"),
-            _a("target_argmax_ptr", _IN, _INDEX, "flat", "the greedy requests' tokens"),
-            _a(
-                "bonus_token_ids_ptr",
-                _IN,
-                _INDEX,
-                "flat",
-                "one per request up to the last greedy one",
-            ),
-            _a(
-                "is_greedy_ptr",
-                _IN,
-                _BOOL,
-                "flat",
-                "``B``; ``None``: every request greedy",
-                optional=True,
-            ),
-            _a("max_spec_len", _S, (), "int", "``K`` >= 0"),
-            _a(
+            _GREEDY["output_token_ids_ptr"],
+            _GREEDY["cu_num_draft_tokens_ptr"],
+            _in_index("draft_token_ids_ptr", "the greedy requests' tokens"),
+            _in_index("target_argmax_ptr", "the greedy requests' tokens"),
+            _GREEDY["bonus_token_ids_ptr"],
+            _in_bool("is_greedy_ptr", "``B``; ``None``: every request greedy", optional=True),
+            _MAX_SPEC_LEN,
+            _in_real(
                 "uniform_probs_ptr",
-                _IN,
-                _REAL,
-                "flat",
                 "the greedy requests' tokens (SYNTHETIC_MODE only)",
                 optional=True,
             ),
-            _a(
-                "synthetic_conditional_rates_ptr",
-                _IN,
-                _REAL,
-                "flat",
-                "the longest greedy request's drafts (SYNTHETIC_MODE only)",
-                optional=True,
-            ),
-            _a("SYNTHETIC_MODE", _S, (), "flag", "default: rates given", optional=True),
+            _GREEDY["synthetic_conditional_rates_ptr"],
+            _SYNTHETIC_MODE,
         ),
     ),
     Contract(
@@ -222,73 +243,32 @@ CONTRACTS: tuple[Contract, ...] = (
         ">= uniform (float32 quotient, float64 compare); on rejection the recovered token, then "
         "stop; the bonus token if every draft is accepted",
         (
-            _a(
-                "output_token_ids_ptr",
-                _OUT,
-                _INDEX,
-                "rows",
-                "rows of ``K + 1``; every row of a random request, up to its ``n + 1`` slots",
-            ),
-            _a(
-                "cu_num_draft_tokens_ptr",
-                _IN,
-                _INDEX,
-                "flat",
-                "``B`` (defines ``B``); non-decreasing; a random request has at most ``K`` drafts",
-            ),
-            _a(
+            _RANDOM["output_token_ids_ptr"],
+            _RANDOM["cu_num_draft_tokens_ptr"],
+            _in_index(
                 "draft_token_ids_ptr",
-                _IN,
-                _INDEX,
-                "flat",
                 "the random requests' tokens; ids < ``V`` where probabilities are read (< 0: "
                 "rejected)",
             ),
-            _a(
+            _in_prob_rows(
                 "draft_probs_ptr",
-                _IN,
-                _F32,
-                "rows",
                 "rows of ``V``, one per random token; not read under NO_DRAFT_PROBS or "
                 "SYNTHETIC_MODE",
                 optional=True,
             ),
-            _a(
+            _in_prob_rows(
                 "target_probs_ptr",
-                _IN,
-                _F32,
-                "rows",
                 "rows of ``V``, one per random token; not read under SYNTHETIC_MODE",
             ),
-            _a(
-                "bonus_token_ids_ptr",
-                _IN,
-                _INDEX,
-                "flat",
-                "one per request up to the last random one",
-            ),
-            _a("recovered_token_ids_ptr", _IN, _INDEX, "flat", "the random requests' tokens"),
-            _a("uniform_probs_ptr", _IN, _REAL, "flat", "the random requests' tokens"),
-            _a("is_greedy_ptr", _IN, _BOOL, "flat", "``B``"),
-            _a("max_spec_len", _S, (), "int", "``K`` >= 0"),
-            _a("vocab_size", _S, (), "int", "``V`` >= 0: the probability rows' length"),
-            _a(
-                "synthetic_conditional_rates_ptr",
-                _IN,
-                _REAL,
-                "flat",
-                "the longest random request's drafts (SYNTHETIC_MODE only)",
-                optional=True,
-            ),
-            _a(
-                "NO_DRAFT_PROBS",
-                _S,
-                (),
-                "flag",
-                "default: ``draft_probs_ptr is None``",
-                optional=True,
-            ),
-            _a("SYNTHETIC_MODE", _S, (), "flag", "default: rates given", optional=True),
+            _RANDOM["bonus_token_ids_ptr"],
+            _in_index("recovered_token_ids_ptr", "the random requests' tokens"),
+            _in_real("uniform_probs_ptr", "the random requests' tokens"),
+            _in_bool("is_greedy_ptr", "``B``"),
+            _MAX_SPEC_LEN,
+            _int("vocab_size", "``V`` >= 0: the probability rows' length"),
+            _RANDOM["synthetic_conditional_rates_ptr"],
+            _NO_DRAFT_PROBS,
+            _SYNTHETIC_MODE,
         ),
     ),
     Contract(
@@ -300,17 +280,11 @@ CONTRACTS: tuple[Contract, ...] = (
         "draft, 0), or the target with the draft id masked under NO_DRAFT_PROBS; lowest index on "
         "ties, clamped to V - 1",
         (
-            _a("output_token_ids_ptr", _OUT, _INDEX, "flat", "``T``"),
-            _a(
-                "cu_num_draft_tokens_ptr",
-                _IN,
-                _INDEX,
-                "flat",
-                "``B`` (defines ``B``); non-decreasing",
-            ),
-            _a("draft_token_ids_ptr", _IN, _INDEX, "flat", "``T``, read only under NO_DRAFT_PROBS"),
-            _a("draft_probs_ptr", _IN, _F32, "rows", "rows of ``V``, ``T`` of them", optional=True),
-            _a("target_probs_ptr", _IN, _F32, "rows", "rows of ``V``, ``T`` of them"),
+            _out_index("output_token_ids_ptr", "``T``"),
+            _in_index("cu_num_draft_tokens_ptr", "``B`` (defines ``B``); non-decreasing"),
+            _in_index("draft_token_ids_ptr", "``T``, read only under NO_DRAFT_PROBS"),
+            _in_prob_rows("draft_probs_ptr", "rows of ``V``, ``T`` of them", optional=True),
+            _in_prob_rows("target_probs_ptr", "rows of ``V``, ``T`` of them"),
             _a(
                 "inv_q_ptr",
                 _IN,
@@ -319,24 +293,10 @@ CONTRACTS: tuple[Contract, ...] = (
                 "rows of ``V``, one per request up to the last with drafts; float64 scores with "
                 "float64 noise",
             ),
-            _a("vocab_size", _S, (), "int", "``V`` >= 0"),
-            _a("BLOCK_SIZE", _S, (), "constexpr", "-", optional=True),
-            _a(
-                "NO_DRAFT_PROBS",
-                _S,
-                (),
-                "flag",
-                "default: ``draft_probs_ptr is None``",
-                optional=True,
-            ),
-            _a(
-                "USE_FP64_GUMBEL",
-                _S,
-                (),
-                "constexpr",
-                "follows ``inv_q_ptr``'s dtype",
-                optional=True,
-            ),
+            _int("vocab_size", "``V`` >= 0"),
+            _BLOCK_SIZE,
+            _NO_DRAFT_PROBS,
+            _constexpr("USE_FP64_GUMBEL", "follows ``inv_q_ptr``'s dtype"),
         ),
     ),
     Contract(
@@ -347,23 +307,17 @@ CONTRACTS: tuple[Contract, ...] = (
         "advance each position, clamp past max_model_len to 0, look its slot up in the block "
         "table, bump seq_lens in place",
         (
-            _a("positions_ptr", _IN, _INDEX, "flat", "``batch_size``"),
-            _a(
-                "block_table_ptr",
-                _IN,
-                _INDEX,
-                "table",
-                "``batch_size`` rows, ``n_blocks_per_req`` columns",
-            ),
-            _a("block_table_stride", _S, (), "int", "the table's row stride (>= 0)"),
+            _in_index("positions_ptr", "``batch_size``"),
+            _in_table("block_table_ptr", "``batch_size`` rows, ``n_blocks_per_req`` columns"),
+            _stride("block_table_stride"),
             _a("seq_lens_ptr", _IO, _INDEX, "flat", "``batch_size``"),
-            _a("out_clamped_positions_ptr", _OUT, _INDEX, "flat", "``batch_size``"),
-            _a("out_slot_mapping_ptr", _OUT, _INDEX, "flat", "``G`` >= ``batch_size`` (defines G)"),
-            _a("block_size", _S, (), "int", ">= 1"),
-            _a("max_model_len", _S, (), "int", ">= 1"),
-            _a("n_blocks_per_req", _S, (), "int", "in [1, table columns]"),
-            _a("PAD_ID", _S, (), "int", "-"),
-            _a("batch_size", _S, (), "int", ">= 0"),
+            _out_index("out_clamped_positions_ptr", "``batch_size``"),
+            _out_index("out_slot_mapping_ptr", "``G`` >= ``batch_size`` (defines G)"),
+            _int("block_size", ">= 1"),
+            _int("max_model_len", ">= 1"),
+            _int("n_blocks_per_req", "in [1, table columns]"),
+            _int("PAD_ID", "-"),
+            _int("batch_size", ">= 0"),
         ),
     ),
     Contract(
@@ -373,12 +327,12 @@ CONTRACTS: tuple[Contract, ...] = (
         "per request: rejected drafts = drafts + 1 - valid sampled tokens (0 without drafts); "
         "the token to sample from = the last query token minus the rejected ones",
         (
-            _a("cu_num_draft_tokens_ptr", _IN, _INDEX, "flat", "``R``; non-decreasing"),
-            _a("valid_sampled_tokens_count_ptr", _IN, _INDEX, "flat", "``R``"),
-            _a("query_start_loc_gpu_ptr", _IN, _INDEX, "flat", "``R + 1``; non-decreasing"),
-            _a("token_indices_to_sample_ptr", _OUT, _INDEX, "flat", "``R``"),
-            _a("num_rejected_tokens_gpu_ptr", _OUT, _INDEX, "flat", "``R``"),
-            _a("num_reqs", _S, (), "int", "``R`` >= 0"),
+            _in_index("cu_num_draft_tokens_ptr", "``R``; non-decreasing"),
+            _in_index("valid_sampled_tokens_count_ptr", "``R``"),
+            _in_index("query_start_loc_gpu_ptr", "``R + 1``; non-decreasing"),
+            _out_index("token_indices_to_sample_ptr", "``R``"),
+            _out_index("num_rejected_tokens_gpu_ptr", "``R``"),
+            _int("num_reqs", "``R`` >= 0"),
         ),
     ),
     Contract(
@@ -389,26 +343,19 @@ CONTRACTS: tuple[Contract, ...] = (
         "valid one as the next token; the backup token when none is valid or the request is "
         "discarded",
         (
-            _a(
-                "sampled_token_ids_ptr",
-                _IN,
-                _INDEX,
-                "table",
-                "``R`` rows, ``num_sampled_tokens_per_req`` columns",
+            _in_table(
+                "sampled_token_ids_ptr", "``R`` rows, ``num_sampled_tokens_per_req`` columns"
             ),
-            _a("discard_request_mask_ptr", _IN, _BOOL, "flat", "``R``"),
-            _a("backup_next_token_ids_ptr", _IN, _INDEX, "flat", "``R``"),
-            _a("next_token_ids_ptr", _OUT, _INDEX, "flat", "``R``"),
-            _a("valid_sampled_tokens_count_ptr", _OUT, _INDEX, "flat", "``R``"),
-            _a("vocab_size", _S, (), "int", "-"),
-            _a("num_sampled_tokens_per_req", _S, (), "int", "in [0, table columns]"),
-            _a("num_reqs", _S, (), "int", "``R`` >= 0"),
-            _a("stride_sampled_token_ids", _S, (), "int", "the table's row stride (>= 0)"),
-            _a(
+            _in_bool("discard_request_mask_ptr", "``R``"),
+            _in_index("backup_next_token_ids_ptr", "``R``"),
+            _out_index("next_token_ids_ptr", "``R``"),
+            _out_index("valid_sampled_tokens_count_ptr", "``R``"),
+            _int("vocab_size", "-"),
+            _int("num_sampled_tokens_per_req", "in [0, table columns]"),
+            _int("num_reqs", "``R`` >= 0"),
+            _stride("stride_sampled_token_ids"),
+            _int(
                 "BLOCK_SIZE_TOKENS",
-                _S,
-                (),
-                "int",
                 "covers ``num_sampled_tokens_per_req`` when given",
                 optional=True,
             ),
@@ -423,42 +370,30 @@ CONTRACTS: tuple[Contract, ...] = (
         "the bonus token, parallel-drafting slots and one padding slot per rejected token, with "
         "positions, masks, new-token indices and the hidden-state mapping",
         (
-            _a("target_token_ids_ptr", _IN, _INDEX, "flat", "``total_input_tokens``"),
-            _a(
+            _in_index("target_token_ids_ptr", "``total_input_tokens``"),
+            _in_index(
                 "target_positions_ptr",
-                _IN,
-                _INDEX,
-                "flat",
                 "``total_input_tokens`` (of a ``[3, N]`` M-RoPE buffer, row 0: its first N)",
             ),
-            _a("next_token_ids_ptr", _IN, _INDEX, "flat", "``R``"),
-            _a("out_input_ids_ptr", _OUT, _INDEX, "flat", "every slot written"),
-            _a("out_positions_ptr", _OUT, _INDEX, "flat", "every slot written"),
-            _a("out_is_rejected_token_mask_ptr", _OUT, _BOOL, "flat", "every slot written"),
-            _a("out_is_masked_token_mask_ptr", _OUT, _BOOL, "flat", "every slot written"),
-            _a(
-                "out_new_token_indices_ptr",
-                _OUT,
-                _INDEX,
-                "flat",
-                "``R * num_padding_slots_per_request``",
-            ),
-            _a(
+            _in_index("next_token_ids_ptr", "``R``"),
+            _out_index("out_input_ids_ptr", "every slot written"),
+            _out_index("out_positions_ptr", "every slot written"),
+            _out_bool("out_is_rejected_token_mask_ptr", "every slot written"),
+            _out_bool("out_is_masked_token_mask_ptr", "every slot written"),
+            _out_index("out_new_token_indices_ptr", "``R * num_padding_slots_per_request``"),
+            _out_index(
                 "out_hidden_state_mapping_ptr",
-                _OUT,
-                _INDEX,
-                "flat",
                 "``total_input_tokens`` when shift_input_ids",
                 optional=True,
             ),
-            _a("query_start_loc_ptr", _IN, _INDEX, "flat", "``R + 1``; non-decreasing"),
-            _a("query_end_loc_ptr", _IN, _INDEX, "flat", "``R`` (defines ``R``)"),
-            _a("padding_token_id", _S, (), "int", "-"),
-            _a("parallel_drafting_token_id", _S, (), "int", "-"),
-            _a("total_input_tokens", _S, (), "int", ">= 0"),
-            _a("num_padding_slots_per_request", _S, (), "int", ">= 0"),
-            _a("shift_input_ids", _S, (), "flag", "-"),
-            _a("BLOCK_SIZE_TOKENS", _S, (), "constexpr", "-", optional=True),
+            _in_index("query_start_loc_ptr", "``R + 1``; non-decreasing"),
+            _in_index("query_end_loc_ptr", "``R`` (defines ``R``)"),
+            _int("padding_token_id", "-"),
+            _int("parallel_drafting_token_id", "-"),
+            _int("total_input_tokens", ">= 0"),
+            _int("num_padding_slots_per_request", ">= 0"),
+            _flag("shift_input_ids", "-"),
+            _constexpr("BLOCK_SIZE_TOKENS"),
         ),
     ),
     Contract(
@@ -468,56 +403,31 @@ CONTRACTS: tuple[Contract, ...] = (
         "DFlash drafting inputs: context positions and slots of the accepted tokens, query ids, "
         "positions and slots of the bonus and parallel-drafting slots, token indices to sample",
         (
-            _a("next_token_ids_ptr", _IN, _INDEX, "flat", "``R``"),
-            _a(
-                "target_positions_ptr",
-                _IN,
-                _INDEX,
-                "flat",
-                "``total_input_tokens`` (row 0 of an M-RoPE buffer)",
-            ),
-            _a("out_input_ids_ptr", _OUT, _INDEX, "flat", "``R * num_query_per_req``"),
-            _a("out_context_positions_ptr", _OUT, _INDEX, "flat", "``query_start_loc_ptr[R]``"),
-            _a("out_query_positions_ptr", _OUT, _INDEX, "flat", "``R * num_query_per_req``"),
-            _a("out_context_slot_mapping_ptr", _OUT, _INDEX, "flat", "``query_start_loc_ptr[R]``"),
-            _a("out_query_slot_mapping_ptr", _OUT, _INDEX, "flat", "``R * num_query_per_req``"),
-            _a(
+            _in_index("next_token_ids_ptr", "``R``"),
+            _in_index("target_positions_ptr", "``total_input_tokens`` (row 0 of an M-RoPE buffer)"),
+            _out_index("out_input_ids_ptr", "``R * num_query_per_req``"),
+            _out_index("out_context_positions_ptr", "``query_start_loc_ptr[R]``"),
+            _out_index("out_query_positions_ptr", "``R * num_query_per_req``"),
+            _out_index("out_context_slot_mapping_ptr", "``query_start_loc_ptr[R]``"),
+            _out_index("out_query_slot_mapping_ptr", "``R * num_query_per_req``"),
+            _out_index(
                 "out_token_indices_ptr",
-                _OUT,
-                _INDEX,
-                "flat",
                 "``(R - 1) * num_speculative_tokens + num_query_per_req - 1``",
             ),
-            _a(
-                "block_table_ptr",
-                _IN,
-                _INDEX,
-                "table",
-                "``R`` rows, a column per block a position reaches",
-            ),
-            _a("block_table_stride", _S, (), "int", "the table's row stride (>= 1)"),
-            _a(
+            _in_table("block_table_ptr", "``R`` rows, a column per block a position reaches"),
+            _stride("block_table_stride", 1),
+            _in_index(
                 "query_start_loc_ptr",
-                _IN,
-                _INDEX,
-                "flat",
                 "``R + 1`` (defines ``R``); non-decreasing, ending <= total_input_tokens",
             ),
-            _a(
-                "num_rejected_tokens_ptr",
-                _IN,
-                _INDEX,
-                "flat",
-                "``R`` when HAS_NUM_REJECTED",
-                optional=True,
-            ),
-            _a("parallel_drafting_token_id", _S, (), "int", "-"),
-            _a("block_size", _S, (), "int", ">= 1"),
-            _a("num_query_per_req", _S, (), "int", ">= 0"),
-            _a("num_speculative_tokens", _S, (), "int", ">= num_query_per_req - 1"),
-            _a("total_input_tokens", _S, (), "int", ">= 0"),
-            _a("BLOCK_SIZE", _S, (), "constexpr", "-", optional=True),
-            _a("HAS_NUM_REJECTED", _S, (), "flag", "-", optional=True),
+            _in_index("num_rejected_tokens_ptr", "``R`` when HAS_NUM_REJECTED", optional=True),
+            _int("parallel_drafting_token_id", "-"),
+            _int("block_size", ">= 1"),
+            _int("num_query_per_req", ">= 0"),
+            _int("num_speculative_tokens", ">= num_query_per_req - 1"),
+            _int("total_input_tokens", ">= 0"),
+            _BLOCK_SIZE,
+            _flag("HAS_NUM_REJECTED", "-", optional=True),
         ),
     ),
     Contract(
@@ -540,9 +450,9 @@ CONTRACTS: tuple[Contract, ...] = (
         # the 13 arguments, with block_size after block_table_stride and BLOCKS_PER_KV_BLOCK
         # after KV_CACHE_BLOCK_SIZE
         _SLOT_ARGS[:6]
-        + (_a("block_size", _S, (), "int", ">= 1: tokens per attention-kernel block"),)
+        + (_int("block_size", ">= 1: tokens per attention-kernel block"),)
         + _SLOT_ARGS[6:8]
-        + (_a("BLOCKS_PER_KV_BLOCK", _S, (), "int", ">= 1"),)
+        + (_int("BLOCKS_PER_KV_BLOCK", ">= 1"),)
         + _SLOT_ARGS[8:],
     ),
     Contract(
@@ -553,8 +463,8 @@ CONTRACTS: tuple[Contract, ...] = (
         (
             _a("src_ptrs", _IN, ("int64", "uint64"), "addresses", "``n`` (defines ``n``)"),
             _a("dst_ptrs", _IN, ("int64", "uint64"), "addresses", "``n``"),
-            _a("sizes", _IN, _INDEX, "flat", "``n``; non-negative"),
-            _a("BLOCK_SIZE", _S, (), "constexpr", "-", optional=True),
+            _in_index("sizes", "``n``; non-negative"),
+            _BLOCK_SIZE,
         ),
     ),
 )
