@@ -106,58 +106,43 @@ cdef extern from *:
         x_ = __builtin_convertvector(p_, fd_v4d) * vq_; FD_KEEP_MAX(acc, x_, fd_v4l, fd_v4d); \
         } while (0)
 
-    FD_CLONES static float fd_max_f32(const float* t, const float* d, const float* q,
-                                      ptrdiff_t n) {
-        const fd_v8f zero = {0};
-        fd_v8f a0 = zero - INFINITY, a1 = a0, a2 = a0, a3 = a0;
-        ptrdiff_t i;
-        float m = -INFINITY;
-        int l;
-        for (i = 0; i < n; i += 32) {
-            FD_STEP_F32(a0, 0); FD_STEP_F32(a1, 8); FD_STEP_F32(a2, 16); FD_STEP_F32(a3, 24);
-        }
-        FD_KEEP_MAX(a0, a1, fd_v8i, fd_v8f);
-        FD_KEEP_MAX(a2, a3, fd_v8i, fd_v8f);
-        FD_KEEP_MAX(a0, a2, fd_v8i, fd_v8f);
-        for (l = 0; l < 8; l++) m = a0[l] > m ? a0[l] : m;
-        return m;
+    /* NAME: the largest score over [0, n), n a multiple of 4 * W, in four independent running
+     * maxima of W lanes (VACC accumulators, VI their same-width integer vector, VZ the float
+     * vector STEP compares with zero); one definition for the float32 and float64 scores. */
+    #define FD_DEFINE_MAX(NAME, QT, VZ, VACC, VI, STEP, W) \
+    FD_CLONES static QT NAME(const float* t, const float* d, const QT* q, ptrdiff_t n) { \
+        const VZ zero = {0}; \
+        VACC a0, a1, a2, a3; \
+        ptrdiff_t i; \
+        QT m = -INFINITY; \
+        int l; \
+        for (l = 0; l < W; l++) a0[l] = -INFINITY; \
+        a1 = a0; a2 = a0; a3 = a0; \
+        for (i = 0; i < n; i += 4 * W) { \
+            STEP(a0, 0); STEP(a1, W); STEP(a2, 2 * W); STEP(a3, 3 * W); \
+        } \
+        FD_KEEP_MAX(a0, a1, VI, VACC); \
+        FD_KEEP_MAX(a2, a3, VI, VACC); \
+        FD_KEEP_MAX(a0, a2, VI, VACC); \
+        for (l = 0; l < W; l++) m = a0[l] > m ? a0[l] : m; \
+        return m; \
     }
 
-    FD_CLONES static double fd_max_f64(const float* t, const float* d, const double* q,
-                                       ptrdiff_t n) {
-        const fd_v4f zero = {0};
-        fd_v4d a0 = {-INFINITY, -INFINITY, -INFINITY, -INFINITY}, a1 = a0, a2 = a0, a3 = a0;
-        ptrdiff_t i;
-        double m = -INFINITY;
-        int l;
-        for (i = 0; i < n; i += 16) {
-            FD_STEP_F64(a0, 0); FD_STEP_F64(a1, 4); FD_STEP_F64(a2, 8); FD_STEP_F64(a3, 12);
-        }
-        FD_KEEP_MAX(a0, a1, fd_v4l, fd_v4d);
-        FD_KEEP_MAX(a2, a3, fd_v4l, fd_v4d);
-        FD_KEEP_MAX(a0, a2, fd_v4l, fd_v4d);
-        for (l = 0; l < 4; l++) m = a0[l] > m ? a0[l] : m;
-        return m;
-    }
+    FD_DEFINE_MAX(fd_max_f32, float, fd_v8f, fd_v8f, fd_v8i, FD_STEP_F32, 8)
+    FD_DEFINE_MAX(fd_max_f64, double, fd_v4f, fd_v4d, fd_v4l, FD_STEP_F64, 4)
     #else  /* no vector extensions: plain loops */
-    static float fd_max_f32(const float* t, const float* d, const float* q, ptrdiff_t n) {
-        float m = -INFINITY, p, x; ptrdiff_t i;
-        for (i = 0; i < n; i++) {
-            p = d ? t[i] - d[i] : t[i];
-            if (d) p = p > 0 ? p : 0.0f;
-            x = p * q[i]; m = x > m ? x : m;
-        }
-        return m;
+    #define FD_DEFINE_MAX_PLAIN(NAME, QT) \
+    static QT NAME(const float* t, const float* d, const QT* q, ptrdiff_t n) { \
+        QT m = -INFINITY, x; float p; ptrdiff_t i; \
+        for (i = 0; i < n; i++) { \
+            p = d ? t[i] - d[i] : t[i]; \
+            if (d) p = p > 0 ? p : 0.0f; \
+            x = p * q[i]; m = x > m ? x : m; \
+        } \
+        return m; \
     }
-    static double fd_max_f64(const float* t, const float* d, const double* q, ptrdiff_t n) {
-        double m = -INFINITY, x; float p; ptrdiff_t i;
-        for (i = 0; i < n; i++) {
-            p = d ? t[i] - d[i] : t[i];
-            if (d) p = p > 0 ? p : 0.0f;
-            x = p * q[i]; m = x > m ? x : m;
-        }
-        return m;
-    }
+    FD_DEFINE_MAX_PLAIN(fd_max_f32, float)
+    FD_DEFINE_MAX_PLAIN(fd_max_f64, double)
     #endif
     """
     float fd_max_f32(const float* t, const float* d, const float* q, Py_ssize_t n) noexcept nogil
