@@ -44,6 +44,7 @@ from ._slots cimport (
     PyObject_Vectorcall,
     _decref,
     _incref,
+    _refcnt,
     check_dict_reader,
     dict_entries,
     dict_of,
@@ -370,14 +371,22 @@ cdef inline Py_ssize_t _take(KernelOverride ov, PyObject* key, PyObject* value, 
     return s
 
 
-cdef object _launch_exact(KernelOverride ov, dict kwargs):
+cdef object _launch_exact(KernelOverride ov, dict kwargs, bint lent):
     """The common launch, in a frame of its own: the same keys in the same order as the last
     complete launch (``exact_n``), each a kernel argument filling one slot.
 
     Why apart from ``launch``: that method's frame (its locals, its stack buffer, its error paths)
-    costs more than this whole path. Every key is checked by pointer and each value owned as it
-    is placed, so an impl that mutates the caller's dict cannot free an argument under us. Returns
-    ``_NOT_EXACT``, having done and owned nothing, whenever the launch is not of this kind.
+    costs more than this whole path. Every key is checked by pointer before anything is placed.
+    Returns ``_NOT_EXACT``, having done and owned nothing, whenever the launch is not of this
+    kind.
+
+    Ownership: while the impl runs, each argument must stay alive even if the impl mutates the
+    dict the values came from. ``lent``: the launcher's ``tp_call`` found ``kwargs`` with no
+    reference but the one its caller lends (``Py_REFCNT == 1``: the fresh dict the interpreter
+    builds for ``launcher(**kw)``, which no Python code holds). Then nothing can mutate it until
+    we return, and the dict's own references keep every value alive: the values are passed as
+    they are. Any other dict (one a caller can still reach, e.g. through ``_launch_kwargs``) has
+    each value owned as it is placed and released after the call.
     """
     cdef PyObject* stack[STACK_SLOTS + 1]
     cdef PyObject** slots = stack + 1  # one free slot in front: PY_VECTORCALL_ARGUMENTS_OFFSET
@@ -395,17 +404,16 @@ cdef object _launch_exact(KernelOverride ov, dict kwargs):
     for e in range(n):
         value = entries[e].value
         if entries[e].key != seen_key[e] or value == NULL:
-            # Not this kind of launch: give back what was taken (the dict still holds each
-            # value, so no count reaches zero and no Python code runs).
-            while e > 0:
-                e -= 1
-                _decref(slots[seen_slot[e]])
             return _NOT_EXACT
-        _incref(value)
         slots[seen_slot[e]] = value
-    # exact_n == nslots and the n keys filled n distinct slots: slots[:n] are all set and owned
+    # exact_n == nslots and the n keys filled n distinct slots: slots[:n] are all set
     if ov.kwnames is not None:
         kwnames = <PyObject*> ov.kwnames
+    if lent:
+        return PyObject_Vectorcall(ov.impl, slots, <size_t> ov.npos | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                   kwnames)
+    for e in range(n):
+        _incref(slots[e])
     try:
         return PyObject_Vectorcall(ov.impl, slots, <size_t> ov.npos | PY_VECTORCALL_ARGUMENTS_OFFSET,
                                    kwnames)
@@ -414,10 +422,10 @@ cdef object _launch_exact(KernelOverride ov, dict kwargs):
             _decref(slots[e])
 
 
-cdef inline object _launch_by_kwargs(KernelOverride ov, dict kwargs):
+cdef inline object _launch_by_kwargs(KernelOverride ov, dict kwargs, bint lent=False):
     """``override[grid](**kwargs)``: the exact path when it applies, else the full ``launch``."""
     if kwargs is not None:
-        result = _launch_exact(ov, kwargs)
+        result = _launch_exact(ov, kwargs, lent)
         if result is not _NOT_EXACT:
             return result
     return ov.launch(kwargs, None, None)
@@ -443,12 +451,16 @@ cdef class Launcher:
 # ``def __call__`` methods above stay as the documented, introspectable form; both do the same.
 
 cdef object _launcher_tp_call(PyObject* self, PyObject* args, PyObject* kwds):
+    # ``lent`` is read before any reference of ours is taken: 1 means only our caller holds it.
+    cdef bint lent = kwds != NULL and _refcnt(kwds) == 1
     cdef KernelOverride override = (<Launcher> self).override
     if override is None or override.launcher is None:
         raise TypeError("launcher is not bound to an initialised KernelOverride")
     if PyTuple_GET_SIZE(<object> args) != 0:
         return call_kw_raw(override.impl, <tuple> args, kwds)
-    return _launch_by_kwargs(override, <dict> kwds if kwds != NULL else None)
+    if kwds == NULL:
+        return _launch_by_kwargs(override, None)
+    return _launch_by_kwargs(override, <dict> kwds, lent)
 
 
 cdef object _override_tp_call(PyObject* self, PyObject* args, PyObject* kwds):

@@ -11,6 +11,7 @@ cdef extern from "Python.h":
     # The C macros on raw pointers: Cython's Py_INCREF(<object> p) adds a temporary reference.
     void _incref "Py_INCREF" (PyObject* o)
     void _decref "Py_DECREF" (PyObject* o)
+    Py_ssize_t _refcnt "Py_REFCNT" (PyObject* o)
     object PyObject_Vectorcall(object callable, PyObject** args, size_t nargsf, PyObject* kwnames)
     size_t PY_VECTORCALL_ARGUMENTS_OFFSET
     object PyObject_GenericGetDict(object o, void* context)

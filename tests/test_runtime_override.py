@@ -570,6 +570,37 @@ def test_shortcut_owns_values_while_the_impl_empties_the_launch_dict(core):
     assert seen == [[1, 2, 3, 0, 7], [2, 3, 4, 1, 7], [3, 4, 5, 2, 7]]
 
 
+def test_launcher_called_from_c_with_a_dict_the_impl_can_reach(core):
+    """``PyObject_Call(launcher, (), d)`` from C with a dict the caller still holds (not the
+    interpreter's fresh ``**kw`` copy): an impl that empties ``d`` must still see live arguments,
+    and every reference taken is given back."""
+    import ctypes
+
+    call = ctypes.pythonapi.PyObject_Call
+    call.restype = ctypes.py_object
+    call.argtypes = [ctypes.py_object, ctypes.py_object, ctypes.py_object]
+    launch_kwargs = {}
+    seen = []
+
+    def impl(out, inp, count, factor, block):
+        launch_kwargs.clear()
+        seen.append([len(x) for x in (out, inp, factor)] + [count, block])
+
+    ov = core.KernelOverride(kernel, impl)
+    launcher = ov[GRID]
+    block = object()
+    before = sys.getrefcount(block)
+    for i in range(3):  # the second and third launches take the shortcut
+        launch_kwargs.update(
+            out_ptr=[0] * (i + 1), in_ptr=[0] * (i + 2), n=i, scale=[0] * (i + 3), BLOCK=block
+        )
+        call(launcher, (), launch_kwargs)
+    assert [row[:4] for row in seen] == [[1, 2, 3, 0], [2, 3, 4, 1], [3, 4, 5, 2]]
+    assert all(row[4] is block for row in seen)
+    seen.clear()
+    assert sys.getrefcount(block) == before
+
+
 def test_launch_with_no_kwargs_uses_defaults_or_names_the_missing(core):
     """``override[grid]()``: the interpreter passes no kwargs dict at all; defaults fill every
     slot, or the launch is refused naming the arguments without one."""
