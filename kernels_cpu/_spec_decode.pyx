@@ -27,10 +27,9 @@ from kernels_cpu._checks cimport (
     OFFSETS_ORDER, OFFSETS_TOTAL, bounded_offsets, expected, first_decrease, need_count,
     need_min, need_table_rows, need_within, offsets_error, order_error,
 )
-from kernels_cpu._parallel cimport threads_for
 from kernels_cpu._tables cimport (
     Rows, as_flag, as_int, check_rows, need_bool, need_index, need_positions, pow2_shift,
-    run_rows,
+    run_rows_for,
 )
 
 
@@ -128,9 +127,7 @@ def eagle_step_slot_mapping_metadata_kernel(
     if r >= 0:
         raise IndexError(expected(f"positions_ptr[{r}]", f"a position >= -1 (its next position "
                                   f"indexes block table row {r})", iget(a.pos, r)))
-    cdef int nthreads = threads_for(grid * 8)
-    with nogil:
-        run_rows(_step_row, &a, grid, nthreads)
+    run_rows_for(_step_row, &a, grid, grid * 8)
 
 
 cdef Py_ssize_t _step_check(const StepArgs* a) noexcept nogil:
@@ -193,9 +190,7 @@ def eagle_prepare_inputs_padded_kernel(
         order_error("cu_num_draft_tokens_ptr", a.cu, bad_cu)
     if bad_q >= 0:
         order_error("query_start_loc_gpu_ptr", a.qsl, bad_q)
-    cdef int nthreads = threads_for(n * 4)
-    with nogil:
-        run_rows(_prep_row, &a, n, nthreads)
+    run_rows_for(_prep_row, &a, n, n * 4)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -263,9 +258,7 @@ def eagle_prepare_next_token_padded_kernel(
     a.backup = need_index(backup_next_token_ids_ptr, "backup_next_token_ids_ptr", n)
     a.out_next = need_index(next_token_ids_ptr, "next_token_ids_ptr", n)
     a.out_valid = need_index(valid_sampled_tokens_count_ptr, "valid_sampled_tokens_count_ptr", n)
-    cdef int nthreads = threads_for(n * (a.width + 2))
-    with nogil:
-        run_rows(_next_row, &a, n, nthreads)
+    run_rows_for(_next_row, &a, n, n * (a.width + 2))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -455,9 +448,7 @@ def copy_and_expand_eagle_inputs_kernel(
     if a.shift and R > 0:
         qsl_end = iget(a.qsl, R)
         need_count("out_hidden_state_mapping_ptr", n_map, qsl_end)
-    cdef int nthreads = threads_for(max_end + R)
-    with nogil:
-        run_rows(_eagle_row, &a, R, nthreads)
+    run_rows_for(_eagle_row, &a, R, max_end + R)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -658,6 +649,4 @@ def copy_and_expand_dflash_inputs_kernel(
     for name, t in (("out_context_positions_ptr", out_context_positions_ptr),
                     ("out_context_slot_mapping_ptr", out_context_slot_mapping_ptr)):
         need_count(name, t.numel(), ctx_total)
-    cdef int nthreads = threads_for(ctx_total + R * a.Q)
-    with nogil:
-        run_rows(_dflash_row, &a, R, nthreads)
+    run_rows_for(_dflash_row, &a, R, ctx_total + R * a.Q)

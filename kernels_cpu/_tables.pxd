@@ -8,6 +8,7 @@ checks here make sure that stride is the tensor's own, so every read stays insid
 from libc.stdint cimport int64_t
 
 from kernels_cpu._buffers cimport IBuf, iget
+from kernels_cpu._parallel cimport threads_for
 
 
 cdef struct Rows:
@@ -42,3 +43,12 @@ cdef inline int pow2_shift(int64_t v) noexcept nogil:
 ctypedef void (*row_fn)(const void* args, Py_ssize_t i) noexcept nogil
 
 cdef void run_rows(row_fn fn, const void* args, Py_ssize_t n, int nthreads) noexcept nogil
+
+
+cdef inline void run_rows_for(row_fn fn, const void* args, Py_ssize_t n,
+                              Py_ssize_t work) noexcept:
+    """``run_rows`` over ``n`` rows with the GIL released, on the team ``threads_for(work)``
+    picks for ``work`` elements of work."""
+    cdef int nthreads = threads_for(work)
+    with nogil:
+        run_rows(fn, args, n, nthreads)

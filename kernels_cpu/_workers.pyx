@@ -18,8 +18,7 @@ from kernels_cpu._buffers cimport (
 from kernels_cpu._checks cimport (
     expected, first_decrease, need_count, need_min, need_table_rows, order_error,
 )
-from kernels_cpu._parallel cimport threads_for
-from kernels_cpu._tables cimport Rows, as_int, check_rows, pow2_shift, row_fn, run_rows
+from kernels_cpu._tables cimport Rows, as_int, check_rows, pow2_shift, row_fn, run_rows_for
 
 
 # Tokens per parallel chunk of compute_slot_mapping: requests are uneven (a prefill of thousands
@@ -249,9 +248,8 @@ cdef void _slot_run(const SlotArgs* a, row_fn chunk, int64_t nt, int64_t mnt):
     """The compute pass (OpenMP over token chunks when large enough), then the padding."""
     cdef Py_ssize_t nchunks = (a.last - a.first + CHUNK - 1) // CHUNK if a.R > 0 else 0
     cdef int64_t i
-    cdef int nthreads = threads_for(a.last - a.first)
+    run_rows_for(chunk, a, nchunks, a.last - a.first)
     with nogil:
-        run_rows(chunk, a, nchunks, nthreads)
         i = nt
         while i < mnt:
             iset(a.out, i, a.pad)
@@ -422,6 +420,4 @@ def batch_memcpy_kernel(src_ptrs, dst_ptrs, sizes, BLOCK_SIZE=None):
         need_min(f"sizes[{bad}]", s, 0)
         raise ValueError(expected(f"{'src_ptrs' if iget(a.src, bad) == 0 else 'dst_ptrs'}[{bad}]",
                                   f"a non-null address for a copy of {s} bytes", 0))
-    cdef int nthreads = threads_for(total >> 3)
-    with nogil:
-        run_rows(_copy_row, &a, n, nthreads)
+    run_rows_for(_copy_row, &a, n, total >> 3)
