@@ -54,7 +54,7 @@ BOXES = {
             "(compiled glue);  ours: LaunchOwner (kernel_dispatcher)",
             "spec = dispatch_fn(*args)  ->  (grid, launch_kwargs)",
         ],
-        "fastdispatch/_core.pyx  (patched in by fastdispatch/vllm.py)",
+        "fastdispatch/_vllm_owner.pyx, _owner.pyx  (patched in by vllm.py)",
     ),
     "planner": (
         36,
@@ -68,7 +68,7 @@ BOXES = {
             "input x -> x | x_ptr | X | X_PTR;  x_stride_d <- x.stride(d)",
             "kernel is a KernelOverride  ->  straight into its slots",
         ],
-        "fastdispatch/_core.pyx",
+        "fastdispatch/_owner.pyx, _plan.pyx  (rules: _planner.py)",
     ),
     "override": (
         36,
@@ -82,7 +82,7 @@ BOXES = {
             "(tables from the bind layout, keys matched by pointer)",
             "-> PyObject_Vectorcall(impl)",
         ],
-        "fastdispatch/_core.pyx,  _bindcheck.py",
+        "fastdispatch/_override.pyx,  _bindcheck.py",
     ),
     "wrapper": (
         36,
@@ -177,9 +177,9 @@ BOXES = {
         RUNTIME,
         "backend choice  (import time)",
         [
-            "BACKEND 'cython': fastdispatch/_core.pyx (.so)",
+            "BACKEND 'cython': fastdispatch/_core -> 4 .so modules",
             "BACKEND 'python': fastdispatch/_core_py.py, the twin",
-            "(same classes, checks, messages, same tests);",
+            "(same hot path, shared cold code, same tests);",
             "FASTDISPATCH_PURE_PYTHON=1 or no .so -> twin",
         ],
         "fastdispatch/_backend.py",
