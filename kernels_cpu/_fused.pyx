@@ -678,6 +678,31 @@ def sample_recovered_tokens_kernel_fused(output_token_ids_ptr, cu_num_draft_toke
 # the whole step
 # ---------------------------------------------------------------------------------------------
 
+cdef inline int _early_verdict(const float* rates, Py_ssize_t j, double u,
+                               int64_t d) noexcept nogil:
+    """The accept decision at position ``j`` where no probability is read: 1 accept, 0 reject
+    (synthetic mode: ``u < rates[j]`` and ``d >= 0``; else a draft id < 0 is rejected), -1 when
+    the probabilities decide (``_accepts``)."""
+    if rates != NULL:
+        return 1 if u < rates[j] and d >= 0 else 0
+    if d < 0:
+        return 0
+    return -1
+
+
+cdef inline bint _accepts(double u, double dp, double tp) noexcept nogil:
+    """vLLM's accept test, in float64: ``draft_prob > 0 and target_prob / draft_prob >= u``."""
+    return dp > 0 and tp / dp >= u
+
+
+cdef inline void _argmax_job(Job* job, const float* row) noexcept nogil:
+    """A greedy job: the first maximum of ``row``."""
+    job.kind = KIND_ARGMAX
+    job.t = row
+    job.q = NULL
+    job.skip = -1
+
+
 cdef int _step(IBuf out, Py_ssize_t width, IBuf cu, IBuf draft, const float* q, const float* t,
                IBuf bonus, const uint8_t* greedy, const float* gs, const float* rates,
                const int64_t* seeds, Py_ssize_t B, Py_ssize_t T, Py_ssize_t V) except -1:
@@ -692,8 +717,9 @@ cdef int _step(IBuf out, Py_ssize_t width, IBuf cu, IBuf draft, const float* q, 
     cdef int64_t* job_of = <int64_t*>malloc((B + 1) * sizeof(int64_t))
     cdef Py_ssize_t r, j, s, n, row, nj = 0, a
     cdef int64_t d, tok
-    cdef double u, dp, tp
+    cdef double u, dp
     cdef bint is_g, ok
+    cdef int verdict
     cdef int rc = 0, nt
     if jobs == NULL or acc == NULL or job_of == NULL:
         free(jobs)
@@ -713,10 +739,7 @@ cdef int _step(IBuf out, Py_ssize_t width, IBuf cu, IBuf draft, const float* q, 
                 for j in range(n):
                     row = s + j
                     _set_key(&jobs[nj], seeds, r, <uint32_t>j)
-                    jobs[nj].kind = KIND_ARGMAX
-                    jobs[nj].t = gs + row * V
-                    jobs[nj].q = NULL
-                    jobs[nj].skip = -1
+                    _argmax_job(&jobs[nj], gs + row * V)
                     nj += 1
                 acc[r] = -1                    # resolved after the jobs ran
                 continue
@@ -724,22 +747,17 @@ cdef int _step(IBuf out, Py_ssize_t width, IBuf cu, IBuf draft, const float* q, 
                 row = s + j
                 d = iget(draft, row)
                 u = _accept_uniform(seeds, r, <uint32_t>j)
-                if rates != NULL:
-                    ok = u < rates[j] and d >= 0
-                elif d < 0:
-                    ok = False
+                verdict = _early_verdict(rates, j, u, d)
+                if verdict >= 0:
+                    ok = verdict == 1
                 else:
                     dp = q[row * V + d] if q != NULL else 1.0
-                    tp = t[row * V + d]
-                    ok = dp > 0 and tp / dp >= u
+                    ok = _accepts(u, dp, t[row * V + d])
                 if not ok:
                     job_of[r] = nj
                     _set_key(&jobs[nj], seeds, r, <uint32_t>j)
                     if is_g:                   # synthetic greedy: the target argmax
-                        jobs[nj].kind = KIND_ARGMAX
-                        jobs[nj].t = gs + row * V
-                        jobs[nj].q = NULL
-                        jobs[nj].skip = -1
+                        _argmax_job(&jobs[nj], gs + row * V)
                     else:
                         jobs[nj].kind = KIND_RECOVER
                         jobs[nj].t = t + row * V
@@ -900,6 +918,7 @@ cdef void _walk_logits(Py_ssize_t r, IBuf out, Py_ssize_t width, IBuf cu, IBuf d
     cdef Py_ssize_t j, row
     cdef bint is_g = greedy != NULL and greedy[r] != 0
     cdef bint ok, normed
+    cdef int verdict
     cdef int64_t d, tok
     cdef const float* lrow
     cdef float m = 0, invz = 1
@@ -918,16 +937,15 @@ cdef void _walk_logits(Py_ssize_t r, IBuf out, Py_ssize_t width, IBuf cu, IBuf d
                 return
             continue
         u = _accept_uniform(seeds, r, <uint32_t>j)
-        if rates != NULL:
-            ok = u < rates[j] and d >= 0
-        elif d < 0:
-            ok = False
+        verdict = _early_verdict(rates, j, u, d)
+        if verdict >= 0:
+            ok = verdict == 1
         else:
             _row_norm(lrow, V, &m, &invz)
             normed = True
             dp = q[row * V + d] if q != NULL else 1.0
             tp = _expf(lrow[d] - m) * invz
-            ok = dp > 0 and tp / dp >= u
+            ok = _accepts(u, dp, tp)
         if ok:
             iset(out, r * width + j, d)
             continue
