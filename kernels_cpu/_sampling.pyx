@@ -327,15 +327,22 @@ cdef struct RejectArgs:
     bint synthetic
 
 
+cdef inline Py_ssize_t _row_span(const RejectArgs* a, Py_ssize_t i, int64_t* s,
+                                 int64_t* n) noexcept nogil:
+    """Request ``i``'s first draft token and draft count; returns its output row's first
+    slot."""
+    s[0] = offset_start(a.cu, i)
+    n[0] = iget(a.cu, i) - s[0]
+    return i * a.row
+
+
 cdef void _greedy_row(const RejectArgs* a, Py_ssize_t i) noexcept nogil:
     cdef int64_t s, n, pos, d, tok
     cdef int32_t tgt
     cdef bint rejected = False, accepted
     if a.is_greedy != NULL and not a.is_greedy[i]:
         return
-    s = offset_start(a.cu, i)
-    n = iget(a.cu, i) - s
-    cdef Py_ssize_t base = i * a.row
+    cdef Py_ssize_t base = _row_span(a, i, &s, &n)
     for pos in range(n):
         d = iget(a.draft, s + pos)
         tgt = <int32_t>iget(a.argmax, s + pos)     # the kernel's .to(tl.int32)
@@ -361,9 +368,7 @@ cdef void _random_row(const RejectArgs* a, Py_ssize_t i) noexcept nogil:
     cdef bint accepted
     if a.is_greedy[i]:
         return
-    s = offset_start(a.cu, i)
-    n = iget(a.cu, i) - s
-    cdef Py_ssize_t base = i * a.row
+    cdef Py_ssize_t base = _row_span(a, i, &s, &n)
     for pos in range(n):
         d = iget(a.draft, s + pos)
         u = rget(a.uniform, s + pos)
