@@ -1,5 +1,8 @@
 """Argument checks shared by the ops: cheap metadata only, errors name the argument.
 
+Messages have the style of ``kernels_cpu``'s (numpy/torch-like, the argument first):
+``<argument>: expected <what>, got <what>``.
+
 The ops check shapes and dtypes that decide how a launch is laid out (a wrong one would make a
 Triton kernel read or write out of bounds, silently). Value checks (ids in range, monotonic
 offsets) are the kernels' business: the ``kernels_cpu`` implementations validate them, and the
@@ -16,31 +19,33 @@ def vector(name, t, dtypes=None, length=None):
     column ``[N, 1]`` such as ``torch.multinomial(probs, 1)`` returns -- the kernels read it by
     flat offset, and the ops size their launches by ``t.shape[0]``, as vLLM's do."""
     if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        raise TypeError(expected(name, "a torch.Tensor", type(t).__name__))
     if t.dim() == 0 or t.numel() != t.shape[0]:
-        raise ValueError(f"{name} must be 1-D (or a column [N, 1]), got shape {tuple(t.shape)}")
+        raise ValueError(expected(name, "a 1-D tensor (or a column [N, 1])", _shape(t)))
     _common(name, t, dtypes)
     if length is not None and t.shape[0] != length:
-        raise ValueError(f"{name} must have {length} elements, got {t.shape[0]}")
+        raise ValueError(expected(name, f"{length} elements", t.shape[0]))
     return t
 
 
 def matrix(name, t, dtypes=None, rows=None, cols=None, contiguous=True):
     """``t`` is a 2-D tensor (row-contiguous at least; fully contiguous unless told)."""
     if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        raise TypeError(expected(name, "a torch.Tensor", type(t).__name__))
     if t.dim() != 2:
-        raise ValueError(f"{name} must be 2-D, got shape {tuple(t.shape)}")
+        raise ValueError(expected(name, "a 2-D tensor", _shape(t)))
     if dtypes is not None and t.dtype not in dtypes:
-        raise TypeError(f"{name} must have dtype in {_names(dtypes)}, got {t.dtype}")
+        raise TypeError(expected(name, f"dtype in {_names(dtypes)}", t.dtype))
     if contiguous and not t.is_contiguous():
-        raise ValueError(f"{name} must be contiguous")
+        raise ValueError(expected(name, "a contiguous tensor", f"strides {t.stride()}"))
     if not contiguous and t.shape[1] > 1 and t.stride(1) != 1:
-        raise ValueError(f"{name} rows must be contiguous (stride(1) == 1)")
+        raise ValueError(
+            expected(name, "contiguous rows (stride(1) == 1)", f"strides {t.stride()}")
+        )
     if rows is not None and t.shape[0] != rows:
-        raise ValueError(f"{name} must have {rows} rows, got {t.shape[0]}")
+        raise ValueError(expected(name, f"{rows} rows", t.shape[0]))
     if cols is not None and t.shape[1] != cols:
-        raise ValueError(f"{name} must have {cols} columns, got {t.shape[1]}")
+        raise ValueError(expected(name, f"{cols} columns", t.shape[1]))
     return t
 
 
@@ -49,9 +54,9 @@ def offsets(name, t):
     ``t`` is ``[B]`` or a column ``[B, 1]`` -- any shape whose first dimension holds every
     element; a 0-d tensor has no batch dimension."""
     if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{name} must be a 1-D tensor, got {type(t).__name__}")
+        raise TypeError(expected(name, "a 1-D tensor", type(t).__name__))
     if t.dim() == 0 or t.numel() != t.shape[0]:
-        raise TypeError(f"{name} must be a 1-D tensor (or [B, 1]), got shape {tuple(t.shape)}")
+        raise TypeError(expected(name, "a 1-D tensor (or [B, 1])", _shape(t)))
     return t
 
 
@@ -65,15 +70,23 @@ def same_device(**tensors):
         first = next(iter(devices))
         for name, dev in devices.items():
             if dev != devices[first]:
-                raise ValueError(f"{name} is on {dev} but {first} is on {devices[first]}")
+                raise ValueError(expected(name, f"device {devices[first]} (that of {first})", dev))
 
 
 def _common(name, t, dtypes):
     if dtypes is not None and t.dtype not in dtypes:
-        raise TypeError(f"{name} must have dtype in {_names(dtypes)}, got {t.dtype}")
+        raise TypeError(expected(name, f"dtype in {_names(dtypes)}", t.dtype))
     if not t.is_contiguous():
-        raise ValueError(f"{name} must be contiguous")
+        raise ValueError(expected(name, "a contiguous tensor", f"strides {t.stride()}"))
 
 
 def _names(dtypes):
     return "(" + ", ".join(str(d).replace("torch.", "") for d in dtypes) + ")"
+
+
+def expected(name, what, got):
+    return f"{name}: expected {what}, got {got}"
+
+
+def _shape(t):
+    return f"shape {tuple(t.shape)}"

@@ -71,7 +71,9 @@ def request_seeds(
     if generators:
         for i, gen in generators.items():
             if not 0 <= i < batch_size:
-                raise IndexError(f"generators has request {i}, batch size is {batch_size}")
+                raise IndexError(
+                    _checks.expected("generators", f"request indices in [0, {batch_size})", i)
+                )
             if num_draft_tokens is not None and num_draft_tokens[i] == 0:
                 continue
             seeds[i, 0] = _draw_key(gen)

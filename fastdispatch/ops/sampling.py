@@ -132,7 +132,7 @@ def expand_batch_to_tokens(
     _checks.index_vector("cu_num_tokens", cu_num_tokens, x.shape[0])
     _checks.same_device(x=x, cu_num_tokens=cu_num_tokens)
     if num_tokens < 0:
-        raise ValueError(f"num_tokens must be >= 0, got {num_tokens}")
+        raise ValueError(_checks.expected("num_tokens", ">= 0", num_tokens))
     out = x.new_empty(num_tokens)
     _expand(out, x, cu_num_tokens, replace_from, replace_to)
     return out
@@ -145,8 +145,11 @@ def _draft_counts(
         counts = list(num_draft_tokens)
         if len(counts) != cu_num_draft_tokens.shape[0]:
             raise ValueError(
-                f"num_draft_tokens has {len(counts)} entries for "
-                f"{cu_num_draft_tokens.shape[0]} requests"
+                _checks.expected(
+                    "num_draft_tokens",
+                    f"{cu_num_draft_tokens.shape[0]} entries (one per request)",
+                    len(counts),
+                )
             )
         return counts
     cu = cu_num_draft_tokens.tolist()  # a device sync on GPU: pass num_draft_tokens to avoid
@@ -281,7 +284,7 @@ def rejection_sample(
     _checks.matrix("target_logits", target_logits, rows=T)
     V = target_logits.shape[1]
     if max_spec_len < 0:
-        raise ValueError(f"max_spec_len must be >= 0, got {max_spec_len}")
+        raise ValueError(_checks.expected("max_spec_len", ">= 0", max_spec_len))
     if bonus_token_ids.dim() == 2 and bonus_token_ids.shape[1] == 1:
         bonus_token_ids = bonus_token_ids.view(-1)
     _checks.index_vector("bonus_token_ids", bonus_token_ids, B)
@@ -292,7 +295,13 @@ def rejection_sample(
     if synthetic_conditional_rates is not None:
         _checks.vector("synthetic_conditional_rates", synthetic_conditional_rates, (torch.float32,))
         if synthetic_conditional_rates.shape[0] < max_spec_len:
-            raise ValueError("synthetic_conditional_rates must have max_spec_len entries")
+            raise ValueError(
+                _checks.expected(
+                    "synthetic_conditional_rates",
+                    f"at least max_spec_len = {max_spec_len} entries",
+                    synthetic_conditional_rates.shape[0],
+                )
+            )
     device = target_logits.device
     _checks.same_device(
         draft_token_ids=draft_token_ids,

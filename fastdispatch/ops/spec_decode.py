@@ -186,10 +186,18 @@ def eagle_step_update_slot_mapping_and_metadata(
     if input_batch_size is None:
         input_batch_size = batch
     if input_batch_size < batch:
-        raise ValueError(f"input_batch_size ({input_batch_size}) < batch size ({batch})")
+        raise ValueError(
+            _checks.expected("input_batch_size", f">= the batch size {batch}", input_batch_size)
+        )
     _checks.vector("out_slot_mapping", out_slot_mapping, (torch.int32, torch.int64))
     if out_slot_mapping.shape[0] < input_batch_size:
-        raise ValueError(f"out_slot_mapping must hold input_batch_size={input_batch_size} slots")
+        raise ValueError(
+            _checks.expected(
+                "out_slot_mapping",
+                f"at least input_batch_size = {input_batch_size} slots",
+                out_slot_mapping.shape[0],
+            )
+        )
     _eagle_step(
         positions,
         block_table,
@@ -223,8 +231,11 @@ def eagle_prepare_inputs_padded(
     _checks.index_vector("query_start_loc", query_start_loc)
     if query_start_loc.shape[0] < num_reqs + 1:
         raise ValueError(
-            f"query_start_loc must have at least num_reqs + 1 = {num_reqs + 1} "
-            f"entries, got {query_start_loc.shape[0]}"
+            _checks.expected(
+                "query_start_loc",
+                f"at least num_reqs + 1 = {num_reqs + 1} entries",
+                query_start_loc.shape[0],
+            )
         )
     token_indices = query_start_loc.new_empty(num_reqs)
     num_rejected = query_start_loc.new_empty(num_reqs)
@@ -316,12 +327,12 @@ def copy_and_expand_eagle_inputs(
     _checks.index_vector("query_start_loc", query_start_loc)
     num_reqs = query_start_loc.shape[0] - 1
     if num_reqs < 0:
-        raise ValueError("query_start_loc must have num_reqs + 1 entries")
+        raise ValueError(_checks.expected("query_start_loc", "num_reqs + 1 >= 1 entries", 0))
     _checks.index_vector("next_token_ids", next_token_ids, num_reqs)
     _checks.index_vector("query_end_loc", query_end_loc, num_reqs)
     slots = int(num_padding_slots_per_request)
     if slots < 1:
-        raise ValueError(f"num_padding_slots_per_request must be >= 1, got {slots}")
+        raise ValueError(_checks.expected("num_padding_slots_per_request", ">= 1", slots))
     net_new = slots - 1 if shift_input_ids else slots
     total_out = total_in + net_new * num_reqs
     if max_query_len is None:
@@ -394,18 +405,22 @@ def copy_and_expand_dflash_inputs(
     _checks.index_vector("query_start_loc", query_start_loc)
     num_reqs = query_start_loc.shape[0] - 1
     if num_reqs < 0:
-        raise ValueError("query_start_loc must have num_reqs + 1 entries")
+        raise ValueError(_checks.expected("query_start_loc", "num_reqs + 1 >= 1 entries", 0))
     _checks.index_vector("next_token_ids", next_token_ids, num_reqs)
     _checks.vector("target_positions", target_positions, (torch.int32, torch.int64))
     total_in = target_positions.shape[0]
     _checks.matrix("block_table", block_table, (torch.int32, torch.int64), contiguous=False)
     if block_table.shape[0] < num_reqs:
-        raise ValueError(f"block_table must have at least {num_reqs} rows")
+        raise ValueError(
+            _checks.expected(
+                "block_table", f"at least num_reqs = {num_reqs} rows", block_table.shape[0]
+            )
+        )
     if num_rejected_tokens is not None:
         _checks.index_vector("num_rejected_tokens", num_rejected_tokens, num_reqs)
     S = int(num_speculative_tokens)
     if S < 1:
-        raise ValueError(f"num_speculative_tokens must be >= 1, got {S}")
+        raise ValueError(_checks.expected("num_speculative_tokens", ">= 1", S))
     Q = 1 + S
     if max_query_len is None:
         max_query_len = _max_span(query_start_loc)

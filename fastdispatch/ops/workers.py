@@ -75,21 +75,35 @@ def compute_slot_mapping(
         num_reqs = query_start_loc.shape[0] - 1
     if not 0 <= num_reqs <= query_start_loc.shape[0] - 1:
         raise ValueError(
-            f"num_reqs={num_reqs} does not fit query_start_loc ({query_start_loc.shape[0]} entries)"
+            _checks.expected(
+                "num_reqs",
+                f"a value in [0, len(query_start_loc) - 1 = {query_start_loc.shape[0] - 1}]",
+                num_reqs,
+            )
         )
     _checks.vector("positions", positions, (torch.int32, torch.int64))
     if num_tokens is None:
         num_tokens = positions.shape[0]
     _checks.matrix("block_table", block_table, (torch.int32, torch.int64), contiguous=False)
     if block_table.shape[0] < num_reqs:
-        raise ValueError(f"block_table has {block_table.shape[0]} rows for {num_reqs} requests")
+        raise ValueError(
+            _checks.expected(
+                "block_table", f"at least num_reqs = {num_reqs} rows", block_table.shape[0]
+            )
+        )
     _checks.vector("slot_mapping", slot_mapping, (torch.int32, torch.int64))
     if not 0 <= num_tokens <= slot_mapping.shape[0]:
         raise ValueError(
-            f"num_tokens={num_tokens} does not fit slot_mapping ({slot_mapping.shape[0]} entries)"
+            _checks.expected(
+                "num_tokens",
+                f"a value in [0, len(slot_mapping) = {slot_mapping.shape[0]}]",
+                num_tokens,
+            )
         )
     if not 0 <= cp_rank < cp_world_size:
-        raise ValueError(f"cp_rank={cp_rank} out of range for cp_world_size={cp_world_size}")
+        raise ValueError(
+            _checks.expected("cp_rank", f"a value in [0, cp_world_size = {cp_world_size})", cp_rank)
+        )
     _compute_slot_mapping(
         num_reqs,
         num_tokens,
