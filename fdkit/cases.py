@@ -4,8 +4,9 @@ A :class:`Case` is one launch of one kernel (by its contract name) on random, *v
 ``case.build(device)`` returns fresh launch arguments plus the buffers to compare afterwards, and
 two builds of a case are bit-identical, so the same launch can be given to two implementations
 (our Triton kernel natively or interpreted, ``kernels_cpu``, a plain reference) and their results
-compared exactly. Outputs are poisoned and sit between canary guards inside a larger buffer; the
-compared buffers include the guards, so an implementation that writes out of bounds differs.
+compared exactly. Outputs are poisoned and sit between canary guards inside a larger buffer (the
+one scheme of :mod:`fdkit.guards`); the compared buffers include the guards, so an implementation
+that writes out of bounds differs.
 
 Used by ``tests/test_triton_parity.py`` (small cases, Triton interpreter) and
 ``tools/gpu_parity.py`` (larger cases, native Triton on a GPU), among others. Needs torch, and
@@ -16,14 +17,16 @@ import random
 
 import torch
 
+from fdkit import guards
 from kernels_cpu import VLLM_KERNELS
 
 __all__ = ["Case", "KERNELS", "make_case", "guard_violations", "POISON", "GUARD"]
 
-#: Value written into outputs before a launch: a correct kernel overwrites every element it owns.
-POISON = -7777
-#: Elements of canary guard on each side of every output buffer.
-GUARD = 3
+#: Integer poison written into outputs before a launch (:data:`fdkit.guards.POISON_INT`); float
+#: outputs take :data:`fdkit.guards.POISON_FLOAT`, bool ones :data:`fdkit.guards.BOOL_PATTERN`.
+POISON = guards.POISON_INT
+#: Elements of canary guard on each side of every output buffer (:data:`fdkit.guards.GUARD`).
+GUARD = guards.GUARD
 
 #: The 11 kernels (contract names), in the order of the kernel table ``kernels_cpu.VLLM_KERNELS``.
 KERNELS = tuple(VLLM_KERNELS)
@@ -34,9 +37,10 @@ def _next_pow2(n):
 
 
 class _Out:
-    """An output buffer spec: ``n`` elements (or a 2-D shape) inside guards, pre-filled."""
+    """An output buffer spec: ``n`` elements (or a 2-D shape) inside guards, pre-filled with
+    ``fill`` (guards too), by default the poison of its dtype (:func:`fdkit.guards.poison_for`)."""
 
-    def __init__(self, shape, dtype, fill=POISON, row_stride=None):
+    def __init__(self, shape, dtype, fill=None, row_stride=None):
         self.shape = (shape,) if isinstance(shape, int) else tuple(shape)
         self.dtype = dtype
         self.fill = fill
@@ -78,7 +82,13 @@ class Case:
         kwargs, compared = {}, {}
         for name, spec in self.args.items():
             if isinstance(spec, _Out):
-                view, backing = _guarded(spec, device)
+                backing, view = guards.guarded(
+                    spec.shape,
+                    spec.dtype,
+                    poison=spec.fill,
+                    row_stride=spec.row_stride,
+                    device=device,
+                )
                 kwargs[name] = view
                 compared[name] = backing
             elif isinstance(spec, _Slice):
@@ -107,48 +117,16 @@ class Case:
         return kwargs, {"arena": arena}
 
 
-def _guarded(spec, device):
-    n = 1
-    for s in spec.shape:
-        n *= s
-    if spec.row_stride is not None:
-        rows = spec.shape[0]
-        n_backing = (rows - 1) * spec.row_stride + spec.shape[1] if rows else 0
-    else:
-        n_backing = n
-    if spec.dtype == torch.bool:
-        backing = torch.zeros(n_backing + 2 * GUARD, dtype=torch.bool)
-        backing[::2] = True  # poison: alternating pattern, guards included
-    else:
-        backing = torch.full((n_backing + 2 * GUARD,), spec.fill, dtype=spec.dtype)
-    backing = backing.to(device)
-    inner = backing[GUARD : GUARD + n_backing]
-    if spec.row_stride is not None:
-        view = inner.as_strided(spec.shape, (spec.row_stride, 1))
-    else:
-        view = inner.view(spec.shape)
-    return view, backing
-
-
 def guard_violations(case, compared):
-    """Names of output buffers whose canary guards were written."""
+    """Names of output buffers whose canary guards were written (any element of the backing
+    buffer outside the view: :func:`fdkit.guards.guards_intact`)."""
     bad = []
     for name, spec in case.args.items():
         if not isinstance(spec, _Out):
             continue
         backing = compared[name].cpu()
-        if spec.dtype == torch.bool:
-            ref = torch.zeros(GUARD, dtype=torch.bool)
-            ref[::2] = True
-            head_ok = torch.equal(backing[:GUARD], ref)
-            tail = backing[-GUARD:]
-            start = backing.numel() - GUARD
-            tail_ref = torch.tensor([(start + k) % 2 == 0 for k in range(GUARD)])
-            tail_ok = torch.equal(tail, tail_ref)
-        else:
-            head_ok = bool((backing[:GUARD] == spec.fill).all())
-            tail_ok = bool((backing[-GUARD:] == spec.fill).all())
-        if not (head_ok and tail_ok):
+        view = guards.view_of(backing, spec.shape, spec.row_stride)
+        if not guards.guards_intact(backing, view, spec.fill):
             bad.append(name)
     return bad
 
@@ -203,12 +181,11 @@ def _case_expand(rng, idx, scale):
     data_dtype = rng.choice((torch.float32, torch.int32, torch.int64))
     values = [rng.choice((0, 1, 2, 7, -3, 100)) for _ in range(B)]
     replace_from, replace_to = rng.choice(((0, 1), (0, 0), (7, -5), (2, 9)))
-    fill = POISON if data_dtype != torch.float32 else float(POISON)
     return Case(
         "expand_kernel",
         (B,),
         dict(
-            output_ptr=_Out(T, data_dtype, fill),
+            output_ptr=_Out(T, data_dtype),
             input_ptr=_t(values, data_dtype),
             cu_num_tokens_ptr=_t(cu, idx),
             replace_from=replace_from,

@@ -1,10 +1,11 @@
 """Case builders and memory checks for the sampling-kernel tests.
 
 Every tensor argument of a launch lives in the middle of a larger flat allocation whose edges
-(``GUARD`` elements each side) hold a poison value; outputs are poisoned inside too. A launch is
-judged on whole allocations: the kernel's run and the reference's run (on a clone) must leave
-bit-identical allocations, which checks the outputs, that inputs were not written, and that
-nothing outside the views changed; the guards must still hold their poison.
+(``fdkit.guards.GUARD`` elements each side) hold the poison of ``fdkit.guards``; outputs are
+poisoned inside too. A launch is judged on whole allocations: the kernel's run and the
+reference's run (on a clone) must leave bit-identical allocations, which checks the outputs, that
+inputs were not written, and that nothing outside the views changed; the guards must still hold
+their poison.
 """
 
 import contextlib
@@ -12,35 +13,20 @@ import contextlib
 import torch
 
 import kernels_cpu
-
-GUARD = 7
-POISON_INT = -7777
-POISON_FLOAT = 1234.5
+from fdkit import guards
+from fdkit.guards import bits as _bits
 
 
-def poison_for(dtype):
-    if dtype == torch.bool:
-        return True
-    return POISON_FLOAT if dtype.is_floating_point else POISON_INT
-
-
-def guarded(values, dtype=None, poison=None):
+def guarded(values, dtype=None):
     """A contiguous view, holding ``values``, into a poisoned allocation with guards."""
-    if isinstance(values, torch.Tensor):
-        t = values if dtype is None else values.to(dtype)
-    else:
-        t = torch.as_tensor(values, dtype=dtype)  # no float32 detour for float64 values
-    if poison is None:
-        poison = poison_for(t.dtype)
-    base = torch.full((t.numel() + 2 * GUARD,), poison, dtype=t.dtype)
-    view = base[GUARD : GUARD + t.numel()].view(t.shape)
-    view.copy_(t)
-    return view
+    if not isinstance(values, torch.Tensor):
+        values = torch.as_tensor(values, dtype=dtype)  # no float32 detour for float64 values
+    return guards.guarded(values, dtype)[1]
 
 
 def poisoned(shape, dtype):
     """An output buffer: a guarded view filled entirely with the poison value."""
-    return guarded(torch.full(shape, poison_for(dtype), dtype=dtype))
+    return guards.guarded(tuple(shape), dtype)[1]
 
 
 def _root(view):
@@ -56,15 +42,6 @@ def clone_case(case):
     return {k: clone_guarded(v) if isinstance(v, torch.Tensor) else v for k, v in case.items()}
 
 
-def _bits(t):
-    """Bit pattern of a tensor, so NaN compares equal to itself."""
-    if t.dtype == torch.float32:
-        return t.view(torch.int32)
-    if t.dtype == torch.float64:
-        return t.view(torch.int64)
-    return t
-
-
 def allocations(case):
     return {
         k: _bits(_root(v)).clone()
@@ -74,12 +51,8 @@ def allocations(case):
 
 
 def guards_intact(view):
-    base = _root(view)
-    lo = view.storage_offset() - base.storage_offset()
-    hi = lo + view.numel()
-    p = torch.full((1,), poison_for(base.dtype), dtype=base.dtype)
-    edges = torch.cat([base[:lo], base[hi:]])
-    return torch.equal(_bits(edges), _bits(p.expand_as(edges)))
+    """Every element of ``view``'s allocation outside it still holds the poison."""
+    return guards.guards_intact(_root(view), view)
 
 
 def assert_same_allocations(case_a, case_b):
@@ -87,7 +60,7 @@ def assert_same_allocations(case_a, case_b):
     a, b = allocations(case_a), allocations(case_b)
     for k in a:
         assert torch.equal(a[k], b[k]), f"{k} differs:\n{_root(case_a[k])}\n{_root(case_b[k])}"
-        assert guards_intact(case_a[k]), f"{k}: guard overwritten"
+        guards.check_guards(_root(case_a[k]), case_a[k], name=k)
 
 
 def run_both(kernel, reference, case):

@@ -1,10 +1,12 @@
 """Shared machinery for the spec-decode and worker kernel tests.
 
-Every tensor argument of a test launch is a ``Guarded`` buffer: a larger allocation filled with
-a poison value, of which the kernel sees only a middle slice. After a launch the whole allocation
-is compared -- so a write outside the slice (or to an input) shows up as a mismatch -- and the
-guard regions must still hold the poison. A case is a dict of launch arguments; ``clone_case``
-gives an independent copy so the kernel and the reference run on identical inputs.
+Every tensor argument of a test launch is a ``Guarded`` buffer (``fdkit.guards.Guarded``: the
+one guard/poison scheme): a larger allocation filled with the poison, of which the kernel sees
+only a middle slice (2-D: guard rows above and below, optional extra columns). After a launch the
+whole allocation is compared -- so a write outside the slice (or to an input) shows up as a
+mismatch -- and the guard regions must still hold the poison. A case is a dict of launch
+arguments; ``clone_case`` gives an independent copy so the kernel and the reference run on
+identical inputs.
 """
 
 import contextlib
@@ -12,60 +14,7 @@ import contextlib
 import torch
 
 import kernels_cpu
-
-POISON = -77  # fill for index buffers (outputs are poisoned before the launch)
-GUARD = 5  # guard elements (or rows/columns) on each side
-
-
-class Guarded:
-    """A tensor view into a poisoned allocation with guard space around it.
-
-    1-D: ``base[GUARD:GUARD + n]``. 2-D: rows ``GUARD:GUARD + rows`` and the first ``cols`` of
-    ``cols + extra_cols`` columns -- with ``extra_cols > 0`` the view is row-strided (not
-    contiguous), which exercises the kernels' stride arguments.
-    """
-
-    def __init__(self, shape, dtype, fill=None, extra_cols=0, poison=None):
-        self.shape = tuple(shape)
-        self.dtype = dtype
-        self.extra_cols = extra_cols
-        if poison is None:
-            poison = True if dtype == torch.bool else POISON
-        self.poison = poison
-        if len(self.shape) == 1:
-            self.base = torch.full((self.shape[0] + 2 * GUARD,), poison, dtype=dtype)
-        else:
-            rows, cols = self.shape
-            self.base = torch.full((rows + 2 * GUARD, cols + extra_cols), poison, dtype=dtype)
-        if fill is not None:
-            self.view.copy_(torch.as_tensor(fill).to(dtype).reshape(self.shape))
-
-    @property
-    def view(self):
-        if len(self.shape) == 1:
-            return self.base[GUARD : GUARD + self.shape[0]]
-        rows, cols = self.shape
-        return self.base[GUARD : GUARD + rows, :cols]
-
-    def clone(self):
-        g = object.__new__(Guarded)
-        g.shape, g.dtype, g.extra_cols, g.poison = (
-            self.shape,
-            self.dtype,
-            self.extra_cols,
-            self.poison,
-        )
-        g.base = self.base.clone()
-        return g
-
-    def guards_intact(self):
-        """True when nothing outside the view changed."""
-        mask = torch.ones_like(self.base, dtype=torch.bool)
-        if len(self.shape) == 1:
-            mask[GUARD : GUARD + self.shape[0]] = False
-        else:
-            mask[GUARD : GUARD + self.shape[0], : self.shape[1]] = False
-        return bool((self.base[mask] == self.poison).all())
+from fdkit.guards import Guarded
 
 
 def clone_case(case):
@@ -88,7 +37,7 @@ def assert_same_buffers(got, want):
             w = want[k]
             assert g.base.dtype == w.base.dtype
             assert torch.equal(g.base, w.base), f"{k}: got {g.view} want {w.view}"
-            assert g.guards_intact(), f"{k}: guard region overwritten"
+            g.check_guards(name=k)
 
 
 def run_both(kernel, reference, case, positional=False):

@@ -29,6 +29,7 @@ from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
 import kernels_cpu
+from fdkit.guards import POISON_FLOAT, POISON_INT
 from fdkit.reference import sampling as ref
 
 KERNELS = (
@@ -306,7 +307,7 @@ def test_expand_float_replacement_and_cap():
         MAX_NUM_TOKENS=3,
     )
     # -0.0 == 0 in float32, so it is replaced too; the third request is capped at 3 tokens
-    assert out.tolist() == [1.0, 1.0, 2.5, 1.0, 1.0, 1.0, 1234.5]
+    assert out.tolist() == [1.0, 1.0, 2.5, 1.0, 1.0, 1.0, POISON_FLOAT]
     assert guards_intact(out)
 
 
@@ -358,7 +359,7 @@ def test_greedy_all_accepted_first_rejected_and_padding():
         guarded([True, True, True, False]),
         3,
     )
-    P = -7777
+    P = POISON_INT
     assert out.tolist() == [
         [5, 6, 7, 11],  # all accepted: bonus appended
         [9, P, P, P],  # first rejected: target argmax, stop
@@ -383,7 +384,7 @@ def test_greedy_synthetic_rejects_padding():
         True,
     )
     # uniform < rate accepts the draft; a -1 draft is rejected and replaced by the argmax
-    assert out.tolist() == [[8, 2, -7777, -7777]]
+    assert out.tolist() == [[8, 2, POISON_INT, POISON_INT]]
 
 
 def test_greedy_argmax_truncated_to_int32_like_the_kernel():
@@ -462,7 +463,7 @@ def test_random_accept_test_is_float32_quotient_compared_in_float64():
     assert _accept_one(0.3, 0.7, q32) == [2, 3]  # equal: accepted
     above = math.nextafter(q32, 1.0)
     assert float(torch.tensor(above, dtype=torch.float64).float()) == q32  # float32 would tie
-    assert _accept_one(0.3, 0.7, above) == [1, -7777]  # float64: rejected
+    assert _accept_one(0.3, 0.7, above) == [1, POISON_INT]  # float64: rejected
 
 
 def test_random_all_accepted_first_rejected_and_greedy_skipped():
@@ -484,7 +485,7 @@ def test_random_all_accepted_first_rejected_and_greedy_skipped():
         3,
         V,
     )
-    P = -7777
+    P = POISON_INT
     assert out.tolist() == [
         [1, 2, 3, 7],  # ratio 1 >= u everywhere: bonus appended
         [13, P, P, P],  # first rejected: recovered id, stop
@@ -494,7 +495,7 @@ def test_random_all_accepted_first_rejected_and_greedy_skipped():
 
 
 def test_random_zero_draft_prob_rejects():
-    assert _accept_one(0.5, 0.0, 0.0) == [1, -7777]
+    assert _accept_one(0.5, 0.0, 0.0) == [1, POISON_INT]
 
 
 # ------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import kernels_cpu as K
+from fdkit.guards import POISON_INT
 from fdkit.reference import spec_decode as R
 from tests._fuzz import fuzz_settings
 from tests._spec_helpers import (
@@ -336,7 +337,7 @@ def test_eagle_copy_hand_checked():
     assert v["out_is_rejected_token_mask_ptr"] == [False] * 8 + [True]
     assert v["out_is_masked_token_mask_ptr"] == [False, False, False, True] * 2 + [False]
     assert v["out_new_token_indices_ptr"] == [2, 3, 6, 7]
-    assert v["out_hidden_state_mapping_ptr"] == [-77] * 5  # untouched without shift
+    assert v["out_hidden_state_mapping_ptr"] == [POISON_INT] * 5  # untouched without shift
 
 
 # ------------------------------------------------------------------------------------------

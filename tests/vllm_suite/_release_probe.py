@@ -104,10 +104,12 @@ def known_stock_bug(case, kw, got, ref, bad):
       where the Triton kernel pads it with ``PAD_ID``.
     """
     import fdkit.cases as fdcases
+    import fdkit.guards as fdguards
 
     if case.kernel == "expand_kernel" and bad == ["output_ptr"]:
         out = kw["output_ptr"]
-        if out.dtype != torch.int64 and bool((out == fdcases.POISON).all()):
+        poison = fdguards.poison_for(out.dtype)
+        if out.dtype != torch.int64 and bool((out == poison).all()):
             return "output lost for a non-int64 dtype"
     if case.kernel == "compute_slot_mapping_kernel" and bad == ["slot_mapping_ptr"]:
         out, n, m = kw["slot_mapping_ptr"], kw["num_tokens"], kw["max_num_tokens"]
