@@ -5,6 +5,8 @@ measure it lives here, in one place, so the three users do not each grow a copy:
 
 * :mod:`fdkit.cases` -- random valid launch cases for the 11 kernel contracts (poisoned outputs
   between canary guards), for differential tests on CPU, under the interpreter and on a GPU;
+* :mod:`fdkit.guards` -- the one guard/poison scheme of every buffer handed to a kernel (tests and
+  bench);
 * :mod:`fdkit.reference` -- the plain-torch reference of each kernel (one per kernel), the
   oracle of those tests and the baseline row of the kernel benchmarks;
 * ``fdkit._floor`` -- the measuring instruments of the launch-overhead floor (a Cython

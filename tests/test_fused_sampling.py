@@ -7,6 +7,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+import fdkit.guards as fdguards
 import kernels_cpu
 from kernels_cpu import _fused
 from tests._fused_helpers import (
@@ -19,21 +20,8 @@ from tests._fused_helpers import (
 from tests._fuzz import fuzz_settings
 
 ALPHA = 1e-4  # significance of every chi-square test; seeds are fixed, so outcomes are too
-POISON = -7
+POISON = fdguards.POISON_INT  # what an output the kernel does not write keeps
 IDX = (torch.int32, torch.int64)
-
-
-def guarded(shape, dtype, fill=POISON, pad=5):
-    """A tensor view inside a larger buffer whose margins hold a canary value."""
-    n = int(np.prod(shape))
-    buf = torch.full((n + 2 * pad,), 12345, dtype=dtype)
-    view = buf[pad : pad + n].view(shape)
-    view.fill_(fill)
-    return buf, view, pad
-
-
-def margins_intact(buf, pad):
-    return bool((buf[:pad] == 12345).all() and (buf[-pad:] == 12345).all())
 
 
 @pytest.fixture
@@ -131,7 +119,7 @@ def run_step(c, out):
 @given(step_case())
 def test_step_matches_twin(case):
     c = build(case)
-    buf, out, pad = guarded((c["B"], c["K"] + 1), c["out_dt"])
+    buf, out = fdguards.guarded((c["B"], c["K"] + 1), c["out_dt"])
     run_step(c, out)
     ref = reference_step(
         c["cu"],
@@ -147,7 +135,7 @@ def test_step_matches_twin(case):
     )
     ref = [[POISON if v == -1 else v for v in row] for row in ref]
     assert out.tolist() == ref
-    assert margins_intact(buf, pad)
+    assert fdguards.guards_intact(buf, out)
 
 
 @fuzz_settings(60, deadline=None, derandomize=True)
@@ -156,7 +144,7 @@ def test_recovered_matches_twin(case):
     c = build(case)
     if c["V"] == 1 and c["q"] is None:
         pass  # draft id 0 masked: the all-zero row gives id 0
-    buf, out, pad = guarded((c["T"],), c["out_dt"])
+    buf, out = fdguards.guarded((c["T"],), c["out_dt"])
     _fused.recovered_tokens(out, c["cu"], c["draft"], c["q"], c["t"], c["seeds"])
     cu = [0] + c["cu"].tolist()
     ref = []
@@ -175,7 +163,7 @@ def test_recovered_matches_twin(case):
                 )
             )
     assert out.tolist() == ref
-    assert margins_intact(buf, pad)
+    assert fdguards.guards_intact(buf, out)
 
 
 def test_step_token_equals_recovered_kernel_token():

@@ -1,29 +1,28 @@
 """Launch arguments for the 11 kernel contracts, with the dtypes vLLM actually passes.
 
 Each builder returns the kernel's arguments as an ordered ``{name: value}`` dict in the Triton
-kernel's argument order (``../shared/kernels.md``), so an implementation can be called positionally
-(as vLLM's ``KernelOverride`` forwards to its C++ shims) or by name. Sizes are a decode step with
-speculative drafts: ``B`` requests, ``K`` drafts each, vocab ``V``. Index buffers are int32 where
-vLLM allocates int32 (outputs, offsets, draft ids), int64 where it allocates int64 (argmax, bonus,
-positions, slot mappings); inputs are valid (ids in range, offsets monotonic) so every
-implementation takes its real path. Deterministic: a fixed seed per builder.
+kernel's argument order (``docs/kernel_contracts.md``), so an implementation can be called
+positionally (as vLLM's ``KernelOverride`` forwards to its C++ shims) or by name. Sizes are a
+decode step with speculative drafts: ``B`` requests, ``K`` drafts each, vocab ``V``. Index buffers
+are int32 where vLLM allocates int32 (outputs, offsets, draft ids), int64 where it allocates int64
+(argmax, bonus, positions, slot mappings); inputs are valid (ids in range, offsets monotonic) so
+every implementation takes its real path. Deterministic: a fixed seed per builder.
 """
 
 from __future__ import annotations
 
 import torch
 
+import fdkit.guards as fdguards
+
 I32, I64 = torch.int32, torch.int64
 
 
 def _out(shape, dtype) -> torch.Tensor:
-    """An output buffer poisoned with a sentinel (never uninitialised memory): an entry a kernel
-    does not write keeps the sentinel, so two implementations' buffers can be compared."""
-    if isinstance(shape, int):
-        shape = (shape,)
-    if dtype == torch.bool:
-        return torch.zeros(shape, dtype=dtype)
-    return torch.full(shape, float("nan") if dtype.is_floating_point else -7, dtype=dtype)
+    """An output buffer poisoned as the tests poison theirs (``fdkit.guards``: never
+    uninitialised memory): an entry a kernel does not write keeps the poison, so two
+    implementations' buffers can be compared."""
+    return fdguards.poison(torch.empty((shape,) if isinstance(shape, int) else shape, dtype=dtype))
 
 
 def _gen(seed: int) -> torch.Generator:
