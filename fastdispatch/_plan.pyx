@@ -42,12 +42,8 @@ cdef class LaunchBindingPlan:
         self.arg_names = tuple(arg_names)
         self.input_names = tuple(input_names)
         self.launch_names = tuple(launch_names)
-        rules = plan_rules(self.arg_names, self.input_names, self.launch_names)
-        self.input_targets = rules.input_targets
-        self.stride_targets = rules.stride_targets
-        self.input_fill = rules.input_fill
-        self.stride_fill = rules.stride_fill
-        self.generic = rules.generic
+        (self.input_targets, self.stride_targets, self.input_fill, self.stride_fill,
+         self.generic) = plan_rules(self.arg_names, self.input_names, self.launch_names)
         self.n_input_fill = len(self.input_fill)
         self.input_fill_index = index_array([index for index, _ in self.input_fill])
         self.input_fill_arg = index_array([arg for _, arg in self.input_fill])
