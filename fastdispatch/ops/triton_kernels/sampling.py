@@ -1,9 +1,9 @@
 """Triton kernels for speculative-decoding rejection sampling.
 
 Same names, argument names and argument order as vLLM's kernels (``vllm/v1/sample/
-rejection_sampler.py``), so a launch keyed by those names binds to these kernels, to vLLM's, or to
-the ``kernels_cpu`` implementations alike. The behaviour is the contract in ``kernels.md``; two
-deliberate differences that only widen what is defined:
+rejection_sampler.py``), so a launch keyed by those names binds to these kernels, to vLLM's, or
+to the ``kernels_cpu`` implementations alike. The behaviour is the contract in
+``docs/kernel_contracts.md``; two deliberate differences that only widen what is defined:
 
 * ``expand_kernel`` writes every token of a request, looping in ``MAX_NUM_TOKENS`` chunks, instead
   of silently stopping after the first chunk;

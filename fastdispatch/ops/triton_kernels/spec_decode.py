@@ -1,8 +1,8 @@
 """Triton kernels for EAGLE / DFlash speculative-decoding input preparation.
 
 Same names, argument names and argument order as vLLM's kernels (``vllm/v1/spec_decode/
-utils.py``); behaviour per ``kernels.md``. Block-table slot arithmetic is done in int64 so an
-int32 block id times the block size cannot wrap.
+utils.py``); behaviour per ``docs/kernel_contracts.md``. Block-table slot arithmetic is done in
+int64 so an int32 block id times the block size cannot wrap.
 """
 
 from .._triton import tl, triton
