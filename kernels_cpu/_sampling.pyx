@@ -462,7 +462,7 @@ cdef Py_ssize_t _check_common(RejectArgs* a, object out, object cu, object draft
     cdef Py_ssize_t shp[1]
     cdef Py_ssize_t n_out, n_draft, B
     cdef int code = 0
-    cdef str kind = "greedy" if rows == 1 else "random"
+    cdef str kind
     need_min("max_spec_len", max_spec_len, 0)
     a.row = max_spec_len + 1
     a.out.ptr = check_rowed(out, "output_token_ids_ptr", M_INDEX, a.row, "max_spec_len + 1",
@@ -477,9 +477,12 @@ cdef Py_ssize_t _check_common(RejectArgs* a, object out, object cu, object draft
     else:
         a.is_greedy = <uint8_t*>bool_at_least(is_greedy, "is_greedy_ptr", B, "one per request")
     measure_offsets(a.cu, B, max_spec_len, a.is_greedy, rows, "cu_num_draft_tokens_ptr", e)
-    need_count("output_token_ids_ptr", n_out, e.out_end, f"rows of max_spec_len + 1 = {a.row}")
-    need_count("draft_token_ids_ptr", n_draft, e.tok_end, f"the draft tokens of the {kind} "
-               f"requests")
+    if n_out < e.out_end or n_draft < e.tok_end:  # (messages formatted only when raised)
+        kind = "greedy" if rows == 1 else "random"
+        need_count("output_token_ids_ptr", n_out, e.out_end,
+                   f"rows of max_spec_len + 1 = {a.row}")
+        need_count("draft_token_ids_ptr", n_draft, e.tok_end,
+                   f"the draft tokens of the {kind} requests")
     return B
 
 

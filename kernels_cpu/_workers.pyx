@@ -231,8 +231,9 @@ cdef int _slot_prepare(
         order_error("query_start_loc_ptr", a.qsl, at)
     a.first = iget(a.qsl, 0)
     a.last = iget(a.qsl, a.R)
-    need_count("positions_ptr", n_pos, a.last, f"query_start_loc_ptr[{a.R}]")
-    need_count("slot_mapping_ptr", n_out, a.last, f"query_start_loc_ptr[{a.R}]")
+    if n_pos < a.last or n_out < a.last:  # (messages formatted only when raised)
+        need_count("positions_ptr", n_pos, a.last, f"query_start_loc_ptr[{a.R}]")
+        need_count("slot_mapping_ptr", n_out, a.last, f"query_start_loc_ptr[{a.R}]")
     if a.last > a.first:
         need_table_rows("block_table_ptr", a.bt.rows, a.R, "num_reqs")
     a.kb_shift = pow2_shift(a.kb)
