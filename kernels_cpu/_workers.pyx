@@ -18,7 +18,16 @@ from kernels_cpu._buffers cimport (
 from kernels_cpu._checks cimport (
     expected, first_decrease, need_count, need_min, need_table_rows, order_error,
 )
-from kernels_cpu._tables cimport Rows, as_int, check_rows, pow2_shift, row_fn, run_rows_for
+from kernels_cpu._parallel cimport threads_for
+from kernels_cpu._tables cimport (
+    Rows,
+    as_int,
+    check_rows,
+    pow2_shift,
+    row_fn,
+    run_rows,
+    run_rows_for,
+)
 
 
 # Tokens per parallel chunk of compute_slot_mapping: requests are uneven (a prefill of thousands
@@ -249,8 +258,9 @@ cdef void _slot_run(const SlotArgs* a, row_fn chunk, int64_t nt, int64_t mnt):
     """The compute pass (OpenMP over token chunks when large enough), then the padding."""
     cdef Py_ssize_t nchunks = (a.last - a.first + CHUNK - 1) // CHUNK if a.R > 0 else 0
     cdef int64_t i
-    run_rows_for(chunk, a, nchunks, a.last - a.first)
-    with nogil:
+    cdef int nthreads = threads_for(a.last - a.first)
+    with nogil:  # one GIL hand-off for both passes (run_rows_for would add a second)
+        run_rows(chunk, a, nchunks, nthreads)
         i = nt
         while i < mnt:
             iset(a.out, i, a.pad)
