@@ -330,9 +330,7 @@ def launch_owner(kernel, arg_names, spec, input_names, input_values, cache=None)
             return outputs
         kernel._launch(launch_kwargs, plan, input_values)
         return outputs
-    return launch_generic(
-        kernel, arg_names, grid, launch_kwargs, input_names, input_values, outputs
-    )
+    return launch_generic(kernel, arg_names, grid, launch_kwargs, plan, input_values, outputs)
 
 
 # -- launch owner ----------------------------------------------------------------------------------

@@ -61,8 +61,7 @@ cdef object launch_owner_c(object kernel, object arg_names, object spec, tuple i
                 return outputs
             override.launch(launch_kwargs, plan, input_values)
             return outputs
-    return launch_generic(kernel, arg_names, grid, launch_kwargs, input_names, input_values,
-                          outputs)
+    return launch_generic(kernel, arg_names, grid, launch_kwargs, plan, input_values, outputs)
 
 
 def launch_owner(kernel, arg_names, spec, input_names, input_values, PlanCache cache=None):

@@ -137,9 +137,15 @@ def prepare_launch_kwargs(arg_names, input_names, input_values, launch_kwargs):
     rules = _rules.get(key)
     if rules is None:
         rules = _rules.setdefault(key, plan_rules(*key))
-    for index, target in rules.input_targets:
+    return _complete(rules, input_values, launch_kwargs)
+
+
+def _complete(plan, input_values, launch_kwargs):
+    """Add ``plan``'s bound inputs, then its strides, to ``launch_kwargs`` (``plan``: a
+    :class:`PlanRules` or either backend's ``LaunchBindingPlan``, which carry the same fields)."""
+    for index, target in plan.input_targets:
         launch_kwargs[target] = input_values[index]
-    for target, source, dim in rules.stride_targets:
+    for target, source, dim in plan.stride_targets:
         launch_kwargs[target] = launch_kwargs[source].stride(dim)
     return launch_kwargs
 
@@ -154,10 +160,12 @@ def unpack_spec(spec):
     raise bad_spec(spec)
 
 
-def launch_generic(kernel, arg_names, grid, launch_kwargs, input_names, input_values, outputs):
+def launch_generic(kernel, arg_names, grid, launch_kwargs, plan, input_values, outputs):
     """vLLM's ``launch`` with the launch kwargs as a dict: a kernel that is not our override
-    (a Triton kernel, anything subscriptable by grid, a plain function) or a routed launch."""
-    kwargs = prepare_launch_kwargs(arg_names, input_names, input_values, dict(launch_kwargs))
+    (a Triton kernel, anything subscriptable by grid, a plain function) or a routed launch.
+    ``plan``: the launch's binding plan, which the caller has already found for these launch
+    keys (completing a copy of ``launch_kwargs`` with it is :func:`prepare_launch_kwargs`)."""
+    kwargs = _complete(plan, input_values, dict(launch_kwargs))
     kernel = kwargs.pop("kernel", None) or kernel
     runtime_launcher = kwargs.pop("_runtime_launcher", None)
     runtime_launcher_arg_count = kwargs.pop("_runtime_launcher_arg_count", 0)
