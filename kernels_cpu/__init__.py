@@ -29,6 +29,7 @@ from ._spec_decode import (  # noqa: E402, F401 -- in __all__ by the kernel tabl
     eagle_prepare_next_token_padded_kernel,
     eagle_step_slot_mapping_metadata_kernel,
 )
+from ._topk_topp import top_k_top_p  # noqa: E402
 from ._workers import (  # noqa: E402, F401 -- in __all__ by the kernel table
     batch_memcpy_kernel,
     compute_slot_mapping_hybrid_kernel,
@@ -45,6 +46,7 @@ __all__ = [
     "parallel_threshold",
     "set_num_threads",
     "set_parallel_threshold",
+    "top_k_top_p",
     # the kernels: every implementation in the kernel table, in its order
     *(impl for entry in VLLM_KERNELS.values() for impl in entry.impls),
 ]

@@ -1,0 +1,59 @@
+"""Plain-torch reference of top-k / top-p masking (slow, obviously correct).
+
+The kept set of a row, as ``kernels_cpu.top_k_top_p`` defines it (vLLM's semantics):
+
+* top-k keeps every value ``>=`` the k-th largest (ties kept); ``k >= V`` keeps the row;
+* top-p, over what top-k kept, ranks tokens by value then index (lowest first) and keeps a token
+  when the mass ``exp(x - max)`` ranked strictly above it is ``< p`` times the kept set's mass
+  (float64 here); with ``+inf`` values present they share all the mass equally;
+* masked entries become ``mask_value``; a row that is all ``-inf`` or holds a NaN is unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+__all__ = ["kept_mask", "top_k_top_p"]
+
+
+def kept_mask(row: torch.Tensor, k: int | None, p: float | None) -> torch.Tensor:
+    """The bool mask of the kept entries of one row (any float dtype)."""
+    x = row.double()
+    n = x.numel()
+    keep = torch.ones(n, dtype=torch.bool)
+    if n == 0 or torch.isnan(x).any() or not bool((x > -math.inf).any()):
+        return keep
+    if k is not None and k < n:
+        thr = torch.sort(x, descending=True).values[k - 1]
+        keep = x >= thr
+    if p is not None and p < 1.0:
+        idx = torch.nonzero(keep).flatten().tolist()
+        vals = x.tolist()
+        idx.sort(key=lambda i: (-vals[i], i))
+        m = vals[idx[0]]
+        if m == math.inf:
+            mass = {i: (1.0 if vals[i] == math.inf else 0.0) for i in idx}
+        else:
+            mass = {i: math.exp(vals[i] - m) for i in idx}
+        target = p * math.fsum(mass.values())
+        keep = torch.zeros(n, dtype=torch.bool)
+        above = 0.0
+        for i in idx:
+            if not above < target:
+                break
+            keep[i] = True
+            above += mass[i]
+    return keep
+
+
+def top_k_top_p(logits, k=None, p=None, mask_value=float("-inf")):
+    """Mask ``logits`` [B, V] in place (the contract of ``kernels_cpu.top_k_top_p``)."""
+    for r in range(logits.shape[0]):
+        keep = kept_mask(
+            logits[r],
+            None if k is None else int(k.reshape(-1)[r]),
+            None if p is None else float(p.reshape(-1)[r]),
+        )
+        logits[r][~keep] = mask_value

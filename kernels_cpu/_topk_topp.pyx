@@ -1,0 +1,646 @@
+# cython: language_level=3
+"""Top-k / top-p masking of logits rows, in place, by selection instead of a sort.
+
+What is kept (vLLM's semantics: its PyTorch path ``apply_top_k_top_p_pytorch``, its Triton kernel
+``_topk_topp_kernel`` and the Triton tests that pin the order of ties):
+
+* **top-k** keeps every value ``>=`` the k-th largest of the row, counted with multiplicity, so
+  ties at the k-th value are all kept; ``k >= V`` keeps the row. Fewer than ``k`` finite values:
+  the threshold is ``-inf`` and nothing is masked.
+* **top-p**, applied to what top-k kept, ranks the kept tokens by value (ties by index, lowest
+  first) and keeps a token when the probability mass ranked strictly above it is ``< p``; the top
+  token is therefore always kept, and of a group of tied values straddling the boundary the
+  lowest indices are kept (vLLM's Triton test ``test_topp_tie_break_deterministic``). ``p == 1``
+  keeps the row.
+* Masked entries get ``mask_value`` (``-inf`` by default). A row that is all ``-inf`` or holds
+  a NaN is left unchanged (nothing in it can be ranked).
+
+How, per row (``k`` and ``p`` are per row; any count of rows, zero included):
+
+1. one vectorised pass for the row maximum (and NaN);
+2. top-k: the k-th largest by a filtered selection -- a buffer collects values ``>=`` a running
+   threshold (whole 64-value blocks below it are skipped after one vectorised max), and each
+   time it fills, a quickselect raises the threshold to the buffer's k-th largest -- about one
+   read of the row for the small ``k`` that models ship;
+3. top-p after top-k (the kept set is small): the kept values are gathered, sorted and walked;
+   top-p alone (or after a large ``k``): one pass sums the masses ``exp(x - max)`` (vectorised
+   float32 ``exp``, < 2 ulp, sums in float64) into 512 buckets of width 1/8 in ``max - x``, the
+   bucket holding the boundary is found from the bucket masses, its members are gathered in index
+   order and refined the same way (256 sub-buckets over their range) until a handful remain or
+   all are tied, then sorted and walked;
+4. one pass writes ``mask_value`` where a token is not kept.
+
+fp16/bf16 rows are converted into a float32 scratch row first (exactly: both embed in float32),
+the decisions are made there, and masked entries are written in the row's dtype. Rows run in
+parallel (OpenMP, one scratch arena per thread) above the calibrated work threshold.
+"""
+from cython.parallel cimport prange, parallel
+from libc.stdint cimport int32_t, int64_t, uint16_t
+from libc.stdlib cimport malloc, free
+from libc.math cimport INFINITY
+
+from kernels_cpu._buffers cimport (
+    check_table, check_tensor, is_none, expected,
+    DT_FLOAT32, DT_FLOAT16, DT_BFLOAT16, DT_FLOAT64, DT_INT64, M_FLOAT32, M_FLOAT64, M_INDEX,
+)
+from kernels_cpu._parallel cimport threads_for
+
+cdef extern from *:
+    """
+    #if defined(__clang__)
+    #pragma STDC FP_CONTRACT OFF
+    #elif defined(__GNUC__)
+    #pragma GCC optimize ("fp-contract=off")
+    #endif
+    #include <string.h>
+    #include <stdint.h>
+    #include <stdlib.h>
+    #include <math.h>
+    #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11 && defined(__x86_64__) \
+        && defined(__linux__) && !defined(__SANITIZE_ADDRESS__)
+    #define TKP_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+    #else
+    #define TKP_CLONES
+    #endif
+    #define TKP_LANES 16
+    #define TKP_BLK 64          /* values per block of the vectorised passes */
+    #define TKP_NB 512          /* top-p buckets over max - x in [0, 64), width 1/8 */
+    #define TKP_NSUB 256        /* refinement sub-buckets */
+    #define TKP_SMALL 64        /* candidates resolved by sorting */
+    #define TKP_GATHER 4096     /* top-k kept sets up to this size are resolved by sorting */
+
+    typedef struct { float x; float e; int64_t i; } tkp_cand;
+
+    typedef struct {
+        float* vals;        /* V floats: the row as float32 (fp16/bf16 rows) */
+        float* sel;         /* V floats: the top-k selection buffer */
+        tkp_cand* c1;       /* V candidates */
+        tkp_cand* c2;       /* V candidates */
+    } tkp_scratch;
+
+    /* exp(x) for x <= 0: Cody-Waite reduction, Cephes' degree-6 polynomial, branch-free so the
+       block loops vectorise; < 2 ulp; exp(-inf) = 0; below -87.3 the result is 0. */
+    static inline float tkp_expf(float x) {
+        float xc = x < -87.33654f ? -87.33654f : x;
+        xc = xc > 0.0f ? 0.0f : xc;
+        float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+        float r = xc - n * 0.693359375f;
+        r = r - n * -2.12194440e-4f;
+        float p = 1.9875691500e-4f;
+        p = p * r + 1.3981999507e-3f;
+        p = p * r + 8.3334519073e-3f;
+        p = p * r + 4.1665795894e-2f;
+        p = p * r + 1.6666665459e-1f;
+        p = p * r + 5.0000001201e-1f;
+        p = p * (r * r) + r;
+        p = p + 1.0f;
+        int32_t bits = ((int32_t)n + 127) << 23;
+        float scale;
+        memcpy(&scale, &bits, sizeof scale);
+        float y = p * scale;
+        return x < -87.33654f ? 0.0f : y;
+    }
+
+    static inline float tkp_h2f(uint16_t h) {
+        uint32_t s = ((uint32_t)h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, b;
+        float f;
+        if (e == 0) {
+            f = (float)m * 5.9604644775390625e-8f;   /* m * 2**-24: exact */
+            return (h & 0x8000u) ? -f : f;
+        }
+        if (e == 31) b = s | 0x7f800000u | (m << 13);
+        else b = s | ((e + 112u) << 23) | (m << 13);
+        memcpy(&f, &b, 4);
+        return f;
+    }
+
+    static inline float tkp_bf2f(uint16_t h) {
+        uint32_t b = (uint32_t)h << 16;
+        float f;
+        memcpy(&f, &b, 4);
+        return f;
+    }
+
+    /* row as float32 into out (code: 8 fp16, 9 bf16) */
+    TKP_CLONES static void tkp_widen(const uint16_t* row, Py_ssize_t n, int code, float* out) {
+        if (code == 9) { for (Py_ssize_t i = 0; i < n; i++) out[i] = tkp_bf2f(row[i]); }
+        else { for (Py_ssize_t i = 0; i < n; i++) out[i] = tkp_h2f(row[i]); }
+    }
+
+    /* maximum of x[0:n) and whether a NaN occurs */
+    TKP_CLONES static float tkp_max(const float* x, Py_ssize_t n, int* has_nan) {
+        float m[TKP_LANES];
+        int nan[TKP_LANES];
+        Py_ssize_t i = 0;
+        for (int j = 0; j < TKP_LANES; j++) { m[j] = -INFINITY; nan[j] = 0; }
+        for (; i + TKP_LANES <= n; i += TKP_LANES)
+            for (int j = 0; j < TKP_LANES; j++) {
+                float v = x[i + j];
+                m[j] = v > m[j] ? v : m[j];
+                nan[j] |= v != v;
+            }
+        for (int j = 0; i + j < n; j++) {
+            float v = x[i + j];
+            m[j] = v > m[j] ? v : m[j];
+            nan[j] |= v != v;
+        }
+        float best = m[0];
+        int any = 0;
+        for (int j = 0; j < TKP_LANES; j++) { best = m[j] > best ? m[j] : best; any |= nan[j]; }
+        *has_nan = any;
+        return best;
+    }
+
+    static inline float tkp_blkmax(const float* x, Py_ssize_t n) {
+        float m[TKP_LANES];
+        for (int j = 0; j < TKP_LANES; j++) m[j] = -INFINITY;
+        Py_ssize_t i = 0;
+        for (; i + TKP_LANES <= n; i += TKP_LANES)
+            for (int j = 0; j < TKP_LANES; j++) m[j] = x[i + j] > m[j] ? x[i + j] : m[j];
+        for (int j = 0; i + j < n; j++) m[j] = x[i + j] > m[j] ? x[i + j] : m[j];
+        float best = m[0];
+        for (int j = 1; j < TKP_LANES; j++) best = m[j] > best ? m[j] : best;
+        return best;
+    }
+
+    /* the element of rank t (0-based, ascending) of a[0:n), by quickselect (a is permuted;
+       no NaN in a) */
+    static float tkp_nth(float* a, Py_ssize_t n, Py_ssize_t t) {
+        Py_ssize_t lo = 0, hi = n - 1;
+        while (lo < hi) {
+            float x = a[lo], y = a[lo + (hi - lo) / 2], z = a[hi], piv;
+            if (x < y) piv = y < z ? y : (x < z ? z : x);
+            else piv = x < z ? x : (y < z ? z : y);
+            Py_ssize_t i = lo, j = hi;
+            while (i <= j) {
+                while (a[i] < piv) i++;
+                while (a[j] > piv) j--;
+                if (i <= j) { float s = a[i]; a[i] = a[j]; a[j] = s; i++; j--; }
+            }
+            if (t <= j) hi = j;
+            else if (t >= i) lo = i;
+            else return a[t];
+        }
+        return a[t];
+    }
+
+    typedef float tkp_v16 __attribute__((vector_size(64)));
+    typedef int32_t tkp_i16 __attribute__((vector_size(64)));
+
+    /* lane-wise a > b ? a : b (C has no vector ?:) */
+    static inline tkp_v16 tkp_vmax(tkp_v16 a, tkp_v16 b) {
+        tkp_i16 m = a > b;
+        return (tkp_v16)(((tkp_i16)a & m) | ((tkp_i16)b & ~m));
+    }
+
+    /* the maximum of the 16 lanes of v */
+    static inline float tkp_hmax(tkp_v16 v) {
+        tkp_v16 w = __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15,
+                                            0, 1, 2, 3, 4, 5, 6, 7);
+        v = tkp_vmax(v, w);
+        w = __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11);
+        v = tkp_vmax(v, w);
+        w = __builtin_shufflevector(v, v, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
+        v = tkp_vmax(v, w);
+        w = __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
+        v = tkp_vmax(v, w);
+        return v[0];
+    }
+
+    /* The k-th largest value of x[0:n) counted with multiplicity (1 <= k < n); the row's
+       maximum into *mx and whether it holds a NaN into *nan, in the same pass. Chunks of 16
+       whose maximum is below the running threshold cost one vector max and one compare. */
+    TKP_CLONES static float tkp_kth_largest(const float* x, Py_ssize_t n, Py_ssize_t k,
+                                            float* buf, float* mx, int* nan) {
+        Py_ssize_t cap = 4 * k < 256 ? 256 : 4 * k, cnt = 0;
+        float thr = -INFINITY;
+        tkp_v16 vm = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY,
+                      -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY,
+                      -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+        tkp_i16 vn = {0};
+        Py_ssize_t i = 0;
+        for (; i < n; i += 16) {
+            Py_ssize_t len = n - i < 16 ? n - i : 16;
+            tkp_v16 v;
+            if (len == 16) memcpy(&v, x + i, sizeof v);
+            else {
+                for (int j = 0; j < 16; j++) v[j] = j < len ? x[i + j] : -INFINITY;
+            }
+            vn |= v != v;
+            vm = tkp_vmax(v, vm);
+            if (cnt > 0 && !(tkp_hmax(v) >= thr)) continue;   /* NaN lanes never qualify */
+            for (Py_ssize_t j = 0; j < len; j++) {
+                float e = x[i + j];
+                if (e >= thr && e > -INFINITY) {   /* -inf values only count as -inf */
+                    buf[cnt++] = e;
+                    if (cnt >= cap) {
+                        /* no value below the buffer's k-th largest can be among the k largest */
+                        thr = tkp_nth(buf, cnt, cnt - k);
+                        Py_ssize_t w = 0;
+                        for (Py_ssize_t q = 0; q < cnt; q++) if (buf[q] >= thr) buf[w++] = buf[q];
+                        cnt = w;
+                        if (2 * cnt > cap) cap *= 2;   /* ties at thr: grow, never stall */
+                    }
+                }
+            }
+        }
+        int anynan = 0;
+        for (int j = 0; j < 16; j++) anynan |= vn[j] != 0;
+        *mx = tkp_hmax(vm);
+        *nan = anynan;
+        if (anynan || cnt < k) return -INFINITY;
+        return tkp_nth(buf, cnt, cnt - k);
+    }
+
+    /* rank order: larger value first, then lower index */
+    static int tkp_cmp(const void* pa, const void* pb) {
+        const tkp_cand* a = (const tkp_cand*)pa;
+        const tkp_cand* b = (const tkp_cand*)pb;
+        if (a->x > b->x) return -1;
+        if (a->x < b->x) return 1;
+        return a->i < b->i ? -1 : (a->i > b->i);
+    }
+
+    static void tkp_sort(tkp_cand* c, Py_ssize_t n) {
+        if (n > 32) { qsort(c, (size_t)n, sizeof(tkp_cand), tkp_cmp); return; }
+        for (Py_ssize_t a = 1; a < n; a++) {
+            tkp_cand v = c[a];
+            Py_ssize_t b = a;
+            while (b > 0 && tkp_cmp(&c[b - 1], &v) > 0) { c[b] = c[b - 1]; b--; }
+            c[b] = v;
+        }
+    }
+
+    /* Walk candidates c[0:n) (index order on entry) in rank order after `above` mass: keep
+       while the mass strictly above is < target. Returns the last kept value in *vstar and how
+       many kept candidates equal it in *ntie; 0 when none is kept (the boundary lies above). */
+    static int tkp_walk(tkp_cand* c, Py_ssize_t n, double above, double target,
+                        float* vstar, int64_t* ntie) {
+        tkp_sort(c, n);
+        int kept = 0;
+        for (Py_ssize_t r = 0; r < n && above < target; r++) {
+            if (kept && c[r].x == *vstar) (*ntie)++;
+            else { *vstar = c[r].x; *ntie = 1; }
+            kept = 1;
+            above += (double)c[r].e;
+        }
+        return kept;
+    }
+
+    static inline int tkp_bucket(float x, float m) {
+        float t = (m - x) * 8.0f;
+        t = t < (float)(TKP_NB - 1) ? t : (float)(TKP_NB - 1);
+        return (int)t;
+    }
+
+    /* Top-p over the values of x[0:n) that are >= floor, bucketed and weighed relative to a
+       finite reference m >= every value: one pass of bucket masses. Returns the boundary bucket,
+       or -1 when a value exceeds m or is NaN (nothing written); *above: the mass of the buckets before it,
+       *target: p times the total mass. */
+    TKP_CLONES static int tkp_topp_buckets(const float* x, Py_ssize_t n, float floor, float m,
+                                           double p, double* above, double* target) {
+        double hist[4][TKP_NB];
+        memset(hist, 0, sizeof hist);
+        float e[TKP_BLK];
+        int bk[TKP_BLK];
+        for (Py_ssize_t lo = 0; lo < n; lo += TKP_BLK) {
+            Py_ssize_t len = n - lo < TKP_BLK ? n - lo : TKP_BLK;
+            const float* b = x + lo;
+            int bad = 0;
+            for (Py_ssize_t j = 0; j < len; j++) {
+                float v = b[j];
+                float ev = tkp_expf(v - m);
+                e[j] = v >= floor ? ev : 0.0f;
+                bk[j] = tkp_bucket(v, m);
+                bad |= (v > m) | (v != v);
+            }
+            if (bad) return -1;
+            for (Py_ssize_t j = 0; j < len; j++) hist[j & 3][bk[j]] += (double)e[j];
+        }
+        double z = 0.0, acc = 0.0;
+        double mass[TKP_NB];
+        for (int q = 0; q < TKP_NB; q++) {
+            mass[q] = (hist[0][q] + hist[1][q]) + (hist[2][q] + hist[3][q]);
+            z += mass[q];
+        }
+        *target = p * z;
+        int bstar = TKP_NB - 1;
+        for (int q = 0; q < TKP_NB; q++) {
+            if (mass[q] > 0.0 && acc + mass[q] >= *target) { bstar = q; break; }
+            acc += mass[q];
+        }
+        *above = acc;
+        return bstar;
+    }
+
+    /* Resolve the boundary among candidates c[0:nc) (index order, kept untouched; at least
+       one of positive mass) after `above`: narrow them into d by sub-bucket masses until few remain or all are tied, then
+       walk them in rank order. */
+    static void tkp_resolve(const tkp_cand* c, Py_ssize_t nc, float m, double above,
+                            double target, tkp_cand* d, float* vstar, int64_t* ntie) {
+        /* masses exp(x - m) (m = +inf: the +inf values share the mass); a zero mass ranks below
+           every positive one, so all the mass is above it: never kept */
+        Py_ssize_t np = 0;
+        for (Py_ssize_t j = 0; j < nc; j++) {
+            float e = m == INFINITY ? (c[j].x == INFINITY ? 1.0f : 0.0f) : tkp_expf(c[j].x - m);
+            if (e > 0.0f) { d[np] = c[j]; d[np].e = e; np++; }
+        }
+        nc = np;
+        for (;;) {
+            if (nc <= TKP_SMALL) break;
+            float lo = d[0].x, hi = d[0].x;
+            for (Py_ssize_t j = 1; j < nc; j++) {
+                lo = d[j].x < lo ? d[j].x : lo;
+                hi = d[j].x > hi ? d[j].x : hi;
+            }
+            if (lo == hi) break;                      /* all tied: the walk is in index order */
+            double sub[TKP_NSUB];
+            memset(sub, 0, sizeof sub);
+            double scale = (double)(TKP_NSUB - 1) / ((double)hi - (double)lo);
+            for (Py_ssize_t j = 0; j < nc; j++)
+                sub[(int)(((double)hi - (double)d[j].x) * scale)] += (double)d[j].e;
+            int qstar = -1, last = 0;
+            for (int q = 0; q < TKP_NSUB; q++) {
+                if (sub[q] > 0.0) last = q;
+                if (sub[q] > 0.0 && above + sub[q] >= target) { qstar = q; break; }
+                above += sub[q];
+            }
+            if (qstar < 0) {                          /* rounding: the boundary is the last */
+                qstar = last;
+                above -= sub[last];
+            }
+            Py_ssize_t nd = 0;                        /* in place: nd <= j */
+            for (Py_ssize_t j = 0; j < nc; j++)
+                if ((int)(((double)hi - (double)d[j].x) * scale) == qstar) d[nd++] = d[j];
+            nc = nd;
+        }
+        if (!tkp_walk(d, nc, above, target, vstar, ntie)) {
+            /* rounding left nothing to keep here: keep the whole candidate set */
+            *vstar = d[nc - 1].x;
+            *ntie = 0;
+            for (Py_ssize_t j = 0; j < nc; j++) if (d[j].x == *vstar) (*ntie)++;
+        }
+    }
+
+    /* The mask pass: keep x >= floor (and, bstar >= 0, bucket <= bstar); the members of bucket
+       bstar that are >= floor are gathered into c (index order). Returns their count. */
+    TKP_CLONES static Py_ssize_t tkp_mask_pass(char* row, int code, const float* x,
+                                               Py_ssize_t n, float floor, int bstar, float m,
+                                               float maskf, uint16_t mask16, tkp_cand* c) {
+        Py_ssize_t nc = 0;
+        int bk[TKP_BLK];
+        for (Py_ssize_t lo = 0; lo < n; lo += TKP_BLK) {
+            Py_ssize_t len = n - lo < TKP_BLK ? n - lo : TKP_BLK;
+            const float* b = x + lo;
+            if (bstar >= 0) {
+                for (Py_ssize_t j = 0; j < len; j++) bk[j] = b[j] >= floor ? tkp_bucket(b[j], m)
+                                                                           : TKP_NB;
+                if (code == 3) {
+                    float* w = (float*)row + lo;
+                    for (Py_ssize_t j = 0; j < len; j++) w[j] = bk[j] <= bstar ? w[j] : maskf;
+                } else {
+                    uint16_t* w = (uint16_t*)row + lo;
+                    for (Py_ssize_t j = 0; j < len; j++) w[j] = bk[j] <= bstar ? w[j] : mask16;
+                }
+                for (Py_ssize_t j = 0; j < len; j++)
+                    if (bk[j] == bstar) {
+                        c[nc].x = b[j]; c[nc].i = lo + j; nc++;
+                    }
+            } else if (code == 3) {
+                float* w = (float*)row + lo;
+                for (Py_ssize_t j = 0; j < len; j++) w[j] = b[j] >= floor ? w[j] : maskf;
+            } else {
+                uint16_t* w = (uint16_t*)row + lo;
+                for (Py_ssize_t j = 0; j < len; j++) w[j] = b[j] >= floor ? w[j] : mask16;
+            }
+        }
+        return nc;
+    }
+
+    /* mask the candidates c[0:nc) (index order) that top-p drops */
+    static void tkp_drop(char* row, int code, const tkp_cand* c, Py_ssize_t nc, float vstar,
+                         int64_t ntie, float maskf, uint16_t mask16) {
+        for (Py_ssize_t j = 0; j < nc; j++) {
+            float v = c[j].x;
+            if (v > vstar) continue;
+            if (v == vstar && ntie > 0) { ntie--; continue; }
+            if (code == 3) ((float*)row)[c[j].i] = maskf;
+            else ((uint16_t*)row)[c[j].i] = mask16;
+        }
+    }
+
+    /* One row, in place. k >= n: no top-k; p >= 1: no top-p. code: 3 fp32, 8 fp16, 9 bf16. */
+    static void tkp_row(char* row, int code, Py_ssize_t n, int64_t k, double p,
+                        float maskf, uint16_t mask16, tkp_scratch* s) {
+        int do_k = k < (int64_t)n, do_p = p < 1.0;
+        if (n == 0 || !(do_k || do_p)) return;
+        const float* x;
+        if (code == 3) x = (const float*)row;
+        else { tkp_widen((const uint16_t*)row, n, code, s->vals); x = s->vals; }
+        int has_nan = 0;
+        float m, floor = -INFINITY, vstar = 0.0f;
+        int64_t ntie = 0;
+        tkp_cand* c = s->c1;
+        Py_ssize_t nc = 0;
+        if (do_k) {
+            floor = tkp_kth_largest(x, n, (Py_ssize_t)k, s->sel, &m, &has_nan);
+        } else {
+            /* top-p alone: weigh against a reference from the first values (any upper bound
+               works: the law is scale-free), so the pass that finds the row maximum is saved;
+               a larger value or a NaN sends the row down the exact-maximum path */
+            float m0 = tkp_max(x, n < 2048 ? n : 2048, &has_nan);
+            if (!has_nan && m0 > -INFINITY && m0 < INFINITY) {
+                float ref = m0 + 16.0f;
+                double above, target;
+                int bstar = tkp_topp_buckets(x, n, -INFINITY, ref, p, &above, &target);
+                if (bstar >= 0) {
+                    nc = tkp_mask_pass(row, code, x, n, -INFINITY, bstar, ref, maskf, mask16, c);
+                    tkp_resolve(c, nc, ref, above, target, s->c2, &vstar, &ntie);
+                    tkp_drop(row, code, c, nc, vstar, ntie, maskf, mask16);
+                    return;
+                }
+            }
+            m = tkp_max(x, n, &has_nan);
+        }
+        if (has_nan || m == -INFINITY) return;
+        if (!do_p) {
+            tkp_mask_pass(row, code, x, n, floor, -1, m, maskf, mask16, c);
+            return;
+        }
+        int small = 1;
+        if (m == INFINITY) {
+            /* the +inf values hold all the mass, equally */
+            for (Py_ssize_t i = 0; i < n; i++)
+                if (x[i] == INFINITY) { c[nc].x = x[i]; c[nc].e = 1.0f; c[nc].i = i; nc++; }
+            floor = INFINITY;
+        } else if (do_k) {
+            for (Py_ssize_t i = 0; i < n && small; i++)
+                if (x[i] >= floor) {
+                    if (nc == TKP_GATHER) small = 0;
+                    else { c[nc].x = x[i]; c[nc].e = tkp_expf(x[i] - m); c[nc].i = i; nc++; }
+                }
+        } else small = 0;
+        if (small) {
+            double z = 0.0;
+            for (Py_ssize_t j = 0; j < nc; j++) z += (double)c[j].e;
+            tkp_mask_pass(row, code, x, n, floor, -1, m, maskf, mask16, c + nc);
+            tkp_resolve(c, nc, m, 0.0, p * z, s->c2, &vstar, &ntie);
+        } else {
+            double above, target;
+            int bstar = tkp_topp_buckets(x, n, floor, m, p, &above, &target);
+            nc = tkp_mask_pass(row, code, x, n, floor, bstar, m, maskf, mask16, c);
+            tkp_resolve(c, nc, m, above, target, s->c2, &vstar, &ntie);
+        }
+        tkp_drop(row, code, c, nc, vstar, ntie, maskf, mask16);
+    }
+
+    static int tkp_alloc(tkp_scratch* s, Py_ssize_t n, int need_vals) {
+        size_t nn = (size_t)(n > 0 ? n : 1);
+        s->vals = need_vals ? (float*)malloc(nn * sizeof(float)) : NULL;
+        s->sel = (float*)malloc(nn * sizeof(float));
+        s->c1 = (tkp_cand*)malloc(nn * sizeof(tkp_cand));
+        s->c2 = (tkp_cand*)malloc(nn * sizeof(tkp_cand));
+        return (need_vals && !s->vals) || !s->sel || !s->c1 || !s->c2;
+    }
+
+    static void tkp_free(tkp_scratch* s) {
+        free(s->vals); free(s->sel); free(s->c1); free(s->c2);
+    }
+    """
+    ctypedef struct tkp_scratch:
+        float* vals
+    void tkp_row(char* row, int code, Py_ssize_t n, int64_t k, double p, float maskf,
+                 uint16_t mask16, tkp_scratch* s) noexcept nogil
+    int tkp_alloc(tkp_scratch* s, Py_ssize_t n, int need_vals) noexcept nogil
+    void tkp_free(tkp_scratch* s) noexcept nogil
+
+cdef enum:
+    M_HALF = (1 << DT_FLOAT16) | (1 << DT_BFLOAT16)
+    M_LOGITS = M_FLOAT32 | M_HALF
+
+
+cdef inline int64_t _k_at(const char* kp, bint wide, Py_ssize_t r) noexcept nogil:
+    if wide:
+        return (<const int64_t*>kp)[r]
+    return (<const int32_t*>kp)[r]
+
+
+cdef inline double _p_at(const char* pp, bint dbl, Py_ssize_t r) noexcept nogil:
+    if dbl:
+        return (<const double*>pp)[r]
+    return (<const float*>pp)[r]
+
+
+cdef inline int64_t _k_or(const char* kp, bint wide, Py_ssize_t r, Py_ssize_t V) noexcept nogil:
+    return _k_at(kp, wide, r) if kp != NULL else V
+
+
+cdef inline double _p_or(const char* pp, bint dbl, Py_ssize_t r) noexcept nogil:
+    return _p_at(pp, dbl, r) if pp != NULL else 1.0
+
+
+cdef tkp_scratch* _arena(Py_ssize_t V, int half, int* failed) noexcept nogil:
+    """A thread's scratch (NULL, with ``failed`` set, when memory runs out)."""
+    cdef tkp_scratch* s = <tkp_scratch*>malloc(sizeof(tkp_scratch))
+    if s == NULL:
+        failed[0] = 1
+        return NULL
+    if tkp_alloc(s, V, half):
+        tkp_free(s)
+        free(s)
+        failed[0] = 1
+        return NULL
+    return s
+
+
+cdef void _release(tkp_scratch* s) noexcept nogil:
+    if s != NULL:
+        tkp_free(s)
+        free(s)
+
+
+cdef uint16_t _mask_bits(float mask_value, int code) except? 0:
+    """``mask_value`` in the row's 16-bit dtype, rounded as torch rounds it."""
+    import torch
+    if mask_value == -INFINITY:
+        return 0xFC00 if code == DT_FLOAT16 else 0xFF80
+    dt = torch.float16 if code == DT_FLOAT16 else torch.bfloat16
+    return <uint16_t>(int(torch.tensor(mask_value, dtype=dt).view(torch.int16).item()) & 0xFFFF)
+
+
+def top_k_top_p(logits, k=None, p=None, mask_value=float("-inf")):
+    """Mask ``logits`` ([B, V], fp32/fp16/bf16, rows any distance apart, unit column stride) in
+    place to each row's top-k then top-p set; return None.
+
+    ``k``: None or an int32/int64 tensor of B values >= 1 (``k >= V`` keeps the row). ``p``:
+    None or a float32/float64 tensor of B values in (0, 1] (``1`` keeps the row). Everything is
+    checked before the first write; errors name the argument.
+    """
+    cdef Py_ssize_t shp[3]
+    cdef Py_ssize_t stride
+    cdef int code = 0, kcode = 0, pcode = 0
+    cdef char* base = check_table(logits, "logits", M_LOGITS, shp, &stride, &code)
+    cdef Py_ssize_t B = shp[0], V = shp[1], r
+    cdef const char* kp = NULL
+    cdef const char* pp = NULL
+    cdef bint kwide = False, pdbl = False
+    cdef int64_t kv
+    cdef double pv
+    cdef float maskf
+    cdef uint16_t mask16 = 0
+    try:
+        maskf = <float>float(mask_value)
+    except (TypeError, ValueError):
+        raise TypeError(expected("mask_value", "a number", type(mask_value).__name__)) from None
+    if B > 1 and V > 0 and stride < V:
+        raise ValueError(expected("logits", f"rows that do not overlap (stride(0) >= {V})",
+                                  f"strides {tuple(logits.stride())}"))
+    if not is_none(k):
+        kp = check_tensor(k, "k", M_INDEX, -1, &kcode, shp)
+        if shp[0] != B:
+            raise ValueError(expected("k", f"{B} values (one per row of logits)", shp[0]))
+        kwide = kcode == DT_INT64
+        for r in range(B):
+            kv = _k_at(kp, kwide, r)
+            if kv < 1:
+                raise ValueError(expected("k", "values >= 1", f"k[{r}] = {kv}"))
+    if not is_none(p):
+        pp = check_tensor(p, "p", M_FLOAT32 | M_FLOAT64, -1, &pcode, shp)
+        if shp[0] != B:
+            raise ValueError(expected("p", f"{B} values (one per row of logits)", shp[0]))
+        pdbl = pcode == DT_FLOAT64
+        for r in range(B):
+            pv = _p_at(pp, pdbl, r)
+            if not (0.0 < pv <= 1.0):
+                raise ValueError(expected("p", "values in (0, 1]", f"p[{r}] = {pv}"))
+    if B == 0 or V == 0 or (kp == NULL and pp == NULL):
+        return
+    if code != DT_FLOAT32:
+        mask16 = _mask_bits(maskf, code)
+    cdef Py_ssize_t esize = 4 if code == DT_FLOAT32 else 2
+    cdef Py_ssize_t row_bytes = stride * esize
+    cdef int nt = threads_for(B * V)
+    if nt > B:
+        nt = <int>B
+    cdef tkp_scratch* s
+    cdef int failed[1]
+    failed[0] = 0
+    cdef int half = code != DT_FLOAT32
+    with nogil:
+        if nt <= 1:
+            s = _arena(V, half, failed)
+            for r in range(B):
+                if s != NULL:
+                    tkp_row(base + r * row_bytes, code, V, _k_or(kp, kwide, r, V),
+                            _p_or(pp, pdbl, r), maskf, mask16, s)
+            _release(s)
+        else:
+            with parallel(num_threads=nt):
+                s = _arena(V, half, failed)   # one arena per thread (s is thread-private)
+                for r in prange(B, schedule="dynamic"):
+                    if s != NULL:
+                        tkp_row(base + r * row_bytes, code, V, _k_or(kp, kwide, r, V),
+                                _p_or(pp, pdbl, r), maskf, mask16, s)
+                _release(s)
+    if failed[0]:
+        raise MemoryError("top_k_top_p: scratch allocation failed")
