@@ -289,6 +289,8 @@ def _vllm_report(platform):
                 kernels[name] = "vllm"  # 0.27-0.30: vLLM patches its kernels itself
             else:
                 kernels[name] = "none"
+        for name in fv.SAMPLING_NAMES:
+            kernels[name] = "fastdispatch" if name in _registry else "vllm"
     reason = None
     if not installed:
         wanted = fv._wants(os.environ.get(fv.PLUGIN_ENV))

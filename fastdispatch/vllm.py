@@ -76,6 +76,7 @@ __all__ = [
     "FAST_LAUNCH_ENV",
     "FLY_REFUSAL",
     "KERNEL_NAMES",
+    "SAMPLING_NAMES",
 ]
 
 logger = logging.getLogger(__name__)
@@ -168,6 +169,8 @@ class _Installation:
         self.requested = []  # registrations vLLM asked for while installed (replayed on uninstall)
         self.class_attrs = {}  # (class, attr) -> raw class-dict value before we registered
         self.fused = {}  # fused-noise replacements (qualified name -> function), when enabled
+        self.sampling = {}  # sampling functions replaced (qualified name -> our drop-in)
+        self.sampling_left = {}  # sampling functions left to vLLM (qualified name -> why)
         self.plan_caches = {}  # id(owner) -> (owner, PlanCache)
 
     # -- registration ----------------------------------------------------------------------
@@ -730,6 +733,21 @@ def kernel_report():
                 report[name] = dict(who="ours", impl=_describe(impl), reason=None)
         for name, why in state.left.items():
             report[name] = dict(who="vllm", impl=None, reason=why)
+        sampling_stale = fd.verify([n for n in state.sampling if n in fd._registry])
+        for name, impl in state.sampling.items():
+            entry = fd._registry.get(name)
+            if entry is None or entry.impl is not impl:
+                report[name] = dict(who="vllm", impl=None, reason="displaced after install")
+            elif sampling_stale.get(name):
+                report[name] = dict(
+                    who="stale",
+                    impl=_describe(impl),
+                    reason=f"still on vLLM's object: {', '.join(sampling_stale[name])}",
+                )
+            else:
+                report[name] = dict(who="ours", impl=_describe(impl), reason=None)
+        for name, why in state.sampling_left.items():
+            report[name] = dict(who="vllm", impl=None, reason=why)
         return report
 
 
@@ -878,6 +896,43 @@ def _fused_noise_overrides(fd=None):
     return mapping
 
 
+#: vLLM's sampling functions (not Triton kernels) that ``install`` replaces: the CPU top-k/top-p
+#: entry, called by ``TopKTopPSampler.forward_cpu`` and, imported by name, by the rejection
+#: sampler's ``apply_sampling_constraints`` -- the rebinding pass reaches both holders.
+SAMPLING_NAMES = ("vllm.v1.sample.ops.topk_topp_sampler.apply_top_k_top_p",)
+
+
+def _install_sampling(state):
+    """Replace vLLM's CPU top-k/top-p with ``kernels_cpu.top_k_top_p`` (through a drop-in made
+    for the signature standing there); a function we do not recognise -- or that this release
+    lacks -- stays vLLM's, with the reason in :func:`kernel_report` and a warning."""
+    from fastdispatch.ops.topk_topp import adapter_for
+
+    fd = state.fd
+    mapping = {}
+    for name in SAMPLING_NAMES:
+        try:
+            host, attr = fd._resolve_kernel(name)
+            target = vars(host).get(attr, _MISSING)
+        except (ImportError, ValueError, AttributeError) as exc:
+            adapter, why = None, f"not found ({exc})"
+        else:
+            entry = fd._registry.get(name)
+            if entry is not None and target is entry.override:
+                target = entry.original
+            if target is _MISSING or not callable(target):
+                adapter, why = None, f"{name} is not a function on this release"
+            else:
+                adapter, why = adapter_for(target)
+        if adapter is None:
+            logger.warning("fastdispatch: %s left to vLLM: %s", name, why)
+            state.sampling_left[name] = why
+            continue
+        mapping[name] = adapter
+    state.register(mapping)
+    state.sampling = mapping
+
+
 def install(fused_noise=False):
     """Make vLLM launch fastdispatch's compiled path and the ``kernels_cpu`` kernels.
 
@@ -894,6 +949,7 @@ def install(fused_noise=False):
     with _lock:
         if _state is not None:
             _state.register(_state.ours)
+            _state.register(_state.sampling)
             _set_fused_noise(_state, fused_noise)
             return
         try:
@@ -932,6 +988,7 @@ def install(fused_noise=False):
                     _legacy_originals.setdefault(name, state.fd._registry[name].original)
                 _wrap_runner_hook(state)
             _patch_owners(state)
+            _install_sampling(state)
             _set_fused_noise(state, fused_noise)
         except BaseException:
             _teardown(state)
