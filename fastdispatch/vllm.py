@@ -906,7 +906,7 @@ def _install_sampling(state):
     """Replace vLLM's CPU top-k/top-p with ``kernels_cpu.top_k_top_p`` (through a drop-in made
     for the signature standing there); a function we do not recognise -- or that this release
     lacks -- stays vLLM's, with the reason in :func:`kernel_report` and a warning."""
-    from fastdispatch.ops.topk_topp import adapter_for
+    from fastdispatch._topk_topp_dropin import adapter_for
 
     fd = state.fd
     mapping = {}

@@ -212,6 +212,7 @@ def main():
         print("REPORT " + json.dumps(report))
         return
     report["kernel_names"] = list(fv.kernel_names())
+    report["sampling_names"] = list(fv.SAMPLING_NAMES)
     report["kernel_report"] = fv.kernel_report()
     report["verify"] = fastdispatch.verify(list(fv.kernel_names()))
     contracts = {}

@@ -38,11 +38,12 @@ def run_cli(*args, **env):
 
 
 def _vllm_kernel_names():
+    import fastdispatch.vllm as fv
     from kernels_cpu import VLLM_KERNEL_NAMES
 
     names = list(VLLM_KERNEL_NAMES)
     assert len(names) == 11
-    return names
+    return names + list(fv.SAMPLING_NAMES)
 
 
 def test_verify_vllm_finds_all_eleven_kernels_ours():
@@ -58,7 +59,8 @@ def test_verify_vllm_finds_all_eleven_kernels_ours():
     listed = {item["name"]: item for item in report["overrides"]}
     assert set(names) <= set(listed), set(names) - set(listed)
     for name in names:
-        assert listed[name]["impl"].startswith("kernels_cpu."), listed[name]
+        impl = listed[name]["impl"]
+        assert impl.startswith(("kernels_cpu.", "fastdispatch._topk_topp_dropin.")), listed[name]
         assert listed[name]["stale"] == []
     assert report["stale"] == {}
 
@@ -69,7 +71,8 @@ def test_verify_vllm_with_the_plugin_off_fails_and_says_why():
     assert (
         "fastdispatch NOT installed (FASTDISPATCH_VLLM_PLUGIN=0 disables the plugin)" in proc.stdout
     )
-    assert "0/11 of vLLM's kernels launch kernels_cpu through fastdispatch" in proc.stdout
+    n = len(_vllm_kernel_names())
+    assert f"0/{n} of vLLM's kernels launch kernels_cpu through fastdispatch" in proc.stdout
     for name in _vllm_kernel_names():
         assert (
             f"NOT OURS {name}: left to vLLM (fastdispatch not installed: "

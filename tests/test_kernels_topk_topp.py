@@ -1,0 +1,236 @@
+"""``kernels_cpu.top_k_top_p`` against its plain reference and vLLM's rules.
+
+Random rows (hypothesis draws the shape, per-row k/p, ties, ``-inf`` entries, single finite
+values and the layout; a seeded generator the values) are masked in place inside guarded,
+row-strided allocations; the kept set must equal ``fdkit.reference.topk_topp``'s. Top-p depends on
+float sums, so where a row's boundary is within float rounding of ``p`` the kernel may keep one
+token more or less than the float64 reference: the test then requires the kept set to lie between
+the reference's for ``p * (1 - 1e-5)`` and ``p * (1 + 1e-5)`` and to be a prefix of the rank order.
+"""
+
+import math
+
+import pytest
+import torch
+from _fuzz import fuzz_settings
+from hypothesis import HealthCheck, given
+from hypothesis import strategies as st
+
+import kernels_cpu
+from fdkit.guards import check_guards, guarded_rows
+from fdkit.reference.topk_topp import kept_mask
+from fdkit.reference.topk_topp import top_k_top_p as reference
+
+HYP = fuzz_settings(150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _rows(B, V, dtype, seed, style):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(B, V, generator=g) * [0.05, 1.0, 4.0, 30.0][style % 4]
+    if style % 5 == 1:
+        x = torch.round(x)  # many ties, at the k-th value and across the top-p boundary
+    if style % 5 == 2:
+        x[torch.rand(B, V, generator=g) < 0.6] = -math.inf
+    if style % 5 == 3 and V > 0:
+        x[:] = -math.inf
+        x[:, int(torch.randint(0, V, (1,), generator=g))] = 1.5  # a single finite value
+    if style % 7 == 4 and B > 0:
+        x[0] = -math.inf  # a row of -inf
+    return x.to(dtype)
+
+
+def _case(draw_b, draw_v, dtype, seed, style, k_kind, p_kind, extra_cols):
+    B, V = draw_b, draw_v
+    base, view = guarded_rows((B, V), dtype, extra_cols=extra_cols)
+    view.copy_(_rows(B, V, dtype, seed, style))
+    g = torch.Generator().manual_seed(seed + 1)
+    k = None
+    if k_kind is not None:
+        k = torch.randint(1, V + 3, (B,), generator=g).to(k_kind)
+        if B and V:
+            k[0] = min(V, 3)
+    p = None
+    if p_kind is not None:
+        p = (torch.rand(B, generator=g, dtype=torch.float64) * 0.98 + 0.02).to(p_kind)
+        if B > 1:
+            p[1] = 1.0
+    return base, view, k, p
+
+
+def _check_against_reference(before, after, k, p):
+    B, V = before.shape
+    for r in range(B):
+        kr = None if k is None else int(k[r])
+        pr = None if p is None else float(p[r])
+        got = after[r] != -math.inf
+        want = kept_mask(before[r], kr, pr)
+        # masked entries become -inf; kept entries are untouched
+        assert torch.equal(after[r][got], before[r][got])
+        want_vals = before[r] != -math.inf
+        if torch.equal(got, want & want_vals):
+            continue
+        assert pr is not None and pr < 1.0, (r, kr, pr)  # top-k alone is exact
+        lo = kept_mask(before[r], kr, pr * (1 - 1e-5)) & want_vals
+        hi = kept_mask(before[r], kr, min(1.0, pr * (1 + 1e-5))) & want_vals
+        assert bool((lo <= got).all()) and bool((got <= hi).all()), (r, kr, pr)
+
+
+@given(
+    B=st.integers(0, 5),
+    V=st.sampled_from([1, 2, 3, 17, 64, 65, 255, 300, 1000, 4099]),
+    dtype=st.sampled_from(DTYPES),
+    seed=st.integers(0, 2**31 - 1),
+    style=st.integers(0, 34),
+    k_kind=st.sampled_from([None, torch.int32, torch.int64]),
+    p_kind=st.sampled_from([None, torch.float32, torch.float64]),
+    extra_cols=st.sampled_from([0, 3]),
+)
+@HYP
+def test_matches_reference(B, V, dtype, seed, style, k_kind, p_kind, extra_cols):
+    base, view, k, p = _case(B, V, dtype, seed, style, k_kind, p_kind, extra_cols)
+    before = view.clone()
+    kernels_cpu.top_k_top_p(view, k, p)
+    check_guards(base, view, name="logits")
+    _check_against_reference(before.float(), view.float(), k, p)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_exact_on_random_rows(dtype):
+    """Away from float ties of the boundary the kept sets are identical (top-k always)."""
+    g = torch.Generator().manual_seed(7)
+    x = (torch.randn(12, 3001, generator=g) * 2).to(dtype)
+    k = torch.tensor([1, 2, 5, 20, 50, 100, 3000, 3001, 4000, 7, 64, 2999], dtype=torch.int32)
+    got, want = x.clone(), x.clone()
+    kernels_cpu.top_k_top_p(got, k, None)
+    reference(want, k, None)
+    assert torch.equal(got, want)
+
+
+def test_topk_keeps_every_tie_at_the_kth_value():
+    x = torch.tensor([[3.0, 1.0, 2.0, 2.0, 2.0, 0.0]])
+    kernels_cpu.top_k_top_p(x, torch.tensor([2]), None)
+    assert x.tolist() == [[3.0, -math.inf, 2.0, 2.0, 2.0, -math.inf]]
+
+
+def test_topp_tie_at_the_boundary_keeps_the_lowest_indices():
+    """vLLM's Triton test: 1000 tied top tokens, the p = 0.5 boundary inside the tie group; the
+    first copies in index order are kept, as many as the mass rule allows."""
+    V = 128256
+    x = torch.full((4, V), -math.inf)
+    x[:, :1000] = 1.0
+    x[:, 1000:2000] = 0.0
+    p = torch.full((4,), 0.5)
+    runs = []
+    for _ in range(3):
+        y = x.clone()
+        kernels_cpu.top_k_top_p(y, None, p)
+        runs.append(y)
+    assert all(torch.equal(runs[0], r) for r in runs[1:])
+    kept = (runs[0][0] != -math.inf).nonzero().flatten()
+    e = math.e
+    # token r of the tie group is kept when r * e < 0.5 * (1000 e + 1000)
+    n = sum(1 for r in range(1000) if r * e < 0.5 * (1000 * e + 1000))
+    assert kept.tolist() == list(range(n))
+
+
+def test_topp_always_keeps_the_top_token_and_p_one_is_a_no_op():
+    x = torch.tensor([[0.0, 10.0, 0.0], [1.0, 2.0, 3.0]])
+    y = x.clone()
+    kernels_cpu.top_k_top_p(y, None, torch.tensor([1e-6, 1.0]))
+    assert y[0].tolist() == [-math.inf, 10.0, -math.inf]
+    assert torch.equal(y[1], x[1])
+
+
+def test_rows_of_minus_inf_and_nan_are_left_unchanged():
+    x = torch.full((2, 5), -math.inf)
+    x[1] = torch.tensor([1.0, float("nan"), 0.0, 2.0, 3.0])
+    y = x.clone()
+    kernels_cpu.top_k_top_p(y, torch.tensor([1, 1]), torch.tensor([0.5, 0.5]))
+    assert torch.equal(y[0], x[0])
+    assert torch.equal(y[1].isnan(), x[1].isnan()) and y[1][~y[1].isnan()].tolist() == [
+        1.0,
+        0.0,
+        2.0,
+        3.0,
+    ]
+
+
+def test_fewer_finite_values_than_k_keeps_them_all():
+    x = torch.full((1, 1000), -math.inf)
+    x[0, [3, 500, 999]] = torch.tensor([0.5, -1.0, 2.0])
+    y = x.clone()
+    kernels_cpu.top_k_top_p(y, torch.tensor([50]), None)
+    assert torch.equal(y, x)
+
+
+def test_positive_infinity_holds_all_the_mass():
+    x = torch.tensor([[1.0, math.inf, 2.0, math.inf, math.inf, math.inf]])
+    kernels_cpu.top_k_top_p(x, None, torch.tensor([0.5]))
+    # four +inf tokens of mass 1/4 each: ranks 0 and 1 have mass above 0 and 1/4 < 1/2
+    assert x.tolist() == [[-math.inf, math.inf, -math.inf, math.inf, -math.inf, -math.inf]]
+
+
+def test_mask_value_is_written_in_the_rows_dtype():
+    for dtype in DTYPES:
+        x = torch.tensor([[1.0, 2.0, 3.0, 4.0]], dtype=dtype)
+        kernels_cpu.top_k_top_p(x, torch.tensor([2]), None, mask_value=-7.5)
+        assert x.float().tolist() == [[-7.5, -7.5, 3.0, 4.0]]
+
+
+def test_zero_rows_and_zero_columns():
+    kernels_cpu.top_k_top_p(torch.empty(0, 100), torch.empty(0, dtype=torch.int32), None)
+    kernels_cpu.top_k_top_p(torch.empty(0, 100), None, torch.empty(0))
+    kernels_cpu.top_k_top_p(torch.empty(3, 0), torch.ones(3, dtype=torch.int64), None)
+
+
+def test_same_result_at_any_thread_count():
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(64, 2000, generator=g)
+    k = torch.randint(1, 2000, (64,), generator=g)
+    p = torch.rand(64, generator=g) * 0.9 + 0.1
+    before = kernels_cpu.get_num_threads(), kernels_cpu.parallel_threshold()
+    results = []
+    try:
+        kernels_cpu.set_parallel_threshold(1)
+        for n in (1, 2):
+            kernels_cpu.set_num_threads(n)
+            y = x.clone()
+            kernels_cpu.top_k_top_p(y, k, p)
+            results.append(y)
+    finally:
+        kernels_cpu.set_num_threads(before[0])
+        kernels_cpu.set_parallel_threshold(before[1])
+    assert torch.equal(results[0], results[1])
+
+
+def _bad_calls():
+    x = torch.randn(3, 10)
+    k = torch.ones(3, dtype=torch.int32)
+    p = torch.full((3,), 0.5)
+    return [
+        ("k", dict(logits=x, k=torch.tensor([1, 0, 2], dtype=torch.int32), p=None), ValueError),
+        ("k", dict(logits=x, k=torch.ones(2, dtype=torch.int32), p=None), ValueError),
+        ("k", dict(logits=x, k=torch.ones(3), p=None), TypeError),
+        ("p", dict(logits=x, k=None, p=torch.tensor([0.5, 0.0, 0.5])), ValueError),
+        ("p", dict(logits=x, k=None, p=torch.tensor([0.5, 1.5, 0.5])), ValueError),
+        ("p", dict(logits=x, k=None, p=torch.tensor([0.5, float("nan"), 0.5])), ValueError),
+        ("p", dict(logits=x, k=k, p=torch.full((4,), 0.5)), ValueError),
+        ("p", dict(logits=x, k=k, p=torch.ones(3, dtype=torch.int32)), TypeError),
+        ("logits", dict(logits=x.double(), k=k, p=p), TypeError),
+        ("logits", dict(logits=x.t(), k=torch.ones(10, dtype=torch.int32), p=None), ValueError),
+        ("logits", dict(logits=x[0], k=k[:1], p=None), TypeError),
+        ("logits", dict(logits=torch.randn(1, 10).expand(3, 10), k=k, p=None), ValueError),
+        ("logits", dict(logits=x.to("meta"), k=k, p=None), ValueError),
+        ("mask_value", dict(logits=x, k=k, p=None, mask_value="x"), TypeError),
+    ]
+
+
+@pytest.mark.parametrize("name,kwargs,exc", _bad_calls())
+def test_bad_input_raises_naming_the_argument_and_writes_nothing(name, kwargs, exc):
+    logits = kwargs["logits"]
+    before = logits.clone() if logits.device.type == "cpu" else None
+    with pytest.raises(exc, match=name):
+        kernels_cpu.top_k_top_p(**kwargs)
+    if before is not None:
+        assert torch.equal(logits, before)
