@@ -13,6 +13,7 @@ import math
 import pytest
 import torch
 from _fuzz import fuzz_settings
+from _sampling_helpers import threads
 from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
@@ -189,18 +190,12 @@ def test_same_result_at_any_thread_count():
     x = torch.randn(64, 2000, generator=g)
     k = torch.randint(1, 2000, (64,), generator=g)
     p = torch.rand(64, generator=g) * 0.9 + 0.1
-    before = kernels_cpu.get_num_threads(), kernels_cpu.parallel_threshold()
     results = []
-    try:
-        kernels_cpu.set_parallel_threshold(1)
-        for n in (1, 2):
-            kernels_cpu.set_num_threads(n)
+    for n in (1, 2):
+        with threads(n):
             y = x.clone()
             kernels_cpu.top_k_top_p(y, k, p)
             results.append(y)
-    finally:
-        kernels_cpu.set_num_threads(before[0])
-        kernels_cpu.set_parallel_threshold(before[1])
     assert torch.equal(results[0], results[1])
 
 
