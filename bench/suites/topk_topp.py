@@ -112,8 +112,12 @@ def _verify(logits, k, p, ctx):
 def grid(preset):
     for dtype in ("float32", "bfloat16") if preset == "full" else ("float32",):
         for B in BATCHES if preset == "full" else (16, 80) if preset == "default" else (80,):
-            for V in VOCABS if preset == "full" else (32000, 128256) if preset == "default" else (
-                128256,
+            for V in (
+                VOCABS
+                if preset == "full"
+                else (32000, 128256)
+                if preset == "default"
+                else (128256,)
             ):
                 for mode in MODES if preset != "quick" else ("k50", "p0.8", "k50-p0.9"):
                     yield B, V, mode, dtype
