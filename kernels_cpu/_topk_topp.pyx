@@ -151,18 +151,6 @@ cdef extern from *:
         return best;
     }
 
-    static inline float tkp_blkmax(const float* x, Py_ssize_t n) {
-        float m[TKP_LANES];
-        for (int j = 0; j < TKP_LANES; j++) m[j] = -INFINITY;
-        Py_ssize_t i = 0;
-        for (; i + TKP_LANES <= n; i += TKP_LANES)
-            for (int j = 0; j < TKP_LANES; j++) m[j] = x[i + j] > m[j] ? x[i + j] : m[j];
-        for (int j = 0; i + j < n; j++) m[j] = x[i + j] > m[j] ? x[i + j] : m[j];
-        float best = m[0];
-        for (int j = 1; j < TKP_LANES; j++) best = m[j] > best ? m[j] : best;
-        return best;
-    }
-
     /* the element of rank t (0-based, ascending) of a[0:n), by quickselect (a is permuted;
        no NaN in a) */
     static float tkp_nth(float* a, Py_ssize_t n, Py_ssize_t t) {
@@ -187,23 +175,27 @@ cdef extern from *:
     typedef float tkp_v16 __attribute__((vector_size(64)));
     typedef int32_t tkp_i16 __attribute__((vector_size(64)));
 
-    /* lane-wise a > b ? a : b (C has no vector ?:) */
-    static inline tkp_v16 tkp_vmax(tkp_v16 a, tkp_v16 b) {
-        tkp_i16 m = a > b;
-        return (tkp_v16)(((tkp_i16)a & m) | ((tkp_i16)b & ~m));
-    }
+    /* Lane-wise a > b ? a : b (C has no vector ?:). Macros and a pointer argument, not vector
+       arguments: a 64-byte vector passed by value has an ABI that depends on the ISA (GCC's
+       -Wpsabi), and these never leave this file. Arguments are plain variables. */
+    #define TKP_VMAX(a, b) ((tkp_v16)(((tkp_i16)(a) & ((a) > (b))) | ((tkp_i16)(b) & ~((a) > (b)))))
+    #if defined(__clang__)
+    #define TKP_SHUF(v, ...) __builtin_shufflevector(v, v, __VA_ARGS__)
+    #else
+    #define TKP_SHUF(v, ...) __builtin_shuffle(v, (tkp_i16){__VA_ARGS__})
+    #endif
 
-    /* the maximum of the 16 lanes of v */
-    static inline float tkp_hmax(tkp_v16 v) {
-        tkp_v16 w = __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15,
-                                            0, 1, 2, 3, 4, 5, 6, 7);
-        v = tkp_vmax(v, w);
-        w = __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11);
-        v = tkp_vmax(v, w);
-        w = __builtin_shufflevector(v, v, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
-        v = tkp_vmax(v, w);
-        w = __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
-        v = tkp_vmax(v, w);
+    /* the maximum of the 16 lanes of *p */
+    static inline float tkp_hmax(const tkp_v16* p) {
+        tkp_v16 v = *p, w;
+        w = TKP_SHUF(v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
+        v = TKP_VMAX(v, w);
+        w = TKP_SHUF(v, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11);
+        v = TKP_VMAX(v, w);
+        w = TKP_SHUF(v, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
+        v = TKP_VMAX(v, w);
+        w = TKP_SHUF(v, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
+        v = TKP_VMAX(v, w);
         return v[0];
     }
 
@@ -227,8 +219,8 @@ cdef extern from *:
                 for (int j = 0; j < 16; j++) v[j] = j < len ? x[i + j] : -INFINITY;
             }
             vn |= v != v;
-            vm = tkp_vmax(v, vm);
-            if (cnt > 0 && !(tkp_hmax(v) >= thr)) continue;   /* NaN lanes never qualify */
+            vm = TKP_VMAX(v, vm);
+            if (cnt > 0 && !(tkp_hmax(&v) >= thr)) continue;   /* NaN lanes never qualify */
             for (Py_ssize_t j = 0; j < len; j++) {
                 float e = x[i + j];
                 if (e >= thr && e > -INFINITY) {   /* -inf values only count as -inf */
@@ -246,7 +238,7 @@ cdef extern from *:
         }
         int anynan = 0;
         for (int j = 0; j < 16; j++) anynan |= vn[j] != 0;
-        *mx = tkp_hmax(vm);
+        *mx = tkp_hmax(&vm);
         *nan = anynan;
         if (anynan || cnt < k) return -INFINITY;
         return tkp_nth(buf, cnt, cnt - k);
@@ -622,7 +614,7 @@ def top_k_top_p(logits, k=None, p=None, mask_value=float("-inf")):
     cdef int nt = threads_for(B * V)
     if nt > B:
         nt = <int>B
-    cdef tkp_scratch* s
+    cdef tkp_scratch* s = NULL
     cdef int failed[1]
     failed[0] = 0
     cdef int half = code != DT_FLOAT32

@@ -19,7 +19,7 @@
 #   4. flags     every compile command in the build log: -O3 (or -O2), -ffp-contract=off, no
 #                -march=/-mtune=native, no -ffast-math/-Ofast; -fopenmp only on kernels_cpu
 #                modules, and there only when the compiler supports it (then
-#                kernels_cpu._parallel needs libgomp.so.1).
+#                kernels_cpu._parallel needs libgomp.so.1); no compiler warning in the log.
 #   5. wheel     a throwaway venv (no system site-packages) gets the pinned CPU torch and the
 #                wheel with its declared dependencies; from outside the tree: the modules load
 #                from that venv, the backend is compiled, and a launch through the whole path
@@ -242,6 +242,11 @@ done_step
 # ---- 4. flags ---------------------------------------------------------------------------------------
 step "compiler flags of the wheel build"
 check_flags "$WORK/build.log" auto || fail "compiler flags (log: $WORK/build.log)"
+# The wheel's own compiler (GCC here) must be silent, as on arm64: a warning there is a fact
+# about the C we ship (an uninitialised firstprivate, an ISA-dependent vector ABI).
+if grep -E '\.(c|h):[0-9]+:[0-9]+: warning:' "$WORK/build.log" > "$WORK/warnings.log"; then
+    fail "compiler warnings in the wheel build" "$WORK/warnings.log"
+fi
 WHEEL_OMP=$(cat "$WORK/build.log.mode")
 if [ "$WHEEL_OMP" = openmp ]; then
     mkdir -p "$WORK/wheel-x" && (cd "$WORK/wheel-x" && "$PY" -m zipfile -e "$WHEEL" .) \

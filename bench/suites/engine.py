@@ -7,6 +7,12 @@ and 32 new tokens each (``ignore_eos``), greedy or temperature 0.8. The hidden s
 that the LM head and the sampler, not the layers, are what a step costs -- as with a big model
 whose layers run on an accelerator.
 
+The sampling models ship (their ``generation_config`` defaults, which vLLM applies): at V = 128256,
+B16 one group per engine holds a row per (state, setting) for temperature 0.8 alone, with top-p
+0.9, with top-k 50 and with both -- speculative (plugin and plugin + fused noise) and plain
+decoding (no speculative config: stock and plugin), so a setting's cost is a ratio of rows of
+one run.
+
 One engine per vocabulary, built when its first group runs, in this (vLLM) interpreter; its engine
 core and worker are vLLM's own spawned processes. The rows are states of *that* worker, switched
 between samples with ``llm.collective_rpc`` (verified after every switch, from inside the worker):
@@ -48,14 +54,32 @@ PROMPT_LEN = 16
 NEW_TOKENS = 32
 TEMPERATURE = 0.8
 
+#: setting slug -> (label, SamplingParams keywords besides max_tokens/ignore_eos)
+SETTINGS = {
+    "greedy": ("greedy", {"temperature": 0.0}),
+    "random": (f"T{TEMPERATURE}", {"temperature": TEMPERATURE}),
+    "topp": (f"T{TEMPERATURE} + top-p 0.9", {"temperature": TEMPERATURE, "top_p": 0.9}),
+    "topk": (f"T{TEMPERATURE} + top-k 50", {"temperature": TEMPERATURE, "top_k": 50}),
+    "topkp": (
+        f"T{TEMPERATURE} + top-k 50 + top-p 0.9",
+        {"temperature": TEMPERATURE, "top_k": 50, "top_p": 0.9},
+    ),
+}
+#: the settings of the sampling groups (one row per state and setting)
+SAMPLING = ("random", "topp", "topk", "topkp")
+SAMPLING_V, SAMPLING_B = 128256, 16
+
 
 def grid(preset):
+    """``(V, B, mode)`` of the per-mode speculative groups (the sampling groups come after)."""
     if preset == "quick":
         yield 32000, 16, "random"
         return
     for V in VOCABS:
         for B in (1, 16):
             for mode in ("greedy", "random"):
+                if (V, B, mode) == (SAMPLING_V, SAMPLING_B, "random"):
+                    continue  # the speculative sampling group holds these rows
                 yield V, B, mode
 
 
@@ -129,11 +153,13 @@ def _w_profile(worker, on):
         targets = [
             ("step: execute_model", runner, "execute_model"),
             ("step: sample_tokens", runner, "sample_tokens"),
-            ("RejectionSampler.forward", runner.rejection_sampler, "forward"),
-            ("drafter.propose", runner.drafter, "propose"),
+            ("RejectionSampler.forward", getattr(runner, "rejection_sampler", None), "forward"),
+            ("Sampler.forward", getattr(runner, "sampler", None), "forward"),
+            ("drafter.propose", getattr(runner, "drafter", None), "propose"),
         ]
         for label, obj, attr in targets:
-            _wrap(label, obj, attr)
+            if obj is not None:  # a plain-decoding engine has no rejection sampler or drafter
+                _wrap(label, obj, attr)
     return out
 
 
@@ -160,12 +186,14 @@ def _wrap(label, obj, attr):
 
 
 class _Engine:
-    """One ``vllm.LLM`` per vocabulary, shared by that vocabulary's groups (reference-counted)."""
+    """One ``vllm.LLM`` per vocabulary and decoding (speculative or plain), shared by its groups
+    (reference-counted)."""
 
     live = {}
 
-    def __init__(self, V):
+    def __init__(self, V, spec=True):
         self.V = V
+        self.spec = spec
         self.users = 0
         self.state = None
         self.dir = tempfile.TemporaryDirectory(prefix=f"bench-engine-V{V}-")
@@ -198,6 +226,13 @@ class _Engine:
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB; plenty for 16 x 48 tokens
         from vllm import LLM
 
+        spec_kw = {}
+        if spec:
+            spec_kw["speculative_config"] = {
+                "method": "draft_model",
+                "model": self.dir.name,
+                "num_speculative_tokens": K,
+            }
         t0 = time.perf_counter()
         self.llm = LLM(
             model=self.dir.name,
@@ -208,11 +243,7 @@ class _Engine:
             max_model_len=256,
             max_num_seqs=16,
             seed=0,
-            speculative_config={
-                "method": "draft_model",
-                "model": self.dir.name,
-                "num_speculative_tokens": K,
-            },
+            **spec_kw,
         )
         self.start_s = time.perf_counter() - t0
         self.state = self.rpc(_w_state)
@@ -226,10 +257,10 @@ class _Engine:
             self.state = self.rpc(_w_switch, state)
 
     @classmethod
-    def get(cls, V):
-        eng = cls.live.get(V)
+    def get(cls, V, spec=True):
+        eng = cls.live.get((V, spec))
         if eng is None:
-            eng = cls.live[V] = cls(V)
+            eng = cls.live[(V, spec)] = cls(V, spec)
         eng.users += 1
         return eng
 
@@ -237,7 +268,7 @@ class _Engine:
         self.users -= 1
         if self.users > 0:
             return
-        self.live.pop(self.V, None)
+        self.live.pop((self.V, self.spec), None)
         try:
             self.switch("plugin")
             self.llm.llm_engine.engine_core.shutdown()
@@ -246,63 +277,77 @@ class _Engine:
             self.dir.cleanup()
 
 
-def _requests(V, B, mode):
+def _prompts(V, B):
     import random
 
-    from vllm import SamplingParams
-
     rnd = random.Random(1000 * B + V % 97)
-    prompts = [
+    return [
         {"prompt_token_ids": [rnd.randrange(2, V) for _ in range(PROMPT_LEN)]} for _ in range(B)
     ]
-    temperature = 0.0 if mode == "greedy" else TEMPERATURE
-    params = SamplingParams(
-        temperature=temperature, max_tokens=NEW_TOKENS, ignore_eos=True, detokenize=False
+
+
+def _params(setting):
+    from vllm import SamplingParams
+
+    return SamplingParams(
+        max_tokens=NEW_TOKENS, ignore_eos=True, detokenize=False, **SETTINGS[setting][1]
     )
-    return prompts, params
 
 
-def _build(V, B, mode):
+def _build(V, B, plan, spec=True, verify_greedy=False):
+    """``plan``: ``[(row name, state, setting)]``, the group's rows in display order."""
+
     def build(ctx) -> Built:
         ctx.vllm.require()
         try:
-            eng = _Engine.get(V)
+            eng = _Engine.get(V, spec)
         except Exception as exc:
             raise Unavailable(f"vllm.LLM did not start: {type(exc).__name__}: {exc}") from exc
-        prompts, params = _requests(V, B, mode)
+        prompts = _prompts(V, B)
         llm = eng.llm
 
-        def generate():
-            outs = llm.generate(prompts, params, use_tqdm=False)
-            return [list(o.outputs[0].token_ids) for o in outs]
+        def generator(setting):
+            params = _params(setting)
 
-        rows = (STOCK, PLUGIN, FUSED) if mode == "greedy" else (PLUGIN, FUSED)
+            def generate():
+                outs = llm.generate(prompts, params, use_tqdm=False)
+                return [list(o.outputs[0].token_ids) for o in outs]
+
+            return generate
+
+        gens = {row: generator(setting) for row, _, setting in plan}
         b = Built(info={"engine_start_s": round(eng.start_s, 2), "tokens_per_call": B * NEW_TOKENS})
-        # profile pass: one warm call per state, then one call under the timing wrappers
+        # profile pass: one warm call per row, then one call under the timing wrappers
         profile = {}
-        for row in rows:
-            eng.switch(STATES[row])
-            generate()
+        for row, state, _ in plan:
+            eng.switch(state)
+            gens[row]()
             eng.rpc(_w_profile, True)
             t = time.perf_counter()
-            generate()
+            gens[row]()
             wall_ms = (time.perf_counter() - t) * 1e3
             profile[row] = _summarise(eng.rpc(_w_profile, False), wall_ms)
         b.info["profile"] = profile
-        for row in rows:
+        for row, state, setting in plan:
             b.add(
                 row,
-                lambda row=row: Case(
+                lambda row=row, state=state, setting=setting: Case(
                     "",
-                    fn=generate,
-                    state=STATES[row],
-                    meta={"tokens": B * NEW_TOKENS, "V": V, "B": B, "k": K, "mode": mode},
+                    fn=gens[row],
+                    state=state,
+                    meta={
+                        "tokens": B * NEW_TOKENS,
+                        "V": V,
+                        "B": B,
+                        "k": K if spec else 0,
+                        "mode": setting,
+                    },
                 ),
             )
         b.switch = eng.switch
-        b.state_order = tuple(STATES[r] for r in rows)
+        b.state_order = tuple(dict.fromkeys(state for _, state, _ in plan))
         b.cleanup = eng.release
-        if mode == "greedy":
+        if verify_greedy:
             b.verify = _verify_greedy
         return b
 
@@ -314,7 +359,9 @@ def _summarise(timed, wall_ms):
     step_ms = sum(
         timed.get(k, {}).get("ms", 0.0) for k in ("step: execute_model", "step: sample_tokens")
     )
-    sampler_ms = timed.get("RejectionSampler.forward", {}).get("ms", 0.0)
+    sampler_ms = timed.get("RejectionSampler.forward", {}).get("ms", 0.0) or timed.get(
+        "Sampler.forward", {}
+    ).get("ms", 0.0)
     draft_ms = timed.get("drafter.propose", {}).get("ms", 0.0)
     per = (lambda x: round(x / steps, 3)) if steps else (lambda x: None)
     return {
@@ -343,26 +390,65 @@ def _verify_greedy(results):
     }
 
 
+def _row(state, setting):
+    """(slug, display name) of the sampling groups' row for ``state`` sampling with ``setting``."""
+    name = {"stock": STOCK, "plugin": PLUGIN, "fused": FUSED}[state]
+    return f"{state}-{setting}", f"{name} · {SETTINGS[setting][0]}"
+
+
 def groups(ctx):
     specs = []
     for V, B, mode in grid(ctx.preset):
         rows = (STOCK, PLUGIN, FUSED) if mode == "greedy" else (PLUGIN, FUSED)
-        rows = tuple(RowDef(STATES[r], r) for r in rows)
         specs.append(
             GroupSpec(
                 id=f"engine/V{V}-B{B}-k{K}-{mode}",
                 suite="engine",
                 title=(
                     f"vllm.LLM.generate, draft_model k={K}, V={V}, B={B}, {NEW_TOKENS} new tokens, "
-                    f"{'greedy' if mode == 'greedy' else f'T{TEMPERATURE}'} (ns per call)"
+                    f"{SETTINGS[mode][0]} (ns per call)"
                 ),
-                rows=rows,
+                rows=tuple(RowDef(STATES[r], r) for r in rows),
                 anchor=(STOCK, PLUGIN) if mode == "greedy" else (PLUGIN,),
-                build=_build(V, B, mode),
+                build=_build(
+                    V,
+                    B,
+                    [(r, STATES[r], mode) for r in rows],
+                    verify_greedy=mode == "greedy",
+                ),
                 needs_vllm=True,
                 params={"V": V, "B": B, "k": K, "mode": mode, "new_tokens": NEW_TOKENS},
                 max_repeats={"quick": 5, "default": 9, "full": 15}.get(ctx.preset),
                 family=f"engine-V{V}",
+            )
+        )
+    if ctx.preset == "quick":
+        return specs
+    V, B = SAMPLING_V, SAMPLING_B
+    for spec, states in ((True, ("plugin", "fused")), (False, ("stock", "plugin"))):
+        plan = [(_row(st, s)[1], st, s) for st in states for s in SAMPLING]
+        how = f"draft_model k={K}" if spec else "plain decoding"
+        specs.append(
+            GroupSpec(
+                id=f"engine/V{V}-B{B}-{f'k{K}' if spec else 'plain'}-sampling",
+                suite="engine",
+                title=(
+                    f"vllm.LLM.generate, {how}, V={V}, B={B}, {NEW_TOKENS} new tokens, "
+                    "by sampling setting (ns per call)"
+                ),
+                rows=tuple(RowDef(*_row(st, s)) for st in states for s in SAMPLING),
+                anchor=(_row(states[-1], "random")[1],),
+                build=_build(V, B, plan, spec=spec),
+                needs_vllm=True,
+                params={
+                    "V": V,
+                    "B": B,
+                    "k": K if spec else 0,
+                    "settings": {s: SETTINGS[s][1] for s in SAMPLING},
+                    "new_tokens": NEW_TOKENS,
+                },
+                max_repeats={"default": 7, "full": 11}.get(ctx.preset),
+                family=f"engine-V{V}" if spec else f"engine-V{V}-plain",
             )
         )
     return specs

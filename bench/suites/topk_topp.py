@@ -8,7 +8,7 @@ the masking alone). Floors: ``one read`` is ``logits.max(dim=-1)`` (the max-redu
 anchors call one read of the logits), ``amax`` the bare reduction.
 
 Groups: B in {1, 16, 80} x V in {32000, 128256, 151936, 262144} x {top-k 20, top-k 50, top-p 0.8,
-top-p 0.95, top-k 50 + top-p 0.9} x {fp32, bf16} (``--full``); the default preset keeps fp32,
+top-p 0.9, top-p 0.95, top-k 50 + top-p 0.9} x {fp32, bf16} (``--full``); the default preset keeps fp32,
 B in {16, 80} and V in {32000, 128256}; ``--quick`` the [80, 128256] fp32 groups.
 """
 
@@ -30,6 +30,7 @@ MODES = {
     "k20": (20, None),
     "k50": (50, None),
     "p0.8": (None, 0.8),
+    "p0.9": (None, 0.9),
     "p0.95": (None, 0.95),
     "k50-p0.9": (50, 0.9),
 }
@@ -119,7 +120,7 @@ def grid(preset):
                 if preset == "default"
                 else (128256,)
             ):
-                for mode in MODES if preset != "quick" else ("k50", "p0.8", "k50-p0.9"):
+                for mode in MODES if preset != "quick" else ("k50", "p0.9", "k50-p0.9"):
                     yield B, V, mode, dtype
 
 
