@@ -43,7 +43,7 @@ EXIT_OK = 0
 EXIT_STALE = 1  # a holder still points at an original kernel
 EXIT_USAGE = 2  # argparse's own status for a bad command line
 EXIT_NO_VLLM = 3  # --vllm, but vLLM cannot be imported by this Python
-EXIT_NOT_OURS = 4  # --vllm: some of vLLM's 11 kernels do not launch kernels_cpu via fastdispatch
+EXIT_NOT_OURS = 4  # --vllm: some of vLLM's 12 kernels do not launch kernels_cpu via fastdispatch
 EXIT_IMPORT_FAILED = 5  # a module named by --import (or --ops) failed to import
 
 _EPILOG = f"""\
@@ -494,7 +494,7 @@ def build_parser():
     verify.add_argument(
         "--vllm",
         action="store_true",
-        help="run a vLLM CPU worker's start-up sequence and check that all 11 of "
+        help="run a vLLM CPU worker's start-up sequence and check that all 12 of "
         "vLLM's kernels launch kernels_cpu through fastdispatch",
     )
     return parser

@@ -29,7 +29,7 @@ does three things:
    Class-style owners wrapped in vLLM's ``kernel_launcher`` (``ComputeSlotMappingKernel``) skip
    its per-launch ``Signature.bind`` when every argument comes positionally. Kernels that are not
    overridden (and JIT warmup) take vLLM's own path, untouched.
-3. The 11 kernels are registered with their ``kernels_cpu`` implementations.
+3. The 12 kernels are registered with their ``kernels_cpu`` implementations.
 
 Releases without a dispatcher (0.27-0.30) replace the kernels in
 ``CPUModelRunner._postprocess_triton``, which a worker runs in the model runner's ``__init__``,
@@ -110,7 +110,7 @@ def _kernel_names():
     return tuple(VLLM_KERNEL_NAMES)
 
 
-#: vLLM 0.32's qualified names of the 11 kernels that ``kernels_cpu`` implements
+#: vLLM 0.32's qualified names of the 12 kernels that ``kernels_cpu`` implements
 #: (:func:`kernel_names` gives the running release's).
 KERNEL_NAMES = _kernel_names()
 
@@ -896,6 +896,15 @@ def _fused_noise_overrides(fd=None):
     return mapping
 
 
+#: Kernels vLLM's CPU platform has no implementation of (no shim registered or assigned, in any
+#: release 0.27-0.33): vLLM launches them only where Triton runs (``apply_top_k_top_p_triton``,
+#: behind ``HAS_TRITON``), so a stock CPU worker holds the Triton kernel itself -- a plain
+#: function without Triton -- and never imports its module. ``install`` registers ours there
+#: all the same, so that a launch which does reach it (vLLM's Triton entry called with CPU
+#: tensors, as its own tests do) runs ``kernels_cpu``; vLLM's split top-p kernels
+#: (``_topp_sb_*``, CUDA only: vLLM never launches them off a CUDA device) are not replaced.
+NO_STOCK_CPU = frozenset({"vllm.v1.sample.ops.topk_topp_triton._topk_topp_kernel"})
+
 #: vLLM's sampling functions (not Triton kernels) that ``install`` replaces: the CPU top-k/top-p
 #: entry, called by ``TopKTopPSampler.forward_cpu`` and, imported by name, by the rejection
 #: sampler's ``apply_sampling_constraints`` -- the rebinding pass reaches both holders.
@@ -1146,7 +1155,7 @@ _fast_pairs = None  # [(kernel, its fast_launch wrapper)] while installed
 
 
 def _vllm_kernel_qualnames():
-    """Every qualified name vLLM has kept one of the 11 kernels under (all releases)."""
+    """Every qualified name vLLM has kept one of the 12 kernels under (all releases)."""
     from kernels_cpu._overrides import VLLM_KERNELS
 
     return tuple(n for entry in VLLM_KERNELS.values() for n in entry.names)
@@ -1155,7 +1164,7 @@ def _vllm_kernel_qualnames():
 def install_fast_launch(names=None):
     """Launch vLLM's Triton kernels through :func:`fastdispatch.fast_launch` (a GPU worker).
 
-    Each qualified name in ``names`` (default: the 11 kernels, under every name vLLM has used)
+    Each qualified name in ``names`` (default: the 12 kernels, under every name vLLM has used)
     that resolves here to a plain Triton ``JITFunction`` gets a fast-launch wrapper in every
     holder -- module attributes, ``from ... import`` copies, launch owners' ``.kernel`` -- by the
     same rebinding pass as the registry's. A name that does not resolve, or holds anything else

@@ -13,6 +13,7 @@ Used by ``tests/test_triton_parity.py`` (small cases, Triton interpreter) and
 ``kernels_cpu`` for the kernel table (:data:`KERNELS` is read from ``VLLM_KERNELS``).
 """
 
+import math
 import random
 
 import torch
@@ -28,7 +29,7 @@ POISON = guards.POISON_INT
 #: Elements of canary guard on each side of every output buffer (:data:`fdkit.guards.GUARD`).
 GUARD = guards.GUARD
 
-#: The 11 kernels (contract names), in the order of the kernel table ``kernels_cpu.VLLM_KERNELS``.
+#: The 12 kernels (contract names), in the order of the kernel table ``kernels_cpu.VLLM_KERNELS``.
 KERNELS = tuple(VLLM_KERNELS)
 
 
@@ -612,6 +613,69 @@ def _case_memcpy(rng, idx, scale):
     )
 
 
+def _logit_rows(rng, g, rows, W, V):
+    """``[rows, W]`` float32 logits (the first ``V`` columns are what a launch reads): normal
+    values, sometimes on a coarse grid (ties, ties at the k-th value and across the top-p
+    boundary), some ``-inf`` (a whole row, or scattered), rarely a ``+inf``. No NaN: the
+    differential tests compare with ``torch.equal`` (the NaN rows, left unchanged, are covered by
+    the kernel's own tests)."""
+    x = torch.randn(rows, W, generator=g) * rng.choice((0.5, 2.0, 4.0))
+    if rng.random() < 0.4:
+        x = (x * 2).round() / 2
+    for r in range(rows):
+        u = rng.random()
+        if u < 0.08:
+            x[r] = -math.inf
+        elif u < 0.2:
+            x[r, torch.rand(W, generator=g) < 0.5] = -math.inf
+        elif u < 0.26 and V:
+            x[r, rng.randrange(V)] = math.inf
+    return x
+
+
+def _case_topk_topp(rng, idx, scale):
+    z = _SIZES[scale]
+    B = _batch(rng, z["B"])
+    V = rng.choice((1, 2, 7, 16, 33, z["V"] * 3)) if scale == "small" else rng.choice((1000, 5000))
+    W = V + rng.choice((0, 0, 3))
+    g = _gen(rng)
+    rows = B + rng.choice((0, 1))
+    logits = _logit_rows(rng, g, max(rows, 1), W, V)
+    topk, topp = rng.choice(((True, False), (False, True), (True, True)))
+    k = torch.randint(1, V + 3, (max(B, 1),), generator=g).to(idx)
+    if B and rng.random() < 0.5:
+        k[0] = min(V, rng.choice((1, 2, 3)))
+    p = torch.rand(max(B, 1), generator=g) * 0.98 + 0.02
+    if B > 1:
+        p[1] = rng.choice((1.0, 1.5))
+    block = rng.choice((8, 16, 32)) if scale == "small" else 1024
+    split = rng.random() < 0.5
+    mask = rng.choice((-math.inf, -math.inf, -1e4))
+    return Case(
+        "topk_topp_kernel",
+        (rng.randint(1, max(B, 1) + 1),),
+        dict(
+            LOGITS=logits,
+            LOGITS_STRIDE_0=W,
+            BUFFER=torch.zeros(1),
+            PERCENTILE_TO_STD_TABLE=torch.zeros(200),
+            NORMAL_CDF_TO_SIGMA_TABLE=torch.zeros(200),
+            K=k if topk else torch.zeros(1),
+            P=p if topp else torch.zeros(1),
+            BATCH_SIZE=B,
+            VOCAB_SIZE=V,
+            MASK_VALUE=mask,
+            BLOCK_SIZE=block,
+            BLOCK_SIZE_TRUNC=block // 2,
+            TOPK_ENABLED=topk,
+            TOPP_ENABLED=topp,
+            SPLIT_COVERS_PONLY=split,
+        ),
+        inplace=("LOGITS",),
+        note=f"B={B} V={V} W={W} topk={topk} topp={topp} split={split} mask={mask}",
+    )
+
+
 _GENERATORS = {
     "expand_kernel": _case_expand,
     "rejection_greedy_sample_kernel": _case_greedy,
@@ -624,6 +688,7 @@ _GENERATORS = {
     "copy_and_expand_dflash_inputs_kernel": _case_dflash,
     "compute_slot_mapping_kernel": _case_slot_mapping,
     "batch_memcpy_kernel": _case_memcpy,
+    "topk_topp_kernel": _case_topk_topp,
 }
 
 

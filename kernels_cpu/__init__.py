@@ -29,7 +29,11 @@ from ._spec_decode import (  # noqa: E402, F401 -- in __all__ by the kernel tabl
     eagle_prepare_next_token_padded_kernel,
     eagle_step_slot_mapping_metadata_kernel,
 )
-from ._topk_topp import top_k_top_p  # noqa: E402
+from ._topk_topp import (  # noqa: E402, F401 -- the kernels in __all__ by the kernel table
+    top_k_top_p,
+    topk_topp_kernel,
+    topk_topp_nosplit_kernel,
+)
 from ._workers import (  # noqa: E402, F401 -- in __all__ by the kernel table
     batch_memcpy_kernel,
     compute_slot_mapping_hybrid_kernel,

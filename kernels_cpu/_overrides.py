@@ -10,7 +10,9 @@ gets no implementation (the caller leaves that kernel to vLLM) instead of a wron
 Why per signature: vLLM 0.27-0.31's slot-mapping kernel takes 15 arguments (``block_size`` and
 ``BLOCKS_PER_KV_BLOCK`` for KV-cache blocks split into attention-kernel blocks), 0.32's takes 13;
 an implementation of the one cannot bind the other's launch, and the two compute different slots
-from the same table. The other ten kernels have one signature from 0.27 to 0.33.
+from the same table. Likewise the top-k/top-p kernel: 14 arguments in 0.27-0.29, 15 from 0.30
+(``SPLIT_COVERS_PONLY``, for the split top-p kernels vLLM launches only on CUDA). The other ten
+kernels have one signature from 0.27 to 0.33.
 """
 
 from __future__ import annotations
@@ -75,6 +77,11 @@ VLLM_KERNELS: dict[str, KernelEntry] = {
     "batch_memcpy_kernel": KernelEntry(
         ("vllm.v1.worker.mamba_utils.batch_memcpy_kernel",), ("batch_memcpy_kernel",)
     ),
+    # 0.30+: 15 arguments (SPLIT_COVERS_PONLY); 0.27-0.29: 14
+    "topk_topp_kernel": KernelEntry(
+        ("vllm.v1.sample.ops.topk_topp_triton._topk_topp_kernel",),
+        ("topk_topp_kernel", "topk_topp_nosplit_kernel"),
+    ),
 }
 
 #: vLLM 0.32's qualified kernel name -> the implementing function in ``kernels_cpu`` (the
@@ -85,7 +92,7 @@ VLLM_KERNEL_NAMES: dict[str, str] = {
 
 
 def vllm_overrides() -> dict[str, Callable[..., Any]]:
-    """Return ``{vLLM 0.32 qualified name: kernels_cpu function}`` for all 11 kernels.
+    """Return ``{vLLM 0.32 qualified name: kernels_cpu function}`` for all 12 kernels.
 
     The result is ready for ``register_kernels`` -- fastdispatch's or vLLM's own -- against
     vLLM 0.32's signatures; for another release pick per signature with :func:`impl_for`.

@@ -19,7 +19,7 @@ How, per row (``k`` and ``p`` are per row; any count of rows, zero included):
 
 1. one vectorised pass for the row maximum (and NaN);
 2. top-k: the k-th largest by a filtered selection -- a buffer collects values ``>=`` a running
-   threshold (whole 64-value blocks below it are skipped after one vectorised max), and each
+   threshold (whole 16-value chunks below it are skipped after one vectorised max), and each
    time it fills, a quickselect raises the threshold to the buffer's k-th largest -- about one
    read of the row for the small ``k`` that models ship;
 3. top-p after top-k (the kept set is small): the kept values are gathered, sorted and walked;
@@ -44,6 +44,7 @@ from kernels_cpu._buffers cimport (
     DT_FLOAT32, DT_FLOAT16, DT_BFLOAT16, DT_FLOAT64, DT_INT64, M_FLOAT32, M_FLOAT64, M_INDEX,
 )
 from kernels_cpu._parallel cimport threads_for
+from kernels_cpu._tables cimport as_int, as_flag
 
 cdef extern from *:
     """
@@ -64,10 +65,11 @@ cdef extern from *:
     #endif
     #define TKP_LANES 16
     #define TKP_BLK 64          /* values per block of the vectorised passes */
-    #define TKP_NB 512          /* top-p buckets over max - x in [0, 64), width 1/8 */
+    #define TKP_NB 512          /* top-p buckets over ref - x, of a width fitted to the row */
     #define TKP_NSUB 256        /* refinement sub-buckets */
     #define TKP_SMALL 64        /* candidates resolved by sorting */
     #define TKP_GATHER 4096     /* top-k kept sets up to this size are resolved by sorting */
+    #define TKP_SAMPLE 2048     /* values that fit the top-p buckets to a row */
 
     typedef struct { float x; float e; int64_t i; } tkp_cand;
 
@@ -279,10 +281,29 @@ cdef extern from *:
         return kept;
     }
 
-    static inline int tkp_bucket(float x, float m) {
-        float t = (m - x) * 8.0f;
+    /* the bucket of x: (ref - x) * w, the last bucket taking everything below */
+    static inline int tkp_bucket(float x, float m, float w) {
+        float t = (m - x) * w;
         t = t < (float)(TKP_NB - 1) ? t : (float)(TKP_NB - 1);
         return (int)t;
+    }
+
+    /* The smallest value of x[0:n) that is >= floor and > -inf (m when there is none). */
+    static float tkp_low(const float* x, Py_ssize_t n, float floor, float m) {
+        float lo = m;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            float v = x[i];
+            if (v >= floor && v > -INFINITY && v < lo) lo = v;
+        }
+        return lo;
+    }
+
+    /* The bucket scale that spreads `span` below the reference over the buckets: a row's own
+       spread, not a fixed width, so a flat row (a high-temperature or an untrained model's)
+       does not pile into a handful of buckets. */
+    static inline float tkp_width(float span) {
+        float w = (float)TKP_NB / span;
+        return w < 1e7f ? w : 1e7f;
     }
 
     /* Top-p over the values of x[0:n) that are >= floor, bucketed and weighed relative to a
@@ -290,7 +311,7 @@ cdef extern from *:
        or -1 when a value exceeds m or is NaN (nothing written); *above: the mass of the buckets before it,
        *target: p times the total mass. */
     TKP_CLONES static int tkp_topp_buckets(const float* x, Py_ssize_t n, float floor, float m,
-                                           double p, double* above, double* target) {
+                                           float w, double p, double* above, double* target) {
         double hist[4][TKP_NB];
         memset(hist, 0, sizeof hist);
         float e[TKP_BLK];
@@ -303,7 +324,7 @@ cdef extern from *:
                 float v = b[j];
                 float ev = tkp_expf(v - m);
                 e[j] = v >= floor ? ev : 0.0f;
-                bk[j] = tkp_bucket(v, m);
+                bk[j] = tkp_bucket(v, m, w);
                 bad |= (v > m) | (v != v);
             }
             if (bad) return -1;
@@ -378,6 +399,7 @@ cdef extern from *:
        bstar that are >= floor are gathered into c (index order). Returns their count. */
     TKP_CLONES static Py_ssize_t tkp_mask_pass(char* row, int code, const float* x,
                                                Py_ssize_t n, float floor, int bstar, float m,
+                                               float w,
                                                float maskf, uint16_t mask16, tkp_cand* c) {
         Py_ssize_t nc = 0;
         int bk[TKP_BLK];
@@ -385,7 +407,7 @@ cdef extern from *:
             Py_ssize_t len = n - lo < TKP_BLK ? n - lo : TKP_BLK;
             const float* b = x + lo;
             if (bstar >= 0) {
-                for (Py_ssize_t j = 0; j < len; j++) bk[j] = b[j] >= floor ? tkp_bucket(b[j], m)
+                for (Py_ssize_t j = 0; j < len; j++) bk[j] = b[j] >= floor ? tkp_bucket(b[j], m, w)
                                                                            : TKP_NB;
                 if (code == 3) {
                     float* w = (float*)row + lo;
@@ -440,13 +462,19 @@ cdef extern from *:
             /* top-p alone: weigh against a reference from the first values (any upper bound
                works: the law is scale-free), so the pass that finds the row maximum is saved;
                a larger value or a NaN sends the row down the exact-maximum path */
-            float m0 = tkp_max(x, n < 2048 ? n : 2048, &has_nan);
+            Py_ssize_t ns = n < TKP_SAMPLE ? n : TKP_SAMPLE;
+            float m0 = tkp_max(x, ns, &has_nan);
             if (!has_nan && m0 > -INFINITY && m0 < INFINITY) {
-                float ref = m0 + 16.0f;
+                float span = m0 - tkp_low(x, ns, -INFINITY, m0), ref = m0 + 16.0f, w = 8.0f;
+                if (span > 0.0f && m0 + 0.5f * span < INFINITY) {
+                    ref = m0 + 0.5f * span;
+                    w = tkp_width(4.0f * span);
+                }
                 double above, target;
-                int bstar = tkp_topp_buckets(x, n, -INFINITY, ref, p, &above, &target);
+                int bstar = tkp_topp_buckets(x, n, -INFINITY, ref, w, p, &above, &target);
                 if (bstar >= 0) {
-                    nc = tkp_mask_pass(row, code, x, n, -INFINITY, bstar, ref, maskf, mask16, c);
+                    nc = tkp_mask_pass(row, code, x, n, -INFINITY, bstar, ref, w, maskf, mask16,
+                                       c);
                     tkp_resolve(c, nc, ref, above, target, s->c2, &vstar, &ntie);
                     tkp_drop(row, code, c, nc, vstar, ntie, maskf, mask16);
                     return;
@@ -456,7 +484,7 @@ cdef extern from *:
         }
         if (has_nan || m == -INFINITY) return;
         if (!do_p) {
-            tkp_mask_pass(row, code, x, n, floor, -1, m, maskf, mask16, c);
+            tkp_mask_pass(row, code, x, n, floor, -1, m, 8.0f, maskf, mask16, c);
             return;
         }
         int small = 1;
@@ -475,12 +503,18 @@ cdef extern from *:
         if (small) {
             double z = 0.0;
             for (Py_ssize_t j = 0; j < nc; j++) z += (double)c[j].e;
-            tkp_mask_pass(row, code, x, n, floor, -1, m, maskf, mask16, c + nc);
+            tkp_mask_pass(row, code, x, n, floor, -1, m, 8.0f, maskf, mask16, c + nc);
             tkp_resolve(c, nc, m, 0.0, p * z, s->c2, &vstar, &ntie);
         } else {
             double above, target;
-            int bstar = tkp_topp_buckets(x, n, floor, m, p, &above, &target);
-            nc = tkp_mask_pass(row, code, x, n, floor, bstar, m, maskf, mask16, c);
+            /* the kept values lie in [floor, m]: the buckets span that (or, without a finite
+               floor, four times the sample's range below m) */
+            Py_ssize_t ns = n < TKP_SAMPLE ? n : TKP_SAMPLE;
+            float span = floor > -INFINITY ? 1.25f * (m - floor)
+                                           : 4.0f * (m - tkp_low(x, ns, floor, m));
+            float w = span > 0.0f && span < INFINITY ? tkp_width(span) : 8.0f;
+            int bstar = tkp_topp_buckets(x, n, floor, m, w, p, &above, &target);
+            nc = tkp_mask_pass(row, code, x, n, floor, bstar, m, w, maskf, mask16, c);
             tkp_resolve(c, nc, m, above, target, s->c2, &vstar, &ntie);
         }
         tkp_drop(row, code, c, nc, vstar, ntie, maskf, mask16);
@@ -568,10 +602,16 @@ def top_k_top_p(logits, k=None, p=None, mask_value=float("-inf")):
     None or a float32/float64 tensor of B values in (0, 1] (``1`` keeps the row). Everything is
     checked before the first write; errors name the argument.
     """
+    _mask_rows(logits, k, p, mask_value, "logits", "k", "p", "mask_value", False)
+
+
+cdef _mask_rows(logits, k, p, mask_value, str ln, str kn, str pn, str mn, bint p_above_one):
+    """``top_k_top_p`` under the caller's argument names; ``p_above_one``: p > 1 is a no-op
+    (the Triton kernel's ``p < 1.0`` test) instead of an error."""
     cdef Py_ssize_t shp[3]
     cdef Py_ssize_t stride
     cdef int code = 0, kcode = 0, pcode = 0
-    cdef char* base = check_table(logits, "logits", M_LOGITS, shp, &stride, &code)
+    cdef char* base = check_table(logits, ln, M_LOGITS, shp, &stride, &code)
     cdef Py_ssize_t B = shp[0], V = shp[1], r
     cdef const char* kp = NULL
     cdef const char* pp = NULL
@@ -583,28 +623,30 @@ def top_k_top_p(logits, k=None, p=None, mask_value=float("-inf")):
     try:
         maskf = <float>float(mask_value)
     except (TypeError, ValueError):
-        raise TypeError(expected("mask_value", "a number", type(mask_value).__name__)) from None
+        raise TypeError(expected(mn, "a number", type(mask_value).__name__)) from None
     if B > 1 and V > 0 and stride < V:
-        raise ValueError(expected("logits", f"rows that do not overlap (stride(0) >= {V})",
+        raise ValueError(expected(ln, f"rows that do not overlap (stride(0) >= {V})",
                                   f"strides {tuple(logits.stride())}"))
     if not is_none(k):
-        kp = check_tensor(k, "k", M_INDEX, -1, &kcode, shp)
+        kp = check_tensor(k, kn, M_INDEX, -1, &kcode, shp)
         if shp[0] != B:
-            raise ValueError(expected("k", f"{B} values (one per row of logits)", shp[0]))
+            raise ValueError(expected(kn, f"{B} values (one per row of {ln})", shp[0]))
         kwide = kcode == DT_INT64
         for r in range(B):
             kv = _k_at(kp, kwide, r)
             if kv < 1:
-                raise ValueError(expected("k", "values >= 1", f"k[{r}] = {kv}"))
+                raise ValueError(expected(kn, "values >= 1", f"{kn}[{r}] = {kv}"))
     if not is_none(p):
-        pp = check_tensor(p, "p", M_FLOAT32 | M_FLOAT64, -1, &pcode, shp)
+        pp = check_tensor(p, pn, M_FLOAT32 | M_FLOAT64, -1, &pcode, shp)
         if shp[0] != B:
-            raise ValueError(expected("p", f"{B} values (one per row of logits)", shp[0]))
+            raise ValueError(expected(pn, f"{B} values (one per row of {ln})", shp[0]))
         pdbl = pcode == DT_FLOAT64
         for r in range(B):
             pv = _p_at(pp, pdbl, r)
-            if not (0.0 < pv <= 1.0):
-                raise ValueError(expected("p", "values in (0, 1]", f"p[{r}] = {pv}"))
+            if not (0.0 < pv and (p_above_one or pv <= 1.0)):
+                raise ValueError(expected(
+                    pn, "values > 0" if p_above_one else "values in (0, 1]", f"{pn}[{r}] = {pv}"
+                ))
     if B == 0 or V == 0 or (kp == NULL and pp == NULL):
         return
     if code != DT_FLOAT32:
@@ -636,3 +678,95 @@ def top_k_top_p(logits, k=None, p=None, mask_value=float("-inf")):
                 _release(s)
     if failed[0]:
         raise MemoryError("top_k_top_p: scratch allocation failed")
+
+
+def topk_topp_kernel(LOGITS, LOGITS_STRIDE_0, BUFFER, PERCENTILE_TO_STD_TABLE,
+                     NORMAL_CDF_TO_SIGMA_TABLE, K, P, BATCH_SIZE, VOCAB_SIZE, MASK_VALUE,
+                     BLOCK_SIZE=None, BLOCK_SIZE_TRUNC=None, TOPK_ENABLED=None,
+                     TOPP_ENABLED=None, SPLIT_COVERS_PONLY=None):
+    """vLLM's ``_topk_topp_kernel`` (0.30+): rows ``0..BATCH_SIZE-1`` of ``LOGITS`` (row ``r``
+    at ``r * LOGITS_STRIDE_0``, ``VOCAB_SIZE`` columns) masked in place to their top-k
+    (``TOPK_ENABLED``: ``K[r]``, ``>= VOCAB_SIZE`` keeps the row) then top-p (``TOPP_ENABLED``:
+    ``P[r]``, ``>= 1`` keeps it) sets, exactly (``top_k_top_p``'s kept set, where the Triton
+    kernel searches a pivot). ``SPLIT_COVERS_PONLY`` with top-k on: rows whose ``K[r] >=
+    VOCAB_SIZE`` get no top-p here (vLLM's split top-p kernels own them), as in the kernel.
+
+    ``BUFFER`` and the two tables are the Triton kernel's scratch rows and pivot-estimate
+    lookups: the exact selection needs neither (not read, not written). ``K``/``P`` are read
+    only when their flag is on (vLLM passes the logits as a dummy then).
+    """
+    _kernel_form(LOGITS, LOGITS_STRIDE_0, K, P, BATCH_SIZE, VOCAB_SIZE, MASK_VALUE,
+                 TOPK_ENABLED, TOPP_ENABLED, SPLIT_COVERS_PONLY)
+
+
+def topk_topp_nosplit_kernel(LOGITS, LOGITS_STRIDE_0, BUFFER, PERCENTILE_TO_STD_TABLE,
+                             NORMAL_CDF_TO_SIGMA_TABLE, K, P, BATCH_SIZE, VOCAB_SIZE,
+                             MASK_VALUE, BLOCK_SIZE=None, BLOCK_SIZE_TRUNC=None,
+                             TOPK_ENABLED=None, TOPP_ENABLED=None):
+    """vLLM 0.27-0.29's ``_topk_topp_kernel`` (no split top-p kernels, so no
+    ``SPLIT_COVERS_PONLY``): :func:`topk_topp_kernel` with every row's top-p done here."""
+    _kernel_form(LOGITS, LOGITS_STRIDE_0, K, P, BATCH_SIZE, VOCAB_SIZE, MASK_VALUE,
+                 TOPK_ENABLED, TOPP_ENABLED, False)
+
+
+cdef _flat_rows(t, str name, Py_ssize_t rows, Py_ssize_t stride, Py_ssize_t cols, str stride_name):
+    """The ``[rows, cols]`` rows a kernel reads at ``t + r * stride``: a 2-D tensor's own rows
+    (``stride`` must be its ``stride(0)`` when ``rows > 1``), or a contiguous tensor of any other
+    shape read flat; refused when a row read falls outside it."""
+    import torch
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(expected(name, "a tensor", type(t).__name__))
+    if t.dim() == 2:
+        if rows > 0 and cols > 0 and (t.shape[0] < rows or t.shape[1] < cols):
+            raise ValueError(expected(name, f"at least [{rows}, {cols}] (BATCH_SIZE rows of "
+                                      f"VOCAB_SIZE)", f"shape {tuple(t.shape)}"))
+        if rows > 1 and t.stride(0) != stride:
+            raise ValueError(expected(stride_name, f"{name}.stride(0) = {t.stride(0)}", stride))
+        if rows == 0 or cols == 0:
+            return t.new_empty((rows, cols))   # nothing is read
+        return t[:rows, :cols]
+    if not t.is_contiguous():
+        raise ValueError(expected(name, "a contiguous tensor (read by flat offset)",
+                                  f"strides {tuple(t.stride())}"))
+    need = (rows - 1) * stride + cols if rows > 0 else 0
+    if t.numel() < need:
+        raise ValueError(expected(name, f"at least {need} elements ((BATCH_SIZE - 1) * "
+                                  f"{stride_name} + VOCAB_SIZE)", t.numel()))
+    return t.reshape(-1).as_strided((rows, cols), (stride if rows > 1 else cols, 1))
+
+
+cdef _first(t, str name, Py_ssize_t n):
+    """The first ``n`` elements of a contiguous tensor read by flat offset."""
+    import torch
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(expected(name, "a tensor", type(t).__name__))
+    if not t.is_contiguous():
+        raise ValueError(expected(name, "a contiguous tensor (read by flat offset)",
+                                  f"strides {tuple(t.stride())}"))
+    if t.numel() < n:
+        raise ValueError(expected(name, f"at least {n} elements (BATCH_SIZE)", t.numel()))
+    return t.reshape(-1)[:n]
+
+
+cdef _kernel_form(LOGITS, LOGITS_STRIDE_0, K, P, BATCH_SIZE, VOCAB_SIZE, MASK_VALUE,
+                  TOPK_ENABLED, TOPP_ENABLED, SPLIT_COVERS_PONLY):
+    cdef int64_t B = as_int(BATCH_SIZE, "BATCH_SIZE")
+    cdef int64_t V = as_int(VOCAB_SIZE, "VOCAB_SIZE")
+    cdef int64_t st = as_int(LOGITS_STRIDE_0, "LOGITS_STRIDE_0")
+    cdef bint topk = as_flag(TOPK_ENABLED, "TOPK_ENABLED")
+    cdef bint topp = as_flag(TOPP_ENABLED, "TOPP_ENABLED")
+    cdef bint split = as_flag(SPLIT_COVERS_PONLY, "SPLIT_COVERS_PONLY")
+    if B < 0:
+        raise ValueError(expected("BATCH_SIZE", ">= 0", B))
+    if V < 0:
+        raise ValueError(expected("VOCAB_SIZE", ">= 0", V))
+    if st < 0 or (B > 1 and V > 0 and st < V):
+        raise ValueError(expected("LOGITS_STRIDE_0", f">= VOCAB_SIZE = {V} (rows that do not "
+                                  "overlap)", st))
+    rows = _flat_rows(LOGITS, "LOGITS", B, st, V, "LOGITS_STRIDE_0")
+    k = _first(K, "K", B) if topk else None
+    p = _first(P, "P", B) if topp else None
+    if p is not None and k is not None and split:
+        # the split top-p kernels own the rows whose top-k is off (K >= VOCAB_SIZE)
+        p = p.masked_fill(k >= V, 1.0)
+    _mask_rows(rows, k, p, MASK_VALUE, "LOGITS", "K", "P", "MASK_VALUE", True)

@@ -59,6 +59,11 @@ RULES = {
     "number": "a number; compared in the buffer's dtype",
     "flag": "a bool (or 0/1); ``None`` takes the default the other arguments imply",
     "constexpr": "a launch constant of the Triton kernel; accepted and not needed on CPU",
+    "unused": (
+        "working memory or lookup tables of the Triton kernel's own approximate search (its "
+        "scratch rows, its pivot-estimate tables); the exact CPU kernel neither reads nor writes "
+        "it, so any value is accepted and left as it is"
+    ),
     "addresses": (
         "raw addresses as a contiguous int64/uint64 tensor of any shape, one per region; each "
         "non-empty region must be a non-null address"
@@ -169,6 +174,39 @@ _GREEDY = _rejection("greedy")
 _RANDOM = _rejection("random")
 
 #: The slot-mapping kernel's 13 arguments (vLLM 0.32+); the 15-argument form inserts two.
+#: vLLM's top-k/top-p kernel's 14 arguments (0.27-0.29); 0.30+ appends SPLIT_COVERS_PONLY.
+_TOPK_TOPP_ARGS: tuple[Arg, ...] = (
+    _a(
+        "LOGITS",
+        _IO,
+        ("float32", "float16", "bfloat16"),
+        "table",
+        "``BATCH_SIZE`` rows of ``VOCAB_SIZE`` columns, ``LOGITS_STRIDE_0`` apart (rows may not "
+        "overlap); masked entries become ``MASK_VALUE``, kept ones are untouched",
+    ),
+    _stride("LOGITS_STRIDE_0"),
+    _a("BUFFER", _OUT, _F32, "unused", "-"),
+    _a("PERCENTILE_TO_STD_TABLE", _IN, _F32, "unused", "-"),
+    _a("NORMAL_CDF_TO_SIGMA_TABLE", _IN, _F32, "unused", "-"),
+    _in_index(
+        "K",
+        "``BATCH_SIZE`` when TOPK_ENABLED (else not read); values >= 1, ``>= VOCAB_SIZE`` keeps "
+        "the row",
+    ),
+    _in_real(
+        "P",
+        "``BATCH_SIZE`` when TOPP_ENABLED (else not read); values > 0 (not NaN), ``>= 1`` keeps "
+        "the row",
+    ),
+    _int("BATCH_SIZE", ">= 0: rows masked"),
+    _int("VOCAB_SIZE", ">= 0: columns per row"),
+    _number("MASK_VALUE", "written where a token is not kept"),
+    _BLOCK_SIZE,
+    _constexpr("BLOCK_SIZE_TRUNC"),
+    _flag("TOPK_ENABLED", "read ``K``; default False", optional=True),
+    _flag("TOPP_ENABLED", "read ``P``; default False", optional=True),
+)
+
 _SLOT_ARGS: tuple[Arg, ...] = (
     _int("num_tokens", "tokens scheduled"),
     _int("max_num_tokens", "padded length"),
@@ -466,6 +504,26 @@ CONTRACTS: tuple[Contract, ...] = (
             _in_index("sizes", "``n``; non-negative"),
             _BLOCK_SIZE,
         ),
+    ),
+    Contract(
+        "topk_topp_kernel",
+        "_topk_topp",
+        "(G,): programs take rows ``pid, pid + G, ...``; the CPU kernel masks every row",
+        "each row masked in place to its top-k then top-p set, exactly: top-k keeps every value "
+        ">= the k-th largest (ties kept; fewer finite values than k keeps them all); top-p ranks "
+        "the kept tokens by value, ties by lowest index, and keeps a token while the mass "
+        "exp(x - max) ranked strictly above it is < p times the kept mass; a row all -inf or "
+        "holding a NaN is unchanged. SPLIT_COVERS_PONLY with top-k on: rows with K >= "
+        "VOCAB_SIZE get no top-p (vLLM's split top-p kernels own them)",
+        _TOPK_TOPP_ARGS + (_flag("SPLIT_COVERS_PONLY", "default False", optional=True),),
+    ),
+    Contract(
+        "topk_topp_nosplit_kernel",
+        "_topk_topp",
+        "(G,): programs take rows ``pid, pid + G, ...``; the CPU kernel masks every row",
+        "vLLM 0.27-0.29's form of the top-k/top-p kernel (no split top-p kernels, no "
+        "SPLIT_COVERS_PONLY): every row's top-k then top-p, as topk_topp_kernel",
+        _TOPK_TOPP_ARGS,
     ),
 )
 

@@ -146,7 +146,7 @@ class shim_log:
 
 
 def classify_holders():
-    """Every reference to one of the 11 kernels, in any form: ``{name: [(where, kind)]}``.
+    """Every reference to one of the 12 kernels, in any form: ``{name: [(where, kind)]}``.
 
     Scans every module's namespace and every object (instance or class) there that keeps a
     ``kernel`` in its own ``__dict__``. ``kind`` is ``"ours"`` (a fastdispatch override launching
@@ -255,6 +255,10 @@ EXPECTED_HOLDERS = {
     ],
     "vllm.v1.worker.block_table.ComputeSlotMappingKernel.kernel": [
         "vllm.v1.worker.block_table.ComputeSlotMappingKernel.kernel"
+    ],
+    "vllm.v1.sample.ops.topk_topp_triton._topk_topp_kernel": [
+        "vllm.v1.sample.ops.topk_topp_triton._topk_topp_kernel",
+        "vllm.v1.sample.ops.topk_topp_triton._topk_topp.kernel",
     ],
     "vllm.v1.worker.mamba_utils.batch_memcpy_kernel": [
         "vllm.v1.worker.mamba_utils.batch_memcpy_kernel"

@@ -61,7 +61,7 @@ def test_every_kernel_and_every_vllm_implementation_has_a_contract():
     assert impls <= set(NAMES), impls - set(NAMES)
 
 
-def test_the_kernel_table_lists_vllms_11_kernels():
+def test_the_kernel_table_lists_vllms_12_kernels():
     """The one table every list of kernel names is read from (``kernels_cpu.__all__``, the
     case builders ``fdkit.cases.KERNELS``, the parity tests): written out once, here."""
     assert list(_overrides.VLLM_KERNELS) == [
@@ -76,6 +76,7 @@ def test_the_kernel_table_lists_vllms_11_kernels():
         "copy_and_expand_dflash_inputs_kernel",
         "compute_slot_mapping_kernel",
         "batch_memcpy_kernel",
+        "topk_topp_kernel",
     ]
     impls = [i for entry in _overrides.VLLM_KERNELS.values() for i in entry.impls]
     assert [n for n in kernels_cpu.__all__ if n.endswith("_kernel")] == impls

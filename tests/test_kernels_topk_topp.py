@@ -229,3 +229,148 @@ def test_bad_input_raises_naming_the_argument_and_writes_nothing(name, kwargs, e
         kernels_cpu.top_k_top_p(**kwargs)
     if before is not None:
         assert torch.equal(logits, before)
+
+
+# -- the kernel form: vLLM's _topk_topp_kernel arguments -----------------------------------------
+
+
+def _launch(logits, k=None, p=None, split=False, **over):
+    """``kernels_cpu.topk_topp_kernel`` as vLLM's ``_topk_topp`` launches it (a dummy pointer
+    for a disabled K or P, scratch and tables that the exact kernel must not touch)."""
+    B, V = logits.shape
+    scratch = torch.full((2, V), 7.0)
+    tables = torch.full((200,), 5.0), torch.full((200,), 6.0)
+    kw = dict(
+        LOGITS=logits,
+        LOGITS_STRIDE_0=logits.stride(0),
+        BUFFER=scratch,
+        PERCENTILE_TO_STD_TABLE=tables[0],
+        NORMAL_CDF_TO_SIGMA_TABLE=tables[1],
+        K=logits if k is None else k,
+        P=logits if p is None else p,
+        BATCH_SIZE=B,
+        VOCAB_SIZE=V,
+        MASK_VALUE=float("-inf"),
+        BLOCK_SIZE=256,
+        BLOCK_SIZE_TRUNC=128,
+        TOPK_ENABLED=k is not None,
+        TOPP_ENABLED=p is not None,
+        SPLIT_COVERS_PONLY=split,
+    )
+    kw.update(over)
+    kernels_cpu.topk_topp_kernel(**kw)
+    assert bool((scratch == 7.0).all()) and bool((tables[0] == 5.0).all())
+    assert bool((tables[1] == 6.0).all())
+
+
+@pytest.mark.parametrize("kdt", [torch.int32, torch.int64])
+@pytest.mark.parametrize("split", [False, True])
+def test_kernel_form_is_top_k_top_p_on_the_rows_it_reads(kdt, split):
+    g = torch.Generator().manual_seed(3)
+    base = torch.randn(6, 300, generator=g) * 2
+    base[2] = torch.round(base[2])  # ties
+    k = torch.tensor([1, 5, 50, 300, 400, 20], dtype=kdt)
+    p = torch.tensor([0.5, 0.9, 0.99, 0.3, 0.8, 1.7])
+    want = base.clone()[:, :250]
+    p_eff = p.clone()
+    if split:
+        p_eff[k >= 250] = 1.0  # rows whose top-k is off belong to the split top-p kernels
+    kernels_cpu.top_k_top_p(want, k, p_eff.clamp(max=1.0))
+    got = base.clone()
+    _launch(got[:, :250], k, p, split)  # a column slice: rows 300 apart
+    assert torch.equal(got[:, :250], want)
+    assert torch.equal(got[:, 250:], base[:, 250:])  # columns past VOCAB_SIZE untouched
+
+
+def test_kernel_form_reads_a_flat_buffer_as_rows_of_the_stride():
+    g = torch.Generator().manual_seed(4)
+    flat = torch.randn(3 * 40 + 7, generator=g)
+    want = flat.clone()
+    rows = want[: 3 * 40].view(3, 40)[:, :33]
+    kernels_cpu.top_k_top_p(rows, torch.full((3,), 4, dtype=torch.int32), None)
+    got = flat.clone()
+    _launch(
+        torch.empty(3, 33),
+        torch.full((3,), 4, dtype=torch.int32),
+        LOGITS=got,
+        LOGITS_STRIDE_0=40,
+    )
+    assert torch.equal(got, want)
+
+
+def test_kernel_form_nosplit_does_every_rows_top_p():
+    x = torch.randn(2, 50, generator=torch.Generator().manual_seed(5))
+    k = torch.tensor([60, 10], dtype=torch.int32)
+    p = torch.tensor([0.5, 0.5])
+    want = x.clone()
+    kernels_cpu.top_k_top_p(want, k, p)
+    got = x.clone()
+    kw = dict(
+        LOGITS=got,
+        LOGITS_STRIDE_0=50,
+        BUFFER=None,
+        PERCENTILE_TO_STD_TABLE=None,
+        NORMAL_CDF_TO_SIGMA_TABLE=None,
+        K=k,
+        P=p,
+        BATCH_SIZE=2,
+        VOCAB_SIZE=50,
+        MASK_VALUE=float("-inf"),
+        BLOCK_SIZE=256,
+        BLOCK_SIZE_TRUNC=128,
+        TOPK_ENABLED=True,
+        TOPP_ENABLED=True,
+    )
+    kernels_cpu.topk_topp_nosplit_kernel(**kw)
+    assert torch.equal(got, want)
+    # the 15-argument form with SPLIT_COVERS_PONLY leaves row 0 (k >= V) to the split kernels
+    got2 = x.clone()
+    kernels_cpu.topk_topp_kernel(**dict(kw, LOGITS=got2, SPLIT_COVERS_PONLY=True))
+    assert torch.equal(got2[0], x[0]) and torch.equal(got2[1], want[1])
+
+
+def test_kernel_form_leaves_nan_rows_and_zero_rows_alone():
+    x = torch.randn(2, 20)
+    x[1, 3] = math.nan
+    y = x.clone()
+    _launch(y, torch.full((2,), 3, dtype=torch.int32), torch.full((2,), 0.5))
+    assert torch.equal(y[1].isnan(), x[1].isnan()) and torch.equal(
+        y[1][~y[1].isnan()], x[1][~x[1].isnan()]
+    )
+    assert int((y[0] > -math.inf).sum()) <= 3
+    _launch(torch.empty(0, 20), torch.empty(0, dtype=torch.int32), None)
+
+
+def _bad_kernel_calls():
+    k = torch.full((3,), 2, dtype=torch.int32)
+    p = torch.full((3,), 0.5)
+    return [
+        ("K", dict(k=torch.tensor([1, 0, 2], dtype=torch.int32)), ValueError),
+        ("K", dict(k=torch.ones(2, dtype=torch.int32)), ValueError),
+        ("K", dict(k=torch.ones(3)), TypeError),
+        ("K", dict(k=torch.ones(3, 2, dtype=torch.int32)[:, 0]), ValueError),
+        ("P", dict(p=torch.tensor([0.5, float("nan"), 0.5])), ValueError),
+        ("P", dict(p=torch.tensor([0.5, 0.0, 0.5])), ValueError),
+        ("P", dict(p=torch.ones(3, dtype=torch.int32)), TypeError),
+        ("LOGITS_STRIDE_0", dict(k=k, LOGITS_STRIDE_0=5), ValueError),
+        ("LOGITS_STRIDE_0", dict(k=k, LOGITS_STRIDE_0=-1), ValueError),
+        ("LOGITS", dict(k=k, VOCAB_SIZE=11), ValueError),
+        ("LOGITS", dict(k=k, BATCH_SIZE=4), ValueError),
+        ("LOGITS", dict(p=p, LOGITS=torch.zeros(25), LOGITS_STRIDE_0=10), ValueError),
+        ("LOGITS", dict(p=p, LOGITS=torch.zeros(3, 10, dtype=torch.float64)), TypeError),
+        ("BATCH_SIZE", dict(k=k, BATCH_SIZE=-1), ValueError),
+        ("VOCAB_SIZE", dict(k=k, VOCAB_SIZE=2.0), TypeError),
+        ("MASK_VALUE", dict(k=k, MASK_VALUE="x"), TypeError),
+    ]
+
+
+@pytest.mark.parametrize("name,kwargs,exc", _bad_kernel_calls())
+def test_kernel_form_bad_input_raises_naming_the_argument_and_writes_nothing(name, kwargs, exc):
+    x = torch.randn(3, 10)
+    kwargs = dict(kwargs)
+    logits = kwargs.pop("LOGITS", x)
+    before = logits.clone()
+    k, p = kwargs.pop("k", None), kwargs.pop("p", None)
+    with pytest.raises(exc, match=name):
+        _launch(x, k, p, LOGITS=logits, **kwargs)
+    assert torch.equal(logits, before)

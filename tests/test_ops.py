@@ -11,6 +11,7 @@ The same tests run in each mode (the subprocesses run this very file); the expec
 from plain Python written from the contracts, never from the kernels themselves.
 """
 
+import math
 import os
 import subprocess
 import sys
@@ -71,8 +72,9 @@ def test_run_mode_and_registration():
         ops.spec_decode._copy_and_expand_dflash,
         ops.workers._compute_slot_mapping,
         ops.workers._batch_memcpy,
+        ops.topk_topp._topk_topp,
     ]
-    assert len(owners) == len(ops.QUALNAMES) == 11
+    assert len(owners) == len(ops.QUALNAMES) == 12
     if MODE == "interpret":
         assert ops.RUN_MODE == "interpret" and ops.HAS_TRITON
         assert not ops.cpu_kernels_active()
@@ -711,3 +713,39 @@ def test_batch_memcpy_overlap_safe():
         ops.batch_memcpy(src, dst, sizes.to(torch.int32))
     with pytest.raises(ValueError, match="dst_ptrs"):
         ops.batch_memcpy(src, dst[:2], sizes)
+
+
+# -- top-k / top-p ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("idx", IDX)
+def test_apply_top_k_top_p(idx):
+    """The op launches our kernel through its owner (kernels_cpu registered over it, or the
+    interpreted Triton kernel): the kept set is the reference's, masked entries get the mask."""
+    from fdkit.reference.topk_topp import top_k_top_p as reference
+
+    g = torch.Generator().manual_seed(7)
+    B, V = (5, 300) if BIG else (3, 40)
+    x = torch.randn(B, V, generator=g) * 2
+    x[1] = torch.round(x[1])  # ties at the k-th value and across the boundary
+    k = torch.tensor([1, 5, V, 3, 2][:B], dtype=idx)
+    p = torch.tensor([0.5, 0.9, 0.7, 1.0, 0.3][:B])
+    for kk, pp in ((k, None), (None, p), (k, p)):
+        want = x.clone()
+        reference(want, kk, pp, -1e9)
+        got = x.clone()
+        assert ops.apply_top_k_top_p(got, kk, pp, -1e9) is got
+        assert torch.equal(got, want), (kk, pp)
+    assert ops.apply_top_k_top_p(x, None, None) is x
+    empty = torch.empty(0, V)
+    assert ops.apply_top_k_top_p(empty, torch.empty(0, dtype=idx), None) is empty
+    # float64 logits are not the kernel's: the sort-based reference takes them
+    wide = x.double()
+    ops.apply_top_k_top_p(wide, k, None)
+    assert torch.equal(wide != -math.inf, reference_mask(x, k))
+
+
+def reference_mask(x, k):
+    from fdkit.reference.topk_topp import kept_mask
+
+    return torch.stack([kept_mask(x[r], int(k[r]), None) for r in range(x.shape[0])])

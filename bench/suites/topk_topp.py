@@ -7,9 +7,9 @@ mask``, and the ``restore copy`` row is that copy alone, measured in the same ru
 the masking alone). Floors: ``one read`` is ``logits.max(dim=-1)`` (the max-reduce the project's
 anchors call one read of the logits), ``amax`` the bare reduction.
 
-Groups: B in {1, 16, 80} x V in {32000, 128256, 151936, 262144} x {top-k 20, top-k 50, top-p 0.8,
-top-p 0.9, top-p 0.95, top-k 50 + top-p 0.9} x {fp32, bf16} (``--full``); the default preset keeps fp32,
-B in {16, 80} and V in {32000, 128256}; ``--quick`` the [80, 128256] fp32 groups.
+Groups: B in {1, 16, 80} x V in {32000, 128256, 151936, 262144} x {top-k 20, top-k 50, top-p
+0.8, top-p 0.9, top-p 0.95, top-k 50 + top-p 0.9} x {fp32, bf16} (``--full``); the default preset
+keeps fp32, B in {16, 80} and V in {32000, 128256}; ``--quick`` the [80, 128256] fp32 groups.
 """
 
 from __future__ import annotations

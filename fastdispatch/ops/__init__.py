@@ -1,4 +1,4 @@
-"""Our own Triton kernels for the 11 contracts, and the ops that launch them.
+"""Our own Triton kernels for the 12 kernels, and the ops that launch them.
 
     from fastdispatch.ops import rejection_sample, expand_batch_to_tokens
     out = rejection_sample(draft_ids, cu_num_draft_tokens, max_spec_len, logits, bonus_ids)
@@ -49,6 +49,7 @@ from .spec_decode import (
     eagle_prepare_next_token_padded,
     eagle_step_update_slot_mapping_and_metadata,
 )
+from .topk_topp import apply_top_k_top_p
 from .triton_kernels import QUALNAMES
 from .workers import PAD_SLOT_ID, batch_memcpy, compute_slot_mapping
 
@@ -63,6 +64,7 @@ __all__ = [
     "DFlashInputs",
     "EagleInputs",
     "active_driver",
+    "apply_top_k_top_p",
     "batch_memcpy",
     "compute_slot_mapping",
     "copy_and_expand_dflash_inputs",
@@ -90,7 +92,7 @@ __all__ = [
 
 
 def cpu_overrides() -> dict[str, Callable[..., Any]]:
-    """``{our kernel's qualified name: kernels_cpu implementation}`` for all 11 kernels."""
+    """``{our kernel's qualified name: kernels_cpu implementation}`` for all 12 kernels."""
     import kernels_cpu
 
     return {qualname: getattr(kernels_cpu, name) for name, qualname in QUALNAMES.items()}

@@ -5,11 +5,13 @@
 
 vLLM's CPU path (``apply_top_k_top_p_pytorch``) sorts every row -- on a [80, 128256] batch
 hundreds of milliseconds per step with top-p -- and its top-k-only path raises on a batch of zero
-rows. ``kernels_cpu.top_k_top_p`` selects instead (see its module for the algorithm and the kept
-set, ties included); this module is the vLLM-shaped entry: ``None`` disables a filter, zero rows
-are a no-op, and what the kernel does not take (float64 logits, a CUDA tensor, logits whose
-columns are not unit-stride, ``k``/``p`` of another dtype) goes to a fallback -- vLLM's own
-function when installed through :mod:`fastdispatch.vllm`, else a sort-based reference.
+rows. This module is the vLLM-shaped entry: ``None`` disables a filter, zero rows are a no-op.
+It launches our Triton kernel ``topk_topp_kernel`` (vLLM's ``_topk_topp_kernel`` arguments,
+exact kept set: see ``fastdispatch.ops.triton_kernels.topk_topp``) through a launch owner, as
+vLLM's ``_topk_topp`` does -- natively on a GPU, and on CPU the ``kernels_cpu`` kernel registered
+over it (selection, no sort; ``kernels_cpu._topk_topp``). What the kernel does not take (float64
+logits, columns that are not unit-stride, ``k``/``p`` of another dtype, a device without Triton)
+goes to a fallback: vLLM's own function when given, else a sort-based reference.
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ from collections.abc import Callable
 
 import torch
 
-from kernels_cpu import top_k_top_p
-
-from .._topk_topp_dropin import KNOWN_PARAMETERS, adapter_for, supported
+from .. import kernel_dispatcher
+from .._topk_topp_dropin import _K, _LOGITS, _P, KNOWN_PARAMETERS, adapter_for, supported
+from ._triton import HAS_TRITON
+from .triton_kernels.topk_topp import topk_topp_kernel
 
 __all__ = ["KNOWN_PARAMETERS", "adapter_for", "apply_top_k_top_p", "supported"]
 
@@ -42,6 +45,48 @@ def _sorted_reference(logits, k, p, mask_value=-math.inf):
     return logits.scatter_(dim=-1, index=logits_idx, src=logits_sort)
 
 
+_BLOCK = 1024
+
+
+@kernel_dispatcher(kernel=topk_topp_kernel)
+def _topk_topp(
+    logits, buffer, percentile_to_std_table, normal_cdf_to_sigma_table, k, p, mask_value
+):
+    # vLLM's dispatch: logits -> LOGITS (and LOGITS_STRIDE_0), k -> K, p -> P; a disabled
+    # filter's pointer is the logits (never read); one program per row
+    B, V = logits.shape
+    topk, topp = k is not None, p is not None
+    return ((B,) if B else None), dict(
+        K=k if topk else logits,
+        P=p if topp else logits,
+        BATCH_SIZE=B,
+        VOCAB_SIZE=V,
+        BLOCK_SIZE=_BLOCK,
+        BLOCK_SIZE_TRUNC=_BLOCK // 2,
+        TOPK_ENABLED=topk,
+        TOPP_ENABLED=topp,
+        SPLIT_COVERS_PONLY=False,
+    )
+
+
+def _launchable(logits, k, p):
+    """Our kernel takes these: on CPU what ``kernels_cpu`` takes (it validates the values); on
+    a CUDA device, where Triton runs, the same dtypes and layout -- rows of unit-stride columns
+    that do not overlap, one contiguous ``k``/``p`` value per row -- all on that device."""
+    if logits.is_cpu:
+        return supported(logits, k, p)
+    if not (HAS_TRITON and logits.is_cuda and logits.dtype in _LOGITS and logits.dim() == 2):
+        return False
+    B, V = logits.shape
+    if (V > 1 and logits.stride(1) != 1) or (B > 1 and logits.stride(0) < V):
+        return False
+    return all(
+        t is None
+        or (t.dtype in dt and t.device == logits.device and t.is_contiguous() and t.numel() == B)
+        for t, dt in ((k, _K), (p, _P))
+    )
+
+
 def apply_top_k_top_p(
     logits: torch.Tensor,
     k: torch.Tensor | None,
@@ -57,8 +102,8 @@ def apply_top_k_top_p(
     """
     if k is None and p is None:
         return logits
-    if supported(logits, k, p):
-        top_k_top_p(logits, k, p, mask_value)
+    if _launchable(logits, k, p):
+        _topk_topp(logits, logits, logits, logits, k, p, float(mask_value))
         return logits
     if fallback is not None:
         return fallback(logits, k, p)

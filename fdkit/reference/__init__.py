@@ -1,7 +1,8 @@
 """Plain-torch reference implementations of the kernel contracts (slow, obviously correct).
 
-One submodule per area -- ``sampling``, ``spec_decode``, ``workers`` -- each with the same
-function names, signatures and in-place outputs as the compiled kernels in ``kernels_cpu``: one
+One submodule per area -- ``sampling``, ``spec_decode``, ``workers``, ``topk_topp`` -- each with
+the same function names, signatures and in-place outputs as the compiled kernels in
+``kernels_cpu``: one
 reference per kernel (per implemented signature: ``compute_slot_mapping_hybrid_kernel`` too).
 The tests compare the compiled kernels and our Triton kernels with them, and the bench scripts
 time them side by side. They assume valid inputs: validation is the compiled kernels' job.
@@ -14,11 +15,11 @@ buffers, as the compiled kernels assume).
 
 from kernels_cpu import VLLM_KERNELS
 
-from . import sampling, spec_decode, workers
+from . import sampling, spec_decode, topk_topp, workers
 
-__all__ = ["REFERENCES", "sampling", "spec_decode", "workers", "area_of"]
+__all__ = ["REFERENCES", "sampling", "spec_decode", "topk_topp", "workers", "area_of"]
 
-_AREAS = (sampling, spec_decode, workers)
+_AREAS = (sampling, spec_decode, workers, topk_topp)
 
 
 def area_of(impl):

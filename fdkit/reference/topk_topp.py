@@ -15,7 +15,7 @@ import math
 
 import torch
 
-__all__ = ["kept_mask", "top_k_top_p"]
+__all__ = ["kept_mask", "top_k_top_p", "topk_topp_kernel", "topk_topp_nosplit_kernel"]
 
 
 def kept_mask(row: torch.Tensor, k: int | None, p: float | None) -> torch.Tensor:
@@ -57,3 +57,74 @@ def top_k_top_p(logits, k=None, p=None, mask_value=float("-inf")):
             None if p is None else float(p.reshape(-1)[r]),
         )
         logits[r][~keep] = mask_value
+
+
+def topk_topp_kernel(
+    LOGITS,
+    LOGITS_STRIDE_0,
+    BUFFER,
+    PERCENTILE_TO_STD_TABLE,
+    NORMAL_CDF_TO_SIGMA_TABLE,
+    K,
+    P,
+    BATCH_SIZE,
+    VOCAB_SIZE,
+    MASK_VALUE,
+    BLOCK_SIZE=None,
+    BLOCK_SIZE_TRUNC=None,
+    TOPK_ENABLED=None,
+    TOPP_ENABLED=None,
+    SPLIT_COVERS_PONLY=None,
+):
+    """vLLM's ``_topk_topp_kernel`` launch (the contract of ``kernels_cpu.topk_topp_kernel``):
+    row ``r`` of ``LOGITS`` at ``r * LOGITS_STRIDE_0``, ``VOCAB_SIZE`` columns."""
+    B, V = int(BATCH_SIZE), int(VOCAB_SIZE)
+    flat = LOGITS.reshape(-1) if LOGITS.dim() != 2 else None
+    for r in range(B):
+        row = LOGITS[r, :V] if flat is None else flat[r * LOGITS_STRIDE_0 : r * LOGITS_STRIDE_0 + V]
+        k = int(K.reshape(-1)[r]) if TOPK_ENABLED else None
+        p = float(P.reshape(-1)[r]) if TOPP_ENABLED else None
+        if k is not None and k >= V:
+            k = None
+            if SPLIT_COVERS_PONLY:
+                p = None  # the split top-p kernels own this row
+        if p is not None and p >= 1.0:
+            p = None
+        keep = kept_mask(row, k, p)
+        row[~keep] = MASK_VALUE
+
+
+def topk_topp_nosplit_kernel(
+    LOGITS,
+    LOGITS_STRIDE_0,
+    BUFFER,
+    PERCENTILE_TO_STD_TABLE,
+    NORMAL_CDF_TO_SIGMA_TABLE,
+    K,
+    P,
+    BATCH_SIZE,
+    VOCAB_SIZE,
+    MASK_VALUE,
+    BLOCK_SIZE=None,
+    BLOCK_SIZE_TRUNC=None,
+    TOPK_ENABLED=None,
+    TOPP_ENABLED=None,
+):
+    """vLLM 0.27-0.29's form: :func:`topk_topp_kernel` without ``SPLIT_COVERS_PONLY``."""
+    topk_topp_kernel(
+        LOGITS,
+        LOGITS_STRIDE_0,
+        BUFFER,
+        PERCENTILE_TO_STD_TABLE,
+        NORMAL_CDF_TO_SIGMA_TABLE,
+        K,
+        P,
+        BATCH_SIZE,
+        VOCAB_SIZE,
+        MASK_VALUE,
+        BLOCK_SIZE,
+        BLOCK_SIZE_TRUNC,
+        TOPK_ENABLED,
+        TOPP_ENABLED,
+        False,
+    )

@@ -148,7 +148,7 @@ def kernels_cpu_usage() -> None:
 
     mapping = kernels_cpu.vllm_overrides()
     assert_type(mapping, dict[str, Callable[..., Any]])
-    assert len(mapping) == len(kernels_cpu.VLLM_KERNEL_NAMES) == 11
+    assert len(mapping) == len(kernels_cpu.VLLM_KERNEL_NAMES) == 12
 
 
 def ops_usage() -> None:

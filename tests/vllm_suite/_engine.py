@@ -297,11 +297,12 @@ def set_fused_noise(worker, on):
 def worker_report(worker=None):
     """Which kernels this worker launches. Raises inside the worker when the answer is mixed.
 
-    "ours": the plugin is installed, every one of the 11 kernels is held as a fastdispatch
+    "ours": the plugin is installed, every one of the 12 kernels is held as a fastdispatch
     override of its kernels_cpu function at every holder (``classify_holders``), and
     ``fastdispatch.verify()`` finds no holder left on an original. "stock": fastdispatch is not
-    installed and every holder launches vLLM's own shim. Anything else is an error here, so an
-    engine can never pass for the side it is not on.
+    installed and every holder launches vLLM's own shim (the Triton kernel itself for the ones
+    vLLM has no CPU implementation of, ``fastdispatch.vllm.NO_STOCK_CPU``). Anything else is an
+    error here, so an engine can never pass for the side it is not on.
     """
     import os
 
@@ -313,6 +314,13 @@ def worker_report(worker=None):
     import fastdispatch.vllm as fv
 
     holders = classify_holders()
+    if not fv.installed():
+        # a kernel vLLM has no CPU implementation of stays the Triton kernel itself in a stock
+        # worker (its module possibly not even imported): anything else there is wrong
+        for name in fv.NO_STOCK_CPU:
+            hs = holders.pop(name, [])
+            if any(kind != "original" for _, kind in hs):
+                raise AssertionError(f"stock worker: {name} held as {hs}")
     kinds = sorted({kind for hs in holders.values() for _, kind in hs})
     missing = sorted(name for name, hs in holders.items() if not hs)
     fused = {}

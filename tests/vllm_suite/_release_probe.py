@@ -75,8 +75,12 @@ def cases(contract, slot_args):
     return out
 
 
-def build(case, slot_args):
+def build(case, slot_args, order=()):
+    """``order``: the release's argument names of the kernel (0.27-0.29's top-k/top-p kernel
+    has no ``SPLIT_COVERS_PONLY``: the case loses it, and the reference is that form's)."""
     kwargs, compared = case.build()
+    if case.kernel == "topk_topp_kernel" and order and "SPLIT_COVERS_PONLY" not in order:
+        kwargs = {a: kwargs[a] for a in order}
     if case.kernel == "compute_slot_mapping_kernel" and "BLOCKS_PER_KV_BLOCK" in slot_args:
         kwargs = dict(kwargs)
         kwargs["block_size"] = kwargs["KV_CACHE_BLOCK_SIZE"]
@@ -90,6 +94,8 @@ def reference(case, kwargs):
 
     if "BLOCKS_PER_KV_BLOCK" in kwargs:
         workers.compute_slot_mapping_hybrid_kernel(**kwargs)
+    elif case.kernel == "topk_topp_kernel" and "SPLIT_COVERS_PONLY" not in kwargs:
+        REFERENCES["topk_topp_nosplit_kernel"](**kwargs)
     else:
         REFERENCES[case.kernel](**kwargs)
 
@@ -142,9 +148,9 @@ def launch_all(found, contracts, slot_args, arg_names, positional):
             value = container[key]
             outcomes = []
             for n, case in enumerate(all_cases):
-                ref_kw, ref = build(case, slot_args)
+                ref_kw, ref = build(case, slot_args, order)
                 reference(case, ref_kw)
-                kw, got = build(case, slot_args)
+                kw, got = build(case, slot_args, order)
                 try:
                     if not all(case.grid):
                         pass
@@ -213,6 +219,8 @@ def main():
         return
     report["kernel_names"] = list(fv.kernel_names())
     report["sampling_names"] = list(fv.SAMPLING_NAMES)
+    # kernels vLLM has no CPU implementation of: stock holds the Triton kernel itself
+    report["no_stock_cpu"] = sorted(fv.NO_STOCK_CPU)
     report["kernel_report"] = fv.kernel_report()
     report["verify"] = fastdispatch.verify(list(fv.kernel_names()))
     contracts = {}

