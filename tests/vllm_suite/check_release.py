@@ -147,6 +147,8 @@ def test_uninstall_leaves_every_holder_as_stock(probe, stock_process):
     stock = stock_process["objects"]
     for name, objects in probe["stock_objects"].items():
         for where, what in objects.items():
+            if name in probe["no_stock_cpu"] and stock[where] == "<absent>":
+                continue  # a stock worker never imports that kernel's module
             assert stock[where] == what, (name, where, what, stock[where])
             assert not what.startswith("fastdispatch:"), (name, where, what)
 
