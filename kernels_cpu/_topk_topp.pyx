@@ -201,50 +201,65 @@ cdef extern from *:
         return v[0];
     }
 
+    /* One chunk of 16 values at src (len of them real) for tkp_kth_largest: skipped after one
+       horizontal max when none can be among the k largest (NaN lanes never qualify), else its
+       values >= the running threshold are appended; a full buffer is cut back to its k largest
+       (no value below the buffer's k-th largest can be among the row's k largest). */
+    #define TKP_CHUNK(v, src, len)                                                          \
+        if (cnt == 0 || tkp_hmax(&(v)) >= thr) {                                           \
+            for (Py_ssize_t j = 0; j < (len); j++) {                                       \
+                float e = (src)[j];                                                        \
+                if (e >= thr && e > -INFINITY) {   /* -inf values only count as -inf */    \
+                    buf[cnt++] = e;                                                        \
+                    if (cnt >= cap) {                                                      \
+                        thr = tkp_nth(buf, cnt, cnt - k);                                  \
+                        Py_ssize_t w = 0;                                                  \
+                        for (Py_ssize_t q = 0; q < cnt; q++)                               \
+                            if (buf[q] >= thr) buf[w++] = buf[q];                          \
+                        cnt = w;                                                           \
+                        if (2 * cnt > cap) cap *= 2;   /* ties at thr: grow, never stall */\
+                    }                                                                      \
+                }                                                                          \
+            }                                                                              \
+        }
+
     /* The k-th largest value of x[0:n) counted with multiplicity (1 <= k < n); the row's
-       maximum into *mx and whether it holds a NaN into *nan, in the same pass. Chunks of 16
-       whose maximum is below the running threshold cost one vector max and one compare. */
+       maximum into *mx and whether it holds a NaN into *nan, in the same pass. Two chunks of 16
+       per step, each with its own NaN accumulator (two short dependency chains, not one long
+       one); the maximum is the buffer's, which always holds it (every value >= the threshold
+       is kept, and the maximum is). */
     TKP_CLONES static float tkp_kth_largest(const float* x, Py_ssize_t n, Py_ssize_t k,
                                             float* buf, float* mx, int* nan) {
         Py_ssize_t cap = 4 * k < 256 ? 256 : 4 * k, cnt = 0;
         float thr = -INFINITY;
-        tkp_v16 vm = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY,
-                      -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY,
-                      -INFINITY, -INFINITY, -INFINITY, -INFINITY};
-        tkp_i16 vn = {0};
+        tkp_i16 vn0 = {0}, vn1 = {0};
         Py_ssize_t i = 0;
-        for (; i < n; i += 16) {
+        for (; i + 32 <= n; i += 32) {
+            tkp_v16 v0, v1;
+            memcpy(&v0, x + i, sizeof v0);
+            memcpy(&v1, x + i + 16, sizeof v1);
+            vn0 |= v0 != v0;
+            vn1 |= v1 != v1;
+            TKP_CHUNK(v0, x + i, 16)
+            TKP_CHUNK(v1, x + i + 16, 16)
+        }
+        for (; i < n; i += 16) {   /* the tail, padded with -inf (never a candidate) */
             Py_ssize_t len = n - i < 16 ? n - i : 16;
             tkp_v16 v;
-            if (len == 16) memcpy(&v, x + i, sizeof v);
-            else {
-                for (int j = 0; j < 16; j++) v[j] = j < len ? x[i + j] : -INFINITY;
-            }
-            vn |= v != v;
-            vm = TKP_VMAX(v, vm);
-            if (cnt > 0 && !(tkp_hmax(&v) >= thr)) continue;   /* NaN lanes never qualify */
-            for (Py_ssize_t j = 0; j < len; j++) {
-                float e = x[i + j];
-                if (e >= thr && e > -INFINITY) {   /* -inf values only count as -inf */
-                    buf[cnt++] = e;
-                    if (cnt >= cap) {
-                        /* no value below the buffer's k-th largest can be among the k largest */
-                        thr = tkp_nth(buf, cnt, cnt - k);
-                        Py_ssize_t w = 0;
-                        for (Py_ssize_t q = 0; q < cnt; q++) if (buf[q] >= thr) buf[w++] = buf[q];
-                        cnt = w;
-                        if (2 * cnt > cap) cap *= 2;   /* ties at thr: grow, never stall */
-                    }
-                }
-            }
+            for (int j = 0; j < 16; j++) v[j] = j < len ? x[i + j] : -INFINITY;
+            vn0 |= v != v;
+            TKP_CHUNK(v, x + i, len)
         }
         int anynan = 0;
-        for (int j = 0; j < 16; j++) anynan |= vn[j] != 0;
-        *mx = tkp_hmax(&vm);
+        for (int j = 0; j < 16; j++) anynan |= (vn0[j] | vn1[j]) != 0;
+        float best = -INFINITY;
+        for (Py_ssize_t q = 0; q < cnt; q++) best = buf[q] > best ? buf[q] : best;
+        *mx = best;
         *nan = anynan;
         if (anynan || cnt < k) return -INFINITY;
         return tkp_nth(buf, cnt, cnt - k);
     }
+    #undef TKP_CHUNK
 
     /* rank order: larger value first, then lower index */
     static int tkp_cmp(const void* pa, const void* pb) {
@@ -466,9 +481,11 @@ cdef extern from *:
             float m0 = tkp_max(x, ns, &has_nan);
             if (!has_nan && m0 > -INFINITY && m0 < INFINITY) {
                 float span = m0 - tkp_low(x, ns, -INFINITY, m0), ref = m0 + 16.0f, w = 8.0f;
-                if (span > 0.0f && m0 + 0.5f * span < INFINITY) {
-                    ref = m0 + 0.5f * span;
-                    w = tkp_width(4.0f * span);
+                if (span > 0.0f && span < INFINITY) {
+                    /* headroom above the sample's maximum, at most 16: exp(x - ref) of the
+                       row's maximum must not underflow (masses are float32) */
+                    ref = m0 + (0.5f * span < 16.0f ? 0.5f * span : 16.0f);
+                    w = tkp_width(2.0f * span);
                 }
                 double above, target;
                 int bstar = tkp_topp_buckets(x, n, -INFINITY, ref, w, p, &above, &target);

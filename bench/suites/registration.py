@@ -42,7 +42,9 @@ def _register_builder(ctx) -> Built:
             kc = importlib.import_module("kernels_cpu")
         except Exception as exc:
             raise Unavailable(f"fastdispatch/kernels_cpu not importable: {exc}") from exc
-        mapping = kc.vllm_overrides()
+        fv = importlib.import_module("fastdispatch.vllm")
+        # the names vLLM's hook registers: not the kernels it has no CPU implementation of
+        mapping = {n: f for n, f in kc.vllm_overrides().items() if n not in fv.NO_STOCK_CPU}
         if not hasattr(fd, "unregister_kernels"):
             raise Unavailable(
                 "fastdispatch has no unregister_kernels: cannot restore vLLM afterwards"
