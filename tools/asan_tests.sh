@@ -47,6 +47,7 @@ DEFAULT_TESTS=(
     tests/test_kernels_sampling.py
     tests/test_kernels_spec_decode.py
     tests/test_kernels_workers.py
+    tests/test_kernels_topk_topp.py
     tests/test_fused_sampling.py
     tests/test_fused_logits.py
     tests/test_fused_philox.py
