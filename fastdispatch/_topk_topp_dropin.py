@@ -14,7 +14,7 @@ import torch
 
 from kernels_cpu import top_k_top_p
 
-__all__ = ["KNOWN_PARAMETERS", "adapter_for", "supported"]
+__all__ = ["KNOWN_PARAMETERS", "adapter_for", "layout_ok", "supported"]
 
 _LOGITS = (torch.float32, torch.float16, torch.bfloat16)
 _K = (torch.int32, torch.int64)
@@ -25,18 +25,29 @@ _P = (torch.float32, torch.float64)
 KNOWN_PARAMETERS = (("logits", "k", "p"), ("logits", "k", "p", "mask_value"))
 
 
-def supported(logits: torch.Tensor, k: torch.Tensor | None, p: torch.Tensor | None) -> bool:
-    """Whether ``kernels_cpu.top_k_top_p`` takes these arguments as they are."""
-    if not (isinstance(logits, torch.Tensor) and logits.dtype in _LOGITS and logits.is_cpu):
+def layout_ok(logits: torch.Tensor, k: torch.Tensor | None, p: torch.Tensor | None) -> bool:
+    """The dtypes and layout the top-k/top-p kernels take, on any device: [B, V] fp32/fp16/bf16
+    logits with unit-stride columns, contiguous int32/int64 ``k`` and float32/float64 ``p`` on
+    the logits' device."""
+    if not (isinstance(logits, torch.Tensor) and logits.dtype in _LOGITS):
         return False
     if logits.dim() != 2 or (logits.shape[1] > 1 and logits.stride(1) != 1):
         return False
     for t, dtypes in ((k, _K), (p, _P)):
         if t is not None and not (
-            isinstance(t, torch.Tensor) and t.dtype in dtypes and t.is_cpu and t.is_contiguous()
+            isinstance(t, torch.Tensor)
+            and t.dtype in dtypes
+            and t.device == logits.device
+            and t.is_contiguous()
         ):
             return False
     return True
+
+
+def supported(logits: torch.Tensor, k: torch.Tensor | None, p: torch.Tensor | None) -> bool:
+    """Whether ``kernels_cpu.top_k_top_p`` takes these arguments as they are (it validates the
+    values and lengths itself)."""
+    return isinstance(logits, torch.Tensor) and logits.is_cpu and layout_ok(logits, k, p)
 
 
 def adapter_for(target: Callable[..., Any]) -> tuple[Callable[..., Any] | None, str | None]:

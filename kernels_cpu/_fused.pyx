@@ -197,30 +197,7 @@ cdef extern from *:
         }
     }
 
-    /* exp(x) for x <= 0 (the only use: logit - row max), branch-free so loops over it
-       vectorise: Cody-Waite reduction by ln 2 (round via the 1.5 * 2**23 trick), Cephes' degree-6
-       polynomial, scale by 2**n built from bits. Relative error < 2 ulp; exp(-inf) = 0, NaN stays
-       NaN. Below -87.3 (float underflow) the result is 0. */
-    static inline float fd_expf(float x) {
-        float xc = x < -87.33654f ? -87.33654f : x;
-        xc = xc > 0.0f ? 0.0f : xc;
-        float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-        float r = xc - n * 0.693359375f;
-        r = r - n * -2.12194440e-4f;
-        float p = 1.9875691500e-4f;
-        p = p * r + 1.3981999507e-3f;
-        p = p * r + 8.3334519073e-3f;
-        p = p * r + 4.1665795894e-2f;
-        p = p * r + 1.6666665459e-1f;
-        p = p * r + 5.0000001201e-1f;
-        p = p * (r * r) + r;
-        p = p + 1.0f;
-        int32_t bits = ((int32_t)n + 127) << 23;
-        float scale;
-        memcpy(&scale, &bits, sizeof scale);
-        float y = p * scale;
-        return x < -87.33654f ? 0.0f : y;
-    }
+    #include "_fastexp.h"   /* fd_expf */
 
     static float fd_expf_scalar(float x) { return fd_expf(x); }
 

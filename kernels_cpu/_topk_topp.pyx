@@ -80,28 +80,7 @@ cdef extern from *:
         tkp_cand* c2;       /* V candidates */
     } tkp_scratch;
 
-    /* exp(x) for x <= 0: Cody-Waite reduction, Cephes' degree-6 polynomial, branch-free so the
-       block loops vectorise; < 2 ulp; exp(-inf) = 0; below -87.3 the result is 0. */
-    static inline float tkp_expf(float x) {
-        float xc = x < -87.33654f ? -87.33654f : x;
-        xc = xc > 0.0f ? 0.0f : xc;
-        float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-        float r = xc - n * 0.693359375f;
-        r = r - n * -2.12194440e-4f;
-        float p = 1.9875691500e-4f;
-        p = p * r + 1.3981999507e-3f;
-        p = p * r + 8.3334519073e-3f;
-        p = p * r + 4.1665795894e-2f;
-        p = p * r + 1.6666665459e-1f;
-        p = p * r + 5.0000001201e-1f;
-        p = p * (r * r) + r;
-        p = p + 1.0f;
-        int32_t bits = ((int32_t)n + 127) << 23;
-        float scale;
-        memcpy(&scale, &bits, sizeof scale);
-        float y = p * scale;
-        return x < -87.33654f ? 0.0f : y;
-    }
+    #include "_fastexp.h"   /* fd_expf: the exp the fused sampler uses */
 
     static inline float tkp_h2f(uint16_t h) {
         uint32_t s = ((uint32_t)h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, b;
@@ -337,7 +316,7 @@ cdef extern from *:
             int bad = 0;
             for (Py_ssize_t j = 0; j < len; j++) {
                 float v = b[j];
-                float ev = tkp_expf(v - m);
+                float ev = fd_expf(v - m);
                 e[j] = v >= floor ? ev : 0.0f;
                 bk[j] = tkp_bucket(v, m, w);
                 bad |= (v > m) | (v != v);
@@ -370,7 +349,7 @@ cdef extern from *:
            every positive one, so all the mass is above it: never kept */
         Py_ssize_t np = 0;
         for (Py_ssize_t j = 0; j < nc; j++) {
-            float e = m == INFINITY ? (c[j].x == INFINITY ? 1.0f : 0.0f) : tkp_expf(c[j].x - m);
+            float e = m == INFINITY ? (c[j].x == INFINITY ? 1.0f : 0.0f) : fd_expf(c[j].x - m);
             if (e > 0.0f) { d[np] = c[j]; d[np].e = e; np++; }
         }
         nc = np;
@@ -514,7 +493,7 @@ cdef extern from *:
             for (Py_ssize_t i = 0; i < n && small; i++)
                 if (x[i] >= floor) {
                     if (nc == TKP_GATHER) small = 0;
-                    else { c[nc].x = x[i]; c[nc].e = tkp_expf(x[i] - m); c[nc].i = i; nc++; }
+                    else { c[nc].x = x[i]; c[nc].e = fd_expf(x[i] - m); c[nc].i = i; nc++; }
                 }
         } else small = 0;
         if (small) {

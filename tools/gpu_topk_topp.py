@@ -10,7 +10,8 @@ coarse grid for ties) and top-k 50, top-p 0.9 and both:
 1. exactness: ``topk_topp_kernel`` (ours, natively on the GPU) must keep exactly the set
    ``kernels_cpu.topk_topp_kernel`` keeps on the same rows on CPU -- bit-identical outputs --
    and the set of PyTorch's sort-based reference (vLLM's ``apply_top_k_top_p_pytorch``
-   algorithm, float32 cumsum) up to its rounding at the top-p boundary;
+   algorithm, float32 cumsum: ``fastdispatch.ops.topk_topp._sorted_reference``) up to its
+   rounding at the top-p boundary;
 2. vLLM's own ``_topk_topp_kernel`` (its source file given: the kernel, its helper and its two
    tables are read from it, nothing else of vLLM is needed) on the same rows: how many tokens per
    row its pivot search keeps that the exact set does not, or misses;
@@ -36,6 +37,7 @@ import triton  # noqa: E402
 
 import kernels_cpu  # noqa: E402
 from fastdispatch.ops import triton_kernels  # noqa: E402
+from fastdispatch.ops.topk_topp import _sorted_reference as _sorted  # noqa: E402
 
 
 def _vllm_kernel(path):
@@ -99,20 +101,6 @@ def _launch(kernel, logits, k, p, tables=None, programs=None):
         SPLIT_COVERS_PONLY=False,
         **({"num_warps": 8} if big else {}),
     )
-
-
-def _sorted(logits, k, p):
-    """vLLM's ``apply_top_k_top_p_pytorch`` algorithm (sort, float32 softmax cumsum)."""
-    s, idx = logits.sort(dim=-1, descending=False)
-    if k is not None:
-        kth = s.gather(1, (s.size(1) - k.long()).unsqueeze(1))
-        s.masked_fill_(s < kth, -math.inf)
-    if p is not None:
-        cum = s.softmax(dim=-1).cumsum(dim=-1)
-        mask = cum <= 1 - p.unsqueeze(1)
-        mask[:, -1] = False
-        s.masked_fill_(mask, -math.inf)
-    return logits.scatter_(-1, idx, s)
 
 
 def _time(fn, reps=20):

@@ -22,7 +22,7 @@ from collections.abc import Callable
 import torch
 
 from .. import kernel_dispatcher
-from .._topk_topp_dropin import _K, _LOGITS, _P, KNOWN_PARAMETERS, adapter_for, supported
+from .._topk_topp_dropin import KNOWN_PARAMETERS, adapter_for, layout_ok, supported
 from ._triton import HAS_TRITON
 from .triton_kernels.topk_topp import topk_topp_kernel
 
@@ -71,20 +71,14 @@ def _topk_topp(
 
 def _launchable(logits, k, p):
     """Our kernel takes these: on CPU what ``kernels_cpu`` takes (it validates the values); on
-    a CUDA device, where Triton runs, the same dtypes and layout -- rows of unit-stride columns
-    that do not overlap, one contiguous ``k``/``p`` value per row -- all on that device."""
+    a CUDA device, where Triton runs, the same dtypes and layout, and -- unchecked by a GPU
+    launch -- rows that do not overlap and one ``k``/``p`` value per row."""
     if logits.is_cpu:
         return supported(logits, k, p)
-    if not (HAS_TRITON and logits.is_cuda and logits.dtype in _LOGITS and logits.dim() == 2):
+    if not (HAS_TRITON and logits.is_cuda and layout_ok(logits, k, p)):
         return False
     B, V = logits.shape
-    if (V > 1 and logits.stride(1) != 1) or (B > 1 and logits.stride(0) < V):
-        return False
-    return all(
-        t is None
-        or (t.dtype in dt and t.device == logits.device and t.is_contiguous() and t.numel() == B)
-        for t, dt in ((k, _K), (p, _P))
-    )
+    return (B <= 1 or logits.stride(0) >= V) and all(t is None or t.numel() == B for t in (k, p))
 
 
 def apply_top_k_top_p(
