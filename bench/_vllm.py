@@ -21,6 +21,7 @@ wrong side.
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import os
 import sys
 import warnings
@@ -137,14 +138,16 @@ class VllmSide:
         return next((p for p in self._FUSED_PARAMS if p in params), None)
 
     def switch(self, state: Optional[str]) -> None:
-        """Enter ``"stock"``, ``"installed"`` or ``"installed-fused"`` (``None``: leave as is).
+        """Enter ``"stock"``, ``"installed"``, ``"installed-fused"`` (fused noise inside vLLM's
+        ``RejectionSampler.forward``) or ``"installed-one-pass"`` (the one-pass step replacing it)
+        (``None``: leave as is).
 
         Verifies afterwards that vLLM's greedy launch owner holds our override exactly when a
         fastdispatch state was asked for.
         """
         if state is None or state == self._state:
             return
-        if state not in ("stock", "installed", "installed-fused"):
+        if state not in ("stock", "installed", "installed-fused", "installed-one-pass"):
             raise ValueError(f"unknown vLLM state {state!r}")
         fdv = self.require_install()
         with warnings.catch_warnings():
@@ -154,8 +157,13 @@ class VllmSide:
                 self._state = "stock"
             if state == "installed":
                 fdv.install()
-            elif state == "installed-fused":
-                fdv.install(**{self._fused_param(fdv): True})
+            elif state in ("installed-fused", "installed-one-pass"):
+                kw = {self._fused_param(fdv): True}
+                if "one_pass" in inspect.signature(fdv.install).parameters:
+                    kw["one_pass"] = state == "installed-one-pass"
+                elif state == "installed-one-pass":
+                    raise Unavailable("fastdispatch.vllm.install() has no one-pass step")
+                fdv.install(**kw)
         self._state = state
         where = type(self._greedy_kernel()).__module__
         ours = where.startswith("fastdispatch")

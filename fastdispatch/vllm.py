@@ -70,11 +70,14 @@ __all__ = [
     "installed",
     "kernel_names",
     "kernel_report",
+    "step_report",
     "plugin",
     "uninstall",
     "uninstall_fast_launch",
     "FAST_LAUNCH_ENV",
     "FLY_REFUSAL",
+    "FUSED_NOISE_ENV",
+    "ONE_PASS_ENV",
     "KERNEL_NAMES",
     "SAMPLING_NAMES",
 ]
@@ -85,6 +88,9 @@ logger = logging.getLogger(__name__)
 PLUGIN_ENV = "FASTDISPATCH_VLLM_PLUGIN"
 #: With :func:`plugin`: ``1`` also routes random sampling through the fused-noise path.
 FUSED_NOISE_ENV = "FASTDISPATCH_VLLM_FUSED_NOISE"
+#: With :func:`plugin` and fused noise: ``0`` keeps vLLM's ``RejectionSampler.forward`` (the
+#: fused kernels inside it) instead of the one-pass step.
+ONE_PASS_ENV = "FASTDISPATCH_VLLM_ONE_PASS"
 
 _DISPATCHER = "vllm.triton_utils.dispatcher"
 _WARMUP_HELPER = "vllm.model_executor.warmup.jit_warmup_triton_helper"
@@ -171,6 +177,8 @@ class _Installation:
         self.fused = {}  # fused-noise replacements (qualified name -> function), when enabled
         self.sampling = {}  # sampling functions replaced (qualified name -> our drop-in)
         self.sampling_left = {}  # sampling functions left to vLLM (qualified name -> why)
+        self.step = None  # (RejectionSampler, its forward, ours) while the one-pass step stands
+        self.step_left = None  # why the one-pass step is not installed (None: not asked for)
         self.plan_caches = {}  # id(owner) -> (owner, PlanCache)
 
     # -- registration ----------------------------------------------------------------------
@@ -942,7 +950,7 @@ def _install_sampling(state):
     state.sampling = mapping
 
 
-def install(fused_noise=False):
+def install(fused_noise=False, one_pass=None):
     """Make vLLM launch fastdispatch's compiled path and the ``kernels_cpu`` kernels.
 
     Idempotent: calling it again (the plugin loading twice) re-asserts our kernels where
@@ -950,8 +958,13 @@ def install(fused_noise=False):
     replaces ``rejection_sampler.sample_recovered_tokens``/``rejection_sample`` with the fused
     implementation that draws its noise inside the kernel (``fastdispatch.ops.fused``): faster
     random sampling, same distribution, a different random stream than stock vLLM -- hence
-    opt-in. Returns nothing; :func:`uninstall` undoes everything.
+    opt-in. With it, ``one_pass`` (default: ``fused_noise``) also replaces
+    ``RejectionSampler.forward`` by the whole step in one pass over the logits
+    (:mod:`fastdispatch._spec_step_dropin`) where vLLM's code is one it recognises; a batch it
+    cannot serve takes vLLM's forward. Returns nothing; :func:`uninstall` undoes everything.
     """
+    if one_pass is None:
+        one_pass = fused_noise
     global _state
     import importlib
 
@@ -960,6 +973,7 @@ def install(fused_noise=False):
             _state.register(_state.ours)
             _state.register(_state.sampling)
             _set_fused_noise(_state, fused_noise)
+            _set_one_pass(_state, bool(fused_noise and one_pass))
             return
         try:
             dispatcher = importlib.import_module(_DISPATCHER)
@@ -999,6 +1013,7 @@ def install(fused_noise=False):
             _patch_owners(state)
             _install_sampling(state)
             _set_fused_noise(state, fused_noise)
+            _set_one_pass(state, bool(fused_noise and one_pass))
         except BaseException:
             _teardown(state)
             raise
@@ -1038,7 +1053,73 @@ def _set_fused_noise(state, enable):
         state.fused = {}
 
 
+def _set_one_pass(state, enable):
+    """Put the one-pass step in ``RejectionSampler.forward`` (``enable``) or take it out."""
+    if enable and state.step is None:
+        from ._spec_step_dropin import recognise
+
+        try:
+            import vllm.v1.sample.rejection_sampler as rs
+
+            cls = rs.RejectionSampler
+            raw = vars(cls)["forward"]
+        except Exception as exc:  # noqa: BLE001 - whatever is missing: leave it to vLLM
+            state.step_left = f"vLLM's RejectionSampler.forward not found ({exc})"
+        else:
+            # a forward we put there earlier (an installation that was not undone) is judged
+            # by the one it replaced
+            original = getattr(raw, "__wrapped__", raw) if _is_one_pass(raw) else raw
+            facts, why = recognise(original)
+            if facts is None:
+                state.step_left = why
+            else:
+                from ._spec_step_dropin import forward_for
+
+                ours = forward_for(facts)
+                cls.forward = ours
+                state.step = (cls, raw, ours)
+                state.step_left = None
+        if state.step_left:
+            logger.warning(
+                "fastdispatch: one-pass speculative step not installed, vLLM's "
+                "RejectionSampler.forward stays: %s",
+                state.step_left,
+            )
+    elif not enable:
+        if state.step is not None:
+            cls, raw, ours = state.step
+            if vars(cls).get("forward") is ours:
+                cls.forward = raw
+        state.step = None
+        state.step_left = None
+
+
+def _is_one_pass(fn):
+    return getattr(fn, "_fastdispatch_one_pass", False)
+
+
+def step_report():
+    """The speculative step: ``{"who", "reason", "fallbacks"}`` -- ``who`` is ``"ours"`` (the
+    one-pass step stands in ``RejectionSampler.forward``) or ``"vllm"`` (``reason`` says why);
+    ``fallbacks`` counts the batches that took vLLM's forward, by reason. Empty before
+    :func:`install` ran."""
+    with _lock:
+        state = _state
+        if state is None:
+            return {}
+        from ._spec_step_dropin import fallbacks
+
+        if state.step is not None:
+            cls, _raw, ours = state.step
+            if vars(cls).get("forward") is ours:
+                return dict(who="ours", reason=None, fallbacks=fallbacks())
+            return dict(who="vllm", reason="displaced after install", fallbacks=fallbacks())
+        why = state.step_left or "not asked for (install(fused_noise=True) enables it)"
+        return dict(who="vllm", reason=why, fallbacks={})
+
+
 def _teardown(state):
+    _set_one_pass(state, False)
     state.unregister_all()
     _restore_displaced(state)
     state.patches.undo()
@@ -1085,7 +1166,8 @@ def plugin():
     would launch its CPU shims) on the CPU platform; with a usable Triton driver vLLM launches
     real Triton kernels and we stay out -- unless ``FASTDISPATCH_VLLM_FAST_LAUNCH=1`` asks for
     :func:`install_fast_launch` there (those kernels launched through fast_launch).
-    ``FASTDISPATCH_VLLM_FUSED_NOISE=1`` opts into the fused random-sampling path. Safe to call
+    ``FASTDISPATCH_VLLM_FUSED_NOISE=1`` opts into the fused random-sampling path (and the
+    one-pass step, unless ``FASTDISPATCH_VLLM_ONE_PASS=0``). Safe to call
     any number of times. Unless forced, a failure to install is logged and leaves vLLM stock
     rather than failing the worker.
     """
@@ -1114,7 +1196,10 @@ def plugin():
             )
             return
     try:
-        install(fused_noise=bool(_wants(os.environ.get(FUSED_NOISE_ENV))))
+        install(
+            fused_noise=bool(_wants(os.environ.get(FUSED_NOISE_ENV))),
+            one_pass=_wants(os.environ.get(ONE_PASS_ENV)) is not False,
+        )
     except Exception:
         if wanted:
             raise

@@ -80,32 +80,8 @@ from kernels_cpu._philox cimport (
     philox4x32_10, u01_float, u01_open, u53_open, exp_open, exp_float,
 )
 
-cdef enum:
-    BLOCK = 256           # ids per race block: part of the stream's definition, never change it
-    RUN = 64              # blocks summed per call of the block-sum loop
-    PURPOSE_BLOCKS = 0
-    PURPOSE_STEP = 1
-    KIND_RECOVER = 0
-    KIND_ARGMAX = 1
-
 #: blocks per parallel work item; any value gives the same tokens (tests vary it)
 cdef Py_ssize_t _chunk_blocks = 64
-
-
-cdef struct Job:
-    const float* t        # target (or greedy score) row
-    const float* q        # draft row, NULL without draft probs
-    int64_t skip          # id masked to 0 (no draft probs), else -1
-    uint32_t k0, k1, stream, pos
-    int kind
-    bint logits           # t holds logits: mass exp(t - m) [* invz - q] instead of t [- q]
-    float m, invz         # row max and 1 / sum(exp(t - m)) when logits
-    int64_t token         # result
-
-
-cdef struct Part:
-    double score          # best block score / chunk maximum (NaN: chunk holds a NaN)
-    int64_t idx           # best block / argmax index, -1 when nothing qualified
 
 
 # ---------------------------------------------------------------------------------------------
@@ -446,25 +422,6 @@ cdef int _run_jobs(Job* jobs, Py_ssize_t njobs, Py_ssize_t V, int nt) noexcept n
     return 0
 
 
-cdef inline void _set_key(Job* job, const int64_t* seeds, Py_ssize_t r, uint32_t pos) noexcept nogil:
-    cdef uint64_t key = <uint64_t>seeds[2 * r]
-    job.k0 = <uint32_t>key
-    job.k1 = <uint32_t>(key >> 32)
-    job.stream = <uint32_t>seeds[2 * r + 1]
-    job.pos = pos
-    job.logits = False
-    job.m = 0
-    job.invz = 1
-
-
-cdef inline double _accept_uniform(const int64_t* seeds, Py_ssize_t r, uint32_t pos) noexcept nogil:
-    cdef uint32_t w[4]
-    cdef uint64_t key = <uint64_t>seeds[2 * r]
-    philox4x32_10(0, pos, <uint32_t>seeds[2 * r + 1], PURPOSE_STEP,
-                  <uint32_t>key, <uint32_t>(key >> 32), w)
-    return u53_open(w[0], w[1])
-
-
 # ---------------------------------------------------------------------------------------------
 # validation
 # ---------------------------------------------------------------------------------------------
@@ -666,11 +623,6 @@ cdef inline int _early_verdict(const float* rates, Py_ssize_t j, double u,
     if d < 0:
         return 0
     return -1
-
-
-cdef inline bint _accepts(double u, double dp, double tp) noexcept nogil:
-    """vLLM's accept test, in float64: ``draft_prob > 0 and target_prob / draft_prob >= u``."""
-    return dp > 0 and tp / dp >= u
 
 
 cdef inline void _argmax_job(Job* job, const float* row) noexcept nogil:
@@ -887,6 +839,23 @@ cdef void _row_norm(const float* l, Py_ssize_t V, float* m_out, float* invz_out)
     invz_out[0] = <float>(1.0 / z)      # z = 0 only for an all -inf/NaN row: every mass is 0
 
 
+cdef int64_t race_logits(Job* job, Py_ssize_t V) noexcept nogil:
+    """The token the race draws from a logits job (``job.logits``, ``m`` and ``invz`` set)."""
+    cdef Part part
+    _race_chunk(job, V, 0, (V + BLOCK - 1) // BLOCK, &part)
+    return _pick_in_block(job, V, part.idx) if part.idx >= 0 else 0
+
+
+cdef Py_ssize_t argmax_row(const float* t, Py_ssize_t n) noexcept nogil:
+    """First maximum of ``t[0:n)`` (the first NaN if any, as ``torch.argmax``)."""
+    return _argmax(t, 0, n)
+
+
+cdef float expf32(float x) noexcept nogil:
+    """The kernels' vectorisable float32 ``exp`` (< 2 ulp, for x <= 0)."""
+    return _expf(x)
+
+
 cdef void _walk_logits(Py_ssize_t r, IBuf out, Py_ssize_t width, IBuf cu, IBuf draft,
                        const float* q, const float* l, IBuf bonus, const uint8_t* greedy,
                        const float* rates, const int64_t* seeds, Py_ssize_t V) noexcept nogil:
@@ -902,7 +871,6 @@ cdef void _walk_logits(Py_ssize_t r, IBuf out, Py_ssize_t width, IBuf cu, IBuf d
     cdef float m = 0, invz = 1
     cdef double u, dp, tp
     cdef Job job
-    cdef Part part
     for j in range(n):
         row = s + j
         d = iget(draft, row)
@@ -940,8 +908,7 @@ cdef void _walk_logits(Py_ssize_t r, IBuf out, Py_ssize_t width, IBuf cu, IBuf d
             job.logits = True
             job.m = m
             job.invz = invz
-            _race_chunk(&job, V, 0, (V + BLOCK - 1) // BLOCK, &part)
-            tok = _pick_in_block(&job, V, part.idx) if part.idx >= 0 else 0
+            tok = race_logits(&job, V)
         iset(out, r * width + j, tok)
         return
     iset(out, r * width + n, iget(bonus, r))

@@ -535,6 +535,7 @@ cdef extern from *:
                  uint16_t mask16, tkp_scratch* s) noexcept nogil
     int tkp_alloc(tkp_scratch* s, Py_ssize_t n, int need_vals) noexcept nogil
     void tkp_free(tkp_scratch* s) noexcept nogil
+    void tkp_widen(const uint16_t* row, Py_ssize_t n, int code, float* out) noexcept nogil
 
 cdef enum:
     M_HALF = (1 << DT_FLOAT16) | (1 << DT_BFLOAT16)
@@ -579,6 +580,27 @@ cdef void _release(tkp_scratch* s) noexcept nogil:
     if s != NULL:
         tkp_free(s)
         free(s)
+
+
+cdef void* row_scratch(Py_ssize_t V) noexcept nogil:
+    """Scratch for ``mask_row_f32`` on rows of up to ``V`` values (NULL when out of memory)."""
+    cdef int failed = 0
+    return <void*>_arena(V, 0, &failed)
+
+
+cdef void free_row_scratch(void* s) noexcept nogil:
+    _release(<tkp_scratch*>s)
+
+
+cdef void mask_row_f32(float* row, Py_ssize_t n, int64_t k, double p, void* s) noexcept nogil:
+    """One float32 row's top-k (``k >= n``: none) then top-p (``p >= 1``: none) mask, in place,
+    ``-inf`` where a token is not kept."""
+    tkp_row(<char*>row, DT_FLOAT32, n, k, p, -INFINITY, 0, <tkp_scratch*>s)
+
+
+cdef void widen_row(const char* row, int code, Py_ssize_t n, float* out) noexcept nogil:
+    """An fp16 (``DT_FLOAT16``) or bf16 (``DT_BFLOAT16``) row as float32, exactly."""
+    tkp_widen(<const uint16_t*>row, n, code, out)
 
 
 cdef uint16_t _mask_bits(float mask_value, int code) except? 0:

@@ -16,6 +16,7 @@ SUITES = (
     "vllm_entry",
     "spec_decode",
     "fused",
+    "step",
     "topk_topp",
     "threads",
     "registration",

