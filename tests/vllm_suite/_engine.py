@@ -284,13 +284,21 @@ def acceptance_z(spec, c, k):
 FUSED_ATTRS = ("rejection_sample", "sample_recovered_tokens")
 
 
-def set_fused_noise(worker, on):
-    """Switch this worker's installed fastdispatch to fused noise on/off; report the result."""
+#: fastdispatch states a worker can be switched to between batches: install() keywords
+STATES = {
+    "plugin": {"fused_noise": False},
+    "fused": {"fused_noise": True, "one_pass": False},  # fused noise inside vLLM's forward
+    "onepass": {"fused_noise": True, "one_pass": True},  # RejectionSampler.forward replaced
+}
+
+
+def set_state(worker, state):
+    """Switch this worker's installed fastdispatch to ``state`` (``STATES``); report the result."""
     import fastdispatch.vllm as fv
 
     if not fv.installed():
-        raise AssertionError("set_fused_noise: fastdispatch is not installed in this worker")
-    fv.install(fused_noise=on)
+        raise AssertionError("set_state: fastdispatch is not installed in this worker")
+    fv.install(**STATES[state])
     return worker_report(worker)
 
 
@@ -348,6 +356,10 @@ def worker_report(worker=None):
         "missing": missing,
         "fused": fused,
         "fused_on": bool(fused) and all(fused.values()),
+        # the one-pass step stands in RejectionSampler.forward; the batches that took vLLM's
+        # forward all the same, by reason
+        "one_pass_on": fv.installed() and fv.step_report().get("who") == "ours",
+        "step_fallbacks": fv.step_report().get("fallbacks", {}) if fv.installed() else {},
         "backend": fastdispatch.BACKEND,
         "torch_threads": torch.get_num_threads(),
     }
@@ -489,13 +501,13 @@ def serve(spec):
     # after serving: still the same side (nothing re-registered vLLM's shims mid-run)
     result["workers_after"] = llm.collective_rpc(worker_report)
     # "then": the same batches again after switching every worker to another fastdispatch
-    # state (fused noise on or off), one engine start serving both
+    # state (a name of STATES), one engine start serving them all
     result["then"] = {}
-    for fused in spec.get("then", ()):
-        phase = {"workers": llm.collective_rpc(set_fused_noise, args=(fused,))}
+    for state in spec.get("then", ()):
+        phase = {"workers": llm.collective_rpc(set_state, args=(state,))}
         phase.update(_serve_batches(llm, spec["batches"]))
         phase["workers_after"] = llm.collective_rpc(worker_report)
-        result["then"]["fused" if fused else "plugin"] = phase
+        result["then"][state] = phase
     result["total_s"] = time.perf_counter() - t0
     try:
         llm.llm_engine.engine_core.shutdown()  # stop engine-core and worker processes, if any

@@ -3,8 +3,10 @@ the tokens it emits follow the model's law, and vLLM's own acceptance counters m
 
 The model is the bigram Llama of ``_engine.write_bigram_llama`` (its next-token law after any
 token is a known table row), used as target *and* draft. Two engines, each in its own process and
-each serving every batch twice -- the plugin with fused noise (``FASTDISPATCH_VLLM_FUSED_NOISE=1``)
-and without it -- one per draft sampler of vLLM's:
+each serving every batch three times -- the plugin with fused noise
+(``FASTDISPATCH_VLLM_FUSED_NOISE=1``: the one-pass step in ``RejectionSampler.forward``), with
+fused noise inside vLLM's forward (``install(fused_noise=True, one_pass=False)``), and plain --
+one per draft sampler of vLLM's:
 
 * ``draft_sample_method="greedy"`` (the default): the draft proposes its argmax and the rejection
   sampler treats the draft law as one-hot, so a draft is accepted with probability ``p(argmax)``
@@ -38,13 +40,20 @@ TKP = {"temperature": E.TEMPERATURE, "top_k": E.TOP_K, "top_p": E.TOP_P}
 TK = {"temperature": E.TEMPERATURE, "top_k": E.TOP_K}
 TP = {"temperature": E.TEMPERATURE, "top_p": 0.8}  # 0.9 alone cuts within 5e-4 of a token
 
+#: A batch that asks for logprobs: the one-pass step leaves it to vLLM's forward (the law is
+#: the same; the fallback is counted in the worker).
+T08_LOGPROBS = {"temperature": E.TEMPERATURE, "logprobs": 1}
+
 #: test id -> (draft sampler, fastdispatch state). One engine per draft sampler: it starts with
-#: the plugin and fused noise (``FASTDISPATCH_VLLM_FUSED_NOISE=1``, the documented switch), serves
-#: every batch, then has each worker switch fused noise off (``install(fused_noise=False)``,
-#: checked from inside the worker) and serves the same batches again.
+#: the plugin and fused noise (``FASTDISPATCH_VLLM_FUSED_NOISE=1``, the documented switch: the
+#: one-pass step), serves every batch, then has each worker switch to fused noise inside vLLM's
+#: forward and to the plain plugin (``_engine.STATES``, checked from inside the worker), serving
+#: the same batches again each time.
 CONFIGS = {
+    "onepass": ("greedy", "onepass"),
     "fused": ("greedy", "fused"),
     "plugin": ("greedy", "plugin"),
+    "onepass-probabilistic-draft": ("probabilistic", "onepass"),
     "fused-probabilistic-draft": ("probabilistic", "fused"),
     "plugin-probabilistic-draft": ("probabilistic", "plugin"),
 }
@@ -65,6 +74,7 @@ def _batches(draft_method):
         {"name": "tkp", "requests": [_req(i, TKP) for i in range(8)]},
         {"name": "tk", "requests": [_req(i, TK) for i in range(8)]},
         {"name": "tp", "requests": [_req(i, TP) for i in range(8)]},
+        {"name": "t08-logprobs", "requests": [_req(i, T08_LOGPROBS) for i in range(8)]},
         {
             "name": "mixed",
             "requests": [_req(i, (GREEDY, T08, TKP)[i % 3], n=48) for i in range(9)],
@@ -120,17 +130,18 @@ def engine(request, runs, model, tmp_path_factory):
                 "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
             },
             "batches": _batches(draft_method),
-            "then": [False],
+            "then": ["fused", "plugin"],
         }
         runs[draft_method] = E.run(spec, tmp_path_factory.mktemp(draft_method), timeout=300)
     got = runs[draft_method]
-    data = got if phase == "fused" else got["then"]["plugin"]
+    data = got if phase == "onepass" else got["then"][phase]
     return {
         "workers": data["workers"],
         "workers_after": data["workers_after"],
         "batches": data["batches"],
         "config": request.param,
-        "fused": phase == "fused",
+        "fused": phase in ("fused", "onepass"),
+        "one_pass": phase == "onepass",
         "draft_method": draft_method,
     }
 
@@ -147,13 +158,14 @@ def _accept_probability(engine, params):
 def _kind(params):
     if params["temperature"] == 0.0:
         return "greedy"
-    return {(False, False): "t08", (True, True): "tkp", (True, False): "tk", (False, True): "tp"}[
+    kind = {(False, False): "t08", (True, True): "tkp", (True, False): "tk", (False, True): "tp"}[
         (params.get("top_k") is not None, params.get("top_p") is not None)
     ]
+    return f"{kind}-logprobs" if "logprobs" in params else kind
 
 
 KINDS = {"greedy": GREEDY, "t08": T08, "tkp": TKP}
-LAWS = [("t08", T08), ("tkp", TKP), ("tk", TK), ("tp", TP)]
+LAWS = [("t08", T08), ("tkp", TKP), ("tk", TK), ("tp", TP), ("t08-logprobs", T08_LOGPROBS)]
 
 
 def _sequences(batch, requests, kind):
@@ -177,6 +189,19 @@ def test_every_worker_is_ours(engine):
     for report in engine["workers"] + engine["workers_after"]:
         assert report["side"] == "ours", report
         assert report["fused_on"] is engine["fused"], report
+        assert report["one_pass_on"] is engine["one_pass"], report
+
+
+def test_one_pass_falls_back_only_where_a_batch_needs_vllm(engine):
+    """The logprobs batch is the only one that takes vLLM's forward in the one-pass state."""
+    if not engine["one_pass"]:
+        pytest.skip("the one-pass step is not installed in this state")
+    fallbacks = {}
+    for report in engine["workers_after"]:
+        for why, n in report["step_fallbacks"].items():
+            fallbacks[why] = fallbacks.get(why, 0) + n
+    assert set(fallbacks) == {"logprobs requested"}, fallbacks
+    assert fallbacks["logprobs requested"] >= N // (K + 1)
 
 
 def test_greedy_walks_the_table_and_accepts_every_draft(engine):
