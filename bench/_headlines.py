@@ -218,6 +218,37 @@ def headlines(doc: dict) -> list:
             goal,
             kind="x",
         )
+    for setting, what, goal in (
+        ("random", "T0.8", "≥ 1.6x faster"),
+        ("topp", "T0.8 + top-p 0.9", "≥ 1.6x faster"),
+        ("topk", "T0.8 + top-k 50", "context"),
+        ("topkp", "T0.8 + top-k 50 + top-p 0.9", "context"),
+    ):
+        add(
+            f"engine V128256·B16·k4, {what}: decode with the one-pass step vs fused noise",
+            eng + f"fused-{setting}",
+            eng + f"onepass-{setting}",
+            goal,
+        )
+    for setting, what in (
+        ("random", "T0.8"),
+        ("topp", "T0.8 + top-p 0.9"),
+        ("topk", "T0.8 + top-k 50"),
+    ):
+        st = f"step/B16-k4-V128256-{setting}/"
+        add(
+            f"RejectionSampler.forward B16·k4·V128256 {what}: one-pass step vs one read of its rows",
+            st + "onepass",
+            st + "read",
+            "≤ 1.5x one read" if setting == "random" else "context",
+            kind="x",
+        )
+        add(
+            f"RejectionSampler.forward B16·k4·V128256 {what}: one-pass step vs fused noise",
+            st + "fused",
+            st + "onepass",
+            "context",
+        )
     plain = "engine/V128256-B16-plain-sampling/"
     for setting, what in (
         ("random", "T0.8"),

@@ -310,6 +310,8 @@ def _vllm_report(platform):
         "reason": reason,
         "kernels": kernels,
         "why": why,
+        # the speculative step (RejectionSampler.forward): one pass, or vLLM's and why
+        "step": fv.step_report() if installed else {},
     }
 
 
@@ -421,6 +423,15 @@ def format_verify(report):
                 lines.append(
                     f"  NOT OURS {name}: {_VLLM_KERNEL_TEXT[who]}" + (f" ({why})" if why else "")
                 )
+        step = vl.get("step") or {}
+        if step.get("who") == "ours":
+            took = ", ".join(f"{why}: {n}" for why, n in step["fallbacks"].items())
+            lines.append(
+                "  speculative step: one pass (RejectionSampler.forward replaced)"
+                + (f"; batches on vLLM's forward: {took}" if took else "")
+            )
+        elif step:
+            lines.append(f"  speculative step: vLLM's RejectionSampler.forward ({step['reason']})")
     lines += _format_overrides(report["overrides"], with_stale=True)
     n = len(report["overrides"])
     if report["status"] == EXIT_OK:

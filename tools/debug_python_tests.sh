@@ -55,6 +55,7 @@ DEFAULT_TESTS=(
     tests/test_kernels_workers.py
     tests/test_kernels_topk_topp.py
     tests/test_fused_logits.py
+    tests/test_kernels_spec_step.py
     tests/test_fused_op.py
     tests/test_fused_philox.py
     tests/test_fused_sampling.py
