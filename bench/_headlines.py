@@ -237,7 +237,7 @@ def headlines(doc: dict) -> list:
     ):
         st = f"step/B16-k4-V128256-{setting}/"
         add(
-            f"RejectionSampler.forward B16·k4·V128256 {what}: one-pass step vs one read of its rows",
+            f"RejectionSampler.forward B16·k4·V128256 {what}: one-pass step vs one read",
             st + "onepass",
             st + "read",
             "≤ 1.5x one read" if setting == "random" else "context",
