@@ -182,23 +182,25 @@ cdef extern from *:
 
     /* One chunk of 16 values at src (len of them real) for tkp_kth_largest: skipped after one
        horizontal max when none can be among the k largest (NaN lanes never qualify), else its
-       values >= the running threshold are appended; a full buffer is cut back to its k largest
-       (no value below the buffer's k-th largest can be among the row's k largest). */
+       values >= the running threshold are appended; a buffer past its capacity is cut back to
+       its k largest (no value below the buffer's k-th largest can be among the row's k
+       largest). */
     #define TKP_CHUNK(v, src, len)                                                          \
         if (cnt == 0 || tkp_hmax(&(v)) >= thr) {                                           \
+            /* branch-free append: every value is written, the count moves for those that  \
+               qualify (the write index never passes the value's own index, < n) */        \
             for (Py_ssize_t j = 0; j < (len); j++) {                                       \
                 float e = (src)[j];                                                        \
-                if (e >= thr && e > -INFINITY) {   /* -inf values only count as -inf */    \
-                    buf[cnt++] = e;                                                        \
-                    if (cnt >= cap) {                                                      \
-                        thr = tkp_nth(buf, cnt, cnt - k);                                  \
-                        Py_ssize_t w = 0;                                                  \
-                        for (Py_ssize_t q = 0; q < cnt; q++)                               \
-                            if (buf[q] >= thr) buf[w++] = buf[q];                          \
-                        cnt = w;                                                           \
-                        if (2 * cnt > cap) cap *= 2;   /* ties at thr: grow, never stall */\
-                    }                                                                      \
-                }                                                                          \
+                buf[cnt] = e;                                                              \
+                cnt += (e >= thr) & (e > -INFINITY);  /* -inf values only count as -inf */ \
+            }                                                                              \
+            if (cnt >= cap) {                                                              \
+                thr = tkp_nth(buf, cnt, cnt - k);                                          \
+                Py_ssize_t w = 0;                                                          \
+                for (Py_ssize_t q = 0; q < cnt; q++)                                       \
+                    if (buf[q] >= thr) buf[w++] = buf[q];                                  \
+                cnt = w;                                                                   \
+                if (2 * cnt > cap) cap *= 2;   /* ties at thr: grow, never stall */        \
             }                                                                              \
         }
 
@@ -219,8 +221,13 @@ cdef extern from *:
             memcpy(&v1, x + i + 16, sizeof v1);
             vn0 |= v0 != v0;
             vn1 |= v1 != v1;
-            TKP_CHUNK(v0, x + i, 16)
-            TKP_CHUNK(v1, x + i + 16, 16)
+            /* one horizontal max decides for both chunks whether either can qualify (a NaN
+               may hide a lane's maximum here, but a row with a NaN is discarded below) */
+            tkp_v16 m01 = TKP_VMAX(v0, v1);
+            if (cnt == 0 || tkp_hmax(&m01) >= thr) {
+                TKP_CHUNK(v0, x + i, 16)
+                TKP_CHUNK(v1, x + i + 16, 16)
+            }
         }
         for (; i < n; i += 16) {   /* the tail, padded with -inf (never a candidate) */
             Py_ssize_t len = n - i < 16 ? n - i : 16;
