@@ -180,13 +180,22 @@ cdef extern from *:
         return v[0];
     }
 
+    /* whether any lane of *p is >= t (a NaN lane is not): one vector compare, then the mask
+       tested as eight 64-bit words -- cheaper than a horizontal max */
+    static inline int tkp_any_ge(const tkp_v16* p, float t) {
+        tkp_i16 ge = *p >= t;
+        uint64_t q[8];
+        memcpy(q, &ge, sizeof q);
+        return ((q[0] | q[1]) | (q[2] | q[3])) | ((q[4] | q[5]) | (q[6] | q[7])) ? 1 : 0;
+    }
+
     /* One chunk of 16 values at src (len of them real) for tkp_kth_largest: skipped after one
        horizontal max when none can be among the k largest (NaN lanes never qualify), else its
        values >= the running threshold are appended; a buffer past its capacity is cut back to
        its k largest (no value below the buffer's k-th largest can be among the row's k
        largest). */
     #define TKP_CHUNK(v, src, len)                                                          \
-        if (cnt == 0 || tkp_hmax(&(v)) >= thr) {                                           \
+        if (cnt == 0 || tkp_any_ge(&(v), thr)) {                                           \
             /* branch-free append: every value is written, the count moves for those that  \
                qualify (the write index never passes the value's own index, < n) */        \
             for (Py_ssize_t j = 0; j < (len); j++) {                                       \
@@ -224,7 +233,7 @@ cdef extern from *:
             /* one horizontal max decides for both chunks whether either can qualify (a NaN
                may hide a lane's maximum here, but a row with a NaN is discarded below) */
             tkp_v16 m01 = TKP_VMAX(v0, v1);
-            if (cnt == 0 || tkp_hmax(&m01) >= thr) {
+            if (cnt == 0 || tkp_any_ge(&m01, thr)) {
                 TKP_CHUNK(v0, x + i, 16)
                 TKP_CHUNK(v1, x + i + 16, 16)
             }
