@@ -176,3 +176,31 @@ class VllmSide:
     def restore(self) -> None:
         if self._loaded and self._state != "stock":
             self.switch("stock")
+
+
+def sampling_metadata(B, temperature=None, *, top_k=None, top_p=None):
+    """vLLM's ``SamplingMetadata`` for B requests of one kind: all greedy (``temperature`` None)
+    or all random at the given per-request temperatures; no penalties, logprobs or processors."""
+    import torch
+    from vllm.v1.sample.logits_processor import LogitsProcessors
+    from vllm.v1.sample.metadata import SamplingMetadata
+
+    greedy = temperature is None
+    return SamplingMetadata(
+        temperature=temperature,
+        all_greedy=greedy,
+        all_random=not greedy,
+        top_p=top_p,
+        top_k=top_k,
+        generators={},
+        max_num_logprobs=None,
+        no_penalties=True,
+        prompt_token_ids=None,
+        frequency_penalties=torch.zeros(B),
+        presence_penalties=torch.zeros(B),
+        repetition_penalties=torch.ones(B),
+        output_token_ids=[[] for _ in range(B)],
+        allowed_token_ids_mask=None,
+        bad_words_token_ids={},
+        logitsprocs=LogitsProcessors(),
+    )

@@ -356,3 +356,25 @@ def reference_step_logits(
             row[n] = bonus[r]
         out.append(row)
     return out
+
+
+def masked_law(row, temperature, k=None, p=None):
+    """The law a sampler draws from after temperature, top-k then top-p -- the plain rule: rank
+    by value, ties by lowest index; keep values >= the k-th largest, then each token whose mass
+    ranked strictly above it is < p; the softmax (float64) of what is kept."""
+    import math
+
+    x = (row.float() / temperature).double()
+    order = torch.sort(-x, stable=True).indices
+    keep = torch.ones_like(x, dtype=torch.bool)
+    if k is not None and k < len(x):
+        keep &= x >= x[order[k - 1]]
+    if p is not None:
+        probs = torch.softmax(torch.where(keep, x, -math.inf), -1)
+        above = 0.0
+        for i in order.tolist():
+            if keep[i]:
+                if above >= p:
+                    keep[i] = False
+                above += float(probs[i])
+    return torch.softmax(torch.where(keep, x, -math.inf), -1)

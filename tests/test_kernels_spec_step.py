@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 import kernels_cpu
 from kernels_cpu import _fused
 from kernels_cpu._spec_step import spec_sample_step
-from tests._fused_helpers import chi2_pvalue
+from tests._fused_helpers import chi2_pvalue, masked_law
 from tests._fuzz import fuzz_settings
 
 ALPHA = 1e-4
@@ -188,23 +188,7 @@ class Batch:
 
 
 def _masked_probs(row, k, p, t):
-    """The plain rule: rank by value, ties by lowest index; keep values >= the k-th largest,
-    then each token whose mass ranked strictly above it is < p; softmax of what is kept."""
-    x = (row.float() / t).double()
-    order = torch.sort(-x, stable=True).indices
-    keep = torch.ones_like(x, dtype=torch.bool)
-    if k is not None and k < len(x):
-        keep &= x >= x[order[k - 1]]
-    if p is not None:
-        probs = torch.softmax(torch.where(keep, x, -math.inf), -1)
-        above = 0.0
-        for i in order.tolist():
-            if not keep[i]:
-                continue
-            if above >= p:
-                keep[i] = False
-            above += float(probs[i])
-    return torch.softmax(torch.where(keep, x, -math.inf), -1)
+    return masked_law(row, t, k, p)
 
 
 # -- token-exact against the fused step on vLLM-processed rows ----------------------------------

@@ -97,29 +97,9 @@ class _Inputs:
         )
 
     def metadata_vllm(self):
-        import torch
-        from vllm.v1.sample.logits_processor import LogitsProcessors
-        from vllm.v1.sample.metadata import SamplingMetadata
+        from .._vllm import sampling_metadata
 
-        B, greedy = self.B, self.mode == "greedy"
-        return SamplingMetadata(
-            temperature=self.temperature,
-            all_greedy=greedy,
-            all_random=not greedy,
-            top_p=None,
-            top_k=None,
-            generators={},
-            max_num_logprobs=None,
-            no_penalties=True,
-            prompt_token_ids=None,
-            frequency_penalties=torch.zeros(B),
-            presence_penalties=torch.zeros(B),
-            repetition_penalties=torch.ones(B),
-            output_token_ids=[[] for _ in range(B)],
-            allowed_token_ids_mask=None,
-            bad_words_token_ids={},
-            logitsprocs=LogitsProcessors(),
-        )
+        return sampling_metadata(self.B, self.temperature)
 
     def vllm_args(self, md):
         return (self.draft, self.num_draft, self.K, self.cu, None, self.logits, self.bonus, md)

@@ -80,34 +80,22 @@ class _Inputs:
 
     def vllm_call(self):
         import torch
-        from vllm.v1.sample.logits_processor import LogitsProcessors
-        from vllm.v1.sample.metadata import SamplingMetadata
         from vllm.v1.sample.rejection_sampler import RejectionSampler
         from vllm.v1.sample.sampler import Sampler
         from vllm.v1.spec_decode.metadata import SpecDecodeMetadata
+
+        from .._vllm import sampling_metadata
 
         md = SpecDecodeMetadata.make_dummy(
             [self.draft[r * K : (r + 1) * K].tolist() for r in range(B)], torch.device("cpu")
         )
         md.target_logits_indices = self.target.to(torch.int32)
         md.bonus_logits_indices = self.bonus.to(torch.int32)
-        sm = SamplingMetadata(
-            temperature=torch.full((B,), TEMPERATURE),
-            all_greedy=False,
-            all_random=True,
+        sm = sampling_metadata(
+            B,
+            torch.full((B,), TEMPERATURE),
             top_p=None if self.p is None else torch.full((B,), self.p),
             top_k=None if self.k is None else torch.full((B,), self.k, dtype=torch.int32),
-            generators={},
-            max_num_logprobs=None,
-            no_penalties=True,
-            prompt_token_ids=None,
-            frequency_penalties=torch.zeros(B),
-            presence_penalties=torch.zeros(B),
-            repetition_penalties=torch.ones(B),
-            output_token_ids=[[] for _ in range(B)],
-            allowed_token_ids_mask=None,
-            bad_words_token_ids={},
-            logitsprocs=LogitsProcessors(),
         )
         return RejectionSampler(Sampler()), (md, None, self.logits, sm)
 

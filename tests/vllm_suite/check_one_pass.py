@@ -9,8 +9,6 @@ checked by chi-square for both forwards; a seeded request repeats whatever else 
 and every batch the step cannot serve takes vLLM's forward, with the reason counted.
 """
 
-import math
-
 import numpy as np
 import pytest
 import torch
@@ -46,31 +44,29 @@ def _vllm_forward(rs):
 
 
 def _metadata(B, temperature=None, top_k=None, top_p=None, generators=None, **over):
-    from vllm.v1.sample.logits_processor import LogitsProcessors
-    from vllm.v1.sample.metadata import SamplingMetadata
+    """``check_entrypoints._metadata`` for B requests (all greedy without ``temperature``), with
+    per-request penalty tensors and token histories, and ``over`` replacing fields."""
+    from dataclasses import replace
+
+    from check_entrypoints import _metadata as base
 
     t = None if temperature is None else torch.as_tensor(temperature, dtype=torch.float32)
     all_greedy = t is None or bool((t == 0).all())
-    kw = dict(
-        temperature=t if not all_greedy else None,
-        all_greedy=all_greedy,
-        all_random=t is not None and bool((t > 0).all()),
-        top_p=None if top_p is None else torch.as_tensor(top_p, dtype=torch.float32),
+    md = base(
+        None if all_greedy else t,
+        all_greedy,
+        t is not None and bool((t > 0).all()),
         top_k=None if top_k is None else torch.as_tensor(top_k, dtype=torch.int32),
-        generators=generators or {},
-        max_num_logprobs=None,
-        no_penalties=True,
-        prompt_token_ids=None,
+        top_p=None if top_p is None else torch.as_tensor(top_p, dtype=torch.float32),
+        generators=generators,
+    )
+    per_request = dict(
         frequency_penalties=torch.zeros(B),
         presence_penalties=torch.zeros(B),
         repetition_penalties=torch.ones(B),
         output_token_ids=[[] for _ in range(B)],
-        allowed_token_ids_mask=None,
-        bad_words_token_ids={},
-        logitsprocs=LogitsProcessors(),
     )
-    kw.update(over)
-    return SamplingMetadata(**kw)
+    return replace(md, **{**per_request, **over})
 
 
 def _step(drafts, V, *, dtype=torch.float32, shuffle=False, seed=0, scale=3.0, hit=0.5):
@@ -190,20 +186,9 @@ def test_mixed_batch_greedy_requests_are_vllms(one_pass, rs):
 
 
 def _law(row, temperature, k, p):
-    x = (row.float() / temperature).double()
-    order = torch.sort(-x, stable=True).indices
-    keep = torch.ones_like(x, dtype=torch.bool)
-    if k is not None and k < len(x):
-        keep &= x >= x[order[k - 1]]
-    if p is not None:
-        probs = torch.softmax(torch.where(keep, x, -math.inf), -1)
-        above = 0.0
-        for i in order.tolist():
-            if keep[i]:
-                if above >= p:
-                    keep[i] = False
-                above += float(probs[i])
-    return torch.softmax(torch.where(keep, x, -math.inf), -1).numpy()
+    from tests._fused_helpers import masked_law
+
+    return masked_law(row, temperature, k, p).numpy()
 
 
 def _chi2(counts, probs):
