@@ -59,6 +59,10 @@ cdef inline void iset(IBuf b, Py_ssize_t i, int64_t v) noexcept nogil:
     else:
         (<int32_t*>b.ptr)[i] = <int32_t>v
 
+cdef inline Py_ssize_t isize(IBuf b) noexcept nogil:
+    """Bytes per element of an index buffer (8 for int64, 4 for int32)."""
+    return 8 if b.wide else 4
+
 cdef inline str expected(str name, str what, object got):
     """The one format of every ``kernels_cpu`` argument error, the argument first (numpy/torch
     style): ``<name>: expected <what>, got <got>``. The shared checks are in ``_checks.pxd``."""

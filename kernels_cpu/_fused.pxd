@@ -37,7 +37,8 @@ cdef struct Part:
     int64_t idx           # best block / argmax index, -1 when nothing qualified
 
 
-cdef inline void _set_key(Job* job, const int64_t* seeds, Py_ssize_t r, uint32_t pos) noexcept nogil:
+cdef inline void _set_key(Job* job, const int64_t* seeds, Py_ssize_t r,
+                          uint32_t pos) noexcept nogil:
     cdef uint64_t key = <uint64_t>seeds[2 * r]
     job.k0 = <uint32_t>key
     job.k1 = <uint32_t>(key >> 32)
@@ -48,7 +49,8 @@ cdef inline void _set_key(Job* job, const int64_t* seeds, Py_ssize_t r, uint32_t
     job.invz = 1
 
 
-cdef inline double _accept_uniform(const int64_t* seeds, Py_ssize_t r, uint32_t pos) noexcept nogil:
+cdef inline double _accept_uniform(const int64_t* seeds, Py_ssize_t r,
+                                   uint32_t pos) noexcept nogil:
     cdef uint32_t w[4]
     cdef uint64_t key = <uint64_t>seeds[2 * r]
     philox4x32_10(0, pos, <uint32_t>seeds[2 * r + 1], PURPOSE_STEP,
@@ -66,7 +68,9 @@ cdef void _race_chunk(Job* job, Py_ssize_t V, Py_ssize_t b0, Py_ssize_t b1,
                       Part* out) noexcept nogil
 cdef int64_t _pick_in_block(Job* job, Py_ssize_t V, int64_t b) noexcept nogil
 cdef void _row_norm(const float* l, Py_ssize_t V, float* m_out, float* invz_out) noexcept nogil
-cdef int64_t race_logits(Job* job, Py_ssize_t V) noexcept nogil
+cdef int64_t race_logits(const int64_t* seeds, Py_ssize_t r, uint32_t pos, const float* row,
+                         const float* q, int64_t skip, float m, float invz,
+                         Py_ssize_t V) noexcept nogil
 cdef Py_ssize_t argmax_row(const float* t, Py_ssize_t n) noexcept nogil
 cdef float expf32(float x) noexcept nogil
 

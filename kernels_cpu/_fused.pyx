@@ -68,7 +68,7 @@ from libc.string cimport memcpy
 from libc.math cimport log, INFINITY
 
 from kernels_cpu._buffers cimport (
-    IBuf, iget, iset, check_tensor, check_index, check_rowed,
+    IBuf, iget, iset, isize, check_tensor, check_index, check_rowed,
     DT_FLOAT32, DT_FLOAT64, DT_INT64, M_BOOL, M_FLOAT32, M_INDEX, M_INT64, M_REAL,
 )
 from kernels_cpu._checks cimport (
@@ -551,8 +551,8 @@ cdef int _recovered(output_token_ids, cu_num_draft_tokens, draft_token_ids, draf
         q = _probs(draft_probs, dprobs_name, T, V)
     cdef const int64_t* sd = _seeds(seeds, "seeds", B)
     _check_ids(draft, T, V, draft_name)
-    no_overlap(out_name, out.ptr, T * (8 if out.wide else 4), draft_name, draft.ptr,
-               T * (8 if draft.wide else 4))
+    no_overlap(out_name, out.ptr, T * isize(out), draft_name, draft.ptr,
+               T * isize(draft))
     _recover_all(out, cu, draft, q, t, sd, B, T, V)
     return 0
 
@@ -780,13 +780,13 @@ cdef int _check_step(StepArgs* a, output_token_ids, cu_num_draft_tokens, draft_t
         need_count("synthetic_rates", shp[0], most,
                    "one per draft position of the longest request")
     _check_ids(a.draft, a.T, a.V, "draft_token_ids")
-    cdef Py_ssize_t osz = B * a.width * (8 if a.out.wide else 4)
+    cdef Py_ssize_t osz = B * a.width * isize(a.out)
     no_overlap("output_token_ids", a.out.ptr, osz, "cu_num_draft_tokens", a.cu.ptr,
-               B * (8 if a.cu.wide else 4))
+               B * isize(a.cu))
     no_overlap("output_token_ids", a.out.ptr, osz, "draft_token_ids", a.draft.ptr,
-               a.T * (8 if a.draft.wide else 4))
+               a.T * isize(a.draft))
     no_overlap("output_token_ids", a.out.ptr, osz, "bonus_token_ids", a.bonus.ptr,
-               B * (8 if a.bonus.wide else 4))
+               B * isize(a.bonus))
     return 0
 
 
@@ -839,11 +839,24 @@ cdef void _row_norm(const float* l, Py_ssize_t V, float* m_out, float* invz_out)
     invz_out[0] = <float>(1.0 / z)      # z = 0 only for an all -inf/NaN row: every mass is 0
 
 
-cdef int64_t race_logits(Job* job, Py_ssize_t V) noexcept nogil:
-    """The token the race draws from a logits job (``job.logits``, ``m`` and ``invz`` set)."""
+cdef int64_t race_logits(const int64_t* seeds, Py_ssize_t r, uint32_t pos, const float* row,
+                         const float* q, int64_t skip, float m, float invz,
+                         Py_ssize_t V) noexcept nogil:
+    """The token request ``r``'s race draws at position ``pos`` from a logits row normalised by
+    ``_row_norm`` (``m``, ``invz``): against ``max(softmax - q, 0)`` with a draft row ``q``, else
+    the softmax without id ``skip`` (-1: none)."""
+    cdef Job job
     cdef Part part
-    _race_chunk(job, V, 0, (V + BLOCK - 1) // BLOCK, &part)
-    return _pick_in_block(job, V, part.idx) if part.idx >= 0 else 0
+    _set_key(&job, seeds, r, pos)
+    job.kind = KIND_RECOVER
+    job.t = row
+    job.q = q
+    job.skip = skip
+    job.logits = True
+    job.m = m
+    job.invz = invz
+    _race_chunk(&job, V, 0, (V + BLOCK - 1) // BLOCK, &part)
+    return _pick_in_block(&job, V, part.idx) if part.idx >= 0 else 0
 
 
 cdef Py_ssize_t argmax_row(const float* t, Py_ssize_t n) noexcept nogil:
@@ -870,7 +883,6 @@ cdef void _walk_logits(Py_ssize_t r, IBuf out, Py_ssize_t width, IBuf cu, IBuf d
     cdef const float* lrow
     cdef float m = 0, invz = 1
     cdef double u, dp, tp
-    cdef Job job
     for j in range(n):
         row = s + j
         d = iget(draft, row)
@@ -900,15 +912,8 @@ cdef void _walk_logits(Py_ssize_t r, IBuf out, Py_ssize_t width, IBuf cu, IBuf d
         else:
             if not normed:
                 _row_norm(lrow, V, &m, &invz)
-            _set_key(&job, seeds, r, <uint32_t>j)
-            job.kind = KIND_RECOVER
-            job.t = lrow
-            job.q = q + row * V if q != NULL else NULL
-            job.skip = -1 if q != NULL else d
-            job.logits = True
-            job.m = m
-            job.invz = invz
-            tok = race_logits(&job, V)
+            tok = race_logits(seeds, r, <uint32_t>j, lrow, q + row * V if q != NULL else NULL,
+                              -1 if q != NULL else d, m, invz, V)
         iset(out, r * width + j, tok)
         return
     iset(out, r * width + n, iget(bonus, r))

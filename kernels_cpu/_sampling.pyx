@@ -51,7 +51,7 @@ from libc.math cimport INFINITY
 from cpython.number cimport PyNumber_Index
 
 from kernels_cpu._buffers cimport (
-    IBuf, iget, iset, check_tensor, check_index, check_rowed,
+    IBuf, iget, iset, isize, check_tensor, check_index, check_rowed,
     DT_FLOAT32, DT_FLOAT64, DT_INT32, DT_INT64,
     M_BOOL, M_FLOAT32, M_REAL, M_INDEX,
 )
@@ -283,7 +283,7 @@ def expand_kernel(output_ptr, input_ptr, cu_num_tokens_ptr, replace_from, replac
     need_count("output_ptr", T, end, "the tokens cu_num_tokens_ptr gives the requests")
     T = end
     cdef int isz = 4 if code_o != DT_INT64 else 8
-    no_overlap("output_ptr", po, T * isz, "cu_num_tokens_ptr", cu.ptr, B * (8 if cu.wide else 4))
+    no_overlap("output_ptr", po, T * isz, "cu_num_tokens_ptr", cu.ptr, B * isize(cu))
 
     cdef int64_t f_i, t_i
     cdef float f_f, t_f
@@ -421,10 +421,6 @@ cdef enum:
     KEEP_GIL_WORK = 4096
 
 
-cdef inline Py_ssize_t _isz(IBuf b) noexcept:
-    return 8 if b.wide else 4
-
-
 cdef str _RATES_WHY = "one per draft position of the longest request"
 
 
@@ -439,12 +435,12 @@ cdef Py_ssize_t _no_output_overlap(RejectArgs* a, Extent* e, bint draft) except 
     """The rows written must not overlap the offsets (nor, with ``draft``, the draft ids, which
     steer the random kernel's reads); returns the requests processed."""
     cdef Py_ssize_t B = e.req_end
-    cdef Py_ssize_t n_out = e.out_end * _isz(a.out)
+    cdef Py_ssize_t n_out = e.out_end * isize(a.out)
     no_overlap("output_token_ids_ptr", a.out.ptr, n_out, "cu_num_draft_tokens_ptr", a.cu.ptr,
-               B * _isz(a.cu))
+               B * isize(a.cu))
     if draft:
         no_overlap("output_token_ids_ptr", a.out.ptr, n_out, "draft_token_ids_ptr",
-                   a.draft.ptr, e.tok_end * _isz(a.draft))
+                   a.draft.ptr, e.tok_end * isize(a.draft))
     return B
 
 
@@ -758,8 +754,8 @@ def sample_recovered_tokens_kernel(output_token_ids_ptr, cu_num_draft_tokens_ptr
     # rows of requests with drafts are read (the Triton grid exits early for the others)
     last = last_with_drafts(cu, B)
     need_rows("inv_q_ptr", shp[0], last, vocab_size, "vocab_size", inv_q_ptr)
-    no_overlap("output_token_ids_ptr", out.ptr, T * _isz(out), "cu_num_draft_tokens_ptr", cu.ptr,
-               B * _isz(cu))
+    no_overlap("output_token_ids_ptr", out.ptr, T * isize(out), "cu_num_draft_tokens_ptr", cu.ptr,
+               B * isize(cu))
     if T == 0:
         return
 

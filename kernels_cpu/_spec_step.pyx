@@ -36,13 +36,16 @@ from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy
 
 from kernels_cpu._buffers cimport (
-    IBuf, iget, iset, check_table, check_tensor, check_index, check_rowed, expected, is_none,
-    DT_FLOAT32, DT_FLOAT64, DT_FLOAT16, DT_BFLOAT16, DT_INT64, M_FLOAT32, M_FLOAT64, M_INDEX,
+    IBuf, iget, iset, isize, check_table, check_tensor, check_index, check_rowed, expected,
+    is_none, DT_FLOAT32, DT_FLOAT64, DT_FLOAT16, DT_BFLOAT16, DT_INT64, M_FLOAT32, M_FLOAT64,
+    M_INDEX,
 )
-from kernels_cpu._checks cimport bool_at_least, index_at_least, need_min, need_rows, no_overlap, offset_start
+from kernels_cpu._checks cimport (
+    bool_at_least, index_at_least, need_min, need_rows, no_overlap, offset_start,
+)
 from kernels_cpu._fused cimport (
-    Job, KIND_RECOVER, _set_key, _accept_uniform, _accepts, _row_norm, race_logits, argmax_row,
-    expf32, _check_offsets, _total, _check_ids, _probs, _seeds,
+    _accept_uniform, _accepts, _row_norm, race_logits, argmax_row, expf32, _check_offsets,
+    _total, _check_ids, _probs, _seeds,
 )
 from kernels_cpu._parallel cimport threads_for
 from kernels_cpu._tables cimport as_int
@@ -106,20 +109,6 @@ cdef void _load(Step* a, Py_ssize_t r, const char* src, float* buf, void* tk) no
         mask_row_f32(buf, V, k, p, tk)
 
 
-cdef int64_t _race(Step* a, Py_ssize_t r, uint32_t pos, float* buf, const float* q,
-                   int64_t skip, float m, float invz) noexcept nogil:
-    cdef Job job
-    _set_key(&job, a.seeds, r, pos)
-    job.kind = KIND_RECOVER
-    job.t = buf
-    job.q = q
-    job.skip = skip
-    job.logits = True
-    job.m = m
-    job.invz = invz
-    return race_logits(&job, a.V)
-
-
 cdef void _walk(Step* a, Py_ssize_t r, float* buf, void* tk) noexcept nogil:
     """Request ``r``: its drafts until the first rejection, then its recovered or bonus token."""
     cdef Py_ssize_t s = offset_start(a.cu, r)
@@ -159,7 +148,8 @@ cdef void _walk(Step* a, Py_ssize_t r, float* buf, void* tk) noexcept nogil:
         if not loaded:
             _load(a, r, src, buf, tk)
             _row_norm(buf, V, &m, &invz)
-        tok = _race(a, r, <uint32_t>j, buf, qrow, -1 if qrow != NULL else d, m, invz)
+        tok = race_logits(a.seeds, r, <uint32_t>j, buf, qrow, -1 if qrow != NULL else d, m,
+                          invz, V)
         iset(a.out, base + j, tok)
         return
     src = _row(a, iget(a.bidx, r))
@@ -168,7 +158,7 @@ cdef void _walk(Step* a, Py_ssize_t r, float* buf, void* tk) noexcept nogil:
     else:
         _load(a, r, src, buf, tk)
         _row_norm(buf, V, &m, &invz)
-        tok = _race(a, r, <uint32_t>n, buf, NULL, -1, m, invz)
+        tok = race_logits(a.seeds, r, <uint32_t>n, buf, NULL, -1, m, invz, V)
     iset(a.out, base + n, tok)
 
 
@@ -300,15 +290,15 @@ cdef int _check_step(Step* a, output_token_ids, logits, target_logits_indices,
             if not (0.0 < pv <= 1.0):
                 raise ValueError(expected("top_p", "values in (0, 1]", f"top_p[{r}] = {pv}"))
     a.seeds = _seeds(seeds, "seeds", B)
-    cdef Py_ssize_t osz = B * a.width * (8 if a.out.wide else 4)
+    cdef Py_ssize_t osz = B * a.width * isize(a.out)
     no_overlap("output_token_ids", a.out.ptr, osz, "cu_num_draft_tokens", a.cu.ptr,
-               B * (8 if a.cu.wide else 4))
+               B * isize(a.cu))
     no_overlap("output_token_ids", a.out.ptr, osz, "draft_token_ids", a.draft.ptr,
-               a.T * (8 if a.draft.wide else 4))
+               a.T * isize(a.draft))
     no_overlap("output_token_ids", a.out.ptr, osz, "target_logits_indices", a.tidx.ptr,
-               a.T * (8 if a.tidx.wide else 4))
+               a.T * isize(a.tidx))
     no_overlap("output_token_ids", a.out.ptr, osz, "bonus_logits_indices", a.bidx.ptr,
-               B * (8 if a.bidx.wide else 4))
+               B * isize(a.bidx))
     return 0
 
 

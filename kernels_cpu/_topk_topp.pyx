@@ -190,7 +190,7 @@ cdef extern from *:
     }
 
     /* One chunk of 16 values at src (len of them real) for tkp_kth_largest: skipped after one
-       horizontal max when none can be among the k largest (NaN lanes never qualify), else its
+       vector compare when none can be among the k largest (NaN lanes never qualify), else its
        values >= the running threshold are appended; a buffer past its capacity is cut back to
        its k largest (no value below the buffer's k-th largest can be among the row's k
        largest). */
