@@ -35,6 +35,7 @@ import torch
 from kernels_cpu._spec_step import spec_sample_step
 
 from ._log import get_logger
+from ._topk_topp_dropin import supported as topk_topp_supported
 
 __all__ = [
     "FORWARD",
@@ -45,6 +46,7 @@ __all__ = [
     "forward_for",
     "one_pass_step",
     "recognise",
+    "replaced",
 ]
 
 logger = get_logger(__name__)
@@ -65,8 +67,6 @@ KNOWN_CODE = {
 #: vLLM's greedy threshold for the bonus token (``sampler._SAMPLING_EPS``): the ``Sampler``
 #: takes the argmax where ``temperature < 1e-5``; the target rows where it is exactly 0.
 _SAMPLING_EPS = 1e-5
-
-_LOGITS = (torch.float32, torch.float16, torch.bfloat16)
 
 _lock = threading.Lock()
 _fallbacks: dict[str, int] = {}
@@ -184,10 +184,8 @@ def fallback_reason(
     holder = getattr(sm, "thinking_budget_state_holder", None)
     if holder is not None and holder.has_tracked_requests():
         return "thinking budget"
-    if not isinstance(logits, torch.Tensor) or not logits.is_cpu or logits.dtype not in _LOGITS:
-        return "logits not fp32/fp16/bf16 on CPU"
-    if logits.dim() != 2 or (logits.shape[1] > 1 and logits.stride(1) != 1):
-        return "logits rows not contiguous"
+    if not topk_topp_supported(logits, sm.top_k, sm.top_p):
+        return "logits, top-k or top-p not in a layout the kernel takes"
     if draft_probs is not None and (
         draft_probs.dtype != torch.float32 or not draft_probs.is_contiguous()
     ):
@@ -255,6 +253,11 @@ def one_pass_step(metadata: Any, draft_probs: Any, logits: torch.Tensor, sm: Any
         metadata.max_spec_len,
     )
     return out
+
+
+def replaced(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """vLLM's forward behind ``fn`` when ``fn`` is a one-pass forward of ours, else ``fn``."""
+    return fn.__wrapped__ if getattr(fn, "_fastdispatch_one_pass", False) else fn  # type: ignore[attr-defined]
 
 
 def forward_for(facts: dict) -> Callable[..., Any]:

@@ -1056,7 +1056,7 @@ def _set_fused_noise(state, enable):
 def _set_one_pass(state, enable):
     """Put the one-pass step in ``RejectionSampler.forward`` (``enable``) or take it out."""
     if enable and state.step is None:
-        from ._spec_step_dropin import recognise
+        from ._spec_step_dropin import recognise, replaced
 
         try:
             import vllm.v1.sample.rejection_sampler as rs
@@ -1068,8 +1068,7 @@ def _set_one_pass(state, enable):
         else:
             # a forward we put there earlier (an installation that was not undone) is judged
             # by the one it replaced
-            original = getattr(raw, "__wrapped__", raw) if _is_one_pass(raw) else raw
-            facts, why = recognise(original)
+            facts, why = recognise(replaced(raw))
             if facts is None:
                 state.step_left = why
             else:
@@ -1092,10 +1091,6 @@ def _set_one_pass(state, enable):
                 cls.forward = raw
         state.step = None
         state.step_left = None
-
-
-def _is_one_pass(fn):
-    return getattr(fn, "_fastdispatch_one_pass", False)
 
 
 def step_report():

@@ -37,10 +37,9 @@ def one_pass(worker, rs):
 
 def _vllm_forward(rs):
     """vLLM's own forward, whether or not the one-pass step stands in front of it."""
-    forward = vars(rs.RejectionSampler)["forward"]
-    if getattr(forward, "_fastdispatch_one_pass", False):
-        return forward.__wrapped__
-    return forward
+    from fastdispatch._spec_step_dropin import replaced
+
+    return replaced(vars(rs.RejectionSampler)["forward"])
 
 
 def _metadata(B, temperature=None, top_k=None, top_p=None, generators=None, **over):
@@ -334,3 +333,24 @@ def test_idle_builtin_processors_and_mock_samplers(one_pass, rs):
         == before.get("the bonus sampler is not vLLM's Sampler", 0) + 1
     )
     assert out[0, 2] == 11 or out[0, 2] == -1
+
+
+@pytest.mark.parametrize("case", ["float64 logits", "top-k with a stride"])
+def test_tensors_the_kernel_does_not_take_take_vllms_forward(one_pass, rs, case):
+    """Logits, top-k or top-p in a layout the kernel refuses: vLLM's forward, not an error."""
+    from fastdispatch import _spec_step_dropin as d
+
+    why = "logits, top-k or top-p not in a layout the kernel takes"
+    md, logits = _step([[1, 2], [3]], 50, seed=6, hit=1.0)
+    over = {}
+    if case == "float64 logits":
+        logits = logits.double()
+    else:
+        over["top_k"] = torch.full((4,), 50, dtype=torch.int32)[::2]
+    sm = _metadata(2, **over)
+    s = _sampler(rs)
+    before = d.fallbacks().get(why, 0)
+    got = s(md, None, logits.clone(), sm)
+    assert d.fallbacks().get(why, 0) == before + 1
+    want = _vllm_forward(rs)(s, md, None, logits.clone(), sm)
+    assert torch.equal(got.sampled_token_ids, want.sampled_token_ids)
