@@ -19,6 +19,7 @@ import random
 import torch
 
 from fdkit import guards
+from fdkit._case import Case, Out, Slice, batch, gen, next_pow2
 from kernels_cpu import VLLM_KERNELS
 
 __all__ = ["Case", "KERNELS", "make_case", "guard_violations", "POISON", "GUARD"]
@@ -33,97 +34,12 @@ GUARD = guards.GUARD
 KERNELS = tuple(VLLM_KERNELS)
 
 
-def _next_pow2(n):
-    return 1 << max(0, int(n) - 1).bit_length()
-
-
-class _Out:
-    """An output buffer spec: ``n`` elements (or a 2-D shape) inside guards, pre-filled with
-    ``fill`` (guards too), by default the poison of its dtype (:func:`fdkit.guards.poison_for`)."""
-
-    def __init__(self, shape, dtype, fill=None, row_stride=None):
-        self.shape = (shape,) if isinstance(shape, int) else tuple(shape)
-        self.dtype = dtype
-        self.fill = fill
-        self.row_stride = row_stride
-
-
-class _Slice:
-    """An input that is a column slice of a wider 2-D tensor (row stride > row length)."""
-
-    def __init__(self, base, cols):
-        self.base = base
-        self.cols = cols
-
-
-class Case:
-    """One launch: ``kernel`` (contract name), ``grid``, and a recipe for its arguments.
-
-    ``args`` maps argument name to a CPU tensor (copied per build), an :class:`_Out` (a guarded,
-    pre-filled output), or a plain value. ``inplace`` names input tensors the kernel also writes
-    (compared too). ``memcpy`` marks the raw-address case, built by :meth:`_build_memcpy`.
-    """
-
-    def __init__(self, kernel, grid, args, inplace=(), memcpy=None, note=""):
-        self.kernel = kernel
-        self.grid = tuple(grid)
-        self.args = args
-        self.inplace = tuple(inplace)
-        self.memcpy = memcpy
-        self.note = note
-
-    def __repr__(self):
-        return f"Case({self.kernel}, grid={self.grid}, {self.note})"
-
-    def build(self, device="cpu"):
-        """Fresh ``(launch_kwargs, compared)``; ``compared`` maps a name to a whole backing buffer
-        (guards included) to compare across implementations after the launch."""
-        if self.memcpy is not None:
-            return self._build_memcpy(device)
-        kwargs, compared = {}, {}
-        for name, spec in self.args.items():
-            if isinstance(spec, _Out):
-                backing, view = guards.guarded(
-                    spec.shape,
-                    spec.dtype,
-                    poison=spec.fill,
-                    row_stride=spec.row_stride,
-                    device=device,
-                )
-                kwargs[name] = view
-                compared[name] = backing
-            elif isinstance(spec, _Slice):
-                kwargs[name] = spec.base.clone().to(device)[:, : spec.cols]
-                if name in self.inplace:
-                    compared[name] = kwargs[name]
-            elif isinstance(spec, torch.Tensor):
-                kwargs[name] = spec.clone().to(device)
-                if name in self.inplace:
-                    compared[name] = kwargs[name]
-            else:
-                kwargs[name] = spec
-        return kwargs, compared
-
-    def _build_memcpy(self, device):
-        arena_cpu, src_off, dst_off, sizes, block = self.memcpy
-        arena = arena_cpu.clone().to(device)
-        base = arena.data_ptr()
-        kwargs = dict(
-            src_ptrs=(src_off + base).to(device),
-            dst_ptrs=(dst_off + base).to(device),
-            sizes=sizes.clone().to(device),
-            BLOCK_SIZE=block,
-        )
-        # Keep the arena alive with the launch; it is also what gets compared.
-        return kwargs, {"arena": arena}
-
-
 def guard_violations(case, compared):
     """Names of output buffers whose canary guards were written (any element of the backing
     buffer outside the view: :func:`fdkit.guards.guards_intact`)."""
     bad = []
     for name, spec in case.args.items():
-        if not isinstance(spec, _Out):
+        if not isinstance(spec, Out):
             continue
         backing = compared[name].cpu()
         view = guards.view_of(backing, spec.shape, spec.row_stride)
@@ -159,22 +75,9 @@ def _cumsum(counts):
     return out
 
 
-def _gen(rng):
-    return torch.Generator().manual_seed(rng.getrandbits(63))
-
-
-def _batch(rng, limit):
-    r = rng.random()
-    if r < 0.05:
-        return 0
-    if r < 0.2:
-        return 1
-    return rng.randint(1, limit)
-
-
 def _case_expand(rng, idx, scale):
     z = _SIZES[scale]
-    B = _batch(rng, z["B"])
+    B = batch(rng, z["B"])
     max_tokens = rng.choice((4, 8, 128)) if scale == "small" else 128
     counts = _counts(rng, B, min(max_tokens, z["K"] + 2 if scale == "small" else 128))
     cu = _cumsum(counts)
@@ -186,7 +89,7 @@ def _case_expand(rng, idx, scale):
         "expand_kernel",
         (B,),
         dict(
-            output_ptr=_Out(T, data_dtype),
+            output_ptr=Out(T, data_dtype),
             input_ptr=_t(values, data_dtype),
             cu_num_tokens_ptr=_t(cu, idx),
             replace_from=replace_from,
@@ -212,7 +115,7 @@ def _drafts_like(rng, target, V, p_match=0.6, p_pad=0.1):
 
 def _case_greedy(rng, idx, scale):
     z = _SIZES[scale]
-    B = _batch(rng, z["B"])
+    B = batch(rng, z["B"])
     K = rng.randint(1, z["K"])
     V = rng.choice((1, z["V"]))
     counts = _counts(rng, B, K)
@@ -226,7 +129,7 @@ def _case_greedy(rng, idx, scale):
         "rejection_greedy_sample_kernel",
         (B,),
         dict(
-            output_token_ids_ptr=_Out((B, K + 1), idx, fill=-1),
+            output_token_ids_ptr=Out((B, K + 1), idx, fill=-1),
             cu_num_draft_tokens_ptr=_t(cu, idx),
             draft_token_ids_ptr=_t(drafts, idx),
             target_argmax_ptr=_t(argmax, torch.int64),
@@ -235,7 +138,7 @@ def _case_greedy(rng, idx, scale):
             if greedy_none
             else _t([rng.random() < 0.7 for _ in range(B)], torch.bool),
             max_spec_len=K,
-            uniform_probs_ptr=torch.rand(T, dtype=torch.float64, generator=_gen(rng))
+            uniform_probs_ptr=torch.rand(T, dtype=torch.float64, generator=gen(rng))
             if synthetic
             else None,
             synthetic_conditional_rates_ptr=_t(
@@ -250,7 +153,7 @@ def _case_greedy(rng, idx, scale):
 
 
 def _probs(rng, T, V, zero_frac=0.2):
-    g = _gen(rng)
+    g = gen(rng)
     p = torch.rand((T, V), generator=g)
     p[torch.rand((T, V), generator=g) < zero_frac] = 0.0
     s = p.sum(dim=1, keepdim=True)
@@ -260,7 +163,7 @@ def _probs(rng, T, V, zero_frac=0.2):
 
 def _case_random(rng, idx, scale):
     z = _SIZES[scale]
-    B = _batch(rng, z["B"])
+    B = batch(rng, z["B"])
     K = rng.randint(1, z["K"])
     V = rng.choice((1, 2, z["V"]))
     counts = _counts(rng, B, K)
@@ -271,7 +174,7 @@ def _case_random(rng, idx, scale):
     target = _probs(rng, T, V)
     draft = None if no_draft else _probs(rng, T, V)
     drafts = _drafts_like(rng, [rng.randrange(V) for _ in range(T)], V, p_match=0.0, p_pad=0.1)
-    uniform = torch.rand(T, dtype=torch.float64, generator=_gen(rng))
+    uniform = torch.rand(T, dtype=torch.float64, generator=gen(rng))
     for t, d in enumerate(drafts):
         if d < 0:
             continue
@@ -287,7 +190,7 @@ def _case_random(rng, idx, scale):
         "rejection_random_sample_kernel",
         (B,),
         dict(
-            output_token_ids_ptr=_Out((B, K + 1), idx, fill=-1),
+            output_token_ids_ptr=Out((B, K + 1), idx, fill=-1),
             cu_num_draft_tokens_ptr=_t(cu, idx),
             draft_token_ids_ptr=_t(drafts, idx),
             draft_probs_ptr=draft,
@@ -312,7 +215,7 @@ def _case_random(rng, idx, scale):
 
 def _case_recovered(rng, idx, scale):
     z = _SIZES[scale]
-    B = _batch(rng, z["B"])
+    B = batch(rng, z["B"])
     K = rng.randint(1, z["K"])
     V = rng.choice((1, 3, z["V"]))
     counts = _counts(rng, B, K)
@@ -321,7 +224,7 @@ def _case_recovered(rng, idx, scale):
     no_draft = rng.random() < 0.4
     fp64 = rng.random() < 0.3
     coarse = rng.random() < 0.4  # quantized values: plenty of exact ties
-    g = _gen(rng)
+    g = gen(rng)
     if coarse:
         target = (torch.randint(0, 3, (T, V), generator=g).float() / 4).contiguous()
         draft = None if no_draft else (torch.randint(0, 3, (T, V), generator=g).float() / 4)
@@ -340,7 +243,7 @@ def _case_recovered(rng, idx, scale):
         "sample_recovered_tokens_kernel",
         (B, K),
         dict(
-            output_token_ids_ptr=_Out(T, idx),
+            output_token_ids_ptr=Out(T, idx),
             cu_num_draft_tokens_ptr=_t(cu, idx),
             draft_token_ids_ptr=_t(drafts, idx),
             draft_probs_ptr=draft,
@@ -357,14 +260,14 @@ def _case_recovered(rng, idx, scale):
 
 def _case_eagle_step(rng, idx, scale):
     z = _SIZES[scale]
-    B = _batch(rng, z["B"])
+    B = batch(rng, z["B"])
     pad = rng.choice((0, 0, 1, 3))
     block_size = rng.choice((1, 2, z["bs"]))
     max_model_len = rng.randint(1, 4 * z["L"])
     n_blocks = -(-max_model_len // block_size)
     width = n_blocks + rng.choice((0, 2))  # a row stride wider than the used blocks
-    g = _gen(rng)
-    table = _Slice(torch.randint(0, 1000, (B, width), generator=g).to(idx), n_blocks)
+    g = gen(rng)
+    table = Slice(torch.randint(0, 1000, (B, width), generator=g).to(idx), n_blocks)
     positions = [rng.randrange(max_model_len) for _ in range(B)]
     seq_lens = [min(p + 1, max_model_len) for p in positions]
     return Case(
@@ -375,8 +278,8 @@ def _case_eagle_step(rng, idx, scale):
             block_table_ptr=table,
             block_table_stride=width,
             seq_lens_ptr=_t(seq_lens, idx),
-            out_clamped_positions_ptr=_Out(B, torch.int64),
-            out_slot_mapping_ptr=_Out(B + pad, torch.int64),
+            out_clamped_positions_ptr=Out(B, torch.int64),
+            out_slot_mapping_ptr=Out(B + pad, torch.int64),
             block_size=block_size,
             max_model_len=max_model_len,
             n_blocks_per_req=n_blocks,
@@ -390,7 +293,7 @@ def _case_eagle_step(rng, idx, scale):
 
 def _case_prepare_inputs(rng, idx, scale):
     z = _SIZES[scale]
-    B = _batch(rng, z["B"])
+    B = batch(rng, z["B"])
     counts = _counts(rng, B, z["K"])
     cu = _cumsum(counts)
     valid = [rng.randint(1, n + 1) for n in counts]
@@ -403,8 +306,8 @@ def _case_prepare_inputs(rng, idx, scale):
             cu_num_draft_tokens_ptr=_t(cu, idx),
             valid_sampled_tokens_count_ptr=_t(valid, idx),
             query_start_loc_gpu_ptr=_t(qsl, idx),
-            token_indices_to_sample_ptr=_Out(B, idx),
-            num_rejected_tokens_gpu_ptr=_Out(B, idx),
+            token_indices_to_sample_ptr=Out(B, idx),
+            num_rejected_tokens_gpu_ptr=Out(B, idx),
             num_reqs=B,
         ),
         note=f"B={B}",
@@ -413,7 +316,7 @@ def _case_prepare_inputs(rng, idx, scale):
 
 def _case_next_token(rng, idx, scale):
     z = _SIZES[scale]
-    B = _batch(rng, z["B"])
+    B = batch(rng, z["B"])
     S = rng.randint(1, z["K"] + 1)
     V = z["V"]
     width = S + rng.choice((0, 3))
@@ -424,7 +327,7 @@ def _case_next_token(rng, idx, scale):
         if rng.random() < 0.2:
             row[rng.randrange(S)] = V + rng.randrange(3)  # out of vocabulary: not valid
         rows.append(row + [rng.randrange(V) for _ in range(width - S)])
-    sampled = _Slice(_t(rows, idx).reshape(B, width), S)
+    sampled = Slice(_t(rows, idx).reshape(B, width), S)
     return Case(
         "eagle_prepare_next_token_padded_kernel",
         (B,),
@@ -432,13 +335,13 @@ def _case_next_token(rng, idx, scale):
             sampled_token_ids_ptr=sampled,
             discard_request_mask_ptr=_t([rng.random() < 0.25 for _ in range(B)], torch.bool),
             backup_next_token_ids_ptr=_t([rng.randrange(V) for _ in range(B)], idx),
-            next_token_ids_ptr=_Out(B, idx),
-            valid_sampled_tokens_count_ptr=_Out(B, idx),
+            next_token_ids_ptr=Out(B, idx),
+            valid_sampled_tokens_count_ptr=Out(B, idx),
             vocab_size=V,
             num_sampled_tokens_per_req=S,
             num_reqs=B,
             stride_sampled_token_ids=width,
-            BLOCK_SIZE_TOKENS=_next_pow2(S),
+            BLOCK_SIZE_TOKENS=next_pow2(S),
         ),
         note=f"B={B} S={S} width={width}",
     )
@@ -446,7 +349,7 @@ def _case_next_token(rng, idx, scale):
 
 def _case_eagle_copy(rng, idx, scale):
     z = _SIZES[scale]
-    B = max(1, _batch(rng, z["B"]))
+    B = max(1, batch(rng, z["B"]))
     V = z["V"]
     P = rng.randint(1, 4)
     shift = rng.random() < 0.5
@@ -458,9 +361,9 @@ def _case_eagle_copy(rng, idx, scale):
     net = P - 1 if shift else P
     total_out = total_in + net * B
     max_per_req = max(lens) + net
-    block = min(256, _next_pow2(max_per_req)) if scale == "large" else rng.choice((2, 4, 8))
+    block = min(256, next_pow2(max_per_req)) if scale == "large" else rng.choice((2, 4, 8))
     n_blocks = -(-max_per_req // block)
-    g = _gen(rng)
+    g = gen(rng)
     starts = torch.randint(0, 1000, (B,), generator=g).tolist()
     positions = [starts[r] + j for r in range(B) for j in range(lens[r])]
     return Case(
@@ -470,12 +373,12 @@ def _case_eagle_copy(rng, idx, scale):
             target_token_ids_ptr=torch.randint(0, V, (total_in,), generator=g).to(idx),
             target_positions_ptr=_t(positions, torch.int64),
             next_token_ids_ptr=torch.randint(0, V, (B,), generator=g).to(idx),
-            out_input_ids_ptr=_Out(total_out, idx),
-            out_positions_ptr=_Out(total_out, torch.int64),
-            out_is_rejected_token_mask_ptr=_Out(total_out, torch.bool),
-            out_is_masked_token_mask_ptr=_Out(total_out, torch.bool),
-            out_new_token_indices_ptr=_Out(B * P, idx),
-            out_hidden_state_mapping_ptr=_Out(total_in, idx),
+            out_input_ids_ptr=Out(total_out, idx),
+            out_positions_ptr=Out(total_out, torch.int64),
+            out_is_rejected_token_mask_ptr=Out(total_out, torch.bool),
+            out_is_masked_token_mask_ptr=Out(total_out, torch.bool),
+            out_new_token_indices_ptr=Out(B * P, idx),
+            out_hidden_state_mapping_ptr=Out(total_in, idx),
             query_start_loc_ptr=_t(qsl, idx),
             query_end_loc_ptr=_t(qend, idx),
             padding_token_id=rng.choice((0, 5)),
@@ -491,7 +394,7 @@ def _case_eagle_copy(rng, idx, scale):
 
 def _case_dflash(rng, idx, scale):
     z = _SIZES[scale]
-    B = max(1, _batch(rng, z["B"]))
+    B = max(1, batch(rng, z["B"]))
     V = z["V"]
     S = rng.randint(1, z["K"])
     Q = 1 + S
@@ -501,26 +404,26 @@ def _case_dflash(rng, idx, scale):
     qsl = [0] + _cumsum(lens)
     total_in = qsl[-1]
     block_size = rng.choice((1, 2, z["bs"]))
-    g = _gen(rng)
+    g = gen(rng)
     starts = torch.randint(0, 3 * z["L"], (B,), generator=g).tolist()
     positions = [starts[r] + j for r in range(B) for j in range(lens[r])]
     max_pos = max(starts[r] + lens[r] + Q for r in range(B))
     n_blk = max(1, -(-max_pos // block_size) - rng.choice((0, 1)))  # sometimes clamped
     table = torch.randint(0, 1000, (B, n_blk), generator=g).to(idx)
     max_tokens = max(lens) + Q
-    block = min(256, _next_pow2(max_tokens)) if scale == "large" else rng.choice((2, 4, 8))
+    block = min(256, next_pow2(max_tokens)) if scale == "large" else rng.choice((2, 4, 8))
     return Case(
         "copy_and_expand_dflash_inputs_kernel",
         (B, -(-max_tokens // block)),
         dict(
             next_token_ids_ptr=torch.randint(0, V, (B,), generator=g).to(idx),
             target_positions_ptr=_t(positions, torch.int64),
-            out_input_ids_ptr=_Out(B * Q, idx),
-            out_context_positions_ptr=_Out(total_in, torch.int64),
-            out_query_positions_ptr=_Out(B * Q, torch.int64),
-            out_context_slot_mapping_ptr=_Out(total_in, torch.int64),
-            out_query_slot_mapping_ptr=_Out(B * Q, torch.int64),
-            out_token_indices_ptr=_Out(B * S, idx),
+            out_input_ids_ptr=Out(B * Q, idx),
+            out_context_positions_ptr=Out(total_in, torch.int64),
+            out_query_positions_ptr=Out(B * Q, torch.int64),
+            out_context_slot_mapping_ptr=Out(total_in, torch.int64),
+            out_query_slot_mapping_ptr=Out(B * Q, torch.int64),
+            out_token_indices_ptr=Out(B * S, idx),
             block_table_ptr=table,
             block_table_stride=table.stride(0),
             query_start_loc_ptr=_t(qsl, idx),
@@ -539,7 +442,7 @@ def _case_dflash(rng, idx, scale):
 
 def _case_slot_mapping(rng, idx, scale):
     z = _SIZES[scale]
-    B = _batch(rng, z["B"])
+    B = batch(rng, z["B"])
     kv_bs = rng.choice((1, 4, z["bs"]))
     world = rng.choice((1, 1, 2, 4))
     rank = rng.randrange(world)
@@ -549,7 +452,7 @@ def _case_slot_mapping(rng, idx, scale):
     num_tokens = qsl[-1]
     max_num_tokens = num_tokens + rng.choice((0, 1, 5))
     stride = rng.randint(1, 8)
-    g = _gen(rng)
+    g = gen(rng)
     table = torch.randint(0, 500, (B + rng.choice((0, 2)), stride), generator=g).to(idx)
     positions = torch.randint(0, stride * kv_bs * world, (num_tokens,), generator=g)
     block = rng.choice((2, 4, 8)) if scale == "small" else 1024
@@ -563,7 +466,7 @@ def _case_slot_mapping(rng, idx, scale):
             positions_ptr=positions,
             block_table_ptr=table,
             block_table_stride=stride,
-            slot_mapping_ptr=_Out(max_num_tokens, torch.int64),
+            slot_mapping_ptr=Out(max_num_tokens, torch.int64),
             KV_CACHE_BLOCK_SIZE=kv_bs,
             TOTAL_CP_WORLD_SIZE=world,
             TOTAL_CP_RANK=rank,
@@ -578,9 +481,9 @@ def _case_slot_mapping(rng, idx, scale):
 def _case_memcpy(rng, idx, scale):
     """Copies in disjoint segments of one byte arena; within a segment, source and destination
     may overlap either way (the overlap-safe promise) or coincide."""
-    n = _batch(rng, 6 if scale == "small" else 64)
+    n = batch(rng, 6 if scale == "small" else 64)
     seg = 64 if scale == "small" else 4096
-    g = _gen(rng)
+    g = gen(rng)
     arena = torch.randint(0, 256, (max(1, n) * seg,), generator=g).to(torch.uint8)
     src, dst, sizes = [], [], []
     for i in range(n):
@@ -635,10 +538,10 @@ def _logit_rows(rng, g, rows, W, V):
 
 def _case_topk_topp(rng, idx, scale):
     z = _SIZES[scale]
-    B = _batch(rng, z["B"])
+    B = batch(rng, z["B"])
     V = rng.choice((1, 2, 7, 16, 33, z["V"] * 3)) if scale == "small" else rng.choice((1000, 5000))
     W = V + rng.choice((0, 0, 3))
-    g = _gen(rng)
+    g = gen(rng)
     rows = B + rng.choice((0, 1))
     logits = _logit_rows(rng, g, max(rows, 1), W, V)
     topk, topp = rng.choice(((True, False), (False, True), (True, True)))
@@ -692,10 +595,26 @@ _GENERATORS = {
 }
 
 
+def _beside_references():
+    """The generators that live beside their kernel's reference: ``case_<kernel>`` in the
+    reference area of the kernel (``fdkit.reference``)."""
+    from fdkit.reference import area_of
+
+    found = {}
+    for name in KERNELS:
+        if name not in _GENERATORS:
+            maker = getattr(area_of(name), f"case_{name}", None)
+            if maker is not None:
+                found[name] = maker
+    return found
+
+
+_GENERATORS.update(_beside_references())
+
 if set(_GENERATORS) != set(KERNELS):  # a kernel added to the table needs a case generator
     raise ImportError(
-        f"fdkit.cases: generators {sorted(_GENERATORS)} do not match the kernel table "
-        f"{sorted(KERNELS)}"
+        f"fdkit.cases: no case generator for {sorted(set(KERNELS) - set(_GENERATORS))} "
+        f"(write case_<kernel>(rng, idx, scale) beside its reference in fdkit.reference)"
     )
 
 

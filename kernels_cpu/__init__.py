@@ -6,6 +6,8 @@ qualified kernel names to these functions for ``register_kernels``; ``VLLM_KERNE
 ``impl_for`` pick the function per kernel signature for other vLLM releases.
 """
 
+from typing import TYPE_CHECKING
+
 import torch  # noqa: F401  -- load torch's libgomp before ours: one OpenMP runtime per process
 
 from ._overrides import VLLM_KERNEL_NAMES, VLLM_KERNELS, impl_for, vllm_overrides  # noqa: E402
@@ -16,29 +18,35 @@ from ._parallel import (  # noqa: E402
     set_num_threads,
     set_parallel_threshold,
 )
-from ._sampling import (  # noqa: E402, F401 -- in __all__ by the kernel table
-    expand_kernel,
-    rejection_greedy_sample_kernel,
-    rejection_random_sample_kernel,
-    sample_recovered_tokens_kernel,
-)
-from ._spec_decode import (  # noqa: E402, F401 -- in __all__ by the kernel table
-    copy_and_expand_dflash_inputs_kernel,
-    copy_and_expand_eagle_inputs_kernel,
-    eagle_prepare_inputs_padded_kernel,
-    eagle_prepare_next_token_padded_kernel,
-    eagle_step_slot_mapping_metadata_kernel,
-)
-from ._topk_topp import (  # noqa: E402, F401 -- the kernels in __all__ by the kernel table
-    top_k_top_p,
-    topk_topp_kernel,
-    topk_topp_nosplit_kernel,
-)
-from ._workers import (  # noqa: E402, F401 -- in __all__ by the kernel table
-    batch_memcpy_kernel,
-    compute_slot_mapping_hybrid_kernel,
-    compute_slot_mapping_kernel,
-)
+from ._topk_topp import top_k_top_p  # noqa: E402
+
+if TYPE_CHECKING:  # the kernels' types, from their modules' stubs (at run time: _kernels())
+    from ._sampling import *  # noqa: F403
+    from ._spec_decode import *  # noqa: F403
+    from ._topk_topp import *  # noqa: F403
+    from ._workers import *  # noqa: F403
+
+
+def _kernels():
+    """Every kernel of the contract table, from the module its contract names: adding a kernel
+    is its contract entry and its module, nothing here."""
+    import importlib
+
+    from .contracts import CONTRACTS
+
+    found = {}
+    for c in CONTRACTS:
+        module = importlib.import_module(f"{__name__}.{c.module}")
+        try:
+            found[c.name] = getattr(module, c.name)
+        except AttributeError:
+            raise ImportError(
+                f"kernels_cpu.contracts names {c.name} in kernels_cpu.{c.module}, which has none"
+            ) from None
+    return found
+
+
+globals().update(_kernels())
 
 __all__ = [
     "VLLM_KERNEL_NAMES",

@@ -9,9 +9,78 @@ function here reads metadata or validated buffers only and raises before anythin
 All of them are ``cdef inline``: a module shares them by ``cimport`` (no runtime module behind
 this file, as for ``_philox.pxd``).
 """
+from cpython.number cimport PyNumber_Index
 from libc.stdint cimport int64_t
 
-from kernels_cpu._buffers cimport IBuf, M_BOOL, check_index, check_tensor, expected, iget
+from kernels_cpu._buffers cimport (
+    DT_BOOL, IBuf, M_BOOL, check_index, check_tensor, dtype_code, expected, iget,
+)
+
+
+# -- scalars: the one parser of integer and flag arguments --------------------------------------
+
+cdef inline str kind_of(object v):
+    """What a refused scalar was, for its message: the type's name, with the dtype of a tensor."""
+    dt = getattr(v, "dtype", None)
+    if dt is not None and hasattr(v, "dim"):
+        return f"a {dt} tensor"
+    return type(v).__name__
+
+
+cdef inline bint _is_bool_dtype(object v):
+    dt = getattr(v, "dtype", None)
+    return dt is not None and (dtype_code(dt) == DT_BOOL or type(v).__name__ in ("bool_", "bool"))
+
+
+cdef inline int64_t as_int(object v, str name) except? -1:
+    """An integer launch argument (a Triton ``int``/constexpr): a Python or numpy integer or a
+    0-d integer tensor; not a bool, not a float -- not even an integral one, since Triton
+    specialises a float argument as ``fp32`` and the kernel would compute with it as such.
+    Refused: ``<name>: expected an int, got <type>``."""
+    cdef int64_t out
+    if type(v) is int:                  # the common case: no protocol lookups
+        try:
+            out = v
+            return out
+        except OverflowError:
+            raise ValueError(expected(name, "an int that fits in int64", v)) from None
+    if isinstance(v, bool) or isinstance(v, float):
+        raise TypeError(expected(name, "an int", type(v).__name__))
+    try:
+        i = PyNumber_Index(v)
+    except TypeError:
+        raise TypeError(expected(name, "an int", kind_of(v))) from None
+    if type(i) is bool or _is_bool_dtype(v):
+        raise TypeError(expected(name, "an int", kind_of(v)))
+    try:
+        out = i
+    except OverflowError:
+        raise ValueError(expected(name, "an int that fits in int64", i)) from None
+    return out
+
+
+cdef inline int as_flag(object v, str name, int default) except -1:
+    """A boolean launch flag (a ``tl.constexpr`` bool of the Triton kernel): ``True``/``False``,
+    an integer 0 or 1 (a numpy or 0-d tensor one too), or ``None`` for ``default`` (what the
+    other arguments imply). Anything else is refused -- a string, a float, 2 -- rather than
+    read by truthiness: ``<name>: expected a bool, got <what>``."""
+    if v is True or v is False:
+        return v is True
+    if v is None:
+        return default
+    if isinstance(v, float) or isinstance(v, str) or isinstance(v, bytes):
+        raise TypeError(expected(name, "a bool", type(v).__name__))
+    if _is_bool_dtype(v):
+        if hasattr(v, "numel") and v.numel() != 1:
+            raise TypeError(expected(name, "a bool", f"{kind_of(v)} of {v.numel()} elements"))
+        return bool(v)
+    try:
+        i = PyNumber_Index(v)
+    except TypeError:
+        raise TypeError(expected(name, "a bool", kind_of(v))) from None
+    if i != 0 and i != 1:
+        raise ValueError(expected(name, "a bool (or 0/1)", repr(v)))
+    return i == 1
 
 
 cdef inline int need_count(str name, Py_ssize_t have, Py_ssize_t need, str why=None) except -1:

@@ -72,7 +72,7 @@ from kernels_cpu._buffers cimport (
     DT_FLOAT32, DT_FLOAT64, DT_INT64, M_BOOL, M_FLOAT32, M_INDEX, M_INT64, M_REAL,
 )
 from kernels_cpu._checks cimport (
-    Extent, bool_at_least, expected, index_at_least, last_with_drafts, measure_offsets,
+    Extent, as_flag, as_int, bool_at_least, expected, index_at_least, last_with_drafts, measure_offsets,
     need_count, need_min, need_rows, no_overlap, offset_start,
 )
 from kernels_cpu._parallel cimport threads_for
@@ -573,16 +573,14 @@ def sample_recovered_tokens_kernel_fused(output_token_ids_ptr, cu_num_draft_toke
     cdef Py_ssize_t B, V, n_q, r, last = 0
     cdef IBuf cu = check_index(cu_num_draft_tokens_ptr, "cu_num_draft_tokens_ptr", -1, shp)
     B = shp[0]
-    try:
-        V = vocab_size
-    except (TypeError, OverflowError):
-        raise TypeError(expected("vocab_size", "an integer", repr(vocab_size))) from None
+    V = as_int(vocab_size, "vocab_size")
     need_min("vocab_size", V, 0)
     check_rowed(target_probs_ptr, "target_probs_ptr", M_FLOAT32, V, "vocab_size", NULL, shp)
     cdef char* pq = check_rowed(inv_q_ptr, "inv_q_ptr", M_REAL, V, "vocab_size", &code, &n_q)
     last = last_with_drafts(cu, B)  # the Triton grid reads inv_q rows of requests with drafts
     need_rows("inv_q_ptr", n_q, last, V, "vocab_size", inv_q_ptr)
-    if NO_DRAFT_PROBS is not None and bool(NO_DRAFT_PROBS) != (draft_probs_ptr is None):
+    if as_flag(NO_DRAFT_PROBS, "NO_DRAFT_PROBS", draft_probs_ptr is None) != (
+            draft_probs_ptr is None):
         raise ValueError(expected("NO_DRAFT_PROBS", "a flag that agrees with draft_probs_ptr",
                                   NO_DRAFT_PROBS))
     import torch
@@ -743,10 +741,10 @@ cdef struct StepArgs:
 
 cdef int _check_step(StepArgs* a, output_token_ids, cu_num_draft_tokens, draft_token_ids,
                      draft_probs, scores, str scores_name, bonus_token_ids, is_greedy, seeds,
-                     Py_ssize_t max_spec_len, synthetic_rates) except -1:
+                     object max_spec_len, synthetic_rates) except -1:
     """Validate a whole step's arguments (both entry points) before anything is written."""
     cdef Py_ssize_t shp[1]
-    cdef Py_ssize_t K = max_spec_len, n_out, n_draft
+    cdef Py_ssize_t K = as_int(max_spec_len, "max_spec_len"), n_out, n_draft
     cdef int code = 0
     need_min("max_spec_len", K, 0)
     a.width = K + 1

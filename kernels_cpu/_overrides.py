@@ -1,7 +1,8 @@
 """The map from vLLM's Triton kernels to the kernels in this package, for every signature we know.
 
-One table, :data:`VLLM_KERNELS`: per kernel, the qualified names vLLM has kept it under (newest
-first) and the ``kernels_cpu`` functions that implement its known signatures. Which function
+One table, :data:`VLLM_KERNELS`, derived from the contracts (``kernels_cpu.contracts``: a
+contract's ``vllm`` names and ``serves``): per kernel, the qualified names vLLM has kept it under
+(newest first) and the ``kernels_cpu`` functions that implement its known signatures. Which function
 serves a release is decided by :func:`impl_for` from the argument names of the kernel standing
 there -- compared with each function's own parameters, read from the function itself -- so a new
 signature is supported by adding a function to the table, and a signature nobody implements
@@ -11,8 +12,8 @@ Why per signature: vLLM 0.27-0.31's slot-mapping kernel takes 15 arguments (``bl
 ``BLOCKS_PER_KV_BLOCK`` for KV-cache blocks split into attention-kernel blocks), 0.32's takes 13;
 an implementation of the one cannot bind the other's launch, and the two compute different slots
 from the same table. Likewise the top-k/top-p kernel: 14 arguments in 0.27-0.29, 15 from 0.30
-(``SPLIT_COVERS_PONLY``, for the split top-p kernels vLLM launches only on CUDA). The other ten
-kernels have one signature from 0.27 to 0.33.
+(``SPLIT_COVERS_PONLY``, for the split top-p kernels vLLM launches only on CUDA). The others
+have one signature in every release that has them.
 """
 
 from __future__ import annotations
@@ -31,58 +32,35 @@ class KernelEntry(NamedTuple):
     impls: tuple[str, ...]
 
 
-_SAMPLER = "vllm.v1.sample.rejection_sampler"
-_SPEC = "vllm.v1.spec_decode.utils"
+def _kernel_table() -> dict[str, KernelEntry]:
+    """:data:`VLLM_KERNELS`, read from the contract table (``kernels_cpu.contracts``): each
+    contract with ``vllm`` names is a vLLM kernel (its newest signature), each with ``serves``
+    another signature of one, tried after it -- in the table's order."""
+    from .contracts import CONTRACTS
+
+    table: dict[str, KernelEntry] = {}
+    for c in CONTRACTS:
+        if c.vllm:
+            table[c.name] = KernelEntry(c.vllm, (c.name,))
+    for c in CONTRACTS:
+        if c.serves:
+            if c.serves not in table:
+                raise ImportError(
+                    f"kernels_cpu.contracts: {c.name} serves {c.serves!r}, which is no vLLM "
+                    f"kernel of the table (no contract of that name with vllm names)"
+                )
+            entry = table[c.serves]
+            table[c.serves] = entry._replace(impls=entry.impls + (c.name,))
+        elif not c.vllm:
+            raise ImportError(
+                f"kernels_cpu.contracts: {c.name} names neither the vLLM kernel it implements "
+                f"(vllm=) nor the one whose other signature it is (serves=)"
+            )
+    return table
+
 
 #: vLLM kernel (its function name) -> where vLLM keeps it and what implements it here.
-VLLM_KERNELS: dict[str, KernelEntry] = {
-    "expand_kernel": KernelEntry((f"{_SAMPLER}.expand_kernel",), ("expand_kernel",)),
-    "rejection_greedy_sample_kernel": KernelEntry(
-        (f"{_SAMPLER}.rejection_greedy_sample_kernel",), ("rejection_greedy_sample_kernel",)
-    ),
-    "rejection_random_sample_kernel": KernelEntry(
-        (f"{_SAMPLER}.rejection_random_sample_kernel",), ("rejection_random_sample_kernel",)
-    ),
-    "sample_recovered_tokens_kernel": KernelEntry(
-        (f"{_SAMPLER}.sample_recovered_tokens_kernel",), ("sample_recovered_tokens_kernel",)
-    ),
-    "eagle_step_slot_mapping_metadata_kernel": KernelEntry(
-        (f"{_SPEC}.eagle_step_slot_mapping_metadata_kernel",),
-        ("eagle_step_slot_mapping_metadata_kernel",),
-    ),
-    "eagle_prepare_inputs_padded_kernel": KernelEntry(
-        (f"{_SPEC}.eagle_prepare_inputs_padded_kernel",), ("eagle_prepare_inputs_padded_kernel",)
-    ),
-    "eagle_prepare_next_token_padded_kernel": KernelEntry(
-        (f"{_SPEC}.eagle_prepare_next_token_padded_kernel",),
-        ("eagle_prepare_next_token_padded_kernel",),
-    ),
-    "copy_and_expand_eagle_inputs_kernel": KernelEntry(
-        (f"{_SPEC}.copy_and_expand_eagle_inputs_kernel",),
-        ("copy_and_expand_eagle_inputs_kernel",),
-    ),
-    "copy_and_expand_dflash_inputs_kernel": KernelEntry(
-        (f"{_SPEC}.copy_and_expand_dflash_inputs_kernel",),
-        ("copy_and_expand_dflash_inputs_kernel",),
-    ),
-    "compute_slot_mapping_kernel": KernelEntry(
-        (
-            # 0.29+: a launch-owner class keeps it (0.29-0.31: 15 arguments, 0.32+: 13)
-            "vllm.v1.worker.block_table.ComputeSlotMappingKernel.kernel",
-            # 0.27, 0.28: a module-level kernel (15 arguments)
-            "vllm.v1.worker.block_table._compute_slot_mapping_kernel",
-        ),
-        ("compute_slot_mapping_kernel", "compute_slot_mapping_hybrid_kernel"),
-    ),
-    "batch_memcpy_kernel": KernelEntry(
-        ("vllm.v1.worker.mamba_utils.batch_memcpy_kernel",), ("batch_memcpy_kernel",)
-    ),
-    # 0.30+: 15 arguments (SPLIT_COVERS_PONLY); 0.27-0.29: 14
-    "topk_topp_kernel": KernelEntry(
-        ("vllm.v1.sample.ops.topk_topp_triton._topk_topp_kernel",),
-        ("topk_topp_kernel", "topk_topp_nosplit_kernel"),
-    ),
-}
+VLLM_KERNELS: dict[str, KernelEntry] = _kernel_table()
 
 #: vLLM 0.32's qualified kernel name -> the implementing function in ``kernels_cpu`` (the
 #: newest name and signature of every :data:`VLLM_KERNELS` entry).
@@ -92,7 +70,8 @@ VLLM_KERNEL_NAMES: dict[str, str] = {
 
 
 def vllm_overrides() -> dict[str, Callable[..., Any]]:
-    """Return ``{vLLM 0.32 qualified name: kernels_cpu function}`` for all 12 kernels.
+    """Return ``{vLLM 0.32 qualified name: kernels_cpu function}`` for every kernel of the
+    table.
 
     The result is ready for ``register_kernels`` -- fastdispatch's or vLLM's own -- against
     vLLM 0.32's signatures; for another release pick per signature with :func:`impl_for`.

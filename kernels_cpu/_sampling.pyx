@@ -56,8 +56,8 @@ from kernels_cpu._buffers cimport (
     M_BOOL, M_FLOAT32, M_REAL, M_INDEX,
 )
 from kernels_cpu._checks cimport (
-    Extent, bool_at_least, expected, index_at_least, last_with_drafts, measure_offsets, need_count,
-    need_min, need_rows, no_overlap, offset_start,
+    Extent, as_flag, as_int, bool_at_least, expected, index_at_least, last_with_drafts,
+    measure_offsets, need_count, need_min, need_rows, no_overlap, offset_start,
 )
 from kernels_cpu._parallel cimport threads_for
 
@@ -186,10 +186,6 @@ cdef inline RBuf _real_at_least(object t, str name, Py_ssize_t need, str why) ex
     return b
 
 
-cdef inline bint _flag(object value, bint default):
-    return default if value is None else bool(value)
-
-
 # ---------------------------------------------------------------------------------------------
 # expand_kernel
 # ---------------------------------------------------------------------------------------------
@@ -269,7 +265,7 @@ def expand_kernel(output_ptr, input_ptr, cu_num_tokens_ptr, replace_from, replac
     if MAX_NUM_TOKENS is None:
         cap = -1
     else:
-        cap = MAX_NUM_TOKENS
+        cap = as_int(MAX_NUM_TOKENS, "MAX_NUM_TOKENS")
         need_min("MAX_NUM_TOKENS", cap, 0)
     measure_offsets(cu, B, -1, NULL, -1, "cu_num_tokens_ptr", &ext)
     end = 0
@@ -484,7 +480,7 @@ cdef Py_ssize_t _check_common(RejectArgs* a, object out, object cu, object draft
 
 def rejection_greedy_sample_kernel(output_token_ids_ptr, cu_num_draft_tokens_ptr,
                                    draft_token_ids_ptr, target_argmax_ptr, bonus_token_ids_ptr,
-                                   is_greedy_ptr, Py_ssize_t max_spec_len,
+                                   is_greedy_ptr, max_spec_len,
                                    uniform_probs_ptr=None, synthetic_conditional_rates_ptr=None,
                                    SYNTHETIC_MODE=None):
     """Greedy rejection: per greedy request, copy the target argmax up to and including the first
@@ -495,18 +491,20 @@ def rejection_greedy_sample_kernel(output_token_ids_ptr, cu_num_draft_tokens_ptr
     One request per ``cu_num_draft_tokens_ptr`` entry; every buffer may have any contiguous
     shape holding the elements the greedy requests touch (module docstring).
     """
+    cdef Py_ssize_t K = as_int(max_spec_len, "max_spec_len")
     cdef RejectArgs a
     cdef Py_ssize_t B, T
     cdef Extent e
     cdef int nt
     _check_common(&a, output_token_ids_ptr, cu_num_draft_tokens_ptr, draft_token_ids_ptr,
-                  is_greedy_ptr, max_spec_len, 1, &e)
+                  is_greedy_ptr, K, 1, &e)
     T = e.tok_end
     a.argmax = index_at_least(target_argmax_ptr, "target_argmax_ptr", T,
                               "one per draft token of the greedy requests")
     a.bonus = index_at_least(bonus_token_ids_ptr, "bonus_token_ids_ptr", e.req_end,
                              "one per request")
-    a.synthetic = _flag(SYNTHETIC_MODE, synthetic_conditional_rates_ptr is not None)
+    a.synthetic = as_flag(SYNTHETIC_MODE, "SYNTHETIC_MODE",
+                          synthetic_conditional_rates_ptr is not None)
     if a.synthetic:
         _required(uniform_probs_ptr, "uniform_probs_ptr", "when SYNTHETIC_MODE is set")
         _required(synthetic_conditional_rates_ptr, "synthetic_conditional_rates_ptr",
@@ -534,8 +532,8 @@ cdef object _probs_rows(object t, str name, Py_ssize_t T, Py_ssize_t V, const fl
 def rejection_random_sample_kernel(output_token_ids_ptr, cu_num_draft_tokens_ptr,
                                    draft_token_ids_ptr, draft_probs_ptr, target_probs_ptr,
                                    bonus_token_ids_ptr, recovered_token_ids_ptr,
-                                   uniform_probs_ptr, is_greedy_ptr, Py_ssize_t max_spec_len,
-                                   Py_ssize_t vocab_size, synthetic_conditional_rates_ptr=None,
+                                   uniform_probs_ptr, is_greedy_ptr, max_spec_len,
+                                   vocab_size, synthetic_conditional_rates_ptr=None,
                                    NO_DRAFT_PROBS=None, SYNTHETIC_MODE=None):
     """Random rejection: per non-greedy request, accept draft ``d`` at each position while
     ``draft_prob > 0 and target_prob / draft_prob >= uniform`` (draft_prob = 1 with
@@ -546,6 +544,8 @@ def rejection_random_sample_kernel(output_token_ids_ptr, cu_num_draft_tokens_ptr
     NO_DRAFT_PROBS defaults to ``draft_probs_ptr is None``; SYNTHETIC_MODE to whether rates are
     given. Draft ids must be < ``vocab_size`` wherever the kernel reads probabilities with them.
     """
+    cdef Py_ssize_t K = as_int(max_spec_len, "max_spec_len")
+    cdef Py_ssize_t V = as_int(vocab_size, "vocab_size")
     cdef RejectArgs a
     cdef Py_ssize_t B, T, i
     cdef int64_t t, end, d
@@ -553,23 +553,24 @@ def rejection_random_sample_kernel(output_token_ids_ptr, cu_num_draft_tokens_ptr
     cdef bint no_draft
     cdef int nt
     B = _check_common(&a, output_token_ids_ptr, cu_num_draft_tokens_ptr, draft_token_ids_ptr,
-                      is_greedy_ptr, max_spec_len, 0, &e)
+                      is_greedy_ptr, K, 0, &e)
     T = e.tok_end
-    need_min("vocab_size", vocab_size, 0)
-    a.vocab = vocab_size
-    a.synthetic = _flag(SYNTHETIC_MODE, synthetic_conditional_rates_ptr is not None)
-    no_draft = _flag(NO_DRAFT_PROBS, draft_probs_ptr is None)
+    need_min("vocab_size", V, 0)
+    a.vocab = V
+    a.synthetic = as_flag(SYNTHETIC_MODE, "SYNTHETIC_MODE",
+                          synthetic_conditional_rates_ptr is not None)
+    no_draft = as_flag(NO_DRAFT_PROBS, "NO_DRAFT_PROBS", draft_probs_ptr is None)
     if a.synthetic:
         a.target_probs = NULL       # synthetic acceptance reads no probabilities
         a.draft_probs = NULL
     else:
-        _probs_rows(target_probs_ptr, "target_probs_ptr", T, vocab_size, &a.target_probs)
+        _probs_rows(target_probs_ptr, "target_probs_ptr", T, V, &a.target_probs)
         if no_draft:
             a.draft_probs = NULL
         elif draft_probs_ptr is None:
             _required(None, "draft_probs_ptr", "unless NO_DRAFT_PROBS is set")
         else:
-            _probs_rows(draft_probs_ptr, "draft_probs_ptr", T, vocab_size, &a.draft_probs)
+            _probs_rows(draft_probs_ptr, "draft_probs_ptr", T, V, &a.draft_probs)
     a.bonus = index_at_least(bonus_token_ids_ptr, "bonus_token_ids_ptr", e.req_end,
                              "one per request")
     a.recovered = index_at_least(recovered_token_ids_ptr, "recovered_token_ids_ptr", T,
@@ -591,9 +592,9 @@ def rejection_random_sample_kernel(output_token_ids_ptr, cu_num_draft_tokens_ptr
             t = offset_start(a.cu, i)
             while t < end:
                 d = iget(a.draft, t)
-                if d >= vocab_size:
+                if d >= V:
                     raise IndexError(expected(f"draft_token_ids_ptr[{t}]",
-                                              f"an id < vocab_size = {vocab_size}", d))
+                                              f"an id < vocab_size = {V}", d))
                 t += 1
     B = _no_output_overlap(&a, &e, True)
     nt = threads_for(T + B)
@@ -706,7 +707,7 @@ cdef void _recover_all(const RecoverArgs* a, const score_t* inv_q, Py_ssize_t un
 
 def sample_recovered_tokens_kernel(output_token_ids_ptr, cu_num_draft_tokens_ptr,
                                    draft_token_ids_ptr, draft_probs_ptr, target_probs_ptr,
-                                   inv_q_ptr, Py_ssize_t vocab_size, BLOCK_SIZE=None,
+                                   inv_q_ptr, vocab_size, BLOCK_SIZE=None,
                                    NO_DRAFT_PROBS=None, USE_FP64_GUMBEL=None):
     """Recovered token per draft position: ``argmax_v prob[v] * inv_q[req, v]`` with
     ``prob = max(target - draft, 0)``, or the target with the draft id's own entry masked to 0
@@ -718,6 +719,7 @@ def sample_recovered_tokens_kernel(output_token_ids_ptr, cu_num_draft_tokens_ptr
     not alter the result. Every position of every request is computed (the Triton grid covers
     ``max_spec_len`` positions per request, which callers size to the longest request).
     """
+    cdef Py_ssize_t V = as_int(vocab_size, "vocab_size")
     cdef RecoverArgs a
     cdef Py_ssize_t shp[2]
     cdef Py_ssize_t B, T, i, units, tok, c, u, where, last
@@ -733,7 +735,7 @@ def sample_recovered_tokens_kernel(output_token_ids_ptr, cu_num_draft_tokens_ptr
     measure_offsets(cu, B, -1, NULL, -1, "cu_num_draft_tokens_ptr", &ext)
     T = ext.tok_end
     need_count("output_token_ids_ptr", n_out, T, "one per draft token")
-    a.mask_draft = _flag(NO_DRAFT_PROBS, draft_probs_ptr is None)
+    a.mask_draft = as_flag(NO_DRAFT_PROBS, "NO_DRAFT_PROBS", draft_probs_ptr is None)
     if a.mask_draft:
         # the draft ids are read only to mask their own probability
         a.draft_ids = index_at_least(draft_token_ids_ptr, "draft_token_ids_ptr", T,
@@ -741,29 +743,29 @@ def sample_recovered_tokens_kernel(output_token_ids_ptr, cu_num_draft_tokens_ptr
     else:
         a.draft_ids.ptr = NULL
         a.draft_ids.wide = False
-    need_min("vocab_size", vocab_size, 0)
-    a.V = vocab_size
-    _probs_rows(target_probs_ptr, "target_probs_ptr", T, vocab_size, &a.target)
+    need_min("vocab_size", V, 0)
+    a.V = V
+    _probs_rows(target_probs_ptr, "target_probs_ptr", T, V, &a.target)
     if a.mask_draft:
         a.draft = NULL
     elif draft_probs_ptr is None:
         _required(None, "draft_probs_ptr", "unless NO_DRAFT_PROBS is set")
     else:
-        _probs_rows(draft_probs_ptr, "draft_probs_ptr", T, vocab_size, &a.draft)
-    a.inv_q = check_rowed(inv_q_ptr, "inv_q_ptr", M_REAL, vocab_size, "vocab_size", &code, shp)
+        _probs_rows(draft_probs_ptr, "draft_probs_ptr", T, V, &a.draft)
+    a.inv_q = check_rowed(inv_q_ptr, "inv_q_ptr", M_REAL, V, "vocab_size", &code, shp)
     # rows of requests with drafts are read (the Triton grid exits early for the others)
     last = last_with_drafts(cu, B)
-    need_rows("inv_q_ptr", shp[0], last, vocab_size, "vocab_size", inv_q_ptr)
+    need_rows("inv_q_ptr", shp[0], last, V, "vocab_size", inv_q_ptr)
     no_overlap("output_token_ids_ptr", out.ptr, T * isize(out), "cu_num_draft_tokens_ptr", cu.ptr,
                B * isize(cu))
     if T == 0:
         return
 
-    nt = threads_for(T * vocab_size)
+    nt = threads_for(T * V)
     a.nchunks = 1
-    if nt > 1 and T < 4 * nt and vocab_size >= 2 * MIN_CHUNK:
-        a.nchunks = min((4 * nt + T - 1) // T, vocab_size // MIN_CHUNK)
-    a.chunk = (vocab_size + a.nchunks - 1) // a.nchunks
+    if nt > 1 and T < 4 * nt and V >= 2 * MIN_CHUNK:
+        a.nchunks = min((4 * nt + T - 1) // T, V // MIN_CHUNK)
+    a.chunk = (V + a.nchunks - 1) // a.nchunks
     units = T * a.nchunks
     cdef char* mem = <char*>malloc(T * sizeof(Py_ssize_t) + units * (sizeof(double) +
                                                                      sizeof(Py_ssize_t)))
@@ -795,8 +797,8 @@ def sample_recovered_tokens_kernel(output_token_ids_ptr, cu_num_draft_tokens_ptr
                         where = a.where[u]
                 if where < 0:
                     where = 0
-                if where > vocab_size - 1:
-                    where = vocab_size - 1
+                if where > V - 1:
+                    where = V - 1
                 iset(out, tok, where)
     finally:
         free(mem)

@@ -24,13 +24,11 @@ cdef extern from "Python.h":
 
 from kernels_cpu._buffers cimport IBuf, iget, iset, check_index
 from kernels_cpu._checks cimport (
-    OFFSETS_ORDER, OFFSETS_TOTAL, bounded_offsets, expected, first_decrease, need_count,
-    need_min, need_table_rows, need_within, offsets_error, order_error,
+    OFFSETS_ORDER, OFFSETS_TOTAL, as_flag, as_int, bool_at_least, bounded_offsets, expected,
+    first_decrease, index_at_least, need_count, need_min, need_table_rows, need_within,
+    offsets_error, order_error,
 )
-from kernels_cpu._tables cimport (
-    Rows, as_flag, as_int, check_rows, need_bool, need_index, need_positions, pow2_shift,
-    run_rows_for,
-)
+from kernels_cpu._tables cimport Rows, check_rows, pow2_shift, run_rows_for
 
 
 cdef inline int64_t _wrap_inc(int64_t v, bint wide) noexcept nogil:
@@ -45,6 +43,12 @@ cdef Py_ssize_t _length(object n):
     anything beyond Py_ssize_t is clamped, which no tensor can satisfy, so the length check
     that follows names the buffer."""
     return n if n < PY_SSIZE_T_MAX else PY_SSIZE_T_MAX
+
+
+# Token positions are ``[num_tokens]``, or ``[3, num_tokens]`` under M-RoPE: the Triton kernels
+# index the flat buffer with token indices < num_tokens, which in a contiguous ``[3, N]`` tensor
+# is row 0 (the temporal positions) -- the same is read here: any contiguous buffer whose first
+# num_tokens elements are the positions.
 
 
 # ---------------------------------------------------------------------------------------------
@@ -112,10 +116,10 @@ def eagle_step_slot_mapping_metadata_kernel(
     need_min("max_model_len", a.max_model_len, 1)
     a.n_blocks = as_int(n_blocks_per_req, "n_blocks_per_req")
     a.pad = as_int(PAD_ID, "PAD_ID")
-    a.pos = need_index(positions_ptr, "positions_ptr", a.batch)
+    a.pos = index_at_least(positions_ptr, "positions_ptr", a.batch)
     a.bt = check_rows(block_table_ptr, "block_table_ptr", block_table_stride, "block_table_stride")
-    a.seq = need_index(seq_lens_ptr, "seq_lens_ptr", a.batch)
-    a.out_pos = need_index(out_clamped_positions_ptr, "out_clamped_positions_ptr", a.batch)
+    a.seq = index_at_least(seq_lens_ptr, "seq_lens_ptr", a.batch)
+    a.out_pos = index_at_least(out_clamped_positions_ptr, "out_clamped_positions_ptr", a.batch)
     a.out_slot = check_index(out_slot_mapping_ptr, "out_slot_mapping_ptr", -1, shape)
     grid = shape[0]
     need_count("out_slot_mapping_ptr", grid, a.batch, "batch_size")
@@ -178,11 +182,12 @@ def eagle_prepare_inputs_padded_kernel(
     cdef Py_ssize_t n = as_int(num_reqs, "num_reqs")
     cdef Py_ssize_t bad_cu, bad_q
     need_min("num_reqs", n, 0)
-    a.cu = need_index(cu_num_draft_tokens_ptr, "cu_num_draft_tokens_ptr", n)
-    a.valid = need_index(valid_sampled_tokens_count_ptr, "valid_sampled_tokens_count_ptr", n)
-    a.qsl = need_index(query_start_loc_gpu_ptr, "query_start_loc_gpu_ptr", n + 1)
-    a.out_idx = need_index(token_indices_to_sample_ptr, "token_indices_to_sample_ptr", n)
-    a.out_rej = need_index(num_rejected_tokens_gpu_ptr, "num_rejected_tokens_gpu_ptr", n)
+    a.cu = index_at_least(cu_num_draft_tokens_ptr, "cu_num_draft_tokens_ptr", n)
+    a.valid = index_at_least(valid_sampled_tokens_count_ptr, "valid_sampled_tokens_count_ptr",
+                             n)
+    a.qsl = index_at_least(query_start_loc_gpu_ptr, "query_start_loc_gpu_ptr", n + 1)
+    a.out_idx = index_at_least(token_indices_to_sample_ptr, "token_indices_to_sample_ptr", n)
+    a.out_rej = index_at_least(num_rejected_tokens_gpu_ptr, "num_rejected_tokens_gpu_ptr", n)
     with nogil:
         bad_cu = first_decrease(a.cu, n)
         bad_q = first_decrease(a.qsl, n + 1)
@@ -254,10 +259,12 @@ def eagle_prepare_next_token_padded_kernel(
     if BLOCK_SIZE_TOKENS is not None:
         need_min("BLOCK_SIZE_TOKENS", as_int(BLOCK_SIZE_TOKENS, "BLOCK_SIZE_TOKENS"), a.width,
                  "num_sampled_tokens_per_req")
-    a.discard = <const uint8_t*>need_bool(discard_request_mask_ptr, "discard_request_mask_ptr", n)
-    a.backup = need_index(backup_next_token_ids_ptr, "backup_next_token_ids_ptr", n)
-    a.out_next = need_index(next_token_ids_ptr, "next_token_ids_ptr", n)
-    a.out_valid = need_index(valid_sampled_tokens_count_ptr, "valid_sampled_tokens_count_ptr", n)
+    a.discard = <const uint8_t*>bool_at_least(discard_request_mask_ptr,
+                                              "discard_request_mask_ptr", n)
+    a.backup = index_at_least(backup_next_token_ids_ptr, "backup_next_token_ids_ptr", n)
+    a.out_next = index_at_least(next_token_ids_ptr, "next_token_ids_ptr", n)
+    a.out_valid = index_at_least(valid_sampled_tokens_count_ptr,
+                                 "valid_sampled_tokens_count_ptr", n)
     run_rows_for(_next_row, &a, n, n * (a.width + 2))
 
 
@@ -397,7 +404,7 @@ def copy_and_expand_eagle_inputs_kernel(
     cdef Py_ssize_t shape[1]
     cdef int64_t max_end = 0, qsl_end = 0
     cdef int bad
-    a.shift = as_flag(shift_input_ids, "shift_input_ids")
+    a.shift = as_flag(shift_input_ids, "shift_input_ids", False)
     a.pad_id = as_int(padding_token_id, "padding_token_id")
     a.par_id = as_int(parallel_drafting_token_id, "parallel_drafting_token_id")
     a.total_in = as_int(total_input_tokens, "total_input_tokens")
@@ -406,20 +413,20 @@ def copy_and_expand_eagle_inputs_kernel(
     need_min("num_padding_slots_per_request", a.P, 0)
     a.qel = check_index(query_end_loc_ptr, "query_end_loc_ptr", -1, shape)
     R = shape[0]
-    a.qsl = need_index(query_start_loc_ptr, "query_start_loc_ptr", R + 1)
-    a.tok = need_index(target_token_ids_ptr, "target_token_ids_ptr", a.total_in)
-    a.tpos = need_positions(target_positions_ptr, "target_positions_ptr", a.total_in)
-    a.next = need_index(next_token_ids_ptr, "next_token_ids_ptr", R)
+    a.qsl = index_at_least(query_start_loc_ptr, "query_start_loc_ptr", R + 1)
+    a.tok = index_at_least(target_token_ids_ptr, "target_token_ids_ptr", a.total_in)
+    a.tpos = index_at_least(target_positions_ptr, "target_positions_ptr", a.total_in)
+    a.next = index_at_least(next_token_ids_ptr, "next_token_ids_ptr", R)
     a.out_ids = check_index(out_input_ids_ptr, "out_input_ids_ptr", -1, shape)
     n_ids = shape[0]
     a.out_pos = check_index(out_positions_ptr, "out_positions_ptr", -1, shape)
     n_pos = shape[0]
-    a.out_rej = <uint8_t*>need_bool(out_is_rejected_token_mask_ptr,
-                                    "out_is_rejected_token_mask_ptr", 0, &n_rej)
-    a.out_masked = <uint8_t*>need_bool(out_is_masked_token_mask_ptr,
-                                       "out_is_masked_token_mask_ptr", 0, &n_mask)
+    a.out_rej = <uint8_t*>bool_at_least(out_is_rejected_token_mask_ptr,
+                                        "out_is_rejected_token_mask_ptr", 0, None, &n_rej)
+    a.out_masked = <uint8_t*>bool_at_least(out_is_masked_token_mask_ptr,
+                                           "out_is_masked_token_mask_ptr", 0, None, &n_mask)
     need_new = _length(<object>R * a.P)
-    a.out_new = need_index(out_new_token_indices_ptr, "out_new_token_indices_ptr", need_new)
+    a.out_new = index_at_least(out_new_token_indices_ptr, "out_new_token_indices_ptr", need_new)
     if a.shift or out_hidden_state_mapping_ptr is not None:
         a.out_map = check_index(out_hidden_state_mapping_ptr, "out_hidden_state_mapping_ptr", -1,
                                 shape)
@@ -594,7 +601,7 @@ def copy_and_expand_dflash_inputs_kernel(
     cdef Py_ssize_t shape[1]
     cdef int64_t val = 0, ctx_total
     cdef int bad
-    a.has_rej = as_flag(HAS_NUM_REJECTED, "HAS_NUM_REJECTED")
+    a.has_rej = as_flag(HAS_NUM_REJECTED, "HAS_NUM_REJECTED", False)
     a.par_id = as_int(parallel_drafting_token_id, "parallel_drafting_token_id")
     a.block_size = as_int(block_size, "block_size")
     a.Q = as_int(num_query_per_req, "num_query_per_req")
@@ -607,8 +614,8 @@ def copy_and_expand_dflash_inputs_kernel(
     a.qsl = check_index(query_start_loc_ptr, "query_start_loc_ptr", -1, shape)
     need_count("query_start_loc_ptr", shape[0], 1, "num_reqs + 1")
     R = shape[0] - 1
-    a.next = need_index(next_token_ids_ptr, "next_token_ids_ptr", R)
-    a.tpos = need_positions(target_positions_ptr, "target_positions_ptr", a.total_in)
+    a.next = index_at_least(next_token_ids_ptr, "next_token_ids_ptr", R)
+    a.tpos = index_at_least(target_positions_ptr, "target_positions_ptr", a.total_in)
     a.bt = check_rows(block_table_ptr, "block_table_ptr", block_table_stride, "block_table_stride")
     if R > 0:
         need_table_rows("block_table_ptr", a.bt.rows, R, "num_reqs")
@@ -617,17 +624,18 @@ def copy_and_expand_dflash_inputs_kernel(
         if num_rejected_tokens_ptr is None or isinstance(num_rejected_tokens_ptr, int):
             raise TypeError(expected("num_rejected_tokens_ptr", "a tensor when HAS_NUM_REJECTED",
                                      type(num_rejected_tokens_ptr).__name__))
-        a.rej = need_index(num_rejected_tokens_ptr, "num_rejected_tokens_ptr", R)
+        a.rej = index_at_least(num_rejected_tokens_ptr, "num_rejected_tokens_ptr", R)
     else:
         a.rej = a.next
     n = _length(<object>R * a.Q)
-    a.out_ids = need_index(out_input_ids_ptr, "out_input_ids_ptr", n)
-    a.out_q_pos = need_index(out_query_positions_ptr, "out_query_positions_ptr", n)
-    a.out_q_slot = need_index(out_query_slot_mapping_ptr, "out_query_slot_mapping_ptr", n)
+    a.out_ids = index_at_least(out_input_ids_ptr, "out_input_ids_ptr", n)
+    a.out_q_pos = index_at_least(out_query_positions_ptr, "out_query_positions_ptr", n)
+    a.out_q_slot = index_at_least(out_query_slot_mapping_ptr, "out_query_slot_mapping_ptr", n)
     n = _length((<object>R - 1) * a.S + a.Q - 1) if R > 0 and a.Q > 1 else 0
-    a.out_tok_idx = need_index(out_token_indices_ptr, "out_token_indices_ptr", n)
-    a.out_ctx_pos = need_index(out_context_positions_ptr, "out_context_positions_ptr", 0)
-    a.out_ctx_slot = need_index(out_context_slot_mapping_ptr, "out_context_slot_mapping_ptr", 0)
+    a.out_tok_idx = index_at_least(out_token_indices_ptr, "out_token_indices_ptr", n)
+    a.out_ctx_pos = index_at_least(out_context_positions_ptr, "out_context_positions_ptr", 0)
+    a.out_ctx_slot = index_at_least(out_context_slot_mapping_ptr,
+                                    "out_context_slot_mapping_ptr", 0)
     a.bs_shift = pow2_shift(a.block_size)
     with nogil:
         bad = _dflash_check(&a, R, &at, &val)

@@ -41,14 +41,13 @@ from kernels_cpu._buffers cimport (
     M_INDEX,
 )
 from kernels_cpu._checks cimport (
-    bool_at_least, index_at_least, need_min, need_rows, no_overlap, offset_start,
+    as_int, bool_at_least, index_at_least, need_min, need_rows, no_overlap, offset_start,
 )
 from kernels_cpu._fused cimport (
     _accept_uniform, _accepts, _row_norm, race_logits, argmax_row, expf32, _check_offsets,
     _total, _check_ids, _probs, _seeds,
 )
 from kernels_cpu._parallel cimport threads_for
-from kernels_cpu._tables cimport as_int
 from kernels_cpu._topk_topp cimport row_scratch, free_row_scratch, mask_row_f32, widen_row
 
 cdef enum:

@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""Validation helpers shared by the spec-decode and worker kernels (see ``_tables.pyx``).
+"""The row table of the spec-decode and worker kernels (see ``_tables.pyx``).
 
 ``Rows`` is a 2-D int32/int64 table (a block table, a sampled-token matrix) addressed the way the
 Triton kernels address it: ``ptr + row * stride + col`` with a row stride the caller passes. The
@@ -19,11 +19,6 @@ cdef struct Rows:
 
 
 cdef Rows check_rows(object t, str name, object stride, str stride_name) except *
-cdef IBuf need_index(object t, str name, Py_ssize_t n) except *
-cdef IBuf need_positions(object t, str name, Py_ssize_t n) except *
-cdef char* need_bool(object t, str name, Py_ssize_t n, Py_ssize_t* length=*) except NULL
-cdef int64_t as_int(object v, str name) except? -1
-cdef bint as_flag(object v, str name) except -1
 
 
 cdef inline int pow2_shift(int64_t v) noexcept nogil:

@@ -1,27 +1,22 @@
 # cython: language_level=3
-"""Argument checks shared by the spec-decode and worker kernels.
+"""The row table of the spec-decode and worker kernels, and the loop over their rows.
 
-They complement ``_buffers`` for what those kernels need beyond a contiguous flat buffer: 2-D
-tables whose row stride is passed as a separate launch argument, minimum lengths, optional
-(``None``/``0``) pointers and plain integer scalars. All of them read metadata only and raise an
-exception naming the offending argument.
+``check_rows`` is the one reading of a 2-D int32/int64 table whose row stride is passed as a
+separate launch argument (a block table, a sampled-token matrix); ``run_rows`` runs a kernel's
+independent rows serially or on an OpenMP team. Every other argument check lives in
+``_checks.pxd``.
 """
 from cython.parallel cimport prange
-
-import operator
 
 import torch
 
 from kernels_cpu._buffers cimport DT_INT64, M_INDEX, check_table, check_tensor
-from kernels_cpu._checks cimport bool_at_least, expected, index_at_least, need_min
+from kernels_cpu._checks cimport as_int, expected, need_min
 
 cdef extern from "Python.h":
     const Py_ssize_t PY_SSIZE_T_MAX
 
 cdef object _Tensor = torch.Tensor
-cdef object _index = operator.index
-cdef object _I64_MIN = -(1 << 63)
-cdef object _I64_MAX = (1 << 63) - 1
 
 
 cdef Rows check_rows(object t, str name, object stride, str stride_name) except *:
@@ -64,61 +59,6 @@ cdef Rows check_rows(object t, str name, object stride, str stride_name) except 
     r.stride = st
     r.buf.wide = code == DT_INT64
     return r
-
-
-cdef IBuf need_index(object t, str name, Py_ssize_t n) except *:
-    """A contiguous int32/int64 buffer of any shape with at least ``n`` elements."""
-    return index_at_least(t, name, n)
-
-
-cdef IBuf need_positions(object t, str name, Py_ssize_t n) except *:
-    """Token positions: ``[num_tokens]``, or ``[3, num_tokens]`` under M-RoPE -- any contiguous
-    buffer whose first ``n`` elements are the positions.
-
-    The Triton kernels index the flat buffer with token indices < num_tokens, which in a
-    contiguous ``[3, N]`` tensor is row 0 (the temporal positions): the same is read here.
-    """
-    return need_index(t, name, n)
-
-
-cdef char* need_bool(object t, str name, Py_ssize_t n, Py_ssize_t* length=NULL) except NULL:
-    """A contiguous bool buffer of any shape with at least ``n`` elements (count to ``length``)."""
-    return bool_at_least(t, name, n, None, length)
-
-
-cdef int64_t as_int(object v, str name) except? -1:
-    """An integer scalar argument (Python int, numpy integer, 0-d int tensor); not bool/float."""
-    cdef int64_t out
-    if type(v) is int:                  # the common case: no generic protocol lookups
-        try:
-            out = v
-            return out
-        except OverflowError:
-            raise ValueError(expected(name, "an integer that fits in int64", v)) from None
-    if isinstance(v, bool) or isinstance(v, float):
-        raise TypeError(expected(name, "an integer", type(v).__name__))
-    try:
-        i = _index(v)
-    except TypeError:
-        raise TypeError(expected(name, "an integer", type(v).__name__)) from None
-    if not (_I64_MIN <= i <= _I64_MAX):
-        raise ValueError(expected(name, "an integer that fits in int64", i))
-    return i
-
-
-cdef bint as_flag(object v, str name) except -1:
-    """A boolean launch flag (constexpr in the Triton kernel): bool or 0/1."""
-    if v is True or v is False:
-        return v
-    if v is None:
-        return False
-    try:
-        i = _index(v)
-    except TypeError:
-        raise TypeError(expected(name, "a bool", type(v).__name__)) from None
-    if i != 0 and i != 1:
-        raise ValueError(expected(name, "a bool", repr(v)))
-    return i == 1
 
 
 cdef void run_rows(row_fn fn, const void* args, Py_ssize_t n, int nthreads) noexcept nogil:

@@ -43,8 +43,8 @@ from kernels_cpu._buffers cimport (
     check_table, check_tensor, is_none, expected,
     DT_FLOAT32, DT_FLOAT16, DT_BFLOAT16, DT_FLOAT64, DT_INT64, M_FLOAT32, M_FLOAT64, M_INDEX,
 )
+from kernels_cpu._checks cimport as_flag, as_int
 from kernels_cpu._parallel cimport threads_for
-from kernels_cpu._tables cimport as_int, as_flag
 
 cdef extern from *:
     """
@@ -787,9 +787,9 @@ cdef _kernel_form(LOGITS, LOGITS_STRIDE_0, K, P, BATCH_SIZE, VOCAB_SIZE, MASK_VA
     cdef int64_t B = as_int(BATCH_SIZE, "BATCH_SIZE")
     cdef int64_t V = as_int(VOCAB_SIZE, "VOCAB_SIZE")
     cdef int64_t st = as_int(LOGITS_STRIDE_0, "LOGITS_STRIDE_0")
-    cdef bint topk = as_flag(TOPK_ENABLED, "TOPK_ENABLED")
-    cdef bint topp = as_flag(TOPP_ENABLED, "TOPP_ENABLED")
-    cdef bint split = as_flag(SPLIT_COVERS_PONLY, "SPLIT_COVERS_PONLY")
+    cdef bint topk = as_flag(TOPK_ENABLED, "TOPK_ENABLED", False)
+    cdef bint topp = as_flag(TOPP_ENABLED, "TOPP_ENABLED", False)
+    cdef bint split = as_flag(SPLIT_COVERS_PONLY, "SPLIT_COVERS_PONLY", False)
     if B < 0:
         raise ValueError(expected("BATCH_SIZE", ">= 0", B))
     if V < 0:

@@ -1,4 +1,4 @@
-"""Types of ``kernels_cpu._workers``: vLLM's worker kernels (slot mapping, batched memcpy) on CPU.
+"""Types of ``kernels_cpu._workers``: vLLM's worker kernels (slot mapping, state copies) on CPU.
 
 Buffers (``*_ptr``) are CPU tensors, used in place; integer scalars accept anything with
 ``__index__`` (Python or numpy integers, 0-d integer tensors).
@@ -42,4 +42,15 @@ def compute_slot_mapping_hybrid_kernel(
 ) -> None: ...
 def batch_memcpy_kernel(
     src_ptrs: Tensor, dst_ptrs: Tensor, sizes: Tensor, BLOCK_SIZE: SupportsIndex | None = None
+) -> None: ...
+def scatter_states_kernel(
+    state_ptr: Tensor,
+    src_ptr: Tensor,
+    indices_ptr: Tensor,
+    stride_state_batch: SupportsIndex,
+    stride_src_batch: SupportsIndex,
+    stride_indices: SupportsIndex,
+    row_size: SupportsIndex,
+    BLOCK_SIZE: SupportsIndex | None = None,
+    launch_pdl: bool | None = None,
 ) -> None: ...

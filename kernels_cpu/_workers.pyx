@@ -1,27 +1,35 @@
 # cython: language_level=3
-"""CPU versions of the model-runner's Triton kernels: slot mapping and batched memcpy.
+"""CPU versions of the model-runner's Triton kernels: slot mapping and state copies.
 
 ``compute_slot_mapping_kernel`` is ``vllm.v1.worker.block_table.ComputeSlotMappingKernel.kernel``
 (one slot per scheduled token from the block table, context-parallel aware, padding after);
-``compute_slot_mapping_hybrid_kernel`` is the same kernel in the 15-argument form of vLLM 0.27-0.31,
-whose KV-cache blocks may be split into smaller attention-kernel blocks; ``batch_memcpy_kernel`` is ``vllm.v1.worker.mamba_utils.batch_memcpy_kernel`` (copy regions given
-by raw addresses). Same three steps as ``_spec_decode``: metadata checks, a ``nogil`` value pass,
+``compute_slot_mapping_hybrid_kernel`` is the same kernel in the 15-argument form of vLLM
+0.27-0.31, whose KV-cache blocks may be split into smaller attention-kernel blocks;
+``batch_memcpy_kernel`` is ``vllm.v1.worker.mamba_utils.batch_memcpy_kernel`` (copy regions given
+by raw addresses); ``scatter_states_kernel`` is the mamba/KDA layers' ``_scatter_states_kernel``
+(state-cache rows written at slot indices). Same three steps as ``_spec_decode``: metadata checks, a ``nogil`` value pass,
 then the ``nogil`` compute pass (OpenMP when large enough).
 """
+from cython.parallel cimport prange
 from libc.stdint cimport int64_t, INT64_MAX
-from libc.string cimport memmove
+from libc.stdlib cimport free, malloc
+from libc.string cimport memcpy, memmove
+
+import torch
+
+cdef extern from "Python.h":
+    const Py_ssize_t PY_SSIZE_T_MAX
 
 
 from kernels_cpu._buffers cimport (
     M_INT64, M_UINT64, IBuf, check_index, check_tensor, iget, iset
 )
 from kernels_cpu._checks cimport (
-    expected, first_decrease, need_count, need_min, need_table_rows, order_error,
+    as_int, expected, first_decrease, need_count, need_min, need_table_rows, order_error,
 )
 from kernels_cpu._parallel cimport threads_for
 from kernels_cpu._tables cimport (
     Rows,
-    as_int,
     check_rows,
     pow2_shift,
     row_fn,
@@ -432,3 +440,211 @@ def batch_memcpy_kernel(src_ptrs, dst_ptrs, sizes, BLOCK_SIZE=None):
         raise ValueError(expected(f"{'src_ptrs' if iget(a.src, bad) == 0 else 'dst_ptrs'}[{bad}]",
                                   f"a non-null address for a copy of {s} bytes", 0))
     run_rows_for(_copy_row, &a, n, total >> 3)
+
+
+# ---------------------------------------------------------------------------------------------
+# scatter_states_kernel
+# ---------------------------------------------------------------------------------------------
+# The state-cache kernel of vLLM's mamba/KDA layers: ``scatter_states_kernel``.
+#
+# vLLM's ``_scatter_states_kernel`` (``model_executor/layers/mamba/ops/scatter_states.py``,
+# used by the KDA layers of GLM-5-next) writes row ``b`` of ``src`` to row ``indices[b]`` of
+# ``state``: program ``(blk, b)`` loads ``indices_ptr + b * stride_indices``, then copies
+# ``row_size`` elements from ``src_ptr + b * stride_src_batch`` to ``state_ptr + index *
+# stride_state_batch``. Rows are contiguous runs; their distances are the stride arguments.
+#
+# The CPU kernel reads and writes the same elements. A 2-D-or-more tensor is a table of its own
+# rows (``shape[0]`` rows whose trailing dimensions are contiguous, the stride argument its
+# ``stride(0)``); a 0-d/1-D one is a flat buffer of rows ``stride`` apart. Every index is checked
+# against ``state``'s rows, and read once into a private array, before anything is written; a
+# ``src`` that overlaps the state rows is read before any row is written (as ``state[indices] =
+# src`` reads it). Rows of the same dtype are copied as bytes (any dtype); a ``src`` of another
+# dtype is converted as Triton's ``tl.store`` converts, through torch's copy.
+
+cdef object _Tensor = torch.Tensor
+cdef object _i32 = torch.int32
+cdef object _i64 = torch.int64
+
+
+cdef struct RowView:
+    char* ptr
+    Py_ssize_t rows       # rows the launch may address (PY_SSIZE_T_MAX: stride 0)
+    Py_ssize_t stride     # elements between rows (the stride argument)
+    Py_ssize_t itemsize
+    Py_ssize_t end_bytes  # bytes from ptr the addressable rows span
+
+
+cdef object _tensor(object t, str name):
+    if not isinstance(t, _Tensor):
+        raise TypeError(expected(name, "a torch.Tensor", type(t).__name__))
+    if not t.is_cpu:
+        raise ValueError(expected(name, "a CPU tensor", f"device {t.device}"))
+    return t
+
+
+cdef int _row_view(object t, str name, int64_t row_size, int64_t stride, str stride_name,
+                   RowView* v) except -1:
+    """Rows of ``row_size`` contiguous elements ``stride`` apart from ``t``'s base pointer."""
+    cdef Py_ssize_t n, e, i, want
+    _tensor(t, name)
+    need_min(stride_name, stride, 0)
+    v.ptr = <char*><Py_ssize_t>t.data_ptr()
+    v.itemsize = t.element_size()
+    v.stride = stride
+    if t.dim() >= 2:
+        shape, strides = t.shape, t.stride()
+        e = 1
+        want = 1
+        for i in range(t.dim() - 1, 0, -1):     # the trailing dimensions: one contiguous row
+            if shape[i] != 1 and strides[i] != want:
+                raise ValueError(expected(name, "rows with contiguous trailing dimensions",
+                                          f"shape {tuple(shape)}, strides {tuple(strides)}"))
+            want *= shape[i]
+            e *= shape[i]
+        if row_size > e:
+            raise ValueError(expected("row_size", f"<= the elements of a {name} row = {e}",
+                                      row_size))
+        n = shape[0]
+        if n > 1 and stride != strides[0]:
+            raise ValueError(expected(stride_name, f"{name}.stride(0) = {strides[0]}", stride))
+        v.rows = n if e > 0 else 0
+    else:
+        if not t.is_contiguous():
+            raise ValueError(expected(name, "a contiguous tensor", "a non-contiguous one"))
+        n = t.numel()
+        if n < row_size:
+            v.rows = 0
+        elif stride == 0:
+            v.rows = PY_SSIZE_T_MAX                 # every index addresses the first row
+        else:
+            v.rows = (n - row_size) // stride + 1
+    if v.rows == 0:
+        v.end_bytes = 0
+    elif v.rows == PY_SSIZE_T_MAX:
+        v.end_bytes = row_size * v.itemsize
+    else:
+        v.end_bytes = ((v.rows - 1) * stride + row_size) * v.itemsize
+    return 0
+
+
+cdef IBuf _indices(object t, int64_t stride, Py_ssize_t* n) except *:
+    """``indices_ptr``: a 1-D int32/int64 tensor of any stride (``stride_indices`` its
+    ``stride(0)``), or a contiguous one of any shape read flat with ``stride_indices == 1``."""
+    cdef IBuf b
+    _tensor(t, "indices_ptr")
+    dt = t.dtype
+    if dt is not _i32 and dt is not _i64:
+        raise TypeError(expected("indices_ptr", "dtype int32 or int64", dt))
+    need_min("stride_indices", stride, 0)
+    b.ptr = <char*><Py_ssize_t>t.data_ptr()
+    b.wide = dt is _i64
+    if t.dim() == 1:
+        n[0] = t.shape[0]
+        if n[0] > 1 and stride != t.stride(0):
+            raise ValueError(expected("stride_indices", f"indices_ptr.stride(0) = {t.stride(0)}",
+                                      stride))
+    else:
+        if not t.is_contiguous():
+            raise ValueError(expected("indices_ptr", "a contiguous tensor (or a 1-D one)",
+                                      "a non-contiguous one"))
+        n[0] = t.numel()
+        if n[0] > 1 and stride != 1:
+            raise ValueError(expected("stride_indices", "1 for a flat indices_ptr", stride))
+    return b
+
+
+cdef struct ScatterArgs:
+    char* dst
+    const char* src
+    const int64_t* index
+    Py_ssize_t dst_stride   # bytes
+    Py_ssize_t src_stride   # bytes
+    Py_ssize_t row_bytes
+
+
+cdef void _scatter(const ScatterArgs* a, Py_ssize_t n, int nt) noexcept nogil:
+    cdef Py_ssize_t b
+    if nt <= 1:
+        for b in range(n):
+            memcpy(a.dst + a.index[b] * a.dst_stride, a.src + b * a.src_stride, a.row_bytes)
+    else:
+        for b in prange(n, nogil=True, num_threads=nt, schedule="static"):
+            memcpy(a.dst + a.index[b] * a.dst_stride, a.src + b * a.src_stride, a.row_bytes)
+
+
+def scatter_states_kernel(state_ptr, src_ptr, indices_ptr, stride_state_batch, stride_src_batch,
+                          stride_indices, row_size, BLOCK_SIZE=None, launch_pdl=None):
+    """``state[indices[b]] = src[b]`` for every ``b``: ``row_size`` elements per row, in place.
+
+    One row per ``indices_ptr`` element (the Triton grid's second dimension); ``src_ptr`` needs
+    that many rows, and every index must address a row of ``state_ptr`` (0 <= index < its
+    rows). ``row_size`` 0 launches no program: nothing is read or written. Duplicate indices
+    write one of their rows (the Triton kernel's programs race; vLLM's slots are unique).
+    ``BLOCK_SIZE`` and ``launch_pdl`` (a CUDA launch-order hint) do not change the result.
+    """
+    cdef int64_t rs = as_int(row_size, "row_size")
+    cdef int64_t s_state = as_int(stride_state_batch, "stride_state_batch")
+    cdef int64_t s_src = as_int(stride_src_batch, "stride_src_batch")
+    cdef int64_t s_idx = as_int(stride_indices, "stride_indices")
+    cdef RowView dst, src
+    cdef Py_ssize_t n, b
+    cdef int64_t k
+    cdef int nt
+    cdef ScatterArgs a
+    need_min("row_size", rs, 0)
+    cdef IBuf idx = _indices(indices_ptr, s_idx, &n)
+    if rs == 0 or n == 0:               # the grid has no program: nothing is read or written
+        _tensor(state_ptr, "state_ptr")
+        _tensor(src_ptr, "src_ptr")
+        need_min("stride_state_batch", s_state, 0)
+        need_min("stride_src_batch", s_src, 0)
+        return
+    _row_view(state_ptr, "state_ptr", rs, s_state, "stride_state_batch", &dst)
+    _row_view(src_ptr, "src_ptr", rs, s_src, "stride_src_batch", &src)
+    if src.rows < n:
+        raise ValueError(expected("src_ptr", f"at least {n} rows of row_size = {rs} "
+                                  "(one per indices_ptr element)", f"shape {tuple(src_ptr.shape)}"))
+    cdef int64_t* index = <int64_t*>malloc(n * sizeof(int64_t))
+    if index == NULL:
+        raise MemoryError()
+    try:
+        for b in range(n):
+            k = iget(idx, b * s_idx)
+            if dst.rows == PY_SSIZE_T_MAX:      # stride 0: every index addresses row 0
+                k = 0
+            elif k < 0 or k >= dst.rows:
+                raise IndexError(expected(f"indices_ptr[{b}]",
+                                          f"a row of state_ptr in [0, {dst.rows})", k))
+            index[b] = k
+        if state_ptr.dtype != src_ptr.dtype:
+            _converting_scatter(state_ptr, src_ptr, index, n, rs, s_state, s_src, dst.rows)
+            return
+        a.dst = dst.ptr
+        a.src = src.ptr
+        a.index = index
+        a.dst_stride = s_state * dst.itemsize
+        a.src_stride = s_src * src.itemsize
+        a.row_bytes = rs * dst.itemsize
+        held = None
+        if src.ptr < dst.ptr + dst.end_bytes and dst.ptr < src.ptr + src.end_bytes:
+            # src overlaps the rows that may be written: read all of it first
+            held = torch.as_strided(src_ptr, (n, rs), (s_src, 1)).clone()
+            a.src = <const char*><Py_ssize_t>held.data_ptr()
+            a.src_stride = a.row_bytes
+        nt = threads_for(n * rs * dst.itemsize >> 3)
+        with nogil:
+            _scatter(&a, n, nt)
+    finally:
+        free(index)
+
+
+cdef int _converting_scatter(object state, object src, const int64_t* index, Py_ssize_t n,
+                             int64_t rs, int64_t s_state, int64_t s_src,
+                             Py_ssize_t rows) except -1:
+    """Rows of another dtype: converted as ``tl.store`` converts (torch's ``copy_``)."""
+    cdef Py_ssize_t b
+    rows_read = torch.as_strided(src, (n, rs), (s_src, 1)).to(state.dtype)
+    for b in range(n):
+        torch.as_strided(state, (rs,), (1,), state.storage_offset() + index[b] * s_state).copy_(
+            rows_read[b])
+    return 0

@@ -68,9 +68,22 @@ RULES = {
         "raw addresses as a contiguous int64/uint64 tensor of any shape, one per region; each "
         "non-empty region must be a non-null address"
     ),
+    "row table": (
+        "rows of contiguous elements a stride argument apart: a tensor of two or more "
+        "dimensions is a table of its own ``shape[0]`` rows (trailing dimensions contiguous, "
+        "the stride argument its ``stride(0)`` when it has more than one row, rows at least "
+        "``row_size`` long); a 0-d/1-D tensor is a contiguous flat buffer of the whole rows "
+        "that fit"
+    ),
+    "strided": (
+        "a 1-D tensor of any stride (the stride argument its ``stride(0)`` when it has more "
+        "than one element), or a contiguous tensor of any shape read flat with stride 1"
+    ),
 }
 
 _INDEX = ("int32", "int64")
+_SAMPLER = "vllm.v1.sample.rejection_sampler"
+_SPEC = "vllm.v1.spec_decode.utils"
 
 
 class Arg(NamedTuple):
@@ -90,13 +103,24 @@ class Arg(NamedTuple):
 
 
 class Contract(NamedTuple):
-    """One kernel: its arguments in launch order and the launch it stands for."""
+    """One kernel: its arguments in launch order, the launch it stands for, and where vLLM
+    keeps the Triton kernel it implements.
+
+    ``vllm`` and ``serves`` are the one written form of the vLLM kernel table
+    (``kernels_cpu.VLLM_KERNELS`` is built from them): a contract with ``vllm`` names is the
+    newest signature of a vLLM kernel; one with ``serves`` another signature of the kernel that
+    contract names (an older release's), tried after it.
+    """
 
     name: str
     module: str  # kernels_cpu submodule implementing it
     grid: str  # the programs of a Triton launch, and where the CPU kernel takes that count
     summary: str
     args: tuple[Arg, ...]
+    #: Qualified names vLLM has kept the kernel under, newest first.
+    vllm: tuple[str, ...] = ()
+    #: For another signature of a vLLM kernel: the contract (newest signature) it also serves.
+    serves: str = ""
 
 
 def _a(name, role, dtypes, kind, extent, optional=False):
@@ -248,6 +272,7 @@ CONTRACTS: tuple[Contract, ...] = (
             _number("replace_to", "-; must fit an integer output's dtype"),
             _int("MAX_NUM_TOKENS", "per-request cap (>= 0); ``None``: no cap", optional=True),
         ),
+        vllm=(f"{_SAMPLER}.expand_kernel",),
     ),
     Contract(
         "rejection_greedy_sample_kernel",
@@ -272,6 +297,7 @@ CONTRACTS: tuple[Contract, ...] = (
             _GREEDY["synthetic_conditional_rates_ptr"],
             _SYNTHETIC_MODE,
         ),
+        vllm=(f"{_SAMPLER}.rejection_greedy_sample_kernel",),
     ),
     Contract(
         "rejection_random_sample_kernel",
@@ -308,6 +334,7 @@ CONTRACTS: tuple[Contract, ...] = (
             _NO_DRAFT_PROBS,
             _SYNTHETIC_MODE,
         ),
+        vllm=(f"{_SAMPLER}.rejection_random_sample_kernel",),
     ),
     Contract(
         "sample_recovered_tokens_kernel",
@@ -336,6 +363,7 @@ CONTRACTS: tuple[Contract, ...] = (
             _NO_DRAFT_PROBS,
             _constexpr("USE_FP64_GUMBEL", "follows ``inv_q_ptr``'s dtype"),
         ),
+        vllm=(f"{_SAMPLER}.sample_recovered_tokens_kernel",),
     ),
     Contract(
         "eagle_step_slot_mapping_metadata_kernel",
@@ -357,6 +385,7 @@ CONTRACTS: tuple[Contract, ...] = (
             _int("PAD_ID", "-"),
             _int("batch_size", ">= 0"),
         ),
+        vllm=(f"{_SPEC}.eagle_step_slot_mapping_metadata_kernel",),
     ),
     Contract(
         "eagle_prepare_inputs_padded_kernel",
@@ -372,6 +401,7 @@ CONTRACTS: tuple[Contract, ...] = (
             _out_index("num_rejected_tokens_gpu_ptr", "``R``"),
             _int("num_reqs", "``R`` >= 0"),
         ),
+        vllm=(f"{_SPEC}.eagle_prepare_inputs_padded_kernel",),
     ),
     Contract(
         "eagle_prepare_next_token_padded_kernel",
@@ -398,6 +428,7 @@ CONTRACTS: tuple[Contract, ...] = (
                 optional=True,
             ),
         ),
+        vllm=(f"{_SPEC}.eagle_prepare_next_token_padded_kernel",),
     ),
     Contract(
         "copy_and_expand_eagle_inputs_kernel",
@@ -433,6 +464,7 @@ CONTRACTS: tuple[Contract, ...] = (
             _flag("shift_input_ids", "-"),
             _constexpr("BLOCK_SIZE_TOKENS"),
         ),
+        vllm=(f"{_SPEC}.copy_and_expand_eagle_inputs_kernel",),
     ),
     Contract(
         "copy_and_expand_dflash_inputs_kernel",
@@ -467,6 +499,7 @@ CONTRACTS: tuple[Contract, ...] = (
             _BLOCK_SIZE,
             _flag("HAS_NUM_REJECTED", "-", optional=True),
         ),
+        vllm=(f"{_SPEC}.copy_and_expand_dflash_inputs_kernel",),
     ),
     Contract(
         "compute_slot_mapping_kernel",
@@ -476,6 +509,12 @@ CONTRACTS: tuple[Contract, ...] = (
         "request r (B' = B * TOTAL_CP_WORLD_SIZE; PAD_ID for tokens another context-parallel "
         "rank stores), then PAD_ID over [num_tokens, max_num_tokens)",
         _SLOT_ARGS,
+        vllm=(
+            # 0.29+: a launch-owner class keeps it (0.29-0.31: 15 arguments, 0.32+: 13)
+            "vllm.v1.worker.block_table.ComputeSlotMappingKernel.kernel",
+            # 0.27, 0.28: a module-level kernel (15 arguments)
+            "vllm.v1.worker.block_table._compute_slot_mapping_kernel",
+        ),
     ),
     Contract(
         "compute_slot_mapping_hybrid_kernel",
@@ -492,6 +531,7 @@ CONTRACTS: tuple[Contract, ...] = (
         + _SLOT_ARGS[6:8]
         + (_int("BLOCKS_PER_KV_BLOCK", ">= 1"),)
         + _SLOT_ARGS[8:],
+        serves="compute_slot_mapping_kernel",
     ),
     Contract(
         "batch_memcpy_kernel",
@@ -504,6 +544,7 @@ CONTRACTS: tuple[Contract, ...] = (
             _in_index("sizes", "``n``; non-negative"),
             _BLOCK_SIZE,
         ),
+        vllm=("vllm.v1.worker.mamba_utils.batch_memcpy_kernel",),
     ),
     Contract(
         "topk_topp_kernel",
@@ -516,6 +557,7 @@ CONTRACTS: tuple[Contract, ...] = (
         "holding a NaN is unchanged. SPLIT_COVERS_PONLY with top-k on: rows with K >= "
         "VOCAB_SIZE get no top-p (vLLM's split top-p kernels own them)",
         _TOPK_TOPP_ARGS + (_flag("SPLIT_COVERS_PONLY", "default False", optional=True),),
+        vllm=("vllm.v1.sample.ops.topk_topp_triton._topk_topp_kernel",),
     ),
     Contract(
         "topk_topp_nosplit_kernel",
@@ -524,6 +566,28 @@ CONTRACTS: tuple[Contract, ...] = (
         "vLLM 0.27-0.29's form of the top-k/top-p kernel (no split top-p kernels, no "
         "SPLIT_COVERS_PONLY): every row's top-k then top-p, as topk_topp_kernel",
         _TOPK_TOPP_ARGS,
+        serves="topk_topp_kernel",
+    ),
+    Contract(
+        "scatter_states_kernel",
+        "_workers",
+        "(row blocks, N) with ``N`` = elements of ``indices_ptr``; the CPU kernel copies each "
+        "row whole",
+        "copy row ``b`` of src to row ``indices[b]`` of state, ``row_size`` elements each, in "
+        "place (vLLM's mamba/KDA state-cache write, ``state[indices] = src``); every index a "
+        "row of state; a src of another dtype converted as the store converts",
+        (
+            _a("state_ptr", _IO, ("any",), "row table", "the rows ``indices`` names"),
+            _a("src_ptr", _IN, ("any",), "row table", "``N`` rows"),
+            _a("indices_ptr", _IN, _INDEX, "strided", "``N`` (defines ``N``); rows of state"),
+            _stride("stride_state_batch"),
+            _stride("stride_src_batch"),
+            _stride("stride_indices"),
+            _int("row_size", "elements per row, >= 0 (0: nothing is read or written)"),
+            _BLOCK_SIZE,
+            _constexpr("launch_pdl"),
+        ),
+        vllm=("vllm.model_executor.layers.mamba.ops.scatter_states._scatter_states_kernel",),
     ),
 )
 

@@ -61,26 +61,35 @@ def test_every_kernel_and_every_vllm_implementation_has_a_contract():
     assert impls <= set(NAMES), impls - set(NAMES)
 
 
-def test_the_kernel_table_lists_vllms_12_kernels():
-    """The one table every list of kernel names is read from (``kernels_cpu.__all__``, the
-    case builders ``fdkit.cases.KERNELS``, the parity tests): written out once, here."""
-    assert list(_overrides.VLLM_KERNELS) == [
-        "expand_kernel",
-        "rejection_greedy_sample_kernel",
-        "rejection_random_sample_kernel",
-        "sample_recovered_tokens_kernel",
-        "eagle_step_slot_mapping_metadata_kernel",
-        "eagle_prepare_inputs_padded_kernel",
-        "eagle_prepare_next_token_padded_kernel",
-        "copy_and_expand_eagle_inputs_kernel",
-        "copy_and_expand_dflash_inputs_kernel",
-        "compute_slot_mapping_kernel",
-        "batch_memcpy_kernel",
-        "topk_topp_kernel",
-    ]
+def test_the_kernel_table_is_read_from_the_contracts():
+    """``VLLM_KERNELS`` (and through it ``kernels_cpu.__all__``, the case builders
+    ``fdkit.cases.KERNELS``, the parity tests, the vLLM name list) is derived from the
+    contracts' ``vllm``/``serves`` fields: a kernel is added by its contract entry."""
+    newest = [c for c in contracts.CONTRACTS if c.vllm]
+    assert list(_overrides.VLLM_KERNELS) == [c.name for c in newest]
+    for c in newest:
+        entry = _overrides.VLLM_KERNELS[c.name]
+        assert entry.names == c.vllm
+        assert entry.impls == (c.name,) + tuple(
+            o.name for o in contracts.CONTRACTS if o.serves == c.name
+        )
+        assert all(n.startswith("vllm.") and n.count(".") >= 2 for n in c.vllm), c.vllm
+    assert all(c.vllm or c.serves for c in contracts.CONTRACTS)
+    assert not any(c.vllm and c.serves for c in contracts.CONTRACTS)
     impls = [i for entry in _overrides.VLLM_KERNELS.values() for i in entry.impls]
     assert [n for n in kernels_cpu.__all__ if n.endswith("_kernel")] == impls
     assert all(callable(getattr(kernels_cpu, n)) for n in impls)
+    assert set(impls) == set(NAMES)
+
+
+def test_every_kernel_module_is_typed_in_the_package():
+    """``kernels_cpu/__init__.py`` exports the kernels at run time from the contracts, and for
+    type checkers star-imports each kernel module's stub: a contract naming a module the
+    package does not import for its types fails here."""
+    source = (Path(kernels_cpu.__file__)).read_text()
+    for module in {c.module for c in contracts.CONTRACTS}:
+        assert f"from .{module} import *" in source, module
+        assert (Path(kernels_cpu.__file__).parent / f"{module}.pyi").exists(), module
 
 
 def test_rules_and_roles_are_the_defined_ones():

@@ -173,7 +173,7 @@ def _cases_next_token():
 
 
 def _cases_eagle_copy():
-    for idx in IDX:
+    for idx, shift in itertools.product(IDX, (False, True)):
         yield dict(
             target_token_ids_ptr=f"*{idx}",
             target_positions_ptr="*i64",
@@ -190,7 +190,7 @@ def _cases_eagle_copy():
             parallel_drafting_token_id="i32",
             total_input_tokens="i32",
             num_padding_slots_per_request="i32",
-            shift_input_ids="i1",
+            shift_input_ids=_c(shift),
             BLOCK_SIZE_TOKENS=_c(256),
         )
 
@@ -302,15 +302,96 @@ def test_compiles_for_sm90(module, name, cases):
     kernel = _kernel(module, name)
     for args in cases():
         for variant in (args, _ones(args)):
-            compiled = _compile(kernel, variant)
-            ptx = compiled.asm.get("ptx")
-            assert ptx, f"{name}: no PTX for {variant}"
-            # Bitwise GPU/CPU parity needs IEEE float arithmetic: no approximate division or
-            # reciprocal, no flush-to-zero (Triton's `/` on fp32 is div.full.f32).
-            approx = [
-                line.strip()
-                for line in ptx.splitlines()
-                if any(op in line for op in ("div.full", "div.approx", "rcp.approx", ".ftz."))
-                and not (name in _F64_EXP and "abs.ftz.f32" in line)
-            ]
-            assert not approx, f"{name}: non-IEEE float instructions {approx[:3]}"
+            _check_ptx(name, _compile(kernel, variant), variant)
+
+
+def _check_ptx(name, compiled, args):
+    ptx = compiled.asm.get("ptx")
+    assert ptx, f"{name}: no PTX for {args}"
+    # Bitwise GPU/CPU parity needs IEEE float arithmetic: no approximate division or
+    # reciprocal, no flush-to-zero (Triton's `/` on fp32 is div.full.f32).
+    approx = [
+        line.strip()
+        for line in ptx.splitlines()
+        if any(op in line for op in ("div.full", "div.approx", "rcp.approx", ".ftz."))
+        and not (name in _F64_EXP and "abs.ftz.f32" in line)
+    ]
+    assert not approx, f"{name}: non-IEEE float instructions {approx[:3]}"
+
+
+_TRITON_DTYPES = {
+    "float32": "*fp32",
+    "float64": "*fp64",
+    "float16": "*fp16",
+    "bfloat16": "*bf16",
+    "int32": "*i32",
+    "int64": "*i64",
+    "uint64": "*u64",
+    "bool": "*i1",
+    "uint8": "*u8",
+    "int8": "*i8",
+}
+
+
+def _signature_of(kernel, kwargs):
+    """The Triton signature a launch with these arguments specialises to: pointers by dtype,
+    the kernel's constexprs as values, integers as i32/i64 by range, floats as fp32."""
+    constexpr_names = {kernel.arg_names[i] for i in kernel.constexprs}
+    args = {}
+    for name in kernel.arg_names:
+        value = kwargs.get(name)
+        if name in constexpr_names:
+            args[name] = _c(value)
+        elif value is None:
+            args[name] = _c(None)
+        elif hasattr(value, "dtype"):
+            args[name] = _TRITON_DTYPES[str(value.dtype).removeprefix("torch.")]
+        elif isinstance(value, bool):
+            args[name] = "i1"
+        elif isinstance(value, int):
+            args[name] = "i32" if -(2**31) <= value < 2**31 else "i64"
+        else:
+            args[name] = "fp32"
+    return args
+
+
+def _generated_signatures(name, limit=4):
+    """Distinct signatures of the random launches ``fdkit.cases`` makes of ``name`` (both index
+    dtypes): the compile check follows the case generators, so a kernel added to the contract
+    table is compiled without a line here."""
+    import torch
+
+    import fdkit.cases as fdcases
+
+    kernel = _kernel_any(name)
+    seen = {}
+    for idx in (torch.int32, torch.int64):
+        for seed in range(40):
+            case = fdcases.make_case(name, seed, idx)
+            kwargs, _ = case.build()
+            sig = _signature_of(kernel, kwargs)
+            seen.setdefault(repr(sorted(sig.items(), key=str)), sig)
+            if len(seen) >= limit * (2 if idx is torch.int64 else 1):
+                break
+    return list(seen.values())
+
+
+def _kernel_any(name):
+    from fastdispatch.ops import triton_kernels
+
+    kernel = triton_kernels.kernel(name)
+    assert isinstance(kernel, triton.runtime.JITFunction), kernel
+    return kernel
+
+
+def _generated_kernels():
+    import fdkit.cases as fdcases
+
+    return list(fdcases.KERNELS)
+
+
+@pytest.mark.parametrize("name", _generated_kernels())
+def test_the_generated_launches_compile_for_sm90(name):
+    kernel = _kernel_any(name)
+    for args in _generated_signatures(name):
+        _check_ptx(name, _compile(kernel, args), args)

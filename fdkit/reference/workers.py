@@ -10,6 +10,8 @@ import ctypes
 
 import torch
 
+from fdkit._case import Case, Out, Slice, batch, gen, next_pow2
+
 _i64 = torch.int64
 
 
@@ -104,3 +106,60 @@ def compute_slot_mapping_hybrid_kernel(
 def batch_memcpy_kernel(src_ptrs, dst_ptrs, sizes, BLOCK_SIZE=None):
     for src, dst, size in zip(src_ptrs.tolist(), dst_ptrs.tolist(), sizes.tolist()):
         ctypes.memmove(dst, src, size)
+
+
+def scatter_states_kernel(
+    state_ptr,
+    src_ptr,
+    indices_ptr,
+    stride_state_batch,
+    stride_src_batch,
+    stride_indices,
+    row_size,
+    BLOCK_SIZE=None,
+    launch_pdl=None,
+):
+    """Row ``b`` of src (``row_size`` elements from ``b * stride_src_batch``) to row
+    ``indices[b]`` of state, one row at a time, in the state's dtype."""
+    n = indices_ptr.numel()
+    flat_idx = indices_ptr.reshape(-1) if indices_ptr.dim() != 1 else indices_ptr
+    for b in range(n if row_size > 0 else 0):
+        k = int(flat_idx[b])
+        src_off = src_ptr.storage_offset() + b * stride_src_batch
+        src_row = src_ptr.as_strided((row_size,), (1,), src_off)
+        dst_off = state_ptr.storage_offset() + k * stride_state_batch
+        state_ptr.as_strided((row_size,), (1,), dst_off).copy_(src_row.clone())
+
+
+def case_scatter_states_kernel(rng, idx, scale):
+    """State rows at unique slot indices (poisoned state, so unwritten rows must stay poison),
+    of a float or integer dtype, src of the same or another dtype, src rows contiguous or a
+    column slice of a wider buffer, state rows packed or apart."""
+    big = scale != "small"
+    rows = rng.randint(1, 64 if big else 8)
+    n = min(rows, batch(rng, 64 if big else 8))
+    row_size = rng.randint(1, 700 if big else 9)
+    stride_state = row_size + rng.choice((0, 0, 3))
+    extra = rng.choice((0, 0, 2))
+    dtype = rng.choice((torch.float32, torch.float16, torch.int32, torch.int64))
+    src_dtype = dtype if rng.random() < 0.8 else rng.choice((torch.float32, torch.int32))
+    g = gen(rng)
+    values = (torch.randn((n, row_size + extra), generator=g) * 50).to(src_dtype)
+    slots = rng.sample(range(rows), n)
+    block = min(next_pow2(row_size), 1024)
+    return Case(
+        "scatter_states_kernel",
+        (-(-row_size // block), n),
+        dict(
+            state_ptr=Out((rows, row_size), dtype, row_stride=stride_state),
+            src_ptr=Slice(values, row_size) if extra else values[:, :row_size].contiguous(),
+            indices_ptr=torch.tensor(slots, dtype=idx),
+            stride_state_batch=stride_state,
+            stride_src_batch=row_size + extra,
+            stride_indices=1,
+            row_size=row_size,
+            BLOCK_SIZE=block,
+            launch_pdl=False,
+        ),
+        note=f"rows={rows} n={n} row_size={row_size} {dtype}<-{src_dtype}",
+    )

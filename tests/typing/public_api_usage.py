@@ -148,7 +148,8 @@ def kernels_cpu_usage() -> None:
 
     mapping = kernels_cpu.vllm_overrides()
     assert_type(mapping, dict[str, Callable[..., Any]])
-    assert len(mapping) == len(kernels_cpu.VLLM_KERNEL_NAMES) == 12
+    assert len(mapping) == len(kernels_cpu.VLLM_KERNEL_NAMES) == len(kernels_cpu.VLLM_KERNELS)
+    assert all(callable(fn) and fn.__name__ in kernels_cpu.__all__ for fn in mapping.values())
 
 
 def ops_usage() -> None:

@@ -1,8 +1,9 @@
-"""Triton kernels for the model-runner workers: KV slot mapping and batched memcpy.
+"""Triton kernels for the model-runner workers: KV slot mapping, batched memcpy, state scatter.
 
 ``compute_slot_mapping_kernel`` has the argument names and order of vLLM's
 ``ComputeSlotMappingKernel.kernel`` (``vllm/v1/worker/block_table.py``);
-``batch_memcpy_kernel`` those of ``vllm/v1/worker/mamba_utils.py``.
+``batch_memcpy_kernel`` those of ``vllm/v1/worker/mamba_utils.py``; ``scatter_states_kernel``
+those of ``_scatter_states_kernel`` (``vllm/model_executor/layers/mamba/ops/scatter_states.py``).
 """
 
 from .._triton import tl, triton
@@ -82,3 +83,31 @@ def batch_memcpy_kernel(src_ptrs, dst_ptrs, sizes, BLOCK_SIZE: tl.constexpr):
         if overlap:
             tl.debug_barrier()
         tl.store(dst_block, data, mask=in_range)
+
+
+@triton.jit
+def scatter_states_kernel(
+    state_ptr,  # rows of row_size elements, stride_state_batch apart (written in place)
+    src_ptr,  # [N] rows of row_size elements, stride_src_batch apart
+    indices_ptr,  # [N] int32/int64: the state row each src row goes to
+    stride_state_batch,
+    stride_src_batch,
+    stride_indices,
+    row_size: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+    launch_pdl: tl.constexpr,
+):
+    """Grid ``(cdiv(row_size, BLOCK_SIZE), N)``: program ``(blk, b)`` copies block ``blk`` of
+    src row ``b`` to state row ``indices[b]`` (converted to state's dtype by the store).
+    ``launch_pdl`` orders the launch after the previous kernel's writes on GPUs with
+    programmatic dependent launch; it does not change what is written."""
+    block_idx = tl.program_id(0)
+    batch_idx = tl.program_id(1)
+    offsets = block_idx * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < row_size
+    if launch_pdl:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
+    state_idx = tl.load(indices_ptr + batch_idx * stride_indices).to(tl.int64)
+    values = tl.load(src_ptr + batch_idx.to(tl.int64) * stride_src_batch + offsets, mask=mask)
+    tl.store(state_ptr + state_idx * stride_state_batch + offsets, values, mask=mask)
