@@ -7,14 +7,10 @@ from libc.stdlib cimport malloc
 from libc.string cimport memset
 
 
-cdef extern from "Python.h":
-    # The C macros on raw pointers: Cython's Py_INCREF(<object> p) adds a temporary reference.
-    void _incref "Py_INCREF" (PyObject* o)
-    void _decref "Py_DECREF" (PyObject* o)
-    Py_ssize_t _refcnt "Py_REFCNT" (PyObject* o)
-    object PyObject_Vectorcall(object callable, PyObject** args, size_t nargsf, PyObject* kwnames)
-    size_t PY_VECTORCALL_ARGUMENTS_OFFSET
-    object PyObject_GenericGetDict(object o, void* context)
+from fastdispatch._capi cimport (
+    PY_VECTORCALL_ARGUMENTS_OFFSET, PyObject_GenericGetDict, PyObject_Vectorcall, _decref,
+    _incref, _refcnt,
+)
 
 
 cdef extern from *:

@@ -25,10 +25,7 @@ would not be one.
 from cpython.object cimport PyObject, PyTypeObject, ternaryfunc
 from cpython.tuple cimport PyTuple_GET_SIZE
 
-cdef extern from "Python.h":
-    object PyObject_Vectorcall(object callable, PyObject** args, size_t nargsf, PyObject* kwnames)
-    ctypedef struct PyTupleObject:
-        PyObject* ob_item[1]
+from fastdispatch._capi cimport PyObject_Vectorcall, PyTupleObject
 
 __all__ = ["NullLauncher", "NullSink"]
 

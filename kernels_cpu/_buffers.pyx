@@ -87,34 +87,11 @@ cdef enum:
     kDLBfloat = 4
     kDLBool = 6
 
-cdef extern from "Python.h":
-    # The slots behind ``getset_descriptor`` and ``method_descriptor`` objects (descrobject.h).
-    ctypedef object (*getter_fn "getter")(object, void*)
-    ctypedef struct PyGetSetDef:
-        getter_fn get
-        void* closure
-    ctypedef struct PyGetSetDescrObject:
-        PyGetSetDef* d_getset
-    ctypedef object (*noargs_fn "PyCFunction")(object, PyObject*)
-    ctypedef object (*kwargs_fn "PyCFunctionWithKeywords")(object, object, PyObject*)
-    ctypedef struct PyMethodDef:
-        noargs_fn ml_meth
-        int ml_flags
-    ctypedef struct PyMethodDescrObject:
-        PyMethodDef* d_method
-    ctypedef struct _TypeTag "PyTypeObject":
-        unsigned int tp_version_tag
-    ctypedef Py_ssize_t (*lenfunc)(object) except -1
-    ctypedef struct PyMappingMethods:
-        lenfunc mp_length
-    ctypedef struct _TypeMapping "PyTypeObject":
-        PyMappingMethods* tp_as_mapping
-    PyTypeObject PyGetSetDescr_Type
-    PyTypeObject PyMethodDescr_Type
-    enum:
-        METH_NOARGS
-        METH_VARARGS
-        METH_KEYWORDS
+from fastdispatch._capi cimport (
+    METH_KEYWORDS, METH_NOARGS, METH_VARARGS, PyGetSetDef, PyGetSetDescr_Type,
+    PyGetSetDescrObject, PyMappingMethods, PyMethodDef, PyMethodDescr_Type, PyMethodDescrObject,
+    _TypeMapping, _TypeTag, getter_fn, kwargs_fn, lenfunc, noargs_fn,
+)
 
 cdef object _Tensor = torch.Tensor
 cdef PyTypeObject* _tensor_type = <PyTypeObject*>torch.Tensor

@@ -444,6 +444,39 @@ cdef Py_ssize_t _total(IBuf cu, Py_ssize_t B) noexcept:
     return <Py_ssize_t>iget(cu, B - 1) if B > 0 else 0
 
 
+cdef int check_step_rows(StepRows* s, object output_token_ids, object cu_num_draft_tokens,
+                         object draft_token_ids, object max_spec_len) except -1:
+    """The arguments every whole-step entry point (``rejection_sample_step*``,
+    ``spec_sample_step``) reads first, checked once here: ``max_spec_len`` >= 0, the output as
+    ``B`` rows of ``max_spec_len + 1`` slots, the offsets and the draft ids they index."""
+    cdef Py_ssize_t shp[1]
+    cdef Py_ssize_t n_out
+    cdef int code = 0
+    cdef int64_t K = as_int(max_spec_len, "max_spec_len")
+    need_min("max_spec_len", K, 0)
+    s.width = K + 1
+    s.out.ptr = check_rowed(output_token_ids, "output_token_ids", M_INDEX, s.width,
+                            "max_spec_len + 1", &code, &n_out)
+    s.out.wide = code == DT_INT64
+    s.cu = check_index(cu_num_draft_tokens, "cu_num_draft_tokens", -1, shp)
+    s.B = shp[0]
+    need_rows("output_token_ids", n_out, s.B, s.width, "max_spec_len + 1", output_token_ids)
+    s.draft = check_index(draft_token_ids, "draft_token_ids", -1, shp)
+    s.most = _check_offsets(s.cu, s.B, shp[0], K, "cu_num_draft_tokens")
+    s.T = _total(s.cu, s.B)
+    no_output_overlap(s, "cu_num_draft_tokens", s.cu.ptr, s.B * isize(s.cu))
+    no_output_overlap(s, "draft_token_ids", s.draft.ptr, s.T * isize(s.draft))
+    return 0
+
+
+cdef int no_output_overlap(const StepRows* s, str name, const char* p, Py_ssize_t nbytes) except -1:
+    """The output rows must not overlap ``nbytes`` at ``p`` (argument ``name``), which steer the
+    step."""
+    no_overlap("output_token_ids", s.out.ptr, s.B * s.width * isize(s.out), name, <char*>p,
+               nbytes)
+    return 0
+
+
 cdef int _check_ids(IBuf ids, Py_ssize_t n, Py_ssize_t V, str name) except -1:
     """Draft ids must be < V (negative ids are legal: padding, always rejected)."""
     cdef Py_ssize_t i
@@ -744,21 +777,11 @@ cdef int _check_step(StepArgs* a, output_token_ids, cu_num_draft_tokens, draft_t
                      object max_spec_len, synthetic_rates) except -1:
     """Validate a whole step's arguments (both entry points) before anything is written."""
     cdef Py_ssize_t shp[1]
-    cdef Py_ssize_t K = as_int(max_spec_len, "max_spec_len"), n_out, n_draft
-    cdef int code = 0
-    need_min("max_spec_len", K, 0)
-    a.width = K + 1
-    a.out.ptr = check_rowed(output_token_ids, "output_token_ids", M_INDEX, a.width,
-                            "max_spec_len + 1", &code, &n_out)
-    a.out.wide = code == DT_INT64
-    a.cu = check_index(cu_num_draft_tokens, "cu_num_draft_tokens", -1, shp)
-    a.B = shp[0]
-    cdef Py_ssize_t B = a.B
-    need_rows("output_token_ids", n_out, B, a.width, "max_spec_len + 1", output_token_ids)
-    a.draft = check_index(draft_token_ids, "draft_token_ids", -1, shp)
-    n_draft = shp[0]
-    cdef Py_ssize_t most = _check_offsets(a.cu, B, n_draft, K, "cu_num_draft_tokens")
-    a.T = _total(a.cu, B)
+    cdef StepRows rows
+    check_step_rows(&rows, output_token_ids, cu_num_draft_tokens, draft_token_ids, max_spec_len)
+    a.out, a.cu, a.draft = rows.out, rows.cu, rows.draft
+    a.B, a.T, a.width = rows.B, rows.T, rows.width
+    cdef Py_ssize_t B = a.B, most = rows.most
     a.V = _vocab(scores, scores_name)
     if a.V < 1 and a.T > 0:
         raise ValueError(expected(scores_name, "at least one vocab column", "none"))
@@ -778,13 +801,7 @@ cdef int _check_step(StepArgs* a, output_token_ids, cu_num_draft_tokens, draft_t
         need_count("synthetic_rates", shp[0], most,
                    "one per draft position of the longest request")
     _check_ids(a.draft, a.T, a.V, "draft_token_ids")
-    cdef Py_ssize_t osz = B * a.width * isize(a.out)
-    no_overlap("output_token_ids", a.out.ptr, osz, "cu_num_draft_tokens", a.cu.ptr,
-               B * isize(a.cu))
-    no_overlap("output_token_ids", a.out.ptr, osz, "draft_token_ids", a.draft.ptr,
-               a.T * isize(a.draft))
-    no_overlap("output_token_ids", a.out.ptr, osz, "bonus_token_ids", a.bonus.ptr,
-               B * isize(a.bonus))
+    no_output_overlap(&rows, "bonus_token_ids", a.bonus.ptr, B * isize(a.bonus))
     return 0
 
 

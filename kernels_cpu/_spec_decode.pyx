@@ -19,8 +19,7 @@ the argument, and the outputs are left untouched.
 """
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t, INT64_MAX
 
-cdef extern from "Python.h":
-    const Py_ssize_t PY_SSIZE_T_MAX
+from fastdispatch._capi cimport PY_SSIZE_T_MAX
 
 from kernels_cpu._buffers cimport IBuf, iget, iset, check_index
 from kernels_cpu._checks cimport (

@@ -36,16 +36,13 @@ from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy
 
 from kernels_cpu._buffers cimport (
-    IBuf, iget, iset, isize, check_table, check_tensor, check_index, check_rowed, expected,
-    is_none, DT_FLOAT32, DT_FLOAT64, DT_FLOAT16, DT_BFLOAT16, DT_INT64, M_FLOAT32, M_FLOAT64,
-    M_INDEX,
+    IBuf, iget, iset, isize, check_table, check_tensor, check_index, expected, is_none,
+    DT_FLOAT32, DT_FLOAT64, DT_FLOAT16, DT_BFLOAT16, DT_INT64, M_FLOAT32, M_FLOAT64,
 )
-from kernels_cpu._checks cimport (
-    as_int, bool_at_least, index_at_least, need_min, need_rows, no_overlap, offset_start,
-)
+from kernels_cpu._checks cimport bool_at_least, index_at_least, offset_start
 from kernels_cpu._fused cimport (
-    _accept_uniform, _accepts, _row_norm, race_logits, argmax_row, expf32, _check_offsets,
-    _total, _check_ids, _probs, _seeds,
+    StepRows, _accept_uniform, _accepts, _row_norm, race_logits, argmax_row, expf32,
+    check_step_rows, no_output_overlap, _check_ids, _probs, _seeds,
 )
 from kernels_cpu._parallel cimport threads_for
 from kernels_cpu._topk_topp cimport row_scratch, free_row_scratch, mask_row_f32, widen_row
@@ -213,25 +210,16 @@ cdef int _check_step(Step* a, output_token_ids, logits, target_logits_indices,
                      temperature, is_greedy, bonus_greedy, top_k, top_p, seeds,
                      max_spec_len) except -1:
     cdef Py_ssize_t shp[2]
-    cdef Py_ssize_t n_out, n_draft, r, rstride
+    cdef Py_ssize_t r, rstride
     cdef int code = 0
-    cdef int64_t K = as_int(max_spec_len, "max_spec_len")
     cdef const float* tp
     cdef double pv
     cdef int64_t kv
-    need_min("max_spec_len", K, 0)
-    a.width = K + 1
-    a.out.ptr = check_rowed(output_token_ids, "output_token_ids", M_INDEX, a.width,
-                            "max_spec_len + 1", &code, &n_out)
-    a.out.wide = code == DT_INT64
-    a.cu = check_index(cu_num_draft_tokens, "cu_num_draft_tokens", -1, shp)
-    a.B = shp[0]
+    cdef StepRows rows
+    check_step_rows(&rows, output_token_ids, cu_num_draft_tokens, draft_token_ids, max_spec_len)
+    a.out, a.cu, a.draft = rows.out, rows.cu, rows.draft
+    a.B, a.T, a.width = rows.B, rows.T, rows.width
     cdef Py_ssize_t B = a.B
-    need_rows("output_token_ids", n_out, B, a.width, "max_spec_len + 1", output_token_ids)
-    a.draft = check_index(draft_token_ids, "draft_token_ids", -1, shp)
-    n_draft = shp[0]
-    _check_offsets(a.cu, B, n_draft, K, "cu_num_draft_tokens")
-    a.T = _total(a.cu, B)
     a.logits = check_table(logits, "logits", M_LOGITS, shp, &rstride, &code)
     a.N = shp[0]
     a.V = shp[1]
@@ -289,15 +277,8 @@ cdef int _check_step(Step* a, output_token_ids, logits, target_logits_indices,
             if not (0.0 < pv <= 1.0):
                 raise ValueError(expected("top_p", "values in (0, 1]", f"top_p[{r}] = {pv}"))
     a.seeds = _seeds(seeds, "seeds", B)
-    cdef Py_ssize_t osz = B * a.width * isize(a.out)
-    no_overlap("output_token_ids", a.out.ptr, osz, "cu_num_draft_tokens", a.cu.ptr,
-               B * isize(a.cu))
-    no_overlap("output_token_ids", a.out.ptr, osz, "draft_token_ids", a.draft.ptr,
-               a.T * isize(a.draft))
-    no_overlap("output_token_ids", a.out.ptr, osz, "target_logits_indices", a.tidx.ptr,
-               a.T * isize(a.tidx))
-    no_overlap("output_token_ids", a.out.ptr, osz, "bonus_logits_indices", a.bidx.ptr,
-               B * isize(a.bidx))
+    no_output_overlap(&rows, "target_logits_indices", a.tidx.ptr, a.T * isize(a.tidx))
+    no_output_overlap(&rows, "bonus_logits_indices", a.bidx.ptr, B * isize(a.bidx))
     return 0
 
 

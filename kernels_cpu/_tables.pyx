@@ -13,8 +13,7 @@ import torch
 from kernels_cpu._buffers cimport DT_INT64, M_INDEX, check_table, check_tensor
 from kernels_cpu._checks cimport as_int, expected, need_min
 
-cdef extern from "Python.h":
-    const Py_ssize_t PY_SSIZE_T_MAX
+from fastdispatch._capi cimport PY_SSIZE_T_MAX
 
 cdef object _Tensor = torch.Tensor
 

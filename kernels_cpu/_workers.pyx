@@ -17,8 +17,7 @@ from libc.string cimport memcpy, memmove
 
 import torch
 
-cdef extern from "Python.h":
-    const Py_ssize_t PY_SSIZE_T_MAX
+from fastdispatch._capi cimport PY_SSIZE_T_MAX
 
 
 from kernels_cpu._buffers cimport (

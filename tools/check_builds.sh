@@ -25,6 +25,11 @@
 #                from that venv, the backend is compiled, and a launch through the whole path
 #                (op -> launch owner -> override -> kernels_cpu) matches the plain-torch reference
 #                (fdkit.reference, read from the source tree: the wheel does not carry it).
+#   5b. manylinux  tools/build_wheels.sh 3.11: the wheel an index can serve (manylinux x86_64 tag,
+#                no vendored library -- libgomp above all --, no RPATH, libgomp.so.1 needed by
+#                SONAME), installed over the first one: `python -m fastdispatch info` shows the
+#                compiled backend, and the process has exactly one OpenMP runtime, torch's, whose
+#                thread count torch.set_num_threads sets.
 #   6. no-OpenMP FASTDISPATCH_NO_OPENMP=1 build of a second copy (WORK/noomp); no -fopenmp in its
 #                log, no libgomp in its .so files, openmp_enabled() is False, and the kernel tests
 #                (tests/test_kernels_*.py, tests/test_fused_*.py, and the fork/thread robustness
@@ -342,6 +347,53 @@ print(f"smoke ok: fastdispatch {fastdispatch.__version__} backend {fastdispatch.
       f"OpenMP {kernels_cpu.openmp_enabled()}, torch {torch.__version__}, run mode {ops.RUN_MODE}")
 PYSMOKE
 done_step "$(tail -n 1 "$WORK/smoke.log")"
+
+# ---- 5b. the manylinux wheel an index can serve ----------------------------------------------------
+step "manylinux wheel (tools/build_wheels.sh 3.11): tag, libgomp not vendored, one OpenMP runtime"
+rm -f "$ROOT"/dist/fastdispatch-*-cp311-*manylinux*.whl
+"$ROOT"/tools/build_wheels.sh 3.11 > "$WORK/manylinux.log" 2>&1 || fail "tools/build_wheels.sh 3.11" "$WORK/manylinux.log"
+MWHEEL=$(ls "$ROOT"/dist/fastdispatch-*-cp311-cp311-*manylinux*_x86_64.whl 2> /dev/null | head -n 1)
+[ -n "$MWHEEL" ] || fail "no manylinux x86_64 wheel in dist/" "$WORK/manylinux.log"
+mkdir -p "$WORK/mwheel-x" && (cd "$WORK/mwheel-x" && "$PY" -m zipfile -e "$MWHEEL" .) \
+    || fail "unpacking the manylinux wheel"
+if find "$WORK/mwheel-x" -name '*.libs' -o -name '*gomp*' -o -name '*libomp*' | grep -q .; then
+    fail "the manylinux wheel vendors libraries: $(find "$WORK/mwheel-x" -name '*.libs' -o -name '*gomp*')"
+fi
+for so in "$WORK"/mwheel-x/kernels_cpu/*.so "$WORK"/mwheel-x/fastdispatch/*.so; do
+    if readelf -d "$so" | grep -qE 'RPATH|RUNPATH'; then fail "$(basename "$so") keeps an RPATH"; fi
+done
+if [ "$WHEEL_OMP" = openmp ]; then
+    readelf -d "$WORK"/mwheel-x/kernels_cpu/_sampling*.so | grep -q 'NEEDED.*\[libgomp\.so\.1\]' \
+        || fail "kernels_cpu._sampling does not need libgomp.so.1 by its SONAME"
+fi
+"$VPY" -m pip install -q --no-compile --disable-pip-version-check --force-reinstall --no-deps \
+    "$MWHEEL" >> "$WORK/venv.log" 2>&1 || fail "pip install of the manylinux wheel" "$WORK/venv.log"
+(cd "$WORK" && PYTHONDONTWRITEBYTECODE=1 "$VPY" -m fastdispatch info) > "$WORK/minfo.log" 2>&1 \
+    || fail "python -m fastdispatch info from the manylinux wheel" "$WORK/minfo.log"
+grep -q "backend      cython" "$WORK/minfo.log" || fail "the manylinux wheel's backend" "$WORK/minfo.log"
+(cd "$WORK" && PYTHONDONTWRITEBYTECODE=1 "$VPY" - <<'PYOMP') > "$WORK/omp.log" 2>&1 \
+    || fail "one OpenMP runtime with the manylinux wheel" "$WORK/omp.log"
+import os, re
+import torch
+import kernels_cpu
+if kernels_cpu.openmp_enabled():
+    out = torch.empty(1 << 16, dtype=torch.int64)
+    kernels_cpu.set_parallel_threshold(1)
+    kernels_cpu.expand_kernel(out, torch.arange(1 << 12, dtype=torch.int64),
+                              torch.arange(16, (1 << 16) + 1, 16, dtype=torch.int64), -1, 0)
+    libs = {os.path.realpath(line.split()[-1]) for line in open("/proc/self/maps")
+            if len(line.split()) >= 6 and re.search(r"lib(gomp|omp|iomp5)[^/]*\.so",
+                                                    line.split()[-1].rsplit("/", 1)[-1])}
+    assert len(libs) == 1, f"OpenMP runtimes in the process: {sorted(libs)}"
+    assert any("/torch/lib/" in p for p in libs), f"not torch's runtime: {sorted(libs)}"
+    for n in (1, 2):
+        torch.set_num_threads(n)
+        assert kernels_cpu.get_num_threads() == n, (n, kernels_cpu.get_num_threads())
+    print(f"one OpenMP runtime: {sorted(libs)[0]}; torch.set_num_threads governs it")
+else:
+    print("no OpenMP in this build")
+PYOMP
+done_step "$(basename "$MWHEEL"); $(tail -n 1 "$WORK/omp.log")"
 # Deleting torch's files is slow on a busy disk (a minute here); let it overlap the build below.
 if [ $keep -eq 0 ]; then
     rm -rf "$WORK/venv" &

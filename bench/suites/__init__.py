@@ -18,6 +18,7 @@ SUITES = (
     "fused",
     "step",
     "topk_topp",
+    "states",
     "threads",
     "registration",
     "engine",
