@@ -7,7 +7,7 @@ number, and a headline whose rows were not measured in this run is simply absent
 
 from __future__ import annotations
 
-from ._rows import rows_of
+from ._rows import fmt_ns, rows_of
 
 
 def _index(doc) -> dict:
@@ -73,7 +73,16 @@ def headlines(doc: dict) -> list:
     # (label, numerator key, denominator key, goal, kind) of the two launch groups
     ov, ch = "launch/override/", "launch/owner_chain/"
     for label, num, den, goal, kind in (
-        ("compiled override[grid](**kw) vs direct call", "compiled", "direct", "≤ 2x", "x"),
+        # No goal against the direct call: the floor below (a C launcher doing no binding work)
+        # already costs ~2.4x it on CPython 3.11 (README, "Launch overhead"), so the goal on our
+        # launcher is stated against the floor (the runtime-keys row).
+        (
+            "compiled override[grid](**kw) vs direct call",
+            "compiled",
+            "direct",
+            "context: at least the floor's ratio (next row)",
+            "x",
+        ),
         (
             "floor (C launcher doing no binding work) vs direct call",
             "floor",
@@ -290,8 +299,6 @@ def headlines(doc: dict) -> list:
 
 
 def fmt(h: dict, medians: bool = True) -> str:
-    from ._report import fmt_ns
-
     v = h["value"]
     text = f"{v:.2f}x faster" if h["kind"] == "faster" else f"{v:.2f}x"
     if h["kind"] == "faster" and v < 1:

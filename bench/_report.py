@@ -81,7 +81,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ._rows import Row, json_default, rows_of
+from ._headlines import fmt as fmt_headline
+from ._rows import Row, fmt_ns, json_default, rows_of
 
 SCHEMA = "fastdispatch-bench/1"
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -201,18 +202,6 @@ def now_iso() -> str:
 # ---------------------------------------------------------------------------------------------
 # formatting
 # ---------------------------------------------------------------------------------------------
-def fmt_ns(ns) -> str:
-    if ns is None:
-        return "-"
-    if ns < 1e3:
-        return f"{ns:.0f} ns"
-    if ns < 1e6:
-        return f"{ns / 1e3:.2f} µs"
-    if ns < 1e9:
-        return f"{ns / 1e6:.2f} ms"
-    return f"{ns / 1e9:.2f} s"
-
-
 def fmt_ratio(r) -> str:
     if r is None:
         return "-"
@@ -343,8 +332,6 @@ def markdown(doc: dict, group_filter=None) -> str:
         f"median), {sm['wall_s']} s"
     )
     if doc.get("headlines"):
-        from ._headlines import fmt as fmt_headline
-
         out += [
             "",
             "| headline (two rows of one group, same run) | measured | goal |",

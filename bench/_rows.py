@@ -107,3 +107,16 @@ def json_default(obj):
     if isinstance(obj, tuple):
         return list(obj)
     raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
+
+
+def fmt_ns(ns) -> str:
+    """A time in ns as the tables and headlines show it (``"152 ns"``, ``"2.49 µs"``)."""
+    if ns is None:
+        return "-"
+    if ns < 1e3:
+        return f"{ns:.0f} ns"
+    if ns < 1e6:
+        return f"{ns / 1e3:.2f} µs"
+    if ns < 1e9:
+        return f"{ns / 1e6:.2f} ms"
+    return f"{ns / 1e9:.2f} s"

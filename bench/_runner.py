@@ -201,15 +201,11 @@ def _settings_for(specs, ctx, docs):
     return settings
 
 
-def run_group(spec: GroupSpec, ctx: Context, filt: Optional[str], progress=None) -> dict:
-    """Build, measure and summarise one group. Never raises for a measurement problem."""
-    return run_family([spec], ctx, filt, progress)[0]
-
-
 def run_family(specs, ctx: Context, filt: Optional[str], progress=None) -> list:
-    """Measure several groups in *one* interleaved pass (one ``measure`` call).
+    """Measure one group, or several in *one* interleaved pass (one ``measure`` call).
 
-    Used for groups that share a costly process-wide state switch (stock vLLM vs
+    Every group goes through here (``bench.__main__`` batches them): one group alone, or a
+    family of groups that share a costly process-wide state switch (stock vLLM vs
     ``install()``): per repeat every case of every group is sampled once, state blocks in ABBA
     order, so the state switches once per repeat for the whole family instead of once per
     repeat per group. Ratios stay within each group (anchor of the same grid point, same

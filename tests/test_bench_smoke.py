@@ -167,6 +167,35 @@ def test_headlines_find_rows_by_key_not_by_display_name():
     assert h["value"] == 20.0 and h["num"] == "renamed stock row" and h["den_key"] == rows[1].key
 
 
+def test_headlines_do_not_depend_on_the_report():
+    """One-way: the report renders headlines; headlines (and their formatting) never import the
+    report, even when formatting one."""
+    code = (
+        "import sys\n"
+        "from bench import _headlines\n"
+        "h = {'value': 2.0, 'kind': 'x', 'noisy': False, 'num_ns': 200.0, 'den_ns': 100.0}\n"
+        "assert _headlines.fmt(h) == '2.00x (200 ns vs 100 ns)', _headlines.fmt(h)\n"
+        "assert 'bench._report' not in sys.modules, 'bench._headlines imported bench._report'\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_no_headline_sets_a_goal_below_the_launch_floor():
+    """A launcher of the ``override[grid](**kw)`` form cannot beat the floor row (README,
+    "Launch overhead"): its ratio to a direct call carries no goal, only context."""
+    rows = [
+        _row(f"launch/override/{slug}", slug, ns, ratio=ns / 50.0, anchor=slug == "direct")
+        for slug, ns in (("direct", 50.0), ("floor", 120.0), ("compiled", 140.0))
+    ]
+    doc = {"groups": [{"id": "launch/override", "status": "ok", "params": {}, "rows": rows}]}
+    by_keys = {(h["num_key"], h["den_key"]): h for h in _headlines.headlines(doc)}
+    h = by_keys[("launch/override/compiled", "launch/override/direct")]
+    assert h["goal"].startswith("context:"), h["goal"]
+
+
 def test_declared_rows_have_unique_keys():
     from bench._model import Context
     from bench._vllm import VllmSide

@@ -59,6 +59,12 @@ def _owner_kernel(owner):
 # -- the mode itself ----------------------------------------------------------------------------
 
 
+def kernels_cpu_table():
+    import kernels_cpu
+
+    return kernels_cpu.VLLM_KERNELS
+
+
 def test_run_mode_and_registration():
     owners = [
         ops.sampling._expand,
@@ -72,9 +78,11 @@ def test_run_mode_and_registration():
         ops.spec_decode._copy_and_expand_dflash,
         ops.workers._compute_slot_mapping,
         ops.workers._batch_memcpy,
+        ops.workers._scatter_states,
         ops.topk_topp._topk_topp,
     ]
-    assert len(owners) == len(ops.QUALNAMES) == 12
+    # one op owner per kernel of the contract table that vLLM launches (its newest signature)
+    assert len(owners) == len(ops.QUALNAMES) == len(kernels_cpu_table())
     if MODE == "interpret":
         assert ops.RUN_MODE == "interpret" and ops.HAS_TRITON
         assert not ops.cpu_kernels_active()
@@ -713,6 +721,24 @@ def test_batch_memcpy_overlap_safe():
         ops.batch_memcpy(src, dst, sizes.to(torch.int32))
     with pytest.raises(ValueError, match="dst_ptrs"):
         ops.batch_memcpy(src, dst[:2], sizes)
+
+
+@pytest.mark.parametrize("idx", IDX)
+def test_scatter_states(idx):
+    state = torch.zeros(5, 2, 3)
+    src = torch.arange(12, dtype=torch.float32).reshape(2, 2, 3)
+    indices = torch.tensor([4, 0, 0, 9], dtype=idx)[::2]  # strided: rows 4 and 0
+    assert ops.scatter_states(state, src, indices) is state
+    expected = torch.zeros(5, 2, 3)
+    expected[torch.tensor([4, 0])] = src
+    assert torch.equal(state, expected)
+    ops.scatter_states(state, src[:0], indices[:0])  # nothing to do
+    with pytest.raises(ValueError, match="^src: expected rows shaped"):
+        ops.scatter_states(state, src.reshape(2, 3, 2), indices)
+    with pytest.raises(ValueError, match="^indices: expected 2 elements"):
+        ops.scatter_states(state, src, indices[:1])
+    with pytest.raises(TypeError, match="^indices: expected dtype"):
+        ops.scatter_states(state, src, indices.float())
 
 
 # -- top-k / top-p ------------------------------------------------------------------------------

@@ -18,10 +18,10 @@ The ops launch our Triton kernels (:mod:`fastdispatch.ops.triton_kernels`) throu
 under the interpreter, or ``FASTDISPATCH_OPS_CPU_KERNELS=1`` at import).
 """
 
-import os
 from collections.abc import Callable
 from typing import Any
 
+from .._env import env_flag
 from ._triton import HAS_TRITON, INTERPRET, active_driver, run_mode
 from .fused import (
     fastdispatch_fused_vllm_overrides,
@@ -51,7 +51,7 @@ from .spec_decode import (
 )
 from .topk_topp import apply_top_k_top_p
 from .triton_kernels import QUALNAMES
-from .workers import PAD_SLOT_ID, batch_memcpy, compute_slot_mapping
+from .workers import PAD_SLOT_ID, batch_memcpy, compute_slot_mapping, scatter_states
 
 __all__ = [
     "HAS_TRITON",
@@ -66,6 +66,7 @@ __all__ = [
     "active_driver",
     "apply_top_k_top_p",
     "batch_memcpy",
+    "scatter_states",
     "compute_slot_mapping",
     "copy_and_expand_dflash_inputs",
     "copy_and_expand_eagle_inputs",
@@ -128,7 +129,7 @@ def cpu_kernels_active() -> bool:
 
 
 def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "0").strip().lower() not in ("", "0", "false", "no")
+    return bool(env_flag(name))
 
 
 #: How the ops run in this process, as decided at import: "native", "interpret" or "cpu".

@@ -1,4 +1,5 @@
-"""Model-runner ops: token -> KV-cache slot mapping, and batched raw-address memcpy."""
+"""Model-runner ops: token -> KV-cache slot mapping, batched raw-address memcpy, and the
+mamba/KDA state-cache write (``scatter_states``)."""
 
 from __future__ import annotations
 
@@ -6,14 +7,19 @@ import torch
 
 from .. import kernel_dispatcher
 from . import _checks
-from .triton_kernels.workers import batch_memcpy_kernel, compute_slot_mapping_kernel
+from .triton_kernels.workers import (
+    batch_memcpy_kernel,
+    compute_slot_mapping_kernel,
+    scatter_states_kernel,
+)
 
-__all__ = ["PAD_SLOT_ID", "batch_memcpy", "compute_slot_mapping"]
+__all__ = ["PAD_SLOT_ID", "batch_memcpy", "compute_slot_mapping", "scatter_states"]
 
 #: Slot id of a token that must not be written to the KV cache.
 PAD_SLOT_ID = -1
 _SLOT_BLOCK = 1024
 _MEMCPY_BLOCK = 1024
+_SCATTER_BLOCK = 1024
 
 
 @kernel_dispatcher(kernel=compute_slot_mapping_kernel)
@@ -46,6 +52,20 @@ def _compute_slot_mapping(
 def _batch_memcpy(src_ptrs, dst_ptrs, sizes):
     n = src_ptrs.shape[0]
     return ((n,) if n else None), dict(BLOCK_SIZE=_MEMCPY_BLOCK)
+
+
+@kernel_dispatcher(kernel=scatter_states_kernel)
+def _scatter_states(state, src, indices, row_size):
+    block = min(1 << max(0, row_size - 1).bit_length(), _SCATTER_BLOCK)
+    grid = (-(-row_size // block), indices.shape[0])
+    return (grid if row_size and indices.shape[0] else None), dict(
+        stride_state_batch=state.stride(0),
+        stride_src_batch=src.stride(0),
+        stride_indices=indices.stride(0),
+        row_size=row_size,
+        BLOCK_SIZE=block,
+        launch_pdl=False,
+    )
 
 
 def compute_slot_mapping(
@@ -130,3 +150,33 @@ def batch_memcpy(src_ptrs: torch.Tensor, dst_ptrs: torch.Tensor, sizes: torch.Te
     _checks.vector("dst_ptrs", dst_ptrs, (torch.int64,), n)
     _checks.vector("sizes", sizes, (torch.int64,), n)
     _batch_memcpy(src_ptrs, dst_ptrs, sizes)
+
+
+def scatter_states(state: torch.Tensor, src: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+    """``state[indices[b]] = src[b]`` for every ``b``, in place (a mamba/KDA state-cache write:
+    one row of ``state[0].numel()`` elements per sequence). ``state`` and ``src`` of the same
+    rank >= 2 with equal trailing shapes, each row contiguous; ``indices`` 1-D int32/int64, one
+    per ``src`` row, each a row of ``state``; a ``src`` of another dtype is converted."""
+    if not isinstance(state, torch.Tensor) or state.dim() < 2:
+        raise ValueError(_checks.expected("state", "a tensor of two or more dimensions", state))
+    if not isinstance(src, torch.Tensor) or src.dim() != state.dim():
+        raise ValueError(_checks.expected("src", f"a tensor of {state.dim()} dimensions", src))
+    if src.shape[1:] != state.shape[1:]:
+        raise ValueError(
+            _checks.expected("src", f"rows shaped {tuple(state.shape[1:])}", tuple(src.shape))
+        )
+    if not isinstance(indices, torch.Tensor) or indices.dim() != 1:
+        raise ValueError(_checks.expected("indices", "a 1-D tensor", indices))
+    if indices.dtype not in (torch.int32, torch.int64):
+        raise TypeError(_checks.expected("indices", "dtype int32 or int64", indices.dtype))
+    if indices.shape[0] != src.shape[0]:
+        raise ValueError(
+            _checks.expected(
+                "indices", f"{src.shape[0]} elements (one per src row)", indices.shape[0]
+            )
+        )
+    row_size = 1
+    for n in state.shape[1:]:
+        row_size *= int(n)
+    _scatter_states(state, src, indices, row_size)
+    return state

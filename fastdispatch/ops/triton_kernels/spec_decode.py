@@ -119,7 +119,10 @@ def copy_and_expand_eagle_inputs_kernel(
     parallel_drafting_token_id,
     total_input_tokens,
     num_padding_slots_per_request,
-    shift_input_ids,
+    # a constexpr, not a runtime i1: the interpreter of Triton <= 3.7 turns a Python bool passed
+    # for a runtime parameter into int32 data typed int1 and refuses it; a constexpr is passed
+    # through as it is, on every release, and the GPU build specializes both layouts
+    shift_input_ids: tl.constexpr,
     BLOCK_SIZE_TOKENS: tl.constexpr,
 ):
     """Lay out one request's drafting inputs, ``BLOCK_SIZE_TOKENS`` output slots per program.
