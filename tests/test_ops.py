@@ -59,30 +59,22 @@ def _owner_kernel(owner):
 # -- the mode itself ----------------------------------------------------------------------------
 
 
-def kernels_cpu_table():
-    import kernels_cpu
-
-    return kernels_cpu.VLLM_KERNELS
+def _op_owners():
+    """Every launch owner of the ops modules (the objects whose ``__dict__`` holds a
+    ``kernel``), found rather than listed: an op added for a new kernel is checked here too."""
+    owners = []
+    for module in (ops.sampling, ops.spec_decode, ops.workers, ops.topk_topp, ops.fused):
+        for value in vars(module).values():
+            if isinstance(getattr(value, "__dict__", None), dict) and "kernel" in vars(value):
+                if callable(value) and all(value is not o for o in owners):
+                    owners.append(value)
+    return owners
 
 
 def test_run_mode_and_registration():
-    owners = [
-        ops.sampling._expand,
-        ops.sampling._rejection_greedy_sample,
-        ops.sampling._rejection_random_sample,
-        ops.sampling._sample_recovered_tokens,
-        ops.spec_decode._eagle_step,
-        ops.spec_decode._eagle_prepare_inputs,
-        ops.spec_decode._eagle_prepare_next_token,
-        ops.spec_decode._copy_and_expand_eagle,
-        ops.spec_decode._copy_and_expand_dflash,
-        ops.workers._compute_slot_mapping,
-        ops.workers._batch_memcpy,
-        ops.workers._scatter_states,
-        ops.topk_topp._topk_topp,
-    ]
-    # one op owner per kernel of the contract table that vLLM launches (its newest signature)
-    assert len(owners) == len(ops.QUALNAMES) == len(kernels_cpu_table())
+    owners = _op_owners()
+    # one op (a launch owner) per kernel of ours: each of QUALNAMES is reachable as an op
+    assert len(owners) == len(ops.QUALNAMES) >= 13, [type(o).__name__ for o in owners]
     if MODE == "interpret":
         assert ops.RUN_MODE == "interpret" and ops.HAS_TRITON
         assert not ops.cpu_kernels_active()
