@@ -54,7 +54,7 @@ BOXES = {
             "(compiled glue);  ours: LaunchOwner (kernel_dispatcher)",
             "spec = dispatch_fn(*args)  ->  (grid, launch_kwargs)",
         ],
-        "fastdispatch/_vllm_owner.pyx, _owner.pyx  (patched in by vllm.py)",
+        "fastdispatch/_vllm_owner.pyx, _owner.pyx  (patched in by vllm/_owners.py)",
     ),
     "planner": (
         36,
@@ -199,7 +199,7 @@ BOXES = {
             "3. register the 11 kernels_cpu kernels (front keeps",
             "   them standing after the platform hook)",
         ],
-        "fastdispatch/vllm.py",
+        "fastdispatch/vllm/  (one module per concern)",
     ),
     "ops": (
         71,

@@ -22,9 +22,8 @@ dispatch result, straight into the impl when the kernel is a ``KernelOverride``)
 
 from typing import TYPE_CHECKING
 
-from ._backend import BACKEND
+from ._backend import BACKEND, fast_launch
 from ._backend import core as _backend_core
-from ._fastlaunch_py import fast_launch
 from ._registration import (
     RegistryEntry,
     overrides,

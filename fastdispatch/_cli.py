@@ -268,7 +268,9 @@ def _vllm_report(platform):
     fastdispatch), ``none`` (no override at all: the Triton kernel itself)."""
     import fastdispatch.vllm as fv
 
+    from ._env import env_flag
     from ._registration import _registry
+    from .vllm._plugin import _reason_to_stay_out
 
     installed = fv.installed()
     kernels, why = {}, {}
@@ -293,11 +295,11 @@ def _vllm_report(platform):
             kernels[name] = "fastdispatch" if name in _registry else "vllm"
     reason = None
     if not installed:
-        wanted = fv._wants(os.environ.get(fv.PLUGIN_ENV))
+        wanted = env_flag(fv.PLUGIN_ENV)
         reason = (
             f"{fv.PLUGIN_ENV}={os.environ.get(fv.PLUGIN_ENV)} disables the plugin"
             if wanted is False
-            else fv._reason_to_stay_out()
+            else _reason_to_stay_out()
             or "the plugin did not run (is fastdispatch installed in this environment?)"
         )
         for name in kernels:

@@ -1,14 +1,14 @@
 # cython: language_level=3, binding=True
 """Fast launches of real Triton kernels: the compiled hot path of ``fastdispatch.fast_launch``.
 
-Read ``fastdispatch/_fastlaunch_py.py`` first: it explains what the key holds, why it is safe
-(every new key is launched and verified against Triton's own binder by the shared slow path,
+Read ``fastdispatch/_fastlaunch_planner.py`` first: it explains what the key holds, why it is
+safe (every new key is launched and verified against Triton's own binder by the shared slow path,
 ``KernelState.launch_slow``; every new cache entry's first launch learns the launcher's inner
 call, ``KernelState.first_launch``) and what goes to Triton's path. This module does, in C, what
-the twin's ``FastLaunch.launch`` does for a launch our cache can serve -- bind the arguments
-into a stack array, derive the key (one feature byte per parameter, a tail for constexprs,
-options and knobs), look the compiled kernel up and call its launcher -- and hands everything
-else to the shared slow path.
+the twin's ``FastLaunch.launch`` (``_fastlaunch_py.py``) does for a launch our cache can serve
+-- bind the arguments into a stack array, derive the key (one feature byte per parameter, a tail
+for constexprs, options and knobs), look the compiled kernel up and call its launcher -- and
+hands everything else to the shared slow path.
 
 One read is cheaper here than in the twin, with the same result: when Triton's driver reads
 the device with ``torch.cuda.current_device`` and torch's CUDA state is initialised, the device
@@ -19,7 +19,7 @@ own C getter and method, called directly (no attribute lookup, no bound method) 
 (one C call per tensor) was measured on the H200 host and was no faster with torch 2.11
 (``docs/gpu_launch.md``).
 
-Triton is never imported here: the twin's ``_Triton`` imports it lazily, so the extension
+Triton is never imported here: the shared ``_Triton`` imports it lazily, so the extension
 builds and imports without Triton or a GPU.
 """
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
@@ -31,32 +31,14 @@ from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE, PyTuple_New, PyTuple_SET_ITEM
 from libc.string cimport memcmp, memcpy
 
-from . import _fastlaunch_py as _py
+from . import _fastlaunch_planner as _cold
 
-cdef extern from "Python.h":
-    unsigned long long PyLong_AsUnsignedLongLongMask(object) except? -1
-    object PyObject_Call(object callable, object args, PyObject* kwargs)
-    # the C functions behind ``getset_descriptor``/``method_descriptor`` objects (descrobject.h)
-    ctypedef object (*getter_fn "getter")(object, void*)
-    ctypedef struct PyGetSetDef:
-        getter_fn get
-        void* closure
-    ctypedef struct PyGetSetDescrObject:
-        PyGetSetDef* d_getset
-    ctypedef object (*noargs_fn "PyCFunction")(object, PyObject*)
-    ctypedef struct PyMethodDef:
-        noargs_fn ml_meth
-        int ml_flags
-    ctypedef struct PyMethodDescrObject:
-        PyMethodDef* d_method
-    ctypedef struct _TypeTag "PyTypeObject":
-        unsigned int tp_version_tag
-    PyTypeObject PyGetSetDescr_Type
-    PyTypeObject PyMethodDescr_Type
-    enum:
-        METH_NOARGS
-        METH_VARARGS
-        METH_KEYWORDS
+from ._capi cimport (
+    METH_KEYWORDS, METH_NOARGS, METH_VARARGS, PyGetSetDef, PyGetSetDescr_Type,
+    PyGetSetDescrObject, PyLong_AsUnsignedLongLongMask, PyMethodDef, PyMethodDescr_Type,
+    PyMethodDescrObject, _TypeTag, getter_fn, noargs_fn,
+)
+from ._capi cimport _PyObject_Call_raw as PyObject_Call
 
 __all__ = ["FastLaunch", "direct_tensor_reads"]
 
@@ -70,10 +52,10 @@ cdef enum:
     MAX_PARAMS = 256
     MAX_TAIL = 1024
 
-cdef object _MISSING = _py._MISSING
-cdef dict _DTYPE_INDEX = _py._DTYPE_INDEX
-cdef object _dtype_index = _py.dtype_index
-cdef object _tagged = _py._tagged
+cdef object _MISSING = _cold._MISSING
+cdef dict _DTYPE_INDEX = _cold._DTYPE_INDEX
+cdef object _dtype_index = _cold.dtype_index
+cdef object _tagged = _cold._tagged
 cdef type _int = int
 cdef type _bool = bool
 cdef type _float = float
@@ -185,12 +167,10 @@ cdef class FastLaunch:
     cdef object _last_gl
 
     def __init__(self, kernel):
-        fl = _py.FastLaunch(kernel)  # the twin decides support; we take over its state
         self.kernel = kernel
         self.fn = kernel
-        self.arg_names = fl.arg_names
-        self.state = fl.state
-        self.passthrough = fl.passthrough
+        self.arg_names = getattr(kernel, "arg_names", None)
+        self.state, self.passthrough = _cold.support(kernel)  # shared with the twin
         if self.state is None:
             return
         st = self.state
@@ -205,7 +185,7 @@ cdef class FastLaunch:
         self._defaults = st.defaults
         self._constexpr = bytes(bytearray(st.is_constexpr))
         self._n = len(st.names)
-        T = _py._Triton
+        T = _cold._Triton
         self._driver_cfg = T.driver_cfg
         self._runtime = st.runtime
         self._hookchain = T.HookChain
@@ -401,7 +381,7 @@ cdef class FastLaunch:
         return <object>PyTuple_GET_ITEM(entry, 3)
 
     cdef object _key(self, object device, PyObject** vals, list opts, tuple memo):
-        """Our key (``_fastlaunch_py.derive_key`` in C), or None.
+        """Our key (``_fastlaunch_planner.derive_key`` in C), or None.
 
         The features go to a stack buffer and the tail items (borrowed) to stack arrays first;
         when they equal the key of ``memo`` (``(key, entry)`` of the last launch, compared as a

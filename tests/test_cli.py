@@ -13,7 +13,7 @@ import sys
 import textwrap
 
 import pytest
-from _runtime_helpers import BLOCKER, ROOT, TESTS, clean_registry  # noqa: F401  (fixture)
+from _runtime_helpers import BLOCKER, ROOT, TESTS
 from _triton_helpers import triton_installed
 from fakepkg_rt import kernels, users
 

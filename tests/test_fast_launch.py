@@ -20,7 +20,7 @@ from _runtime_helpers import run_python
 from _triton_helpers import require_triton, triton_installed
 
 import fastdispatch
-from fastdispatch import _fastlaunch_py
+from fastdispatch import _fastlaunch_planner
 
 # Triton 3.9 warns once when a compile takes its FP-fusion default implicitly; these tests keep
 # that default (fusion on), said explicitly, so the run stays free of warnings.
@@ -181,8 +181,8 @@ def fake(monkeypatch):
     drv = FakeDriver()
     driver.set_active(drv)
     monkeypatch.setattr(triton.compiler, "compile", compile)
-    _fastlaunch_py._Triton.load()
-    monkeypatch.setattr(_fastlaunch_py._Triton, "CompiledKernel", FakeCompiledKernel)
+    _fastlaunch_planner._Triton.load()
+    monkeypatch.setattr(_fastlaunch_planner._Triton, "CompiledKernel", FakeCompiledKernel)
     for k in (K_ADD, K_MIXED):
         k.device_caches.clear()
         k.hash = None
@@ -339,7 +339,7 @@ def test_key_separates_what_tritons_binder_separates(fake, backend):
             else:
                 vals.append(_random_value(rng, rng.choice(kinds[name]), dtypes))
         opts = [("num_warps", rng.choice([2, 4]))] if i % 3 == 0 else []
-        key = _fastlaunch_py.derive_key(fl.state, 0, vals, opts)
+        key = _fastlaunch_planner.derive_key(fl.state, 0, vals, opts)
         if backend == "cython":
             assert fl._derive_key(0, vals, opts) == key
         spec = (_spec(K_MIXED, vals, opts), tuple(opts))
@@ -593,16 +593,18 @@ def test_direct_tensor_reads_agree_with_attribute_reads(fake):
     base = torch.empty(40, dtype=torch.float16)
     for t in (base, base[1:], base[8:], base.float()[3:], base.to(torch.int8)[16:]):
         vals = [t, t, t, 16, 4]
-        assert fl._derive_key(0, vals, []) == _fastlaunch_py.derive_key(fl.state, 0, vals, [])
+        assert fl._derive_key(0, vals, []) == _fastlaunch_planner.derive_key(fl.state, 0, vals, [])
         torch.Tensor._fastlaunch_probe = 1  # changes torch.Tensor's version tag
         try:
-            assert fl._derive_key(0, vals, []) == _fastlaunch_py.derive_key(fl.state, 0, vals, [])
+            assert fl._derive_key(0, vals, []) == _fastlaunch_planner.derive_key(
+                fl.state, 0, vals, []
+            )
         finally:
             del torch.Tensor._fastlaunch_probe
     assert not _fastlaunch.direct_tensor_reads(False)
     try:
         vals = [base[1:], base, base, 16, 4]
-        assert fl._derive_key(0, vals, []) == _fastlaunch_py.derive_key(fl.state, 0, vals, [])
+        assert fl._derive_key(0, vals, []) == _fastlaunch_planner.derive_key(fl.state, 0, vals, [])
     finally:
         assert _fastlaunch.direct_tensor_reads(True)
 

@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 
 import pytest
-from _runtime_helpers import BLOCKER, ROOT, clean_registry, run_python  # noqa: F401  (fixture)
+from _runtime_helpers import BLOCKER, ROOT, run_python
 
 import fastdispatch
 

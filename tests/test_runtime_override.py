@@ -7,7 +7,6 @@ import gc
 import sys
 
 import pytest
-from _runtime_helpers import core  # noqa: F401  (fixture)
 
 GRID = (3,)
 

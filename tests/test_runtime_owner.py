@@ -3,7 +3,6 @@ backends)."""
 
 import pytest
 import torch
-from _runtime_helpers import core  # noqa: F401  (fixture)
 
 
 def expand_kernel(

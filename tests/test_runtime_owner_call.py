@@ -2,7 +2,6 @@
 backends)."""
 
 import pytest
-from _runtime_helpers import core  # noqa: F401  (fixture)
 
 
 def expand_kernel(

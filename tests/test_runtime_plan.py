@@ -2,16 +2,13 @@
 backends)."""
 
 import json
-import os
 import subprocess
 
 import pytest
 import torch
 from _fuzz import fuzz_settings
-from _runtime_helpers import (
-    core,  # noqa: F401  (fixture)
-    load_core,
-)
+from _runtime_helpers import load_core
+from _vllm_helpers import require_vllm_python
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -178,11 +175,8 @@ def test_planned_launch_equals_prepare_then_launch(case, backend):
     assert results[0] == results[1]
 
 
-VLLM_PYTHON = os.environ.get("FASTDISPATCH_VLLM_PYTHON", "/work/vllmenv/bin/python")
-
-
-@pytest.mark.skipif(not os.path.exists(VLLM_PYTHON), reason="no vLLM interpreter to compare with")
 def test_plans_match_vllm():
+    vllm_python = str(require_vllm_python())
     cases = [
         (
             (
@@ -215,7 +209,7 @@ def test_plans_match_vllm():
         "print(json.dumps(out))\n"
     )
     proc = subprocess.run(
-        [VLLM_PYTHON, "-c", code, json.dumps(cases)], capture_output=True, text=True, timeout=300
+        [vllm_python, "-c", code, json.dumps(cases)], capture_output=True, text=True, timeout=300
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     theirs = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -11,7 +11,6 @@ import types
 import warnings
 
 import pytest
-from _runtime_helpers import clean_registry, registry_core  # noqa: F401  (fixtures)
 from fakepkg_rt import CALLS, hostile, kernels, owners, users, worker
 
 import fastdispatch

@@ -2,15 +2,14 @@
 *our* ``register_kernels``, every holder (module globals, launch owners, the class-attribute
 kernel) is rebound, nothing warns, a real launch runs, and ``unregister_kernels`` restores all.
 
-Runs in vLLM's interpreter (``FASTDISPATCH_VLLM_PYTHON``, default ``/work/vllmenv/bin/python``:
-the same CPython as the dev venv, so the in-place build loads there too).
+Runs in vLLM's interpreter (``tests/_vllm_helpers.vllm_python()``: ``$FASTDISPATCH_VLLM_PYTHON``
+or ``.venv-vllm``, the same CPython as the dev venv, so the in-place build loads there too); without
+one it fails under CI and is skipped, saying so, elsewhere.
 """
 
 import os
 
-import pytest
-
-VLLM_PYTHON = os.environ.get("FASTDISPATCH_VLLM_PYTHON", "/work/vllmenv/bin/python")
+from _vllm_helpers import require_vllm_python
 
 CODE = """
 import sys, warnings
@@ -57,16 +56,17 @@ print("ok")
 """
 
 
-@pytest.mark.skipif(not os.path.exists(VLLM_PYTHON), reason="no vLLM interpreter available")
 def test_vllm_platform_registers_through_fastdispatch():
     import subprocess
 
     from _runtime_helpers import ROOT, TESTS
 
+    vllm_python = str(require_vllm_python())
+
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, TESTS]))
     env.pop("FASTDISPATCH_PURE_PYTHON", None)
     proc = subprocess.run(
-        [VLLM_PYTHON, "-c", CODE], env=env, capture_output=True, text=True, timeout=600, cwd=ROOT
+        [vllm_python, "-c", CODE], env=env, capture_output=True, text=True, timeout=600, cwd=ROOT
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     assert proc.stdout.strip().splitlines()[-1] == "ok"

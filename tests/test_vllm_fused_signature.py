@@ -18,10 +18,10 @@ import types
 
 import pytest
 import torch
-from _runtime_helpers import clean_registry, registry_core  # noqa: F401  (fixtures)
 
 import fastdispatch.vllm as fv
 from fastdispatch.ops import fused
+from fastdispatch.vllm import _fused_noise
 
 MODULE = "vllm.v1.sample.rejection_sampler"
 
@@ -149,7 +149,7 @@ def _direct(c):
 @pytest.mark.parametrize("shape", ["0.33", "0.32"])
 def test_adapter_takes_the_target_signature(fake_vllm, shape):
     module = fake_vllm(_rejection_sample_033 if shape == "0.33" else _rejection_sample_032)
-    adapter, why = fv._fused_adapter(module.rejection_sample, fused.vllm_rejection_sample)
+    adapter, why = _fused_noise._fused_adapter(module.rejection_sample, fused.vllm_rejection_sample)
     assert why is None
     want = inspect.signature(module.rejection_sample)
     assert inspect.signature(adapter) == want
@@ -160,7 +160,7 @@ def test_adapter_takes_the_target_signature(fake_vllm, shape):
 
 def test_033_forward_runs_the_fused_path(registry_core, fake_vllm):
     module = fake_vllm(_rejection_sample_033)
-    mapping = fv._fused_noise_overrides()
+    mapping = _fused_noise._fused_noise_overrides()
     assert set(mapping) == {f"{MODULE}.rejection_sample", f"{MODULE}.sample_recovered_tokens"}
     registry_core  # noqa: B018 - the registry builds its overrides with this backend
     import fastdispatch
@@ -183,7 +183,7 @@ def test_fly_request_is_refused_as_vllm_refuses_it_on_cpu(registry_core, fake_vl
     module = fake_vllm(_rejection_sample_033)
     import fastdispatch
 
-    fastdispatch.register_kernels(fv._fused_noise_overrides())
+    fastdispatch.register_kernels(_fused_noise._fused_noise_overrides())
     c = _greedy_case()
     with pytest.raises(NotImplementedError, match="FLy verification is not supported on CPU"):
         _forward_033(module, c, fly_window_size=2)
@@ -212,7 +212,7 @@ def test_fly_refusal_runs_nothing(fake_vllm):
         ran.append({k: v for k, v in locals().items() if k != "ran"})
         return "result"
 
-    adapter, why = fv._fused_adapter(module.rejection_sample, impl)
+    adapter, why = _fused_noise._fused_adapter(module.rejection_sample, impl)
     assert why is None
     with pytest.raises(NotImplementedError):
         adapter(1, [1], 1, 2, None, 3, 4, 5, fly_window_size=1, fly_entropy_threshold=0.1)
@@ -250,10 +250,10 @@ def test_unknown_signature_leaves_that_function_to_vllm(fake_vllm, caplog):
         raise AssertionError
 
     module = fake_vllm(rejection_sample)
-    adapter, why = fv._fused_adapter(module.rejection_sample, fused.vllm_rejection_sample)
+    adapter, why = _fused_noise._fused_adapter(module.rejection_sample, fused.vllm_rejection_sample)
     assert adapter is None and "some_new_switch" in why
     with caplog.at_level(logging.WARNING, logger="fastdispatch.vllm"):
-        mapping = fv._fused_noise_overrides()
+        mapping = _fused_noise._fused_noise_overrides()
     assert set(mapping) == {f"{MODULE}.sample_recovered_tokens"}  # the known one still
     assert any(
         "fused noise not installed" in r.message and "some_new_switch" in r.message
@@ -268,7 +268,7 @@ def test_unknown_signature_leaves_that_function_to_vllm(fake_vllm, caplog):
 def test_variadic_targets_are_not_guessed(params):
     ns = {}
     exec(f"def rejection_sample(draft_token_ids, {params}): pass", ns)
-    adapter, why = fv._fused_adapter(ns["rejection_sample"], fused.vllm_rejection_sample)
+    adapter, why = _fused_noise._fused_adapter(ns["rejection_sample"], fused.vllm_rejection_sample)
     assert adapter is None and why
 
 
@@ -276,5 +276,5 @@ def test_a_target_missing_what_the_fused_path_needs_is_refused():
     def rejection_sample(draft_token_ids, num_draft_tokens, max_spec_len):
         pass
 
-    adapter, why = fv._fused_adapter(rejection_sample, fused.vllm_rejection_sample)
+    adapter, why = _fused_noise._fused_adapter(rejection_sample, fused.vllm_rejection_sample)
     assert adapter is None and "cu_num_draft_tokens" in why

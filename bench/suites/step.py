@@ -14,7 +14,7 @@ verified):
 * ``plugin + fused noise`` -- ``install(fused_noise=True, one_pass=False)``: vLLM's forward, the
   fused rejection sampling inside it;
 * ``one-pass step`` -- ``install(fused_noise=True)``: ``RejectionSampler.forward`` replaced by
-  the one-pass step (``fastdispatch._spec_step_dropin``);
+  the one-pass step (``fastdispatch.vllm._spec_step_dropin``);
 * ``one read of the sampled rows`` -- ``logits.max(dim=-1)`` over all ``B·(k + 1)`` rows: what
   reading every row the step may sample costs once (the floor of a step that reads them all; the
   one-pass step reads only the rows up to each request's first rejection).

@@ -415,13 +415,14 @@ def _reference(area):
     import importlib
 
     import fastdispatch.vllm as fv
+    from fastdispatch.vllm import _installation
     from kernels_cpu import VLLM_KERNEL_NAMES
 
     mod = importlib.import_module(f"fdkit.reference.{area}")
     fv.install()
     # the reference of the implementation chosen for this release's signature (0.31's
     # slot-mapping kernel is the 15-argument form)
-    chosen = {name: impl.__name__ for name, impl in fv._state.ours.items()}
+    chosen = {name: impl.__name__ for name, impl in _installation._state.ours.items()}
     return {
         name: getattr(mod, chosen.get(name, fn))
         for name, fn in VLLM_KERNEL_NAMES.items()

@@ -37,7 +37,7 @@ def one_pass(worker, rs):
 
 def _vllm_forward(rs):
     """vLLM's own forward, whether or not the one-pass step stands in front of it."""
-    from fastdispatch._spec_step_dropin import replaced
+    from fastdispatch.vllm._spec_step_dropin import replaced
 
     return replaced(vars(rs.RejectionSampler)["forward"])
 
@@ -290,7 +290,7 @@ def _procs(cls, proc):
     ],
 )
 def test_batches_that_need_vllm_take_its_forward(one_pass, rs, why):
-    from fastdispatch import _spec_step_dropin as d
+    from fastdispatch.vllm import _spec_step_dropin as d
 
     md, logits = _step([[1, 2], [3]], 50, seed=4, hit=1.0)
     sm = _metadata(2, **_cases(rs)[why])
@@ -311,7 +311,7 @@ def test_idle_builtin_processors_and_mock_samplers(one_pass, rs):
     from vllm.v1.sample.logits_processor.builtin import MinPLogitsProcessor
     from vllm.v1.sample.sampler import Sampler, SamplerOutput
 
-    from fastdispatch import _spec_step_dropin as d
+    from fastdispatch.vllm import _spec_step_dropin as d
 
     idle = object.__new__(MinPLogitsProcessor)
     vars(idle)["min_p_count"] = 0
@@ -338,7 +338,7 @@ def test_idle_builtin_processors_and_mock_samplers(one_pass, rs):
 @pytest.mark.parametrize("case", ["float64 logits", "top-k with a stride"])
 def test_tensors_the_kernel_does_not_take_take_vllms_forward(one_pass, rs, case):
     """Logits, top-k or top-p in a layout the kernel refuses: vLLM's forward, not an error."""
-    from fastdispatch import _spec_step_dropin as d
+    from fastdispatch.vllm import _spec_step_dropin as d
 
     why = "logits, top-k or top-p not in a layout the kernel takes"
     md, logits = _step([[1, 2], [3]], 50, seed=6, hit=1.0)

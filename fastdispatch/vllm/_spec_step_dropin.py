@@ -34,8 +34,8 @@ import torch
 
 from kernels_cpu._spec_step import spec_sample_step
 
-from ._log import get_logger
-from ._topk_topp_dropin import supported as topk_topp_supported
+from .._log import get_logger
+from .._topk_topp_dropin import supported as topk_topp_supported
 
 __all__ = [
     "FORWARD",
@@ -49,7 +49,7 @@ __all__ = [
     "replaced",
 ]
 
-logger = get_logger(__name__)
+logger = get_logger("vllm")
 
 #: The method replaced.
 FORWARD = "vllm.v1.sample.rejection_sampler.RejectionSampler.forward"
@@ -277,7 +277,7 @@ def forward_for(facts: dict) -> Callable[..., Any]:
 
     forward.__doc__ = (
         "vLLM's RejectionSampler.forward as one pass over the logits "
-        "(fastdispatch._spec_step_dropin); vLLM's own forward for a batch that needs more."
+        "(fastdispatch.vllm._spec_step_dropin); vLLM's own forward for a batch that needs more."
     )
     vars(forward).update(__wrapped__=original, _fastdispatch_one_pass=True)
     return forward
