@@ -43,7 +43,7 @@ EXIT_OK = 0
 EXIT_STALE = 1  # a holder still points at an original kernel
 EXIT_USAGE = 2  # argparse's own status for a bad command line
 EXIT_NO_VLLM = 3  # --vllm, but vLLM cannot be imported by this Python
-EXIT_NOT_OURS = 4  # --vllm: some of vLLM's 12 kernels do not launch kernels_cpu via fastdispatch
+EXIT_NOT_OURS = 4  # --vllm: some of vLLM's kernels do not launch kernels_cpu via fastdispatch
 EXIT_IMPORT_FAILED = 5  # a module named by --import (or --ops) failed to import
 
 _EPILOG = f"""\
@@ -197,7 +197,18 @@ def collect_info():
         "triton": triton,
         "vllm": vllm,
         "overrides": _overrides(),
+        "fast_launch": _fast_launch_stats(),
     }
+
+
+def _fast_launch_stats():
+    """Every kernel given to ``fastdispatch.fast_launch`` in this process, with its fallbacks
+    from the fast path by reason (``FastLaunch.stats()``); none in a fresh ``info`` process,
+    so embedders call :func:`info` (or ``stats()``) from their own."""
+    import sys
+
+    planner = sys.modules.get("fastdispatch._fastlaunch_planner")
+    return planner.launch_stats() if planner is not None else []
 
 
 # -- verify --------------------------------------------------------------------------------------
@@ -389,6 +400,12 @@ def format_info(info):
         f"  Triton mode  {triton_mode}",
         f"  vllm         {vllm}",
     ]
+    fl = info.get("fast_launch") or []
+    lines.append(f"  fast launch  {len(fl)} kernel(s) in this process")
+    for item in fl:
+        served = "fast path" if item["fast_path"] else f"Triton's own ({item['disabled']})"
+        falls = ", ".join(f"{why}: {n}" for why, n in item["fallbacks"].items()) or "none"
+        lines.append(f"    {item['kernel']}: {served}; {item['cached']} cached; fallbacks {falls}")
     return "\n".join(lines + _format_overrides(info["overrides"], with_stale=False))
 
 
@@ -507,7 +524,7 @@ def build_parser():
     verify.add_argument(
         "--vllm",
         action="store_true",
-        help="run a vLLM CPU worker's start-up sequence and check that all 12 of "
+        help="run a vLLM CPU worker's start-up sequence and check that all of "
         "vLLM's kernels launch kernels_cpu through fastdispatch",
     )
     return parser

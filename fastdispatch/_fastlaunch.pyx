@@ -156,6 +156,7 @@ cdef class FastLaunch:
     cdef object _runtime
     cdef object _hookchain
     cdef object _tensor
+    cdef object _parameter
     cdef tuple _readers
     cdef bint _disabled
     cdef bint _stages_knob
@@ -190,6 +191,7 @@ cdef class FastLaunch:
         self._runtime = st.runtime
         self._hookchain = T.HookChain
         self._tensor = T.Tensor
+        self._parameter = T.Parameter
         self._stages_knob = st.runtime is not None and hasattr(
             st.runtime, "add_stages_inspection_hook"
         )
@@ -226,6 +228,16 @@ cdef class FastLaunch:
         if warmup or self.state is None:
             return self.kernel.run(*args, grid=grid, warmup=warmup, **kwargs)
         return self._launch(grid, args, kwargs)
+
+    def stats(self):
+        """This kernel's fast-launch record (``_fastlaunch_planner.state_stats``): whether the
+        fast path serves it, the entries cached, Triton's own launches, and every fallback by
+        reason; a pass-through says why it is one."""
+        if self.state is None:
+            return {
+                "kernel": repr(self.kernel), "fast_path": False, "pass_through": self.passthrough
+            }
+        return _cold.state_stats(self.state)
 
     def _derive_key(self, device, vals, opts):
         """The compiled key derivation from Python (for tests): ``vals`` every parameter's
@@ -431,7 +443,7 @@ cdef class FastLaunch:
                 nt += 2
                 buf[j] = CODE_CONSTEXPR
                 j += 1
-            elif t is self._tensor:
+            elif t is self._tensor or t is self._parameter:
                 if _direct(v):
                     dt = _get_dtype.get(v, _get_dtype.closure)
                     uv = PyLong_AsUnsignedLongLongMask(_data_ptr(v, NULL))

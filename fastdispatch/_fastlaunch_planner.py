@@ -57,6 +57,7 @@ from __future__ import annotations
 import logging
 import struct
 import threading
+import weakref
 from typing import Any
 
 __all__ = ["KernelState", "derive_key", "support"]
@@ -102,6 +103,7 @@ class _Triton:
     knobs: Any = None
     driver_cfg: Any = None
     Tensor: Any = None
+    Parameter: Any = None  # torch.nn.Parameter: a tensor Triton's binder treats as a tensor
     tl_dtype: Any = None
     torch_dtype: Any = None
     version = ""
@@ -117,6 +119,7 @@ class _Triton:
             from triton.runtime.jit import JITFunction
 
             cls.Tensor = torch.Tensor
+            cls.Parameter = torch.nn.Parameter
             cls.torch_dtype = torch.dtype
             cls.JITFunction = JITFunction
             cls.version = triton.__version__
@@ -202,7 +205,7 @@ def derive_key(state, device, vals, opts):
     """
     codes = bytearray()
     tail = []
-    Tensor = _Triton.Tensor
+    Tensor, Parameter = _Triton.Tensor, _Triton.Parameter
     for i, v in enumerate(vals):
         if state.is_constexpr[i]:
             tv = _tagged(v)
@@ -223,7 +226,7 @@ def derive_key(state, device, vals, opts):
             codes.append(c)
         elif t is float:
             codes.append(CODE_FLOAT)
-        elif t is Tensor:
+        elif t is Tensor or t is Parameter:
             idx = dtype_index(v.dtype)
             if idx is None:
                 return None
@@ -287,7 +290,9 @@ class KernelState:
         self.knob_readers = ()
         self.injected = None
         self.stats = {"learned": 0, "triton": 0}
+        self.fallbacks = {}  # why a launch left the fast path -> how many did
         self.last_slow = None
+        _STATES.add(self)
         k = _Triton.knobs
         self.runtime = getattr(k, "runtime", None)
         self.compilation = getattr(k, "compilation", None)
@@ -345,6 +350,7 @@ class KernelState:
         launches it; when ``key`` is new and every check passes, the kernel it launched goes
         into our cache."""
         self.last_slow = why
+        self.fallbacks[why] = self.fallbacks.get(why, 0) + 1
         if key is None or self.disabled is not None:
             return self.triton_launch(grid, args, kwargs)
         bound = self.bind(args, kwargs)
@@ -478,7 +484,15 @@ class KernelState:
         for k in injected:
             if k not in _KNOWN_INJECTED:
                 return f"unsupported Triton {_Triton.version}: it injects option {k!r}"
-        if self.injected is None:
+        # Triton injects a knob as an option unless the launch gives that option itself
+        # (``debug=True`` on one launch): what it injects is learned from a launch that gives
+        # none of them, and every launch must get exactly that set less the ones it gives.
+        if any(k in user for k in _KNOWN_INJECTED):
+            if self.injected is not None:
+                expected = tuple(k for k in self.injected if k not in user)
+                if injected != expected:
+                    return f"Triton injected options {injected}, expected {expected}"
+        elif self.injected is None:
             self.injected = injected
             readers = self._readers(injected)
             if readers != self.knob_readers:
@@ -507,7 +521,8 @@ class KernelState:
                 return problem
             v = vals[i]
             kind = (i, type(v), getattr(v, "dtype", None))
-            if kind not in self.probed and (type(v) is int or type(v) is _Triton.Tensor):
+            tensor = type(v) is _Triton.Tensor or type(v) is _Triton.Parameter
+            if kind not in self.probed and (type(v) is int or tensor):
                 self.probed.add(kind)
                 problem = self._probe(i, vals, options, binder)
                 if problem is not None:
@@ -547,6 +562,29 @@ class KernelState:
 
 
 _RETRY = "retry"
+_STATES: Any = weakref.WeakSet()  # every live KernelState, for launch_stats()
+
+
+def state_stats(state):
+    """One kernel's fast-launch record: served or not (and why), the entries cached, the
+    launches Triton's own ``run`` made, and every fallback from the fast path by reason (a new
+    key is one per specialisation; anything else repeating is a launch the fast path misses)."""
+    return {
+        "kernel": getattr(state.jit, "__name__", repr(state.jit)),
+        "fast_path": state.disabled is None,
+        "disabled": state.disabled,
+        "cached": len(state.cache),
+        "learned": state.stats["learned"],
+        "triton_launches": state.stats["triton"],
+        "fallbacks": dict(state.fallbacks),
+    }
+
+
+def launch_stats():
+    """:func:`state_stats` of every kernel given to ``fast_launch`` in this process."""
+    return [state_stats(s) for s in list(_STATES)]
+
+
 _MISSING: Any = type("_Missing", (), {"__repr__": lambda self: "<missing>"})()
 
 

@@ -12,7 +12,7 @@ extension is missing or when the launch path's backend is the twin
 
 from __future__ import annotations
 
-from ._fastlaunch_planner import _MISSING, _Triton, derive_key, support
+from ._fastlaunch_planner import _MISSING, _Triton, derive_key, state_stats, support
 
 __all__ = ["FastLaunch"]
 
@@ -62,6 +62,18 @@ class FastLaunch:
         if warmup or self.state is None:
             return self.kernel.run(*args, grid=grid, warmup=warmup, **kwargs)
         return self.launch(grid, args, kwargs)
+
+    def stats(self):
+        """This kernel's fast-launch record (``_fastlaunch_planner.state_stats``): whether the
+        fast path serves it, the entries cached, Triton's own launches, and every fallback by
+        reason; a pass-through says why it is one."""
+        if self.state is None:
+            return {
+                "kernel": repr(self.kernel),
+                "fast_path": False,
+                "pass_through": self.passthrough,
+            }
+        return state_stats(self.state)
 
     def _hooks_clear(self):
         """Whether a launch may skip Triton's run: no launch hooks, pre-run hooks or stage

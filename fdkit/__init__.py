@@ -3,7 +3,7 @@
 The wheel holds the product only (``fastdispatch``, ``kernels_cpu``). What exists to test and
 measure it lives here, in one place, so the three users do not each grow a copy:
 
-* :mod:`fdkit.cases` -- random valid launch cases for the 11 kernel contracts (poisoned outputs
+* :mod:`fdkit.cases` -- random valid launch cases for the kernel contracts (poisoned outputs
   between canary guards), for differential tests on CPU, under the interpreter and on a GPU;
 * :mod:`fdkit.guards` -- the one guard/poison scheme of every buffer handed to a kernel (tests and
   bench);

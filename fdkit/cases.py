@@ -1,4 +1,4 @@
-"""Random launch cases for the 11 kernel contracts, for differential testing.
+"""Random launch cases for the kernel contracts, for differential testing.
 
 A :class:`Case` is one launch of one kernel (by its contract name) on random, *valid* inputs:
 ``case.build(device)`` returns fresh launch arguments plus the buffers to compare afterwards, and
@@ -30,7 +30,7 @@ POISON = guards.POISON_INT
 #: Elements of canary guard on each side of every output buffer (:data:`fdkit.guards.GUARD`).
 GUARD = guards.GUARD
 
-#: The 12 kernels (contract names), in the order of the kernel table ``kernels_cpu.VLLM_KERNELS``.
+#: The kernels (contract names), in the order of the kernel table ``kernels_cpu.VLLM_KERNELS``.
 KERNELS = tuple(VLLM_KERNELS)
 
 

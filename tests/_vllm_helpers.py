@@ -163,7 +163,7 @@ class shim_log:
 
 
 def classify_holders():
-    """Every reference to one of the 12 kernels, in any form: ``{name: [(where, kind)]}``.
+    """Every reference to one of our kernels, in any form: ``{name: [(where, kind)]}``.
 
     Scans every module's namespace and every object (instance or class) there that keeps a
     ``kernel`` in its own ``__dict__``. ``kind`` is ``"ours"`` (a fastdispatch override launching

@@ -1,4 +1,4 @@
-"""Every layout the Triton kernel accepts, for all 12 kernels (both index dtypes).
+"""Every layout the Triton kernel accepts, for every kernel of the table (both index dtypes).
 
 Each random case (``fdkit.cases``: valid inputs, poisoned outputs between canary
 guards) is launched on ``kernels_cpu`` with its tensors re-shaped by ``_layouts.relayout`` --

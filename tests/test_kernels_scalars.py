@@ -41,6 +41,18 @@ def _launch(kernel, kwargs):
     getattr(kernels_cpu, kernel)(**kwargs)
 
 
+def _same_launch(case, kernel, arg, forms):
+    """Every accepted form of one value gives the launch the Python value gives."""
+    results = []
+    for form in forms:
+        kwargs, compared = case.build()
+        kwargs[arg] = form
+        _launch(kernel, kwargs)
+        results.append({n: t.clone() for n, t in compared.items()})
+    for other in results[1:]:
+        assert all(torch.equal(other[n], results[0][n]) for n in results[0]), (arg, forms)
+
+
 def _snapshot(kwargs, compared):
     held = {name: t.clone() for name, t in compared.items()}
     held.update(
@@ -77,14 +89,7 @@ def test_refused_scalars_name_the_argument_and_write_nothing(kernel, arg, kind):
     if isinstance(good, bool) or kind == "flag":
         return
     # the accepted forms of a valid value give the same launch as the Python int
-    results = []
-    for form in (good, np.int64(good), torch.tensor(good)):
-        kwargs, compared = case.build()
-        kwargs[arg] = form
-        _launch(kernel, kwargs)
-        results.append({n: t.clone() for n, t in compared.items()})
-    for other in results[1:]:
-        assert all(torch.equal(other[n], results[0][n]) for n in results[0])
+    _same_launch(case, kernel, arg, (good, np.int64(good), torch.tensor(good)))
 
 
 @pytest.mark.parametrize(("kernel", "arg"), [(k, a) for k, a, kind in _SCALARS if kind == "flag"])
@@ -96,11 +101,5 @@ def test_flags_take_bools_and_0_1_alike(kernel, arg):
     value = kwargs.get(arg)
     if value is None:
         pytest.skip(f"the generated launches of {kernel} leave {arg} to its default")
-    results = []
-    for form in (bool(value), int(bool(value)), np.bool_(bool(value)), torch.tensor(bool(value))):
-        kwargs, compared = case.build()
-        kwargs[arg] = form
-        _launch(kernel, kwargs)
-        results.append({n: t.clone() for n, t in compared.items()})
-    for other in results[1:]:
-        assert all(torch.equal(other[n], results[0][n]) for n in results[0])
+    flag = bool(value)
+    _same_launch(case, kernel, arg, (flag, int(flag), np.bool_(flag), torch.tensor(flag)))

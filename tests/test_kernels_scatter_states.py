@@ -112,82 +112,72 @@ def test_row_size_zero_or_no_rows_launches_nothing():
     assert (state == 0).all()
 
 
-def _refused(error, match, state, src, indices, **over):
-    before = state.clone()
-    with pytest.raises(error, match=match):
-        _launch(scatter, state, src, indices, **over)
-    assert torch.equal(state, before), "a refused launch wrote the state"
+_STATE, _SRC = (4, 3), (2, 3)
+#: (what is wrong, error, message, (state, src, indices) overrides, launch overrides)
+_REFUSALS = [
+    (
+        "index past the rows",
+        IndexError,
+        r"^indices_ptr\[1\]: expected a row of state_ptr in \[0, 4\), got 4",
+        {"idx": [0, 4]},
+        {},
+    ),
+    ("negative index", IndexError, r"^indices_ptr\[0\]: expected a row", {"idx": [-1, 0]}, {}),
+    (
+        "rows too short",
+        ValueError,
+        "^row_size: expected <= the elements of a state_ptr row = 3",
+        {},
+        {"row_size": 4},
+    ),
+    (
+        "not the state's stride",
+        ValueError,
+        r"^stride_state_batch: expected state_ptr.stride\(0\) = 3",
+        {},
+        {"stride_state_batch": 4},
+    ),
+    (
+        "too few src rows",
+        ValueError,
+        "^src_ptr: expected at least 2 rows",
+        {"src": lambda: torch.ones(3)},
+        {"stride_src_batch": 3},
+    ),
+    (
+        "float indices",
+        TypeError,
+        "^indices_ptr: expected dtype int32 or int64",
+        {"indices": lambda: torch.tensor([0.0, 1.0])},
+        {},
+    ),
+    (
+        "rows not contiguous",
+        ValueError,
+        "^state_ptr: expected rows with contiguous trailing dimensions",
+        {"state": lambda: torch.zeros(4, 3, 2).transpose(1, 2), "src": lambda: torch.ones(2, 2, 3)},
+        {"row_size": 6},
+    ),
+    ("a float row_size", TypeError, "^row_size: expected an int, got float", {}, {"row_size": 3.0}),
+    (
+        "not the indices' stride",
+        ValueError,
+        "^stride_indices: expected indices_ptr.stride",
+        {},
+        {"stride_indices": 2},
+    ),
+]
 
 
 @pytest.mark.parametrize("idx", IDX)
-def test_refusals_name_the_argument_and_write_nothing(idx):
-    state, src = torch.zeros(4, 3), torch.ones(2, 3)
-    _refused(
-        IndexError,
-        r"^indices_ptr\[1\]: expected a row of state_ptr in \[0, 4\), got 4",
-        state,
-        src,
-        torch.tensor([0, 4], dtype=idx),
-    )
-    _refused(
-        IndexError,
-        r"^indices_ptr\[0\]: expected a row",
-        state,
-        src,
-        torch.tensor([-1, 0], dtype=idx),
-    )
-    _refused(
-        ValueError,
-        "^row_size: expected <= the elements of a state_ptr row = 3",
-        state,
-        src,
-        torch.tensor([0, 1], dtype=idx),
-        row_size=4,
-    )
-    _refused(
-        ValueError,
-        r"^stride_state_batch: expected state_ptr.stride\(0\) = 3",
-        state,
-        src,
-        torch.tensor([0, 1], dtype=idx),
-        stride_state_batch=4,
-    )
-    _refused(
-        ValueError,
-        "^src_ptr: expected at least 2 rows",
-        state,
-        src[:1].reshape(-1),
-        torch.tensor([0, 1], dtype=idx),
-        stride_src_batch=3,
-    )
-    _refused(
-        TypeError,
-        "^indices_ptr: expected dtype int32 or int64",
-        state,
-        src,
-        torch.tensor([0.0, 1.0]),
-    )
-    _refused(
-        ValueError,
-        "^state_ptr: expected rows with contiguous trailing dimensions",
-        torch.zeros(4, 3, 2).transpose(1, 2),
-        torch.ones(2, 2, 3),
-        torch.tensor([0, 1], dtype=idx),
-        row_size=6,
-    )
-    _refused(
-        TypeError,
-        "^row_size: expected an int, got float",
-        state,
-        src,
-        torch.tensor([0, 1], dtype=idx),
-        row_size=3.0,
-    )
-    _refused(
-        ValueError,
-        "^stride_indices: expected indices_ptr.stride",
-        state,
-        src,
-        torch.tensor([0, 1], dtype=idx),
-        stride_indices=2,
-    )
+@pytest.mark.parametrize(
+    ("why", "error", "match", "inputs", "over"), _REFUSALS, ids=[r[0] for r in _REFUSALS]
+)
+def test_refusals_name_the_argument_and_write_nothing(idx, why, error, match, inputs, over):
+    state = inputs.get("state", lambda: torch.zeros(*_STATE))()
+    src = inputs.get("src", lambda: torch.ones(*_SRC))()
+    indices = inputs.get("indices", lambda: torch.tensor(inputs.get("idx", [0, 1]), dtype=idx))()
+    before = state.clone()
+    with pytest.raises(error, match=match):
+        _launch(scatter, state, src, indices, **over)
+    assert torch.equal(state, before), f"a refused launch ({why}) wrote the state"

@@ -27,7 +27,7 @@ INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
-# The 12 kernels, from the kernel table (tests/test_contracts.py checks the table itself).
+# The kernels, from the kernel table (tests/test_contracts.py checks the table itself).
 KERNELS = tuple(VLLM_KERNELS)
 EXAMPLES = int(os.environ.get("FASTDISPATCH_PARITY_EXAMPLES", "25"))
 

@@ -312,6 +312,35 @@ def check_generic(kname, count, flcls, rng):
     return n, failures, slow
 
 
+def check_options_and_parameters(kname, count, flcls, rng):
+    """A launch option on one launch (``debug=True``, ``num_warps=8``) must not change the path
+    of later launches without it; ``nn.Parameter`` arguments take the fast path as tensors do
+    (same outputs as Triton's). Counted with ``stats()``: after the warm-up, no fallback."""
+    kernel = mixed_kernel
+    fl = flcls(kernel)
+    n, failures, slow = 0, [], 0
+    x = torch.randn(4096, device="cuda")
+    y = torch.nn.Parameter(torch.randn(4096, device="cuda"), requires_grad=False)
+    for opts in ({}, {"debug": True}, {"num_warps": 8}, {}):
+        for rep in range(3):
+            out_f = torch.empty(4096, device="cuda")
+            out_t = torch.empty(4096, device="cuda")
+            fl[(4,)](x, y, out_f, 4096, 1.5, 3, None, False, BLOCK=1024, **opts)
+            kernel[(4,)](x, y, out_t, 4096, 1.5, 3, None, False, BLOCK=1024, **opts)
+            torch.cuda.synchronize()
+            n += 1
+            if not _equal(out_f, out_t):
+                failures.append(f"{opts} rep={rep}: output differs")
+    st = fl.stats()
+    new_keys = st["fallbacks"].get("a new key", 0)
+    other = {k: v for k, v in st["fallbacks"].items() if k != "a new key"}
+    slow = sum(other.values()) + max(0, new_keys - 6)  # 3 keys, each at most twice to learn
+    if not st["fast_path"] or other or new_keys > 6:
+        failures.append(f"stats after the launches: {st}")
+    print(f"     stats(): {st}")
+    return n, failures, slow
+
+
 def main():
     args = _parse()
     if not torch.cuda.is_available():
@@ -331,6 +360,7 @@ def main():
             (nm, check_generic, args.generic)
             for nm in ("mixed_kernel", "strided_kernel", "wide_kernel")
         ]
+        jobs.append(("options_and_parameters", check_options_and_parameters, 0))
         for nm, fn, count in jobs:
             t0 = time.perf_counter()
             n, failures, slow = fn(nm, count, flcls, rng)

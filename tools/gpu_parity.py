@@ -4,7 +4,7 @@
     python setup.py build_ext --inplace      # kernels_cpu (no network needed)
     python tools/gpu_parity.py               # exit status 0: every output identical
 
-For each of the 11 kernels, random valid launches (``fdkit.cases``: several sizes,
+For each kernel of the contract table, random valid launches (``fdkit.cases``: several sizes,
 int32 and int64 index buffers, poisoned outputs between canary guards) are run twice on the same
 inputs: our Triton kernel on the GPU and the CPU kernel on CPU tensors. Every output buffer,
 every input the kernel updates in place, and the guards around them must be bit-identical

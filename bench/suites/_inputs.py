@@ -1,4 +1,4 @@
-"""Launch arguments for the 11 kernel contracts, with the dtypes vLLM actually passes.
+"""Launch arguments for the kernels vLLM has CPU shims for, with the dtypes vLLM actually passes.
 
 Each builder returns the kernel's arguments as an ordered ``{name: value}`` dict in the Triton
 kernel's argument order (``docs/kernel_contracts.md``), so an implementation can be called

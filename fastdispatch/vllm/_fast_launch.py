@@ -16,7 +16,7 @@ _fast_pairs = None  # [(kernel, its fast_launch wrapper)] while installed
 
 
 def _vllm_kernel_qualnames():
-    """Every qualified name vLLM has kept one of the 12 kernels under (all releases)."""
+    """Every qualified name vLLM has kept one of our kernels under (all releases)."""
     from kernels_cpu._overrides import VLLM_KERNELS
 
     return tuple(n for entry in VLLM_KERNELS.values() for n in entry.names)
@@ -25,7 +25,7 @@ def _vllm_kernel_qualnames():
 def install_fast_launch(names=None):
     """Launch vLLM's Triton kernels through :func:`fastdispatch.fast_launch` (a GPU worker).
 
-    Each qualified name in ``names`` (default: the 12 kernels, under every name vLLM has used)
+    Each qualified name in ``names`` (default: our kernels, under every name vLLM has used)
     that resolves here to a plain Triton ``JITFunction`` gets a fast-launch wrapper in every
     holder -- module attributes, ``from ... import`` copies, launch owners' ``.kernel`` -- by the
     same rebinding pass as the registry's. A name that does not resolve, or holds anything else
