@@ -20,7 +20,8 @@ does three things:
    compiled launch path.
 2. vLLM's launch owners hand an overridden kernel's launch to the compiled
    :func:`fastdispatch.launch_owner`; kernels that are not overridden take vLLM's own path.
-3. The kernels of the table (``kernels_cpu.VLLM_KERNELS``) are registered with their ``kernels_cpu`` implementations.
+3. The kernels of the table (``kernels_cpu.VLLM_KERNELS``) are registered with their
+   ``kernels_cpu`` implementations.
 
 Releases without a dispatcher (0.27-0.30) replace the kernels in
 ``CPUModelRunner._postprocess_triton``, after the plugins; there :func:`install` wraps that
