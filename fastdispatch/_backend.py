@@ -14,10 +14,8 @@ a ``NullHandler`` unless the application configures logging; see :mod:`fastdispa
 module is missing. Both stand on the shared cold part, ``_fastlaunch_planner``.
 """
 
-import warnings
-
 from ._env import env_flag
-from ._log import get_logger
+from ._log import get_logger, warn_both
 
 logger = get_logger("backend")
 
@@ -34,8 +32,7 @@ else:
             "Build it with `python setup.py build_ext --inplace` or `pip install .`."
         )
         # This module body runs once per process, so each is issued exactly once.
-        logger.warning("%s", _message)
-        warnings.warn(_message, RuntimeWarning, stacklevel=2)
+        warn_both(logger, _message, stacklevel=2)
         del _message
         from . import _core_py as core
 

@@ -23,9 +23,8 @@ from __future__ import annotations
 
 import os
 import threading
-import warnings
 
-from ._log import get_logger
+from ._log import get_logger, warn_both
 
 __all__ = ["FALSE", "TRUE", "env_flag"]
 
@@ -59,6 +58,5 @@ def env_flag(name: str, default: bool | None = None) -> bool | None:
             f"fastdispatch: {name}={raw!r} is not a boolean switch (use 1/true/yes/on or "
             "0/false/no/off); read as unset"
         )
-        logger.warning("%s", message)
-        warnings.warn(message, RuntimeWarning, stacklevel=2)
+        warn_both(logger, message, stacklevel=2)
     return default

@@ -18,8 +18,9 @@ registry have been told to expect.
 """
 
 import logging
+import warnings
 
-__all__ = ["LOGGER_NAME", "get_logger"]
+__all__ = ["LOGGER_NAME", "get_logger", "warn_both"]
 
 #: The root of fastdispatch's loggers.
 LOGGER_NAME = "fastdispatch"
@@ -30,3 +31,10 @@ logging.getLogger(LOGGER_NAME).addHandler(logging.NullHandler())
 def get_logger(part):
     """The child logger ``fastdispatch.<part>``."""
     return logging.getLogger(f"{LOGGER_NAME}.{part}")
+
+
+def warn_both(logger, message, stacklevel=1):
+    """One WARNING record on ``logger`` and one ``RuntimeWarning`` with the same text (see the
+    module for why both); ``stacklevel`` counts from the caller, as ``warnings.warn``'s does."""
+    logger.warning("%s", message)
+    warnings.warn(message, RuntimeWarning, stacklevel=stacklevel + 1)

@@ -25,11 +25,10 @@ import logging
 import sys
 import threading
 import types
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Union
 
-from ._log import get_logger
+from ._log import get_logger, warn_both
 
 if TYPE_CHECKING:
     # Either backend implements ``_core.pyi``; type-check against that contract.
@@ -301,10 +300,7 @@ def _install(mapping, warn):
         _set_host(host, attr, wrapper)
         _registry[name] = RegistryEntry(original, impl, wrapper, host, attr, stored)
     for name in overwritten:
-        logger.warning("Kernel %s is already registered. Overwriting.", name)
-        warnings.warn(
-            f"Kernel {name} is already registered. Overwriting.", RuntimeWarning, stacklevel=3
-        )
+        warn_both(logger, f"Kernel {name} is already registered. Overwriting.", stacklevel=3)
     if logger.isEnabledFor(logging.DEBUG):
         for name, _host, _attr, _current, _original, impl, wrapper, _stored in planned:
             logger.debug(
