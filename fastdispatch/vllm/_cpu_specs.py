@@ -16,25 +16,20 @@ installation's ``_Patches``, undone at uninstall). Anything else is left to vLLM
 
 from __future__ import annotations
 
+from typing import Any, Callable, NamedTuple
+
 from ._installation import logger
 
-#: owner (module, attribute) -> (the dispatch function's parameters, the kernel's arguments).
-_KNOWN = {
-    ("vllm.model_executor.layers.mamba.ops.scatter_states", "scatter_states"): (
-        ("state", "src", "indices"),
-        (
-            "state_ptr",
-            "src_ptr",
-            "indices_ptr",
-            "stride_state_batch",
-            "stride_src_batch",
-            "stride_indices",
-            "row_size",
-            "BLOCK_SIZE",
-            "launch_pdl",
-        ),
-    ),
-}
+
+class _Known(NamedTuple):
+    """An owner whose dispatch function this module can stand in for."""
+
+    module: str
+    owner: str  # the owner's attribute in ``module``
+    kernel: str  # the contract (``kernels_cpu.contracts``) of the kernel it launches
+    params: tuple[str, ...]  # its dispatch function's parameters
+    spec: Callable[..., Any]  # ours
+    probe: Callable[[], tuple]  # a valid launch on CPU tensors, to ask vLLM's own
 
 
 def _next_pow2(n):
@@ -72,37 +67,50 @@ def scatter_states_spec(state, src, indices):
     )
 
 
-_SPECS = {
-    ("vllm.model_executor.layers.mamba.ops.scatter_states", "scatter_states"): scatter_states_spec,
-}
-
-
-def _probe(where, stock):
-    """Whether vLLM's own dispatch function refuses a valid launch on CPU tensors."""
+def _scatter_states_probe():
     import torch
 
-    if where[1] == "scatter_states":
-        args = (torch.zeros(2, 4), torch.zeros(1, 4), torch.zeros(1, dtype=torch.int32))
-    else:  # pragma: no cover - every _KNOWN owner has a probe
-        return False
+    return torch.zeros(2, 4), torch.zeros(1, 4), torch.zeros(1, dtype=torch.int32)
+
+
+_KNOWN = (
+    _Known(
+        "vllm.model_executor.layers.mamba.ops.scatter_states",
+        "scatter_states",
+        "scatter_states_kernel",
+        ("state", "src", "indices"),
+        scatter_states_spec,
+        _scatter_states_probe,
+    ),
+)
+
+
+def _refuses_cpu(known, stock):
+    """Whether vLLM's own dispatch function refuses a valid launch on CPU tensors."""
     try:
-        stock(*args)
+        stock(*known.probe())
     except Exception:  # noqa: BLE001 - an assertion today; any refusal counts
         return True
     return False
 
 
-def install_cpu_specs(state, kernel_arg_names):
-    """Give each known owner whose dispatch function refuses CPU tensors ours; returns
-    ``{owner qualname: reason}`` for the owners left to vLLM (absent, or not as known)."""
+def install_cpu_specs(state):
+    """Give each known owner whose kernel is ours here and whose dispatch function refuses CPU
+    tensors our dispatch function; returns ``{owner qualname: reason}`` for the owners left to
+    vLLM's (absent, not as known, or taking CPU tensors already). The kernel's argument names
+    are its contract's (``kernels_cpu.contracts``), compared with the kernel standing there."""
     import importlib
     import inspect
 
+    from kernels_cpu import VLLM_KERNELS, contracts
+
     left = {}
-    for where, (params, kernel_args) in _KNOWN.items():
-        qualname = ".".join(where)
+    for known in _KNOWN:
+        if not any(name in state.ours for name in VLLM_KERNELS[known.kernel].names):
+            continue  # the kernel is not ours on this release: nothing of ours to reach
+        qualname = f"{known.module}.{known.owner}"
         try:
-            owner = getattr(importlib.import_module(where[0]), where[1])
+            owner = getattr(importlib.import_module(known.module), known.owner)
         except Exception as exc:  # noqa: BLE001 - a release without it
             left[qualname] = f"not in this vLLM ({type(exc).__name__})"
             continue
@@ -111,14 +119,15 @@ def install_cpu_specs(state, kernel_arg_names):
             left[qualname] = "not a dispatcher-made owner"
             continue
         names = tuple(inspect.signature(stock).parameters)
-        standing = tuple(kernel_arg_names(vars(owner).get("kernel")) or ())
-        if names != params or standing != kernel_args:
+        standing = tuple(state.fd._kernel_arg_names(vars(owner).get("kernel")) or ())
+        kernel_args = tuple(a.name for a in contracts.contract(known.kernel).args)
+        if names != known.params or standing != kernel_args:
             left[qualname] = f"signature {names} / kernel {standing} not the known one"
             continue
-        if not _probe(where, stock):
+        if not _refuses_cpu(known, stock):
             left[qualname] = "vLLM's own dispatch takes CPU tensors"
             continue
-        state.patches.set(owner, "_dispatch_fn", _SPECS[where])
+        state.patches.set(owner, "_dispatch_fn", known.spec)
     for qualname, why in left.items():
         logger.info("fastdispatch: %s keeps vLLM's dispatch function (%s)", qualname, why)
     return left

@@ -25,8 +25,6 @@ from ._legacy import (
 from ._owners import _patch_owners
 from ._sampler import _install_sampling, _set_one_pass
 
-_SCATTER = "vllm.model_executor.layers.mamba.ops.scatter_states."
-
 
 def install(fused_noise=False, one_pass=None):
     """Make vLLM launch fastdispatch's compiled path and the ``kernels_cpu`` kernels.
@@ -89,8 +87,7 @@ def install(fused_noise=False, one_pass=None):
                     _legacy_originals.setdefault(name, state.fd._registry[name].original)
                 _wrap_runner_hook(state)
             _patch_owners(state)
-            if any(name.startswith(_SCATTER) for name in state.ours):
-                state.cpu_specs_left = install_cpu_specs(state, state.fd._kernel_arg_names)
+            state.cpu_specs_left = install_cpu_specs(state)
             _install_sampling(state)
             _set_fused_noise(state, fused_noise)
             _set_one_pass(state, bool(fused_noise and one_pass))
