@@ -88,47 +88,31 @@ def test_results_do_not_depend_on_the_decision(restore):
     assert torch.equal(outs[0], outs[1])
 
 
-_ONE_RUNTIME = r"""
-import re, sys
-import torch
-import kernels_cpu
-if not kernels_cpu.openmp_enabled():
-    print("NO-OPENMP"); sys.exit(0)
-# a parallel launch, so our OpenMP team exists
-out = torch.empty(1 << 16, dtype=torch.int64)
-kernels_cpu.set_parallel_threshold(1)
-kernels_cpu.expand_kernel(out, torch.arange(1 << 12, dtype=torch.int64),
-                          torch.arange(16, (1 << 16) + 1, 16, dtype=torch.int64), -1, 0)
-libs = set()
-for line in open("/proc/self/maps"):
-    path = line.split()[-1] if len(line.split()) >= 6 else ""
-    if re.search(r"lib(gomp|omp|iomp5)[^/]*\.so", path.rsplit("/", 1)[-1]):
-        libs.add(path)
-import os
-print("RUNTIMES", sorted({os.path.realpath(p) for p in libs}))
-for n in (1, 2):
-    torch.set_num_threads(n)
-    print("FOLLOWS", n, kernels_cpu.get_num_threads())
-print("CAL", kernels_cpu._parallel._calibration()["omp_follows_torch"])
-"""
-
-
 def test_one_openmp_runtime_which_torch_set_num_threads_governs():
     """torch loads its libgomp first (``import torch`` in ``kernels_cpu/__init__``); our
     extensions need ``libgomp.so.1`` by SONAME and must bind to that one: exactly one OpenMP
     runtime in the process, whose thread count ``torch.set_num_threads`` sets. (The wheels are
     built with libgomp excluded from vendoring for this: ``tools/build_wheels.sh``.)"""
+    import os
     import subprocess
     import sys
 
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(
+            [os.path.dirname(here)]
+            + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        ),
+    )
     proc = subprocess.run(
-        [sys.executable, "-c", _ONE_RUNTIME], capture_output=True, text=True, check=False
+        [sys.executable, os.path.join(here, "_openmp_runtime.py")],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
     )
     assert proc.returncode == 0, proc.stderr
     if "NO-OPENMP" in proc.stdout:
         pytest.skip("this build has no OpenMP")
-    lines = proc.stdout.splitlines()
-    runtimes = next(line for line in lines if line.startswith("RUNTIMES"))
-    assert runtimes.count("'") == 2, f"want exactly one OpenMP runtime: {runtimes}"
-    assert "FOLLOWS 1 1" in lines and "FOLLOWS 2 2" in lines, proc.stdout
-    assert "CAL True" in lines, proc.stdout
+    assert "one OpenMP runtime:" in proc.stdout, proc.stdout

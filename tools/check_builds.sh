@@ -371,28 +371,9 @@ fi
 (cd "$WORK" && PYTHONDONTWRITEBYTECODE=1 "$VPY" -m fastdispatch info) > "$WORK/minfo.log" 2>&1 \
     || fail "python -m fastdispatch info from the manylinux wheel" "$WORK/minfo.log"
 grep -q "backend      cython" "$WORK/minfo.log" || fail "the manylinux wheel's backend" "$WORK/minfo.log"
-(cd "$WORK" && PYTHONDONTWRITEBYTECODE=1 "$VPY" - <<'PYOMP') > "$WORK/omp.log" 2>&1 \
-    || fail "one OpenMP runtime with the manylinux wheel" "$WORK/omp.log"
-import os, re
-import torch
-import kernels_cpu
-if kernels_cpu.openmp_enabled():
-    out = torch.empty(1 << 16, dtype=torch.int64)
-    kernels_cpu.set_parallel_threshold(1)
-    kernels_cpu.expand_kernel(out, torch.arange(1 << 12, dtype=torch.int64),
-                              torch.arange(16, (1 << 16) + 1, 16, dtype=torch.int64), -1, 0)
-    libs = {os.path.realpath(line.split()[-1]) for line in open("/proc/self/maps")
-            if len(line.split()) >= 6 and re.search(r"lib(gomp|omp|iomp5)[^/]*\.so",
-                                                    line.split()[-1].rsplit("/", 1)[-1])}
-    assert len(libs) == 1, f"OpenMP runtimes in the process: {sorted(libs)}"
-    assert any("/torch/lib/" in p for p in libs), f"not torch's runtime: {sorted(libs)}"
-    for n in (1, 2):
-        torch.set_num_threads(n)
-        assert kernels_cpu.get_num_threads() == n, (n, kernels_cpu.get_num_threads())
-    print(f"one OpenMP runtime: {sorted(libs)[0]}; torch.set_num_threads governs it")
-else:
-    print("no OpenMP in this build")
-PYOMP
+# the same check as tests/test_kernels_threads.py, on the installed wheel and torch's CPU build
+(cd "$WORK" && PYTHONDONTWRITEBYTECODE=1 "$VPY" "$ROOT/tests/_openmp_runtime.py" --torchs) \
+    > "$WORK/omp.log" 2>&1 || fail "one OpenMP runtime with the manylinux wheel" "$WORK/omp.log"
 done_step "$(basename "$MWHEEL"); $(tail -n 1 "$WORK/omp.log")"
 # Deleting torch's files is slow on a busy disk (a minute here); let it overlap the build below.
 if [ $keep -eq 0 ]; then

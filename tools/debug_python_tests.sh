@@ -150,20 +150,8 @@ if [ -z "$reuse" ]; then
     fi
 fi
 cd "$WORK" || exit 2
-"$PYDBG" -P - "$WORK" <<'PYLOAD' || { echo "debug_python_tests: FAILED (the debug build does not load)" >&2; exit 1; }
-import glob, importlib, importlib.machinery, os, sys
-root = os.path.realpath(sys.argv[1])
-suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
-assert "d-" in suffix, f"not a debug interpreter's suffix: {suffix}"
-mods = sorted(glob.glob(f"{root}/fastdispatch/*.pyx") + glob.glob(f"{root}/kernels_cpu/*.pyx"))
-for pyx in mods:
-    mod = importlib.import_module(os.path.relpath(pyx, root)[:-4].replace(os.sep, "."))
-    where = os.path.realpath(mod.__file__)
-    assert where.startswith(root + os.sep) and where.endswith(suffix), f"{mod.__name__} from {where}"
-import fastdispatch
-assert fastdispatch.BACKEND == "cython", fastdispatch.BACKEND
-print(f"{len(mods)} extensions built for the debug interpreter ({suffix}) load from the copy")
-PYLOAD
+"$PYDBG" -P "$WORK/tools/_extensions_load.py" "$WORK" --debug \
+    || { echo "debug_python_tests: FAILED (the debug build does not load)" >&2; exit 1; }
 [ -n "$reuse" ] || echo "debug_python_tests: build ok ($(( SECONDS - t ))s)"
 
 # ---- 3. probe ------------------------------------------------------------------------------------

@@ -177,21 +177,7 @@ for v in "${versions[@]}"; do
         build="FAILED"; vfail=1; finish; continue
     fi
     # every module from the copy, with this interpreter's suffix; the compiled backend chosen
-    if ! (cd "$WORK" && PYTHONPATH="$WORK" "$py" - "$WORK" <<'PYLOAD'
-import glob, importlib, importlib.machinery, os, sys
-root = os.path.realpath(sys.argv[1])
-suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
-pyx = sorted(glob.glob(f"{root}/fastdispatch/*.pyx") + glob.glob(f"{root}/kernels_cpu/*.pyx")
-             + glob.glob(f"{root}/fdkit/*.pyx"))
-for p in pyx:
-    mod = importlib.import_module(os.path.relpath(p, root)[:-4].replace(os.sep, "."))
-    where = os.path.realpath(mod.__file__)
-    assert where.startswith(root + os.sep) and where.endswith(suffix), f"{mod.__name__} from {where}"
-import fastdispatch
-assert fastdispatch.BACKEND == "cython", fastdispatch.BACKEND
-print(f"python_matrix: {len(pyx)} extensions ({suffix}) load from the copy")
-PYLOAD
-    ); then
+    if ! (cd "$WORK" && PYTHONPATH="$WORK" "$py" "$WORK/tools/_extensions_load.py" "$WORK" --fdkit); then
         build="FAILED (load)"; vfail=1; finish; continue
     fi
     info=$(cd "$WORK" && PYTHONPATH="$WORK" "$py" -m fastdispatch info 2>&1)
