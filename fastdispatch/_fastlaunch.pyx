@@ -47,10 +47,12 @@ cdef enum:
     CODE_BOOL = 0x02
     CODE_FLOAT = 0x03
     CODE_CONSTEXPR = 0x04
+    CODE_TUPLE = 0x05
     CODE_INT = 0x10
     CODE_TENSOR = 0x20
     MAX_PARAMS = 256
     MAX_TAIL = 1024
+    MAX_CODES = 4 * MAX_PARAMS  # feature bytes of one key (tuples take more than two a parameter)
 
 cdef object _MISSING = _cold._MISSING
 cdef dict _DTYPE_INDEX = _cold._DTYPE_INDEX
@@ -60,6 +62,9 @@ cdef type _int = int
 cdef type _bool = bool
 cdef type _float = float
 cdef type _str = str
+cdef type _tuple = tuple
+cdef Py_ssize_t _MAX_TUPLE = _cold.MAX_TUPLE
+cdef int _MAX_DEPTH = _cold.MAX_DEPTH
 
 # -- tensor reads through torch's own C getters ----------------------------------------------------
 # ``t.dtype`` and ``t.data_ptr()`` of an exact ``torch.Tensor`` call two C functions of torch's
@@ -400,28 +405,24 @@ cdef class FastLaunch:
         dict would compare the two keys), ``memo`` itself is returned and no key is built.
         """
         cdef Py_ssize_t n = self._n
-        cdef unsigned char buf[2 * MAX_PARAMS]
+        cdef unsigned char buf[MAX_CODES]
         cdef PyObject* tobj[MAX_TAIL]
         cdef long long tbits[MAX_TAIL]
         cdef Py_ssize_t j = 0
+        cdef Py_ssize_t k
         cdef Py_ssize_t nt = 0
         cdef Py_ssize_t i
         cdef const unsigned char* cx = self._constexpr
         cdef list keep = None
         cdef object v
         cdef object t
-        cdef long long iv
-        cdef unsigned long long uv
-        cdef int overflow
-        cdef int rng
         cdef double dv
-        cdef PyObject* pidx
         cdef tuple tv
         for i in range(n):
             v = <object>vals[i]
             t = type(v)
             if cx[i]:
-                if nt + 2 > MAX_TAIL:
+                if nt + 2 > MAX_TAIL or j >= MAX_CODES:
                     return None
                 if t is _int or t is _bool or t is _str or v is None:
                     tobj[nt] = <PyObject*>t
@@ -443,48 +444,15 @@ cdef class FastLaunch:
                 nt += 2
                 buf[j] = CODE_CONSTEXPR
                 j += 1
-            elif t is self._tensor or t is self._parameter:
-                if _direct(v):
-                    dt = _get_dtype.get(v, _get_dtype.closure)
-                    uv = PyLong_AsUnsignedLongLongMask(_data_ptr(v, NULL))
-                else:
-                    dt = v.dtype
-                    uv = PyLong_AsUnsignedLongLongMask(v.data_ptr())
-                pidx = PyDict_GetItem(_DTYPE_INDEX, dt)
-                if pidx == NULL:
-                    di = _dtype_index(dt)
-                    if di is None:
-                        return None
-                else:
-                    di = <object>pidx
-                buf[j] = CODE_TENSOR | ((uv & 15) == 0)
-                buf[j + 1] = <unsigned char><long>di
-                j += 2
-            elif t is _int:
-                iv = PyLong_AsLongLongAndOverflow(v, &overflow)
-                if overflow == 0:
-                    if -2147483648 <= iv <= 2147483647:
-                        rng = 0
-                    else:
-                        rng = 1
-                    buf[j] = CODE_INT | (rng << 2) | ((iv == 1) << 1) | ((iv & 15) == 0)
-                elif overflow > 0 and _fits_u64(v):
-                    uv = PyLong_AsUnsignedLongLong(v)
-                    buf[j] = CODE_INT | (2 << 2) | ((uv & 15) == 0)
-                else:
-                    return None
-                j += 1
-            elif v is None:
-                buf[j] = CODE_NONE
-                j += 1
-            elif t is _bool:
-                buf[j] = CODE_BOOL
-                j += 1
-            elif t is _float:
-                buf[j] = CODE_FLOAT
-                j += 1
             else:
-                return None
+                k = _leaf_codes(v, self._tensor, self._parameter, buf, j)
+                if k < 0:
+                    if t is not _tuple:
+                        return None
+                    k = _tuple_codes(<tuple>v, self._tensor, self._parameter, buf, j, 0)
+                    if k < 0:
+                        return None
+                j = k
         if opts is not None:
             for item in opts:
                 if nt + 3 > MAX_TAIL:
@@ -548,6 +516,85 @@ cdef class FastLaunch:
             else:
                 _set_new(key, 2 + nr + i, <object>tobj[i])
         return key
+
+
+cdef inline Py_ssize_t _leaf_codes(object v, object tensor_t, object param_t, unsigned char* buf,
+                                   Py_ssize_t j) except -2:
+    """``_fastlaunch_planner._plain_codes`` in C for a value that is not a tuple: its feature
+    codes written at ``buf[j]``; returns where they end, or -1 when it is not one we key on
+    (or its codes would not fit). Inlined into the per-parameter loop: the common case."""
+    cdef object t = type(v)
+    cdef long long iv
+    cdef unsigned long long uv
+    cdef int overflow
+    cdef int rng
+    cdef PyObject* pidx
+    if j + 2 > MAX_CODES:
+        return -1
+    if t is tensor_t or t is param_t:
+        if _direct(v):
+            dt = _get_dtype.get(v, _get_dtype.closure)
+            uv = PyLong_AsUnsignedLongLongMask(_data_ptr(v, NULL))
+        else:
+            dt = v.dtype
+            uv = PyLong_AsUnsignedLongLongMask(v.data_ptr())
+        pidx = PyDict_GetItem(_DTYPE_INDEX, dt)
+        if pidx == NULL:
+            di = _dtype_index(dt)
+            if di is None:
+                return -1
+        else:
+            di = <object>pidx
+        buf[j] = CODE_TENSOR | ((uv & 15) == 0)
+        buf[j + 1] = <unsigned char><long>di
+        return j + 2
+    if t is _int:
+        iv = PyLong_AsLongLongAndOverflow(v, &overflow)
+        if overflow == 0:
+            if -2147483648 <= iv <= 2147483647:
+                rng = 0
+            else:
+                rng = 1
+            buf[j] = CODE_INT | (rng << 2) | ((iv == 1) << 1) | ((iv & 15) == 0)
+        elif overflow > 0 and _fits_u64(v):
+            uv = PyLong_AsUnsignedLongLong(v)
+            buf[j] = CODE_INT | (2 << 2) | ((uv & 15) == 0)
+        else:
+            return -1
+        return j + 1
+    if v is None:
+        buf[j] = CODE_NONE
+        return j + 1
+    if t is _bool:
+        buf[j] = CODE_BOOL
+        return j + 1
+    if t is _float:
+        buf[j] = CODE_FLOAT
+        return j + 1
+    return -1
+
+
+cdef Py_ssize_t _tuple_codes(tuple v, object tensor_t, object param_t, unsigned char* buf,
+                             Py_ssize_t j, int depth) except -2:
+    """The codes of a tuple argument (``_plain_codes`` of the twin): the count, then every
+    element's, nested tuples included; -1 when one is not a value we key on."""
+    cdef Py_ssize_t n = PyTuple_GET_SIZE(v)
+    cdef Py_ssize_t k
+    cdef object e
+    if n > _MAX_TUPLE or depth >= _MAX_DEPTH or j + 2 > MAX_CODES:
+        return -1
+    buf[j] = CODE_TUPLE
+    buf[j + 1] = <unsigned char>n
+    j += 2
+    for k in range(n):
+        e = <object>PyTuple_GET_ITEM(v, k)
+        if type(e) is _tuple:
+            j = _tuple_codes(<tuple>e, tensor_t, param_t, buf, j, depth + 1)
+        else:
+            j = _leaf_codes(e, tensor_t, param_t, buf, j)
+        if j < 0:
+            return -1
+    return j
 
 
 cdef inline bint _same(PyObject* a, PyObject* b) except -1:

