@@ -22,7 +22,8 @@ from ._bindcheck import (
     kernel_arg_names,
     kernel_defaults,
 )
-from ._errors import (
+from ._core_names import NAMES
+from ._errors import (  # noqa: F401 - LaunchArgumentError: re-exported (_core_names.NAMES)
     LaunchArgumentError,
     describe,
     input_count_mismatch,
@@ -30,22 +31,15 @@ from ._errors import (
     unexpected_arguments,
 )
 from ._owner_setup import dispatch_signature, dispatcher_factory
-from ._planner import launch_generic, plan_lookup, plan_rules, prepare_launch_kwargs, unpack_spec
+from ._planner import (  # noqa: F401 - prepare_launch_kwargs: re-exported (_core_names.NAMES)
+    launch_generic,
+    plan_lookup,
+    plan_rules,
+    prepare_launch_kwargs,
+    unpack_spec,
+)
 
-__all__ = [
-    "KernelOverride",
-    "Launcher",
-    "LaunchArgumentError",
-    "LaunchBindingPlan",
-    "LaunchOwner",
-    "PlanCache",
-    "kernel_dispatcher",
-    "launch_binding_plan",
-    "launch_owner",
-    "owner_call_method",
-    "prepare_launch_kwargs",
-    "_kernel_arg_names",
-]
+__all__ = list(NAMES)
 
 _kernel_arg_names = kernel_arg_names
 
