@@ -42,6 +42,7 @@ SHIPPED = [
     "kernels_cpu._spec_decode",
     "kernels_cpu._workers",
     "kernels_cpu._fused",
+    "kernels_cpu._race",
     "kernels_cpu._topk_topp",
 ]
 #: Every compiled module with a stub: the shipped ones and the dev kit's (``fdkit``, built in
