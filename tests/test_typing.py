@@ -38,6 +38,8 @@ SHIPPED = [
     "kernels_cpu._buffers",
     "kernels_cpu._parallel",
     "kernels_cpu._tables",
+    "kernels_cpu._expand",
+    "kernels_cpu._recovered",
     "kernels_cpu._sampling",
     "kernels_cpu._spec_decode",
     "kernels_cpu._workers",
