@@ -47,7 +47,7 @@ from kernels_cpu._parallel cimport threads_for
 from kernels_cpu._race cimport (
     _accept_uniform, _accepts, _row_norm, race_logits, argmax_row, expf32,
 )
-from kernels_cpu._topk_topp cimport row_scratch, free_row_scratch, mask_row_f32, widen_row
+from kernels_cpu._topk_topp_rows cimport row_scratch, free_row_scratch, mask_row_f32, widen_row
 
 cdef enum:
     M_LOGITS = (1 << DT_FLOAT32) | (1 << DT_FLOAT16) | (1 << DT_BFLOAT16)

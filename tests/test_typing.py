@@ -46,6 +46,7 @@ SHIPPED = [
     "kernels_cpu._fused",
     "kernels_cpu._race",
     "kernels_cpu._topk_topp",
+    "kernels_cpu._topk_topp_rows",
 ]
 #: Every compiled module with a stub: the shipped ones and the dev kit's (``fdkit``, built in
 #: place only, never in the wheel).
