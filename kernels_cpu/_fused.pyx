@@ -44,7 +44,7 @@ from kernels_cpu._checks cimport (
 )
 from kernels_cpu._parallel cimport threads_for
 from kernels_cpu._race cimport (
-    Job, KIND_ARGMAX, KIND_RECOVER, _accept_uniform, _accepts, _row_norm, _run_jobs, _set_key,
+    Job, KIND_ARGMAX, _accept_uniform, _accepts, _recover_job, _row_norm, _run_jobs, _set_key,
     argmax_row, expf32, race_logits,
 )
 
@@ -159,10 +159,8 @@ cdef int _recover_all(IBuf out, IBuf cu, IBuf draft, const float* q, const float
             e = iget(cu, r)
             for k in range(s, e):
                 _set_key(&jobs[k], seeds, r, <uint32_t>(k - s))
-                jobs[k].kind = KIND_RECOVER
-                jobs[k].t = t + k * V
-                jobs[k].q = q + k * V if q != NULL else NULL
-                jobs[k].skip = -1 if q != NULL else iget(draft, k)
+                _recover_job(&jobs[k], t + k * V, q + k * V if q != NULL else NULL,
+                             -1 if q != NULL else iget(draft, k))
                 jobs[k].token = 0
     nt = threads_for(T * V)
     with nogil:
@@ -350,10 +348,8 @@ cdef int _step(IBuf out, Py_ssize_t width, IBuf cu, IBuf draft, const float* q, 
                     if is_g:                   # synthetic greedy: the target argmax
                         _argmax_job(&jobs[nj], gs + row * V)
                     else:
-                        jobs[nj].kind = KIND_RECOVER
-                        jobs[nj].t = t + row * V
-                        jobs[nj].q = q + row * V if q != NULL else NULL
-                        jobs[nj].skip = -1 if q != NULL else d
+                        _recover_job(&jobs[nj], t + row * V, q + row * V if q != NULL else NULL,
+                                     -1 if q != NULL else d)
                     nj += 1
                     break
                 a += 1

@@ -48,6 +48,16 @@ cdef inline void _set_key(Job* job, const int64_t* seeds, Py_ssize_t r,
     job.invz = 1
 
 
+cdef inline void _recover_job(Job* job, const float* t, const float* q,
+                              int64_t skip) noexcept nogil:
+    """A recovered-token job: the race over ``max(t - q, 0)``, or over ``t`` without id
+    ``skip`` when ``q`` is NULL (no draft probs)."""
+    job.kind = KIND_RECOVER
+    job.t = t
+    job.q = q
+    job.skip = skip
+
+
 cdef inline double _accept_uniform(const int64_t* seeds, Py_ssize_t r,
                                    uint32_t pos) noexcept nogil:
     cdef uint32_t w[4]

@@ -424,10 +424,7 @@ cdef int64_t race_logits(const int64_t* seeds, Py_ssize_t r, uint32_t pos, const
     cdef Job job
     cdef Part part
     _set_key(&job, seeds, r, pos)
-    job.kind = KIND_RECOVER
-    job.t = row
-    job.q = q
-    job.skip = skip
+    _recover_job(&job, row, q, skip)
     job.logits = True
     job.m = m
     job.invz = invz
