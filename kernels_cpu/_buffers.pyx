@@ -256,12 +256,12 @@ cdef char* check_tensor(object t, str name, int mask, int ndim, int* code_out,
 
 
 #: (DLPack type code, bits, our dtype code) of every dtype a kernel reads, one table for the
-#: lookup below
+#: lookup below; the kernels' most common dtypes first
 cdef int _DL_CODES[30]
 _DL_CODES[:] = [
-    kDLInt, 32, DT_INT32, kDLInt, 64, DT_INT64, kDLInt, 8, DT_INT8,
-    kDLFloat, 32, DT_FLOAT32, kDLFloat, 64, DT_FLOAT64, kDLFloat, 16, DT_FLOAT16,
-    kDLBool, 8, DT_BOOL, kDLUInt, 8, DT_UINT8, kDLUInt, 64, DT_UINT64, kDLBfloat, 16, DT_BFLOAT16,
+    kDLInt, 32, DT_INT32, kDLInt, 64, DT_INT64, kDLFloat, 32, DT_FLOAT32, kDLBool, 8, DT_BOOL,
+    kDLFloat, 64, DT_FLOAT64, kDLFloat, 16, DT_FLOAT16, kDLBfloat, 16, DT_BFLOAT16,
+    kDLInt, 8, DT_INT8, kDLUInt, 8, DT_UINT8, kDLUInt, 64, DT_UINT64,
 ]
 
 
