@@ -255,32 +255,24 @@ cdef char* check_tensor(object t, str name, int mask, int ndim, int* code_out,
     return _check_attrs(t, name, mask, ndim, code_out, shape_out)
 
 
+#: (DLPack type code, bits, our dtype code) of every dtype a kernel reads, one table for the
+#: lookup below; the kernels' most common dtypes first
+cdef int _DL_CODES[30]
+_DL_CODES[:] = [
+    kDLInt, 32, DT_INT32, kDLInt, 64, DT_INT64, kDLFloat, 32, DT_FLOAT32, kDLBool, 8, DT_BOOL,
+    kDLFloat, 64, DT_FLOAT64, kDLFloat, 16, DT_FLOAT16, kDLBfloat, 16, DT_BFLOAT16,
+    kDLInt, 8, DT_INT8, kDLUInt, 8, DT_UINT8, kDLUInt, 64, DT_UINT64,
+]
+
+
 cdef int _view_code(DLDataType dt) noexcept:
     """Our dtype code for a DLPack dtype (DT_OTHER for anything we never read)."""
+    cdef int i
     if dt.lanes != 1:
         return DT_OTHER
-    if dt.code == kDLInt:
-        if dt.bits == 32:
-            return DT_INT32
-        if dt.bits == 64:
-            return DT_INT64
-        if dt.bits == 8:
-            return DT_INT8
-    elif dt.code == kDLFloat:
-        if dt.bits == 32:
-            return DT_FLOAT32
-        if dt.bits == 64:
-            return DT_FLOAT64
-        if dt.bits == 16:
-            return DT_FLOAT16
-    elif dt.code == kDLBool and dt.bits == 8:
-        return DT_BOOL
-    elif dt.code == kDLUInt and dt.bits == 8:
-        return DT_UINT8
-    elif dt.code == kDLUInt and dt.bits == 64:
-        return DT_UINT64
-    elif dt.code == kDLBfloat and dt.bits == 16:
-        return DT_BFLOAT16
+    for i in range(0, 30, 3):
+        if dt.code == _DL_CODES[i] and dt.bits == _DL_CODES[i + 1]:
+            return _DL_CODES[i + 2]
     return DT_OTHER
 
 

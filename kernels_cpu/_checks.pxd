@@ -13,7 +13,8 @@ from cpython.number cimport PyNumber_Index
 from libc.stdint cimport int64_t
 
 from kernels_cpu._buffers cimport (
-    DT_BOOL, IBuf, M_BOOL, check_index, check_tensor, dtype_code, expected, iget,
+    DT_BOOL, IBuf, M_BOOL, M_FLOAT32, check_index, check_rowed, check_tensor, dtype_code,
+    expected, iget,
 )
 
 
@@ -116,6 +117,23 @@ cdef inline IBuf index_at_least(object t, str name, Py_ssize_t need, str why=Non
     cdef IBuf b = check_index(t, name, -1, shp)
     need_count(name, shp[0], need, why)
     return b
+
+
+cdef inline int required(object t, str name, str when) except -1:
+    """An argument the launch's mode reads may not be None."""
+    if t is None:
+        raise ValueError(expected(name, f"a tensor {when}", None))
+    return 0
+
+
+cdef inline int prob_rows(object t, str name, Py_ssize_t T, Py_ssize_t V,
+                          const float** out) except -1:
+    """A float32 probability buffer read as ``T`` rows of ``vocab_size`` (``ptr + t * V + v``),
+    as the rejection kernels and the recovered-token kernel read theirs."""
+    cdef Py_ssize_t shp[1]
+    out[0] = <const float*>check_rowed(t, name, M_FLOAT32, V, "vocab_size", NULL, shp)
+    need_rows(name, shp[0], T, V, "vocab_size", t)
+    return 0
 
 
 cdef inline int no_overlap(str name, char* a, Py_ssize_t na, str other, char* b,

@@ -1,17 +1,12 @@
 """Types of ``kernels_cpu._fused``: the fused rejection-sampling step, noise drawn in the loop.
 
 Token buffers are int32/int64 CPU tensors, probabilities and logits float32; ``seeds`` is an
-int64 ``[B, 2]`` tensor of ``(key, stream)`` per request. The Philox helpers below the kernels
-expose the random stream itself, so tests can recompute it.
+int64 ``[B, 2]`` tensor of ``(key, stream)`` per request (the stream is ``_race``'s).
 """
 
-from collections.abc import Sequence
-from typing import Literal, SupportsIndex
+from typing import SupportsIndex
 
 from torch import Tensor
-
-#: Vocabulary entries per block of the exponential race (also the C block-sum loop's block).
-BLOCK_SIZE: int
 
 def recovered_tokens(
     output_token_ids: Tensor,
@@ -58,12 +53,5 @@ def rejection_sample_step_logits(
     max_spec_len: SupportsIndex,
     synthetic_rates: Tensor | None = None,
 ) -> None: ...
-def philox4x32(counter: Sequence[int], key: Sequence[int]) -> tuple[int, int, int, int]: ...
-def philox_words(out: Tensor, counter: Sequence[int], key: Sequence[int]) -> None: ...
-def variates(
-    words: Tensor, kind: Literal["u01_float", "u01_open", "exp_open", "exp_float"]
-) -> Tensor: ...
-def block_exponentials(key: int, stream: int, pos: int, nblocks: int) -> Tensor: ...
-def step_uniforms(key: int, stream: int, pos: int) -> tuple[float, float]: ...
 def _expf_values(x: Tensor) -> Tensor: ...
 def _set_chunk_blocks(n: int) -> int: ...

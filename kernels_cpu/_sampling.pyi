@@ -1,4 +1,4 @@
-"""Types of ``kernels_cpu._sampling``: vLLM's rejection-sampling kernels on CPU.
+"""Types of ``kernels_cpu._sampling``: vLLM's greedy and random rejection kernels on CPU.
 
 Buffers (``*_ptr``) are CPU tensors, used in place; integer scalars accept anything with
 ``__index__`` (Python or numpy integers, 0-d integer tensors). Flags that the Triton kernels
@@ -9,14 +9,6 @@ from typing import SupportsIndex
 
 from torch import Tensor
 
-def expand_kernel(
-    output_ptr: Tensor,
-    input_ptr: Tensor,
-    cu_num_tokens_ptr: Tensor,
-    replace_from: float,
-    replace_to: float,
-    MAX_NUM_TOKENS: SupportsIndex | None = None,
-) -> None: ...
 def rejection_greedy_sample_kernel(
     output_token_ids_ptr: Tensor,
     cu_num_draft_tokens_ptr: Tensor,
@@ -44,16 +36,4 @@ def rejection_random_sample_kernel(
     synthetic_conditional_rates_ptr: Tensor | None = None,
     NO_DRAFT_PROBS: bool | int | None = None,
     SYNTHETIC_MODE: bool | int | None = None,
-) -> None: ...
-def sample_recovered_tokens_kernel(
-    output_token_ids_ptr: Tensor,
-    cu_num_draft_tokens_ptr: Tensor,
-    draft_token_ids_ptr: Tensor,
-    draft_probs_ptr: Tensor | None,
-    target_probs_ptr: Tensor,
-    inv_q_ptr: Tensor,
-    vocab_size: SupportsIndex,
-    BLOCK_SIZE: SupportsIndex | None = None,
-    NO_DRAFT_PROBS: bool | int | None = None,
-    USE_FP64_GUMBEL: bool | int | None = None,
 ) -> None: ...

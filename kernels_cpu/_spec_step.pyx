@@ -16,7 +16,7 @@ drafts -- six passes over ``[T + B, V]`` floats before the first accept test.
   selection, not a sort; the kept-set rules are written there), so the threshold never costs a
   pass over the logits in memory and nothing is written to ``logits``;
 * the accept test reads ``p[draft]`` of the masked, normalised row; a rejection draws its
-  recovered token from the same working row by ``_fused``'s exponential race (same Philox
+  recovered token from the same working row by ``_race``'s exponential race (same Philox
   stream, same exactness argument); after the last accepted draft the bonus row is sampled the
   same way at position ``n`` of the request's stream.
 
@@ -41,11 +41,13 @@ from kernels_cpu._buffers cimport (
 )
 from kernels_cpu._checks cimport bool_at_least, index_at_least, offset_start
 from kernels_cpu._fused cimport (
-    StepRows, _accept_uniform, _accepts, _row_norm, race_logits, argmax_row, expf32,
-    check_step_rows, no_output_overlap, _check_ids, _probs, _seeds,
+    StepRows, check_step_rows, no_output_overlap, _check_ids, _probs, _seeds,
 )
 from kernels_cpu._parallel cimport threads_for
-from kernels_cpu._topk_topp cimport row_scratch, free_row_scratch, mask_row_f32, widen_row
+from kernels_cpu._race cimport (
+    _accept_uniform, _accepts, _row_norm, race_logits, argmax_row, expf32,
+)
+from kernels_cpu._topk_topp_rows cimport row_scratch, free_row_scratch, mask_row_f32, widen_row
 
 cdef enum:
     M_LOGITS = (1 << DT_FLOAT32) | (1 << DT_FLOAT16) | (1 << DT_BFLOAT16)

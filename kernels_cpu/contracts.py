@@ -250,7 +250,7 @@ _SLOT_ARGS: tuple[Arg, ...] = (
 CONTRACTS: tuple[Contract, ...] = (
     Contract(
         "expand_kernel",
-        "_sampling",
+        "_expand",
         "(B,): one program per ``input_ptr`` element",
         "output[cu[i-1]:cu[i]] = input[i], with replace_from replaced by replace_to; at most "
         "MAX_NUM_TOKENS elements per request",
@@ -338,7 +338,7 @@ CONTRACTS: tuple[Contract, ...] = (
     ),
     Contract(
         "sample_recovered_tokens_kernel",
-        "_sampling",
+        "_recovered",
         "(B, K): one program per (request, draft position); ``B`` = elements of "
         "``cu_num_draft_tokens_ptr``; the CPU kernel computes every position of every request",
         "per draft token: argmax over v of prob[v] * inv_q[request, v], prob = max(target - "

@@ -9,7 +9,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kernels_cpu import _fused
+from kernels_cpu import _race as _fused
 from tests._fused_helpers import (
     block_exponential,
     chi2_pvalue,

@@ -38,11 +38,15 @@ SHIPPED = [
     "kernels_cpu._buffers",
     "kernels_cpu._parallel",
     "kernels_cpu._tables",
+    "kernels_cpu._expand",
+    "kernels_cpu._recovered",
     "kernels_cpu._sampling",
     "kernels_cpu._spec_decode",
     "kernels_cpu._workers",
     "kernels_cpu._fused",
+    "kernels_cpu._race",
     "kernels_cpu._topk_topp",
+    "kernels_cpu._topk_topp_rows",
 ]
 #: Every compiled module with a stub: the shipped ones and the dev kit's (``fdkit``, built in
 #: place only, never in the wheel).

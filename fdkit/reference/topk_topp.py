@@ -11,6 +11,7 @@ The kept set of a row, as ``kernels_cpu.top_k_top_p`` defines it (vLLM's semanti
 
 from __future__ import annotations
 
+import inspect
 import math
 
 import torch
@@ -94,37 +95,25 @@ def topk_topp_kernel(
         row[~keep] = MASK_VALUE
 
 
-def topk_topp_nosplit_kernel(
-    LOGITS,
-    LOGITS_STRIDE_0,
-    BUFFER,
-    PERCENTILE_TO_STD_TABLE,
-    NORMAL_CDF_TO_SIGMA_TABLE,
-    K,
-    P,
-    BATCH_SIZE,
-    VOCAB_SIZE,
-    MASK_VALUE,
-    BLOCK_SIZE=None,
-    BLOCK_SIZE_TRUNC=None,
-    TOPK_ENABLED=None,
-    TOPP_ENABLED=None,
-):
-    """vLLM 0.27-0.29's form: :func:`topk_topp_kernel` without ``SPLIT_COVERS_PONLY``."""
-    topk_topp_kernel(
-        LOGITS,
-        LOGITS_STRIDE_0,
-        BUFFER,
-        PERCENTILE_TO_STD_TABLE,
-        NORMAL_CDF_TO_SIGMA_TABLE,
-        K,
-        P,
-        BATCH_SIZE,
-        VOCAB_SIZE,
-        MASK_VALUE,
-        BLOCK_SIZE,
-        BLOCK_SIZE_TRUNC,
-        TOPK_ENABLED,
-        TOPP_ENABLED,
-        False,
+def _without_split(kernel):
+    """``kernel`` under vLLM 0.27-0.29's signature: the same arguments less
+    ``SPLIT_COVERS_PONLY`` (those releases have no split top-p kernels, so every row's top-p is
+    done here). The older form is the newer one with the flag off, so it is written once, as a
+    call of it; its signature is the newer one's without the flag."""
+    sig = inspect.signature(kernel)
+    sig = sig.replace(
+        parameters=[p for p in sig.parameters.values() if p.name != "SPLIT_COVERS_PONLY"]
     )
+
+    def nosplit(*args, **kwargs):
+        kernel(**sig.bind(*args, **kwargs).arguments, SPLIT_COVERS_PONLY=False)
+
+    nosplit.__signature__ = sig
+    nosplit.__name__ = nosplit.__qualname__ = "topk_topp_nosplit_kernel"
+    nosplit.__doc__ = (
+        "vLLM 0.27-0.29's form: :func:`topk_topp_kernel` without ``SPLIT_COVERS_PONLY``."
+    )
+    return nosplit
+
+
+topk_topp_nosplit_kernel = _without_split(topk_topp_kernel)

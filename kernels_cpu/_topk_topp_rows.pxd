@@ -1,0 +1,31 @@
+# cython: language_level=3
+"""What ``_topk_topp_rows`` shares at C level: the ``nogil`` loop over a table's rows, for the
+validated entry points (``_topk_topp``), and one row's top-k/top-p mask on a float32 working
+row, for kernels that mask a row they have already read (``_spec_step`` masks each sampled
+row's temperature-scaled copy as its walk reaches it). The kept-set rules are
+``_topk_topp_rows.pyx``'s, written once there.
+"""
+from libc.stdint cimport int32_t, int64_t, uint16_t
+
+
+cdef inline int64_t _k_at(const char* kp, bint wide, Py_ssize_t r) noexcept nogil:
+    """Row ``r``'s ``k`` from an int32 (or, ``wide``, int64) buffer."""
+    if wide:
+        return (<const int64_t*>kp)[r]
+    return (<const int32_t*>kp)[r]
+
+
+cdef inline double _p_at(const char* pp, bint dbl, Py_ssize_t r) noexcept nogil:
+    """Row ``r``'s ``p`` from a float32 (or, ``dbl``, float64) buffer."""
+    if dbl:
+        return (<const double*>pp)[r]
+    return (<const float*>pp)[r]
+
+
+cdef int mask_rows(char* base, Py_ssize_t row_bytes, int code, Py_ssize_t B, Py_ssize_t V,
+                   const char* kp, bint kwide, const char* pp, bint pdbl, float maskf,
+                   uint16_t mask16, int nt) noexcept nogil
+cdef void* row_scratch(Py_ssize_t V) noexcept nogil
+cdef void free_row_scratch(void* s) noexcept nogil
+cdef void mask_row_f32(float* row, Py_ssize_t n, int64_t k, double p, void* s) noexcept nogil
+cdef void widen_row(const char* row, int code, Py_ssize_t n, float* out) noexcept nogil

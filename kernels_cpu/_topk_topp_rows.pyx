@@ -1,0 +1,631 @@
+# cython: language_level=3
+"""Top-k / top-p masking of logits rows, in place, by selection instead of a sort: the row loop.
+
+This module is the ``nogil`` layer: the selection in C, the loop over rows (``mask_rows``) and
+one row's mask for kernels that mask a row they have already read (``_spec_step``), all shared
+through ``_topk_topp_rows.pxd``. The validated entry points (``top_k_top_p`` and vLLM's kernel
+signatures) are ``_topk_topp.pyx``'s.
+
+What is kept (vLLM's semantics: its PyTorch path ``apply_top_k_top_p_pytorch``, its Triton kernel
+``_topk_topp_kernel`` and the Triton tests that pin the order of ties):
+
+* **top-k** keeps every value ``>=`` the k-th largest of the row, counted with multiplicity, so
+  ties at the k-th value are all kept; ``k >= V`` keeps the row. Fewer than ``k`` finite values:
+  the threshold is ``-inf`` and nothing is masked.
+* **top-p**, applied to what top-k kept, ranks the kept tokens by value (ties by index, lowest
+  first) and keeps a token when the probability mass ranked strictly above it is ``< p``; the top
+  token is therefore always kept, and of a group of tied values straddling the boundary the
+  lowest indices are kept (vLLM's Triton test ``test_topp_tie_break_deterministic``). ``p == 1``
+  keeps the row.
+* Masked entries get ``mask_value`` (``-inf`` by default). A row that is all ``-inf`` or holds
+  a NaN is left unchanged (nothing in it can be ranked).
+
+How, per row (``k`` and ``p`` are per row; any count of rows, zero included):
+
+1. one vectorised pass for the row maximum (and NaN);
+2. top-k: the k-th largest by a filtered selection -- a buffer collects values ``>=`` a running
+   threshold (whole 16-value chunks below it are skipped after one vectorised max), and each
+   time it fills, a quickselect raises the threshold to the buffer's k-th largest -- about one
+   read of the row for the small ``k`` that models ship;
+3. top-p after top-k (the kept set is small): the kept values are gathered, sorted and walked;
+   top-p alone (or after a large ``k``): one pass sums the masses ``exp(x - max)`` (vectorised
+   float32 ``exp``, < 2 ulp, sums in float64) into 512 buckets of width 1/8 in ``max - x``, the
+   bucket holding the boundary is found from the bucket masses, its members are gathered in index
+   order and refined the same way (256 sub-buckets over their range) until a handful remain or
+   all are tied, then sorted and walked;
+4. one pass writes ``mask_value`` where a token is not kept.
+
+fp16/bf16 rows are converted into a float32 scratch row first (exactly: both embed in float32),
+the decisions are made there, and masked entries are written in the row's dtype. Rows run in
+parallel (OpenMP, one scratch arena per thread) above the calibrated work threshold.
+"""
+from cython.parallel cimport prange, parallel
+from libc.stdint cimport int64_t, uint16_t
+from libc.stdlib cimport malloc, free
+from libc.math cimport INFINITY
+
+from kernels_cpu._buffers cimport DT_FLOAT32
+
+cdef extern from *:
+    """
+    #if defined(__clang__)
+    #pragma STDC FP_CONTRACT OFF
+    #elif defined(__GNUC__)
+    #pragma GCC optimize ("fp-contract=off")
+    #endif
+    #include <string.h>
+    #include <stdint.h>
+    #include <stdlib.h>
+    #include <math.h>
+    #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11 && defined(__x86_64__) \
+        && defined(__linux__) && !defined(__SANITIZE_ADDRESS__)
+    #define TKP_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+    #else
+    #define TKP_CLONES
+    #endif
+    #define TKP_LANES 16
+    #define TKP_BLK 64          /* values per block of the vectorised passes */
+    #define TKP_NB 512          /* top-p buckets over ref - x, of a width fitted to the row */
+    #define TKP_NSUB 256        /* refinement sub-buckets */
+    #define TKP_SMALL 64        /* candidates resolved by sorting */
+    #define TKP_GATHER 4096     /* top-k kept sets up to this size are resolved by sorting */
+    #define TKP_SAMPLE 2048     /* values that fit the top-p buckets to a row */
+
+    typedef struct { float x; float e; int64_t i; } tkp_cand;
+
+    typedef struct {
+        float* vals;        /* V floats: the row as float32 (fp16/bf16 rows) */
+        float* sel;         /* V floats: the top-k selection buffer */
+        tkp_cand* c1;       /* V candidates */
+        tkp_cand* c2;       /* V candidates */
+    } tkp_scratch;
+
+    #include "_fastexp.h"   /* fd_expf: the exp the fused sampler uses */
+
+    static inline float tkp_h2f(uint16_t h) {
+        uint32_t s = ((uint32_t)h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, b;
+        float f;
+        if (e == 0) {
+            f = (float)m * 5.9604644775390625e-8f;   /* m * 2**-24: exact */
+            return (h & 0x8000u) ? -f : f;
+        }
+        if (e == 31) b = s | 0x7f800000u | (m << 13);
+        else b = s | ((e + 112u) << 23) | (m << 13);
+        memcpy(&f, &b, 4);
+        return f;
+    }
+
+    static inline float tkp_bf2f(uint16_t h) {
+        uint32_t b = (uint32_t)h << 16;
+        float f;
+        memcpy(&f, &b, 4);
+        return f;
+    }
+
+    /* row as float32 into out (code: 8 fp16, 9 bf16) */
+    TKP_CLONES static void tkp_widen(const uint16_t* row, Py_ssize_t n, int code, float* out) {
+        if (code == 9) { for (Py_ssize_t i = 0; i < n; i++) out[i] = tkp_bf2f(row[i]); }
+        else { for (Py_ssize_t i = 0; i < n; i++) out[i] = tkp_h2f(row[i]); }
+    }
+
+    /* maximum of x[0:n) and whether a NaN occurs */
+    TKP_CLONES static float tkp_max(const float* x, Py_ssize_t n, int* has_nan) {
+        float m[TKP_LANES];
+        int nan[TKP_LANES];
+        Py_ssize_t i = 0;
+        for (int j = 0; j < TKP_LANES; j++) { m[j] = -INFINITY; nan[j] = 0; }
+        for (; i + TKP_LANES <= n; i += TKP_LANES)
+            for (int j = 0; j < TKP_LANES; j++) {
+                float v = x[i + j];
+                m[j] = v > m[j] ? v : m[j];
+                nan[j] |= v != v;
+            }
+        for (int j = 0; i + j < n; j++) {
+            float v = x[i + j];
+            m[j] = v > m[j] ? v : m[j];
+            nan[j] |= v != v;
+        }
+        float best = m[0];
+        int any = 0;
+        for (int j = 0; j < TKP_LANES; j++) { best = m[j] > best ? m[j] : best; any |= nan[j]; }
+        *has_nan = any;
+        return best;
+    }
+
+    /* the element of rank t (0-based, ascending) of a[0:n), by quickselect (a is permuted;
+       no NaN in a) */
+    static float tkp_nth(float* a, Py_ssize_t n, Py_ssize_t t) {
+        Py_ssize_t lo = 0, hi = n - 1;
+        while (lo < hi) {
+            float x = a[lo], y = a[lo + (hi - lo) / 2], z = a[hi], piv;
+            if (x < y) piv = y < z ? y : (x < z ? z : x);
+            else piv = x < z ? x : (y < z ? z : y);
+            Py_ssize_t i = lo, j = hi;
+            while (i <= j) {
+                while (a[i] < piv) i++;
+                while (a[j] > piv) j--;
+                if (i <= j) { float s = a[i]; a[i] = a[j]; a[j] = s; i++; j--; }
+            }
+            if (t <= j) hi = j;
+            else if (t >= i) lo = i;
+            else return a[t];
+        }
+        return a[t];
+    }
+
+    typedef float tkp_v16 __attribute__((vector_size(64)));
+    typedef int32_t tkp_i16 __attribute__((vector_size(64)));
+
+    /* Lane-wise a > b ? a : b (C has no vector ?:). Macros and a pointer argument, not vector
+       arguments: a 64-byte vector passed by value has an ABI that depends on the ISA (GCC's
+       -Wpsabi), and these never leave this file. Arguments are plain variables. */
+    #define TKP_VMAX(a, b) ((tkp_v16)(((tkp_i16)(a) & ((a) > (b))) | ((tkp_i16)(b) & ~((a) > (b)))))
+    #if defined(__clang__)
+    #define TKP_SHUF(v, ...) __builtin_shufflevector(v, v, __VA_ARGS__)
+    #else
+    #define TKP_SHUF(v, ...) __builtin_shuffle(v, (tkp_i16){__VA_ARGS__})
+    #endif
+
+    /* the maximum of the 16 lanes of *p */
+    static inline float tkp_hmax(const tkp_v16* p) {
+        tkp_v16 v = *p, w;
+        w = TKP_SHUF(v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
+        v = TKP_VMAX(v, w);
+        w = TKP_SHUF(v, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11);
+        v = TKP_VMAX(v, w);
+        w = TKP_SHUF(v, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
+        v = TKP_VMAX(v, w);
+        w = TKP_SHUF(v, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
+        v = TKP_VMAX(v, w);
+        return v[0];
+    }
+
+    /* whether any lane of *p is >= t (a NaN lane is not): one vector compare, then the mask
+       tested as eight 64-bit words -- cheaper than a horizontal max */
+    static inline int tkp_any_ge(const tkp_v16* p, float t) {
+        tkp_i16 ge = *p >= t;
+        uint64_t q[8];
+        memcpy(q, &ge, sizeof q);
+        return ((q[0] | q[1]) | (q[2] | q[3])) | ((q[4] | q[5]) | (q[6] | q[7])) ? 1 : 0;
+    }
+
+    /* One chunk of 16 values at src (len of them real) for tkp_kth_largest: skipped after one
+       vector compare when none can be among the k largest (NaN lanes never qualify), else its
+       values >= the running threshold are appended; a buffer past its capacity is cut back to
+       its k largest (no value below the buffer's k-th largest can be among the row's k
+       largest). */
+    #define TKP_CHUNK(v, src, len)                                                          \
+        if (cnt == 0 || tkp_any_ge(&(v), thr)) {                                           \
+            /* branch-free append: every value is written, the count moves for those that  \
+               qualify (the write index never passes the value's own index, < n) */        \
+            for (Py_ssize_t j = 0; j < (len); j++) {                                       \
+                float e = (src)[j];                                                        \
+                buf[cnt] = e;                                                              \
+                cnt += (e >= thr) & (e > -INFINITY);  /* -inf values only count as -inf */ \
+            }                                                                              \
+            if (cnt >= cap) {                                                              \
+                thr = tkp_nth(buf, cnt, cnt - k);                                          \
+                Py_ssize_t w = 0;                                                          \
+                for (Py_ssize_t q = 0; q < cnt; q++)                                       \
+                    if (buf[q] >= thr) buf[w++] = buf[q];                                  \
+                cnt = w;                                                                   \
+                if (2 * cnt > cap) cap *= 2;   /* ties at thr: grow, never stall */        \
+            }                                                                              \
+        }
+
+    /* The k-th largest value of x[0:n) counted with multiplicity (1 <= k < n); the row's
+       maximum into *mx and whether it holds a NaN into *nan, in the same pass. Two chunks of 16
+       per step, each with its own NaN accumulator (two short dependency chains, not one long
+       one); the maximum is the buffer's, which always holds it (every value >= the threshold
+       is kept, and the maximum is). */
+    TKP_CLONES static float tkp_kth_largest(const float* x, Py_ssize_t n, Py_ssize_t k,
+                                            float* buf, float* mx, int* nan) {
+        Py_ssize_t cap = 4 * k < 256 ? 256 : 4 * k, cnt = 0;
+        float thr = -INFINITY;
+        tkp_i16 vn0 = {0}, vn1 = {0};
+        Py_ssize_t i = 0;
+        for (; i + 32 <= n; i += 32) {
+            tkp_v16 v0, v1;
+            memcpy(&v0, x + i, sizeof v0);
+            memcpy(&v1, x + i + 16, sizeof v1);
+            vn0 |= v0 != v0;
+            vn1 |= v1 != v1;
+            /* one horizontal max decides for both chunks whether either can qualify (a NaN
+               may hide a lane's maximum here, but a row with a NaN is discarded below) */
+            tkp_v16 m01 = TKP_VMAX(v0, v1);
+            if (cnt == 0 || tkp_any_ge(&m01, thr)) {
+                TKP_CHUNK(v0, x + i, 16)
+                TKP_CHUNK(v1, x + i + 16, 16)
+            }
+        }
+        for (; i < n; i += 16) {   /* the tail, padded with -inf (never a candidate) */
+            Py_ssize_t len = n - i < 16 ? n - i : 16;
+            tkp_v16 v;
+            for (int j = 0; j < 16; j++) v[j] = j < len ? x[i + j] : -INFINITY;
+            vn0 |= v != v;
+            TKP_CHUNK(v, x + i, len)
+        }
+        int anynan = 0;
+        for (int j = 0; j < 16; j++) anynan |= (vn0[j] | vn1[j]) != 0;
+        float best = -INFINITY;
+        for (Py_ssize_t q = 0; q < cnt; q++) best = buf[q] > best ? buf[q] : best;
+        *mx = best;
+        *nan = anynan;
+        if (anynan || cnt < k) return -INFINITY;
+        return tkp_nth(buf, cnt, cnt - k);
+    }
+    #undef TKP_CHUNK
+
+    /* rank order: larger value first, then lower index */
+    static int tkp_cmp(const void* pa, const void* pb) {
+        const tkp_cand* a = (const tkp_cand*)pa;
+        const tkp_cand* b = (const tkp_cand*)pb;
+        if (a->x > b->x) return -1;
+        if (a->x < b->x) return 1;
+        return a->i < b->i ? -1 : (a->i > b->i);
+    }
+
+    static void tkp_sort(tkp_cand* c, Py_ssize_t n) {
+        if (n > 32) { qsort(c, (size_t)n, sizeof(tkp_cand), tkp_cmp); return; }
+        for (Py_ssize_t a = 1; a < n; a++) {
+            tkp_cand v = c[a];
+            Py_ssize_t b = a;
+            while (b > 0 && tkp_cmp(&c[b - 1], &v) > 0) { c[b] = c[b - 1]; b--; }
+            c[b] = v;
+        }
+    }
+
+    /* Walk candidates c[0:n) (index order on entry) in rank order after `above` mass: keep
+       while the mass strictly above is < target. Returns the last kept value in *vstar and how
+       many kept candidates equal it in *ntie; 0 when none is kept (the boundary lies above). */
+    static int tkp_walk(tkp_cand* c, Py_ssize_t n, double above, double target,
+                        float* vstar, int64_t* ntie) {
+        tkp_sort(c, n);
+        int kept = 0;
+        for (Py_ssize_t r = 0; r < n && above < target; r++) {
+            if (kept && c[r].x == *vstar) (*ntie)++;
+            else { *vstar = c[r].x; *ntie = 1; }
+            kept = 1;
+            above += (double)c[r].e;
+        }
+        return kept;
+    }
+
+    /* the bucket of x: (ref - x) * w, the last bucket taking everything below */
+    static inline int tkp_bucket(float x, float m, float w) {
+        float t = (m - x) * w;
+        t = t < (float)(TKP_NB - 1) ? t : (float)(TKP_NB - 1);
+        return (int)t;
+    }
+
+    /* The smallest value of x[0:n) that is >= floor and > -inf (m when there is none). */
+    static float tkp_low(const float* x, Py_ssize_t n, float floor, float m) {
+        float lo = m;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            float v = x[i];
+            if (v >= floor && v > -INFINITY && v < lo) lo = v;
+        }
+        return lo;
+    }
+
+    /* The bucket scale that spreads `span` below the reference over the buckets: a row's own
+       spread, not a fixed width, so a flat row (a high-temperature or an untrained model's)
+       does not pile into a handful of buckets. */
+    static inline float tkp_width(float span) {
+        float w = (float)TKP_NB / span;
+        return w < 1e7f ? w : 1e7f;
+    }
+
+    /* Top-p over the values of x[0:n) that are >= floor, bucketed and weighed relative to a
+       finite reference m >= every value: one pass of bucket masses. Returns the boundary bucket,
+       or -1 when a value exceeds m or is NaN (nothing written); *above: the mass of the buckets before it,
+       *target: p times the total mass. */
+    TKP_CLONES static int tkp_topp_buckets(const float* x, Py_ssize_t n, float floor, float m,
+                                           float w, double p, double* above, double* target) {
+        double hist[4][TKP_NB];
+        memset(hist, 0, sizeof hist);
+        float e[TKP_BLK];
+        int bk[TKP_BLK];
+        for (Py_ssize_t lo = 0; lo < n; lo += TKP_BLK) {
+            Py_ssize_t len = n - lo < TKP_BLK ? n - lo : TKP_BLK;
+            const float* b = x + lo;
+            int bad = 0;
+            for (Py_ssize_t j = 0; j < len; j++) {
+                float v = b[j];
+                float ev = fd_expf(v - m);
+                e[j] = v >= floor ? ev : 0.0f;
+                bk[j] = tkp_bucket(v, m, w);
+                bad |= (v > m) | (v != v);
+            }
+            if (bad) return -1;
+            for (Py_ssize_t j = 0; j < len; j++) hist[j & 3][bk[j]] += (double)e[j];
+        }
+        double z = 0.0, acc = 0.0;
+        double mass[TKP_NB];
+        for (int q = 0; q < TKP_NB; q++) {
+            mass[q] = (hist[0][q] + hist[1][q]) + (hist[2][q] + hist[3][q]);
+            z += mass[q];
+        }
+        *target = p * z;
+        int bstar = TKP_NB - 1;
+        for (int q = 0; q < TKP_NB; q++) {
+            if (mass[q] > 0.0 && acc + mass[q] >= *target) { bstar = q; break; }
+            acc += mass[q];
+        }
+        *above = acc;
+        return bstar;
+    }
+
+    /* Resolve the boundary among candidates c[0:nc) (index order, kept untouched; at least
+       one of positive mass) after `above`: narrow them into d by sub-bucket masses until few remain or all are tied, then
+       walk them in rank order. */
+    static void tkp_resolve(const tkp_cand* c, Py_ssize_t nc, float m, double above,
+                            double target, tkp_cand* d, float* vstar, int64_t* ntie) {
+        /* masses exp(x - m) (m = +inf: the +inf values share the mass); a zero mass ranks below
+           every positive one, so all the mass is above it: never kept */
+        Py_ssize_t np = 0;
+        for (Py_ssize_t j = 0; j < nc; j++) {
+            float e = m == INFINITY ? (c[j].x == INFINITY ? 1.0f : 0.0f) : fd_expf(c[j].x - m);
+            if (e > 0.0f) { d[np] = c[j]; d[np].e = e; np++; }
+        }
+        nc = np;
+        for (;;) {
+            if (nc <= TKP_SMALL) break;
+            float lo = d[0].x, hi = d[0].x;
+            for (Py_ssize_t j = 1; j < nc; j++) {
+                lo = d[j].x < lo ? d[j].x : lo;
+                hi = d[j].x > hi ? d[j].x : hi;
+            }
+            if (lo == hi) break;                      /* all tied: the walk is in index order */
+            double sub[TKP_NSUB];
+            memset(sub, 0, sizeof sub);
+            double scale = (double)(TKP_NSUB - 1) / ((double)hi - (double)lo);
+            for (Py_ssize_t j = 0; j < nc; j++)
+                sub[(int)(((double)hi - (double)d[j].x) * scale)] += (double)d[j].e;
+            int qstar = -1, last = 0;
+            for (int q = 0; q < TKP_NSUB; q++) {
+                if (sub[q] > 0.0) last = q;
+                if (sub[q] > 0.0 && above + sub[q] >= target) { qstar = q; break; }
+                above += sub[q];
+            }
+            if (qstar < 0) {                          /* rounding: the boundary is the last */
+                qstar = last;
+                above -= sub[last];
+            }
+            Py_ssize_t nd = 0;                        /* in place: nd <= j */
+            for (Py_ssize_t j = 0; j < nc; j++)
+                if ((int)(((double)hi - (double)d[j].x) * scale) == qstar) d[nd++] = d[j];
+            nc = nd;
+        }
+        if (!tkp_walk(d, nc, above, target, vstar, ntie)) {
+            /* rounding left nothing to keep here: keep the whole candidate set */
+            *vstar = d[nc - 1].x;
+            *ntie = 0;
+            for (Py_ssize_t j = 0; j < nc; j++) if (d[j].x == *vstar) (*ntie)++;
+        }
+    }
+
+    /* The mask pass: keep x >= floor (and, bstar >= 0, bucket <= bstar); the members of bucket
+       bstar that are >= floor are gathered into c (index order). Returns their count. */
+    TKP_CLONES static Py_ssize_t tkp_mask_pass(char* row, int code, const float* x,
+                                               Py_ssize_t n, float floor, int bstar, float m,
+                                               float w,
+                                               float maskf, uint16_t mask16, tkp_cand* c) {
+        Py_ssize_t nc = 0;
+        int bk[TKP_BLK];
+        for (Py_ssize_t lo = 0; lo < n; lo += TKP_BLK) {
+            Py_ssize_t len = n - lo < TKP_BLK ? n - lo : TKP_BLK;
+            const float* b = x + lo;
+            if (bstar >= 0) {
+                for (Py_ssize_t j = 0; j < len; j++) bk[j] = b[j] >= floor ? tkp_bucket(b[j], m, w)
+                                                                           : TKP_NB;
+                if (code == 3) {
+                    float* w = (float*)row + lo;
+                    for (Py_ssize_t j = 0; j < len; j++) w[j] = bk[j] <= bstar ? w[j] : maskf;
+                } else {
+                    uint16_t* w = (uint16_t*)row + lo;
+                    for (Py_ssize_t j = 0; j < len; j++) w[j] = bk[j] <= bstar ? w[j] : mask16;
+                }
+                for (Py_ssize_t j = 0; j < len; j++)
+                    if (bk[j] == bstar) {
+                        c[nc].x = b[j]; c[nc].i = lo + j; nc++;
+                    }
+            } else if (code == 3) {
+                float* w = (float*)row + lo;
+                for (Py_ssize_t j = 0; j < len; j++) w[j] = b[j] >= floor ? w[j] : maskf;
+            } else {
+                uint16_t* w = (uint16_t*)row + lo;
+                for (Py_ssize_t j = 0; j < len; j++) w[j] = b[j] >= floor ? w[j] : mask16;
+            }
+        }
+        return nc;
+    }
+
+    /* mask the candidates c[0:nc) (index order) that top-p drops */
+    static void tkp_drop(char* row, int code, const tkp_cand* c, Py_ssize_t nc, float vstar,
+                         int64_t ntie, float maskf, uint16_t mask16) {
+        for (Py_ssize_t j = 0; j < nc; j++) {
+            float v = c[j].x;
+            if (v > vstar) continue;
+            if (v == vstar && ntie > 0) { ntie--; continue; }
+            if (code == 3) ((float*)row)[c[j].i] = maskf;
+            else ((uint16_t*)row)[c[j].i] = mask16;
+        }
+    }
+
+    /* One row, in place. k >= n: no top-k; p >= 1: no top-p. code: 3 fp32, 8 fp16, 9 bf16. */
+    static void tkp_row(char* row, int code, Py_ssize_t n, int64_t k, double p,
+                        float maskf, uint16_t mask16, tkp_scratch* s) {
+        int do_k = k < (int64_t)n, do_p = p < 1.0;
+        if (n == 0 || !(do_k || do_p)) return;
+        const float* x;
+        if (code == 3) x = (const float*)row;
+        else { tkp_widen((const uint16_t*)row, n, code, s->vals); x = s->vals; }
+        int has_nan = 0;
+        float m, floor = -INFINITY, vstar = 0.0f;
+        int64_t ntie = 0;
+        tkp_cand* c = s->c1;
+        Py_ssize_t nc = 0;
+        if (do_k) {
+            floor = tkp_kth_largest(x, n, (Py_ssize_t)k, s->sel, &m, &has_nan);
+        } else {
+            /* top-p alone: weigh against a reference from the first values (any upper bound
+               works: the law is scale-free), so the pass that finds the row maximum is saved;
+               a larger value or a NaN sends the row down the exact-maximum path */
+            Py_ssize_t ns = n < TKP_SAMPLE ? n : TKP_SAMPLE;
+            float m0 = tkp_max(x, ns, &has_nan);
+            if (!has_nan && m0 > -INFINITY && m0 < INFINITY) {
+                float span = m0 - tkp_low(x, ns, -INFINITY, m0), ref = m0 + 16.0f, w = 8.0f;
+                if (span > 0.0f && span < INFINITY) {
+                    /* headroom above the sample's maximum, at most 16: exp(x - ref) of the
+                       row's maximum must not underflow (masses are float32) */
+                    ref = m0 + (0.5f * span < 16.0f ? 0.5f * span : 16.0f);
+                    w = tkp_width(2.0f * span);
+                }
+                double above, target;
+                int bstar = tkp_topp_buckets(x, n, -INFINITY, ref, w, p, &above, &target);
+                if (bstar >= 0) {
+                    nc = tkp_mask_pass(row, code, x, n, -INFINITY, bstar, ref, w, maskf, mask16,
+                                       c);
+                    tkp_resolve(c, nc, ref, above, target, s->c2, &vstar, &ntie);
+                    tkp_drop(row, code, c, nc, vstar, ntie, maskf, mask16);
+                    return;
+                }
+            }
+            m = tkp_max(x, n, &has_nan);
+        }
+        if (has_nan || m == -INFINITY) return;
+        if (!do_p) {
+            tkp_mask_pass(row, code, x, n, floor, -1, m, 8.0f, maskf, mask16, c);
+            return;
+        }
+        int small = 1;
+        if (m == INFINITY) {
+            /* the +inf values hold all the mass, equally */
+            for (Py_ssize_t i = 0; i < n; i++)
+                if (x[i] == INFINITY) { c[nc].x = x[i]; c[nc].e = 1.0f; c[nc].i = i; nc++; }
+            floor = INFINITY;
+        } else if (do_k) {
+            for (Py_ssize_t i = 0; i < n && small; i++)
+                if (x[i] >= floor) {
+                    if (nc == TKP_GATHER) small = 0;
+                    else { c[nc].x = x[i]; c[nc].e = fd_expf(x[i] - m); c[nc].i = i; nc++; }
+                }
+        } else small = 0;
+        if (small) {
+            double z = 0.0;
+            for (Py_ssize_t j = 0; j < nc; j++) z += (double)c[j].e;
+            tkp_mask_pass(row, code, x, n, floor, -1, m, 8.0f, maskf, mask16, c + nc);
+            tkp_resolve(c, nc, m, 0.0, p * z, s->c2, &vstar, &ntie);
+        } else {
+            double above, target;
+            /* the kept values lie in [floor, m]: the buckets span that (or, without a finite
+               floor, four times the sample's range below m) */
+            Py_ssize_t ns = n < TKP_SAMPLE ? n : TKP_SAMPLE;
+            float span = floor > -INFINITY ? 1.25f * (m - floor)
+                                           : 4.0f * (m - tkp_low(x, ns, floor, m));
+            float w = span > 0.0f && span < INFINITY ? tkp_width(span) : 8.0f;
+            int bstar = tkp_topp_buckets(x, n, floor, m, w, p, &above, &target);
+            nc = tkp_mask_pass(row, code, x, n, floor, bstar, m, w, maskf, mask16, c);
+            tkp_resolve(c, nc, m, above, target, s->c2, &vstar, &ntie);
+        }
+        tkp_drop(row, code, c, nc, vstar, ntie, maskf, mask16);
+    }
+
+    static int tkp_alloc(tkp_scratch* s, Py_ssize_t n, int need_vals) {
+        size_t nn = (size_t)(n > 0 ? n : 1);
+        s->vals = need_vals ? (float*)malloc(nn * sizeof(float)) : NULL;
+        s->sel = (float*)malloc(nn * sizeof(float));
+        s->c1 = (tkp_cand*)malloc(nn * sizeof(tkp_cand));
+        s->c2 = (tkp_cand*)malloc(nn * sizeof(tkp_cand));
+        return (need_vals && !s->vals) || !s->sel || !s->c1 || !s->c2;
+    }
+
+    static void tkp_free(tkp_scratch* s) {
+        free(s->vals); free(s->sel); free(s->c1); free(s->c2);
+    }
+    """
+    ctypedef struct tkp_scratch:
+        float* vals
+    void tkp_row(char* row, int code, Py_ssize_t n, int64_t k, double p, float maskf,
+                 uint16_t mask16, tkp_scratch* s) noexcept nogil
+    int tkp_alloc(tkp_scratch* s, Py_ssize_t n, int need_vals) noexcept nogil
+    void tkp_free(tkp_scratch* s) noexcept nogil
+    void tkp_widen(const uint16_t* row, Py_ssize_t n, int code, float* out) noexcept nogil
+
+
+cdef inline int64_t _k_or(const char* kp, bint wide, Py_ssize_t r, Py_ssize_t V) noexcept nogil:
+    return _k_at(kp, wide, r) if kp != NULL else V
+
+
+cdef inline double _p_or(const char* pp, bint dbl, Py_ssize_t r) noexcept nogil:
+    return _p_at(pp, dbl, r) if pp != NULL else 1.0
+
+
+cdef tkp_scratch* _arena(Py_ssize_t V, int half, int* failed) noexcept nogil:
+    """A thread's scratch (NULL, with ``failed`` set, when memory runs out)."""
+    cdef tkp_scratch* s = <tkp_scratch*>malloc(sizeof(tkp_scratch))
+    if s == NULL:
+        failed[0] = 1
+        return NULL
+    if tkp_alloc(s, V, half):
+        tkp_free(s)
+        free(s)
+        failed[0] = 1
+        return NULL
+    return s
+
+
+cdef void _release(tkp_scratch* s) noexcept nogil:
+    if s != NULL:
+        tkp_free(s)
+        free(s)
+
+
+cdef void* row_scratch(Py_ssize_t V) noexcept nogil:
+    """Scratch for ``mask_row_f32`` on rows of up to ``V`` values (NULL when out of memory)."""
+    cdef int failed = 0
+    return <void*>_arena(V, 0, &failed)
+
+
+cdef void free_row_scratch(void* s) noexcept nogil:
+    _release(<tkp_scratch*>s)
+
+
+cdef void mask_row_f32(float* row, Py_ssize_t n, int64_t k, double p, void* s) noexcept nogil:
+    """One float32 row's top-k (``k >= n``: none) then top-p (``p >= 1``: none) mask, in place,
+    ``-inf`` where a token is not kept."""
+    tkp_row(<char*>row, DT_FLOAT32, n, k, p, -INFINITY, 0, <tkp_scratch*>s)
+
+
+cdef void widen_row(const char* row, int code, Py_ssize_t n, float* out) noexcept nogil:
+    """An fp16 (``DT_FLOAT16``) or bf16 (``DT_BFLOAT16``) row as float32, exactly."""
+    tkp_widen(<const uint16_t*>row, n, code, out)
+
+
+cdef int mask_rows(char* base, Py_ssize_t row_bytes, int code, Py_ssize_t B, Py_ssize_t V,
+                   const char* kp, bint kwide, const char* pp, bint pdbl, float maskf,
+                   uint16_t mask16, int nt) noexcept nogil:
+    """Every row's top-k (``kp`` NULL: none) then top-p (``pp`` NULL: none) mask, in place, on
+    ``nt`` threads (one scratch arena each); returns 1 when a scratch allocation failed."""
+    cdef tkp_scratch* s = NULL
+    cdef Py_ssize_t r
+    cdef int failed[1]
+    failed[0] = 0
+    cdef int half = code != DT_FLOAT32
+    if nt <= 1:
+        s = _arena(V, half, failed)
+        for r in range(B):
+            if s != NULL:
+                tkp_row(base + r * row_bytes, code, V, _k_or(kp, kwide, r, V),
+                        _p_or(pp, pdbl, r), maskf, mask16, s)
+        _release(s)
+    else:
+        with parallel(num_threads=nt):
+            s = _arena(V, half, failed)   # one arena per thread (s is thread-private)
+            for r in prange(B, schedule="dynamic"):
+                if s != NULL:
+                    tkp_row(base + r * row_bytes, code, V, _k_or(kp, kwide, r, V),
+                            _p_or(pp, pdbl, r), maskf, mask16, s)
+            _release(s)
+    return failed[0]
