@@ -90,6 +90,19 @@ def expand_kernel(B=4, K=4, **_):
     )
 
 
+def _rejection(B, K, **args):
+    """The arguments both rejection kernels take alike: output rows pre-filled with -1 (as
+    vLLM fills them), the offsets, the spec length, no synthetic mode."""
+    return dict(
+        output_token_ids_ptr=Out((B, K + 1), fill=-1),
+        cu_num_draft_tokens_ptr=_cu(B, K),
+        max_spec_len=K,
+        synthetic_conditional_rates_ptr=None,
+        SYNTHETIC_MODE=False,
+        **args,
+    )
+
+
 def rejection_greedy_sample_kernel(B=4, K=4, V=32000, **_):
     g = _gen(2)
     T = B * K
@@ -97,26 +110,23 @@ def rejection_greedy_sample_kernel(B=4, K=4, V=32000, **_):
     argmax = draft.clone()
     flip = torch.rand(T, generator=g) < 0.3  # ~30 % mismatches: a mix of accept lengths
     argmax[flip] = (argmax[flip] + 1) % V
-    return dict(
-        output_token_ids_ptr=Out((B, K + 1), fill=-1),
-        cu_num_draft_tokens_ptr=_cu(B, K),
+    return _rejection(
+        B,
+        K,
         draft_token_ids_ptr=draft,
         target_argmax_ptr=argmax,
         bonus_token_ids_ptr=torch.randint(0, V, (B, 1), generator=g),
         is_greedy_ptr=None,
-        max_spec_len=K,
         uniform_probs_ptr=None,
-        synthetic_conditional_rates_ptr=None,
-        SYNTHETIC_MODE=False,
     )
 
 
 def rejection_random_sample_kernel(B=4, K=4, V=32000, **_):
     g = _gen(3)
     T = B * K
-    return dict(
-        output_token_ids_ptr=Out((B, K + 1), fill=-1),
-        cu_num_draft_tokens_ptr=_cu(B, K),
+    return _rejection(
+        B,
+        K,
         draft_token_ids_ptr=torch.randint(0, V, (T,), generator=g),
         draft_probs_ptr=None,
         target_probs_ptr=_probs(T, V, g),
@@ -124,11 +134,8 @@ def rejection_random_sample_kernel(B=4, K=4, V=32000, **_):
         recovered_token_ids_ptr=torch.randint(0, V, (T,), generator=g),
         uniform_probs_ptr=torch.rand(T, generator=g, dtype=torch.float64),
         is_greedy_ptr=torch.zeros(B, dtype=torch.bool),
-        max_spec_len=K,
         vocab_size=V,
-        synthetic_conditional_rates_ptr=None,
         NO_DRAFT_PROBS=True,
-        SYNTHETIC_MODE=False,
     )
 
 
@@ -243,10 +250,10 @@ def copy_and_expand_dflash_inputs_kernel(B=4, K=4, V=32000, block_size=16, nblk=
         out_token_indices_ptr=Out(B * K),
         block_table_ptr=torch.randint(0, 10000, (B, nblk), generator=g),
         block_table_stride=nblk,
-        query_start_loc_ptr=_qsl(B, L),
         num_rejected_tokens_ptr=torch.randint(0, K, (B,), generator=g),
         parallel_drafting_token_id=V - 1,
         block_size=block_size,
+        query_start_loc_ptr=_qsl(B, L),
         num_query_per_req=Q,
         num_speculative_tokens=K,
         total_input_tokens=total,
