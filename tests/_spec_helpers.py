@@ -78,3 +78,42 @@ def threads(n, threshold=0):
 
 
 INDEX_DTYPES = (torch.int32, torch.int64)
+
+
+def set_arg(key, value):
+    """A mutation of a bad-input case: replace an argument (a tensor given as a callable of the
+    case, or a scalar)."""
+
+    def mutate(case):
+        case[key] = value(case) if callable(value) else value
+
+    return mutate
+
+
+def poke(key, index, value):
+    """A mutation of a bad-input case: write one value into a guarded input's view."""
+
+    def mutate(case):
+        case[key].view.view(-1)[index] = value
+
+    return mutate
+
+
+def bad_arg(key, value, exc):
+    """A bad-input row ``(mutation, exception, argument named)`` replacing argument ``key``,
+    which the exception must name."""
+    return set_arg(key, value), exc, key
+
+
+def bad_at(key, index, value, exc):
+    """A bad-input row writing one value of input ``key``, which the exception must name."""
+    return poke(key, index, value), exc, key
+
+
+def check_bad_input(kernel, make, mutate, exc, name):
+    """The case ``make()`` launches (it is valid); mutated by ``mutate``, the launch raises
+    ``exc`` naming ``name`` and writes nothing."""
+    kernel(**launch_args(make()))
+    case = make()
+    mutate(case)
+    assert_rejected(kernel, case, exc, name)

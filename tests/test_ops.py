@@ -31,7 +31,7 @@ if MODE == "absent":
     assert "triton" not in sys.modules, "triton was imported before the blocker was installed"
     sys.meta_path.insert(0, _NoTriton())
 elif MODE is None:  # this process: ``cpu`` where Triton is installed, else it runs ``absent``
-    from _triton_helpers import require_triton, triton_installed
+    from _triton_helpers import require_triton, run_pytest, triton_installed
 
     MODE = "cpu" if triton_installed() else "absent"
 
@@ -148,30 +148,9 @@ def test_other_modes(mode):
     mode only: the subprocesses do not spawn again)."""
     if mode == "interpret":
         require_triton()
-    env = dict(os.environ, FASTDISPATCH_OPS_TEST_MODE=mode)
-    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    if mode == "interpret":
-        env["TRITON_INTERPRET"] = "1"
-    else:
-        env.pop("TRITON_INTERPRET", None)
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            os.path.abspath(__file__),
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "no:randomly",
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    env = {"FASTDISPATCH_OPS_TEST_MODE": mode}
+    env["TRITON_INTERPRET"] = "1" if mode == "interpret" else None
+    proc = run_pytest(__file__, env, "-p", "no:randomly", timeout=600)
     assert proc.returncode == 0, f"mode {mode}:\n{proc.stdout[-6000:]}\n{proc.stderr[-3000:]}"
     assert " passed" in proc.stdout
 
