@@ -24,6 +24,7 @@ from tests._spec_helpers import (
     poke,
     run_both,
     set_arg,
+    slot_mapping_case,
     threads,
 )
 
@@ -102,21 +103,7 @@ def test_slot_mapping_hand_checked():
 
 
 def slot_case():
-    return dict(
-        num_tokens=4,
-        max_num_tokens=6,
-        query_start_loc_ptr=Guarded((3,), torch.int32, [0, 1, 4]),
-        positions_ptr=Guarded((4,), torch.int64, [5, 0, 3, 4]),
-        block_table_ptr=Guarded((2, 2), torch.int32, [7, 8, 9, 10]),
-        block_table_stride=2,
-        slot_mapping_ptr=Guarded((6,), torch.int64),
-        KV_CACHE_BLOCK_SIZE=4,
-        TOTAL_CP_WORLD_SIZE=1,
-        TOTAL_CP_RANK=0,
-        CP_KV_CACHE_INTERLEAVE_SIZE=1,
-        PAD_ID=-1,
-        BLOCK_SIZE=1024,
-    )
+    return slot_mapping_case("compute_slot_mapping_kernel", [5, 0, 3, 4], [7, 8, 9, 10], 2)
 
 
 SLOT_BAD = [

@@ -36,6 +36,7 @@ from tests._spec_helpers import (
     poke,
     run_both,
     set_arg,
+    slot_mapping_case,
     threads,
 )
 from tests._triton_helpers import assert_interpreted_passed, interpreted_run
@@ -199,25 +200,10 @@ def test_vllm_split_is_the_13_argument_kernel(case):
 
 
 def _hand_case(**over):
-    case = dict(
-        num_tokens=4,
-        max_num_tokens=6,
-        query_start_loc_ptr=Guarded((3,), torch.int32, [0, 1, 4]),
-        positions_ptr=Guarded((4,), torch.int64, [5, 0, 3, 7]),
-        block_table_ptr=Guarded((2, 4), torch.int32, [7, 8, 9, 10, 20, 21, 22, 23]),
-        block_table_stride=4,
-        block_size=2,
-        slot_mapping_ptr=Guarded((6,), torch.int64),
-        KV_CACHE_BLOCK_SIZE=4,
-        BLOCKS_PER_KV_BLOCK=2,
-        TOTAL_CP_WORLD_SIZE=1,
-        TOTAL_CP_RANK=0,
-        CP_KV_CACHE_INTERLEAVE_SIZE=1,
-        PAD_ID=-1,
-        BLOCK_SIZE=1024,
-    )
-    case.update(over)
-    return case
+    """Kernel blocks of 2 tokens, 2 of them per KV-cache block (4 tokens)."""
+    positions, table = [5, 0, 3, 7], [7, 8, 9, 10, 20, 21, 22, 23]
+    args = {"block_size": 2, "BLOCKS_PER_KV_BLOCK": 2, **over}
+    return slot_mapping_case("compute_slot_mapping_hybrid_kernel", positions, table, 4, **args)
 
 
 def test_hybrid_hand_checked():

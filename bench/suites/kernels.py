@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import importlib
 
-from .._model import Built, GroupSpec, Unavailable
+from .._model import Built, GroupSpec, Unavailable, need
 from .._rows import RowDef
 from .._timing import Case
 from . import _presets
@@ -30,11 +30,7 @@ _SUBMODULES = ("_sampling", "_spec_decode", "_workers")
 
 def kernels_cpu_fn(name: str):
     """The ``kernels_cpu`` implementation of ``name`` (public name first, then its submodule)."""
-    try:
-        kc = importlib.import_module("kernels_cpu")
-    except Exception as exc:
-        raise Unavailable(f"kernels_cpu not importable: {type(exc).__name__}: {exc}") from exc
-    fn = getattr(kc, name, None)
+    fn = getattr(need("kernels_cpu"), name, None)
     if fn is None:
         for sub in _SUBMODULES:
             try:

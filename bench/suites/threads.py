@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib
 
-from .._model import Built, GroupSpec, Unavailable
+from .._model import Built, GroupSpec, need
 from .._rows import RowDef
 from .._timing import Case
 from . import _presets
@@ -66,16 +66,7 @@ class _Threads:
 
 
 def _fused_recovered(B, K, V):
-    try:
-        fused = importlib.import_module("fastdispatch.ops.fused")
-    except Exception as exc:
-        raise Unavailable(
-            f"fastdispatch.ops.fused not importable: {type(exc).__name__}: {exc}"
-        ) from exc
-    fn = getattr(fused, "sample_recovered_tokens_fused", None)
-    if fn is None:
-        raise Unavailable("fastdispatch.ops.fused has no sample_recovered_tokens_fused")
-    return fn
+    return need("fastdispatch.ops.fused", "sample_recovered_tokens_fused")
 
 
 def _memory_bound_builder(B, K, V):
