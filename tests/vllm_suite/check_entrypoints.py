@@ -545,34 +545,32 @@ def test_copy_and_expand_eagle_inputs(modes):
         tokens = _randint(0, 1000, (total_in,), torch.int32)
         positions = _randint(0, 500, (total_in,))
         nxt = _randint(0, 1000, (B,), torch.int32)
-        o = dict(
-            ids=_poison(total_out, dtype=torch.int32),
-            pos=_poison(total_out, dtype=torch.int64),
-            rej=torch.zeros(total_out, dtype=torch.bool),
-            mask=torch.ones(total_out, dtype=torch.bool),
-            new=_poison(B * P, dtype=torch.int32),
-            hid=_poison(total_in, dtype=torch.int32),
+        o = dict(  # the outputs, by argument name
+            out_input_ids_ptr=_poison(total_out, dtype=torch.int32),
+            out_positions_ptr=_poison(total_out, dtype=torch.int64),
+            out_is_rejected_token_mask_ptr=torch.zeros(total_out, dtype=torch.bool),
+            out_is_masked_token_mask_ptr=torch.ones(total_out, dtype=torch.bool),
+            out_new_token_indices_ptr=_poison(B * P, dtype=torch.int32),
+            out_hidden_state_mapping_ptr=_poison(total_in, dtype=torch.int32),
         )
         _copy_and_expand_eagle_inputs(
             target_token_ids_ptr=tokens,
             target_positions_ptr=positions,
             next_token_ids_ptr=nxt,
-            out_input_ids_ptr=o["ids"],
-            out_positions_ptr=o["pos"],
-            out_is_rejected_token_mask_ptr=o["rej"],
-            out_is_masked_token_mask_ptr=o["mask"],
-            out_new_token_indices_ptr=o["new"],
-            out_hidden_state_mapping_ptr=o["hid"],
+            **o,
+            # the requests
             query_start_loc_ptr=qsl.to(torch.int32),
             query_end_loc_ptr=qend,
+            total_input_tokens=total_in,
+            batch_size=B,
+            # the grid
+            num_blocks=-(-max_tokens // block),
+            BLOCK_SIZE_TOKENS=block,
+            # the layout
             padding_token_id=0,
             parallel_drafting_token_id=77,
-            total_input_tokens=total_in,
             num_padding_slots_per_request=P,
             shift_input_ids=shift,
-            BLOCK_SIZE_TOKENS=block,
-            batch_size=B,
-            num_blocks=-(-max_tokens // block),
         )
         return o
 
@@ -598,35 +596,32 @@ def test_copy_and_expand_dflash_inputs(modes, has_num_rejected):
         rejected = torch.minimum(_randint(0, 3, (B,)), lens - 1).to(torch.int32)
         max_tokens = int(lens.max()) + Q
         block = min(256, _pow2(max_tokens))
-        o = dict(
-            ids=_poison(B * Q, dtype=torch.int32),
-            cpos=_poison(ctx, dtype=torch.int64),
-            qpos=_poison(B * Q, dtype=torch.int64),
-            cslot=_poison(ctx, dtype=torch.int64),
-            qslot=_poison(B * Q, dtype=torch.int64),
-            idx=_poison(B * S, dtype=torch.int32),
+        o = dict(  # the outputs, by argument name
+            out_input_ids_ptr=_poison(B * Q, dtype=torch.int32),
+            out_context_positions_ptr=_poison(ctx, dtype=torch.int64),
+            out_query_positions_ptr=_poison(B * Q, dtype=torch.int64),
+            out_context_slot_mapping_ptr=_poison(ctx, dtype=torch.int64),
+            out_query_slot_mapping_ptr=_poison(B * Q, dtype=torch.int64),
+            out_token_indices_ptr=_poison(B * S, dtype=torch.int32),
         )
         _copy_and_expand_dflash_inputs(
             next_token_ids_ptr=_randint(0, 1000, (B,), torch.int32),
             target_positions_ptr=positions,
-            out_input_ids_ptr=o["ids"],
-            out_context_positions_ptr=o["cpos"],
-            out_query_positions_ptr=o["qpos"],
-            out_context_slot_mapping_ptr=o["cslot"],
-            out_query_slot_mapping_ptr=o["qslot"],
-            out_token_indices_ptr=o["idx"],
+            **o,
             block_table_ptr=block_table,
             block_table_stride=block_table.stride(0),
-            query_start_loc_ptr=qsl,
-            num_rejected_tokens_ptr=rejected if has_num_rejected else 0,
-            parallel_drafting_token_id=99,
             block_size=block_size,
+            # the requests
+            query_start_loc_ptr=qsl,
+            total_input_tokens=ctx,
             num_query_per_req=Q,
             num_speculative_tokens=S,
-            total_input_tokens=ctx,
+            num_rejected_tokens_ptr=rejected if has_num_rejected else 0,
+            has_num_rejected=has_num_rejected,
+            parallel_drafting_token_id=99,
+            # the grid
             max_tokens_per_req=max_tokens,
             triton_block_size=block,
-            has_num_rejected=has_num_rejected,
         )
         return o
 
