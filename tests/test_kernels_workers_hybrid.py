@@ -206,31 +206,22 @@ def _hand_case(**over):
     return slot_mapping_case("compute_slot_mapping_hybrid_kernel", positions, table, 4, **args)
 
 
-def test_hybrid_hand_checked():
+#: BLOCKS_PER_KV_BLOCK -> the slots of the hand case, worked out by hand
+HAND_SLOTS = {
     # request 0: position 5 = KV block 1, local 1 -> kernel block 1*2 + 1//2 = 2, offset 1
     # request 1: 0 -> block 0 off 0; 3 -> block 0*2 + 3//2 = 1 off 1; 7 -> block 1*2 + 1 = 3 off 1
-    case = _hand_case()
-    K.compute_slot_mapping_hybrid_kernel(**launch_args(case))
-    assert case["slot_mapping_ptr"].view.tolist() == [
-        9 * 2 + 1,
-        20 * 2,
-        21 * 2 + 1,
-        23 * 2 + 1,
-        -1,
-        -1,
-    ]
-    # the general path (no tiling: BLOCKS_PER_KV_BLOCK=1), same table: block = vblock + l // bs
-    case = _hand_case(BLOCKS_PER_KV_BLOCK=1)
-    K.compute_slot_mapping_hybrid_kernel(**launch_args(case))
+    2: [9 * 2 + 1, 20 * 2, 21 * 2 + 1, 23 * 2 + 1, -1, -1],
+    # the general path (no tiling), same table: block = vblock + l // bs
     # 5 -> 1 + 1//2 = 1, off 1; 0 -> 0; 3 -> 0 + 1 = 1, off 1; 7 -> 1 + 3//2 = 2, off 1
-    assert case["slot_mapping_ptr"].view.tolist() == [
-        8 * 2 + 1,
-        20 * 2,
-        21 * 2 + 1,
-        22 * 2 + 1,
-        -1,
-        -1,
-    ]
+    1: [8 * 2 + 1, 20 * 2, 21 * 2 + 1, 22 * 2 + 1, -1, -1],
+}
+
+
+@pytest.mark.parametrize("blocks_per_kv_block", sorted(HAND_SLOTS, reverse=True))
+def test_hybrid_hand_checked(blocks_per_kv_block):
+    case = _hand_case(BLOCKS_PER_KV_BLOCK=blocks_per_kv_block)
+    K.compute_slot_mapping_hybrid_kernel(**launch_args(case))
+    assert case["slot_mapping_ptr"].view.tolist() == HAND_SLOTS[blocks_per_kv_block]
 
 
 HYBRID_BAD = [
