@@ -9,6 +9,7 @@ inputs are built only when the group runs.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
@@ -18,6 +19,21 @@ from ._timing import Case, Settings
 
 class Unavailable(Exception):
     """A row (or a whole group) cannot be measured here; the message says why."""
+
+
+def need(module: str, attr: Optional[str] = None):
+    """The module ``module`` (or its attribute ``attr``), else :class:`Unavailable` saying why:
+    a row whose implementation this interpreter cannot import is reported, not measured."""
+    try:
+        mod = importlib.import_module(module)
+    except Exception as exc:
+        raise Unavailable(f"{module} not importable: {type(exc).__name__}: {exc}") from exc
+    if attr is None:
+        return mod
+    found = getattr(mod, attr, None)
+    if found is None:
+        raise Unavailable(f"{module} has no {attr}")
+    return found
 
 
 @dataclass
@@ -43,6 +59,15 @@ class Built:
             return
         case.name = name
         self.cases.append(case)
+
+    def switch_vllm(self, ctx, *states) -> None:
+        """Time the rows in vLLM's ``states`` (``None``: as the process is; ``"stock"``,
+        ``"installed"``, ...), switching in this order once per repeat, and restore vLLM
+        afterwards -- where this interpreter has vLLM."""
+        if ctx.vllm.importable:
+            self.switch = ctx.vllm.switch
+            self.state_order = states
+            self.cleanup = ctx.vllm.restore
 
 
 @dataclass

@@ -73,30 +73,8 @@ def lane_sum(x):
 
 
 def recover(t_row, q_row, skip, key, stream, pos):
-    x = masses(t_row, q_row, skip)
-    V = len(x)
-    best, best_b = -1.0, -1
-    for b in range((V + BLOCK - 1) // BLOCK):
-        P = lane_sum(x[b * BLOCK : (b + 1) * BLOCK])
-        s = P / block_exponential(key, stream, pos, b)
-        if s > best:
-            best, best_b = s, b
-    if best_b < 0:
-        return 0
-    lo = best_b * BLOCK
-    blk = x[lo : lo + BLOCK].astype(np.float64)
-    total = 0.0
-    for m in blk:
-        total += float(m)
-    target = step_uniforms(key, stream, pos)[1] * total
-    c, last = 0.0, -1
-    for i, m in enumerate(blk):
-        if m > 0:
-            c += float(m)
-            last = i
-            if c > target:
-                return lo + i
-    return lo + (last if last >= 0 else 0)
+    """The recovered token of a rejected draft: the race over the probabilities' masses."""
+    return recover_masses(masses(t_row, q_row, skip), key, stream, pos)
 
 
 def first_argmax(row):
@@ -105,6 +83,30 @@ def first_argmax(row):
     if len(nan):
         return int(nan[0])
     return int(np.flatnonzero(row == row.max())[0])
+
+
+def _accepted(key, stream, j, d, rates, probs):
+    """Whether draft token ``d`` at position ``j`` is accepted: its uniform below the synthetic
+    rate, else target / draft probability (``probs()``, read only for a real draft) >= it."""
+    u = step_uniforms(key, stream, j)[0]
+    if rates is not None:
+        return u < float(rates[j]) and d >= 0
+    if d < 0:
+        return False
+    tp, dp = probs()
+    return dp > 0 and tp / dp >= u
+
+
+def _requests(cu, bonus, seeds, is_greedy, max_spec_len):
+    """The requests of a step, as both step references walk them: (first token, draft count,
+    an output row of -1, its (key, stream) seed, greedy, bonus token) per request."""
+    cu = [int(c) for c in cu]
+    bonus = [int(b) for b in bonus.reshape(-1)]
+    seeds = [(int(k), int(s)) for k, s in seeds.tolist()]
+    for r in range(len(cu)):
+        s = cu[r - 1] if r else 0
+        greedy = is_greedy is not None and bool(is_greedy[r])
+        yield s, cu[r] - s, [-1] * (max_spec_len + 1), seeds[r], greedy, bonus[r]
 
 
 def reference_step(
@@ -120,20 +122,14 @@ def reference_step(
     rates=None,
 ):
     """The whole step in Python; returns a [B, K + 1] list of lists (-1 where nothing)."""
-    cu = [int(c) for c in cu]
     draft = [int(d) for d in draft]
     t = target_probs.numpy()
     q = draft_probs.numpy() if draft_probs is not None else None
     gs = greedy_scores.numpy() if greedy_scores is not None else t
-    bonus = [int(b) for b in bonus.reshape(-1)]
-    seeds = [(int(k), int(s)) for k, s in seeds.tolist()]
     out = []
-    for r in range(len(cu)):
-        s = cu[r - 1] if r else 0
-        n = cu[r] - s
-        row = [-1] * (max_spec_len + 1)
-        key, stream = seeds[r]
-        greedy = is_greedy is not None and bool(is_greedy[r])
+    for s, n, row, (key, stream), greedy, bonus_r in _requests(
+        cu, bonus, seeds, is_greedy, max_spec_len
+    ):
         if greedy and rates is None:
             for j in range(n):
                 tok = first_argmax(gs[s + j])
@@ -141,19 +137,16 @@ def reference_step(
                 if tok != draft[s + j]:
                     break
             else:
-                row[n] = bonus[r]
+                row[n] = bonus_r
             out.append(row)
             continue
         for j in range(n):
             d = draft[s + j]
-            u = step_uniforms(key, stream, j)[0]
-            if rates is not None:
-                ok = u < float(rates[j]) and d >= 0
-            elif d < 0:
-                ok = False
-            else:
-                dp = float(q[s + j, d]) if q is not None else 1.0
-                ok = dp > 0 and float(t[s + j, d]) / dp >= u
+
+            def probs(d=d, t_j=t[s + j], q_j=None if q is None else q[s + j]):
+                return float(t_j[d]), float(q_j[d]) if q_j is not None else 1.0
+
+            ok = _accepted(key, stream, j, d, rates, probs)
             if not ok:
                 if greedy:
                     row[j] = first_argmax(gs[s + j])
@@ -169,7 +162,7 @@ def reference_step(
                 break
             row[j] = d
         else:
-            row[n] = bonus[r]
+            row[n] = bonus_r
         out.append(row)
     return out
 
@@ -308,19 +301,14 @@ def recover_masses(x, key, stream, pos):
 def reference_step_logits(
     cu, draft, draft_probs, logits, bonus, is_greedy, seeds, max_spec_len, rates=None
 ):
-    cu = [int(c) for c in cu]
+    """:func:`reference_step` from the logits (the fused-logits kernel's float32 row norm)."""
     draft = [int(d) for d in draft]
     lg = logits.numpy()
     q = draft_probs.numpy() if draft_probs is not None else None
-    bonus = [int(b) for b in bonus.reshape(-1)]
-    seeds = [(int(k), int(s)) for k, s in seeds.tolist()]
     out = []
-    for r in range(len(cu)):
-        s = cu[r - 1] if r else 0
-        n = cu[r] - s
-        row = [-1] * (max_spec_len + 1)
-        key, stream = seeds[r]
-        greedy = is_greedy is not None and bool(is_greedy[r])
+    for s, n, row, (key, stream), greedy, bonus_r in _requests(
+        cu, bonus, seeds, is_greedy, max_spec_len
+    ):
         for j in range(n):
             d = draft[s + j]
             lrow = lg[s + j]
@@ -329,17 +317,15 @@ def reference_step_logits(
                 if row[j] != d:
                     break
                 continue
-            u = step_uniforms(key, stream, j)[0]
-            if rates is not None:
-                ok = u < float(rates[j]) and d >= 0
-            elif d < 0:
-                ok = False
-            else:
+
+            def probs(lrow=lrow, d=d, j=j, s=s):
                 m, invz = row_norm(lrow)
                 dp = float(q[s + j, d]) if q is not None else 1.0
                 with np.errstate(invalid="ignore", over="ignore"):
                     tp = float(expf(np.array([lrow[d] - m], dtype=F32))[0] * invz)
-                ok = dp > 0 and tp / dp >= u
+                return tp, dp
+
+            ok = _accepted(key, stream, j, d, rates, probs)
             if ok:
                 row[j] = d
                 continue
@@ -353,7 +339,7 @@ def reference_step_logits(
                 row[j] = recover_masses(x, key, stream, j)
             break
         else:
-            row[n] = bonus[r]
+            row[n] = bonus_r
         out.append(row)
     return out
 
@@ -378,3 +364,46 @@ def masked_law(row, temperature, k=None, p=None):
                     keep[i] = False
                 above += float(probs[i])
     return torch.softmax(torch.where(keep, x, -math.inf), -1)
+
+
+def draw_step_case(draw, *flags):
+    """The random step both fused steps' fuzz tests draw: ``B`` requests of up to ``K`` drafts
+    over ``V`` tokens, a seed, draft probabilities or not, which requests are greedy, then each
+    boolean of ``flags`` in order, then the four index dtypes (out, cu, draft, bonus)."""
+    from hypothesis import strategies as st
+
+    B = draw(st.integers(1, 5))
+    K = draw(st.integers(0, 4))
+    case = dict(
+        B=B,
+        K=K,
+        counts=[draw(st.integers(0, K)) for _ in range(B)],
+        V=draw(st.sampled_from([1, 5, 256, 300, 777])),
+        seed=draw(st.integers(0, 2**31)),
+        with_q=draw(st.booleans()),
+        greedy=draw(st.sampled_from(["none", "mixed", "all"])),
+    )
+    case.update({flag: draw(st.booleans()) for flag in flags})
+    case["dt"] = [draw(st.sampled_from((torch.int32, torch.int64))) for _ in range(4)]
+    return case
+
+
+def step_start(case):
+    """What building a drawn step starts from: its seeded generator, ``B``, ``K``, ``V``, the
+    draft counts, their total and the four index dtypes."""
+    gen = torch.Generator().manual_seed(case["seed"])
+    counts = case["counts"]
+    return gen, case["B"], case["K"], case["V"], counts, sum(counts), case["dt"]
+
+
+def step_bonus_greedy(gen, case, b_dt):
+    """A built step's bonus tokens and greedy mask (``None``: every request greedy), drawn from
+    ``gen`` in that order."""
+    B = case["B"]
+    bonus = torch.randint(0, 10**6, (B, 1), generator=gen).to(b_dt)
+    greedy = {
+        "none": None,
+        "all": torch.ones(B, dtype=torch.bool),
+        "mixed": torch.rand(B, generator=gen) < 0.5,
+    }[case["greedy"]]
+    return bonus, greedy

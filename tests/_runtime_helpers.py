@@ -19,6 +19,14 @@ BACKENDS = ("cython", "python")
 MODULES = {"cython": "fastdispatch._core", "python": "fastdispatch._core_py"}
 
 
+def contract_args(kernel):
+    """The argument names of ``kernel`` in launch order, from its contract
+    (``kernels_cpu.contracts``): the real kernels' signatures the runtime's launches bind to."""
+    from kernels_cpu.contracts import contract
+
+    return tuple(a.name for a in contract(kernel).args)
+
+
 def load_core(name):
     return importlib.import_module(MODULES[name])
 

@@ -8,11 +8,9 @@ inputs were not written, and that nothing outside the views changed; the guards 
 their poison.
 """
 
-import contextlib
-
 import torch
+from _spec_helpers import threads  # noqa: F401 -- one thread-count switch for every kernel test
 
-import kernels_cpu
 from fdkit import guards
 from fdkit.guards import bits as _bits
 
@@ -69,19 +67,6 @@ def run_both(kernel, reference, case):
     kernel(**case)
     reference(**ref_case)
     return case, ref_case
-
-
-@contextlib.contextmanager
-def threads(n, threshold=0):
-    """Run with ``n`` kernel threads and a low parallel threshold, restoring both after."""
-    old_threshold = kernels_cpu.parallel_threshold()
-    kernels_cpu.set_num_threads(n)
-    kernels_cpu.set_parallel_threshold(threshold)
-    try:
-        yield
-    finally:
-        kernels_cpu.set_num_threads(None)
-        kernels_cpu.set_parallel_threshold(old_threshold)
 
 
 def cu_from_counts(counts, dtype):

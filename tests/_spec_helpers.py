@@ -78,3 +78,71 @@ def threads(n, threshold=0):
 
 
 INDEX_DTYPES = (torch.int32, torch.int64)
+
+
+def set_arg(key, value):
+    """A mutation of a bad-input case: replace an argument (a tensor given as a callable of the
+    case, or a scalar)."""
+
+    def mutate(case):
+        case[key] = value(case) if callable(value) else value
+
+    return mutate
+
+
+def poke(key, index, value):
+    """A mutation of a bad-input case: write one value into a guarded input's view."""
+
+    def mutate(case):
+        case[key].view.view(-1)[index] = value
+
+    return mutate
+
+
+def bad_arg(key, value, exc):
+    """A bad-input row ``(mutation, exception, argument named)`` replacing argument ``key``,
+    which the exception must name."""
+    return set_arg(key, value), exc, key
+
+
+def bad_at(key, index, value, exc):
+    """A bad-input row writing one value of input ``key``, which the exception must name."""
+    return poke(key, index, value), exc, key
+
+
+def check_bad_input(kernel, make, mutate, exc, name):
+    """The case ``make()`` launches (it is valid); mutated by ``mutate``, the launch raises
+    ``exc`` naming ``name`` and writes nothing."""
+    kernel(**launch_args(make()))
+    case = make()
+    mutate(case)
+    assert_rejected(kernel, case, exc, name)
+
+
+#: The context-parallel arguments of a slot-mapping launch without context parallelism.
+ONE_CP_RANK = dict(TOTAL_CP_WORLD_SIZE=1, TOTAL_CP_RANK=0, CP_KV_CACHE_INTERLEAVE_SIZE=1)
+
+
+def slot_mapping_case(kernel, positions, table, columns, **args):
+    """A hand-checked launch of the slot-mapping ``kernel`` (``compute_slot_mapping_kernel`` or
+    its hybrid form), in its contract's argument order: two requests (1 and 3 tokens at
+    ``positions``, 6 slots, the last two padding) over a 2-row block table of ``columns``
+    columns holding ``table``, KV-cache blocks of 4 tokens, one context-parallel rank; ``args``
+    adds or replaces arguments."""
+    from kernels_cpu.contracts import contract
+
+    case = dict(
+        num_tokens=4,
+        max_num_tokens=6,
+        query_start_loc_ptr=Guarded((3,), torch.int32, [0, 1, 4]),
+        positions_ptr=Guarded((4,), torch.int64, positions),
+        block_table_ptr=Guarded((2, columns), torch.int32, table),
+        block_table_stride=columns,
+        slot_mapping_ptr=Guarded((6,), torch.int64),
+        KV_CACHE_BLOCK_SIZE=4,
+        PAD_ID=-1,
+        BLOCK_SIZE=1024,
+        **ONE_CP_RANK,
+    )
+    case.update(args)
+    return {a.name: case[a.name] for a in contract(kernel).args if a.name in case}

@@ -9,10 +9,16 @@ there but fails to import is a failure, never a skip.
 In CI (``CI`` set) Triton is installed by ``tools/setup_env.sh``, so a missing one is a broken
 set-up: both helpers fail the test instead, unless the run is without Triton on purpose
 (``FASTDISPATCH_TEST_NO_TRITON=1``, as ``tools/arm64_emulated.sh`` runs the suite).
+
+A test file that checks itself again under Triton's interpreter (or another mode of a fresh
+interpreter) runs itself with :func:`run_pytest` / :func:`interpreted_run`.
 """
 
 import importlib.util
 import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
 
 import pytest
 
@@ -47,3 +53,63 @@ def require_triton(allow_module_level=False):
     __tracebackhide__ = True
     if not triton_installed():
         pytest.skip("needs Triton, which is not installed", allow_module_level=allow_module_level)
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_pytest(module_file, env, *args, timeout=900):
+    """Run the test module ``module_file`` again in a subprocess (this tree first on its path,
+    ``env`` over this environment, ``None`` removing a variable): the modes a test file checks
+    in a fresh interpreter, such as Triton's interpreter (``TRITON_INTERPRET=1``)."""
+    full = dict(os.environ)
+    for name, value in env.items():
+        if value is None:
+            full.pop(name, None)
+        else:
+            full[name] = value
+    full["PYTHONPATH"] = ROOT + os.pathsep + full.get("PYTHONPATH", "")
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", os.path.abspath(module_file), "-q"]
+        + ["-p", "no:cacheprovider", *args],
+        cwd=ROOT,
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def interpreted_run(module_file, report, *args):
+    """Run ``module_file`` once under ``TRITON_INTERPRET=1``: ``(process, outcomes)``, the
+    outcomes per test name read from the JUnit XML written to ``report``."""
+    proc = run_pytest(module_file, {"TRITON_INTERPRET": "1"}, *args, f"--junitxml={report}")
+    outcomes = {}
+    if report.exists():
+        for tc in ET.parse(report).getroot().iter("testcase"):
+            failure = tc.find("failure")
+            if failure is None:
+                failure = tc.find("error")
+            if tc.find("skipped") is not None:
+                outcomes[tc.get("name")] = ("skipped", tc.find("skipped").get("message", ""))
+            elif failure is not None:
+                outcomes[tc.get("name")] = (
+                    "failed",
+                    (failure.get("message") or "") + "\n" + (failure.text or ""),
+                )
+            else:
+                outcomes[tc.get("name")] = ("passed", "")
+    return proc, outcomes
+
+
+def assert_interpreted_passed(interpreter_run, key):
+    """The test ``key`` of an :func:`interpreted_run` ran and passed."""
+    __tracebackhide__ = True
+    proc, outcomes = interpreter_run
+    if key not in outcomes:
+        pytest.fail(
+            f"{key} did not run under the interpreter (rc={proc.returncode}):\n"
+            f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+        )
+    status, detail = outcomes[key]
+    assert status == "passed", f"{key} {status} under the interpreter:\n{detail[-6000:]}"

@@ -280,6 +280,43 @@ def test_kernel_output_check_flags_a_wrong_implementation():
     assert not verdict["ok"]
 
 
+def test_kernel_presets_are_the_contracts_sized_to_a_decode_step():
+    """The bench's kernel list is the contract table's vLLM kernels; each launch holds its
+    contract's arguments in order, with dtypes the contract accepts; a contract without a preset
+    fails naming it."""
+    import importlib
+
+    import torch
+
+    from bench.suites import _presets
+    from kernels_cpu import contracts
+
+    vllm_kernels = [c.name for c in contracts.CONTRACTS if c.vllm]
+    assert list(_presets.KERNELS) == [k for k in vllm_kernels if k not in _presets.OWN_SUITE]
+    assert set(_presets.OWN_SUITE) <= set(vllm_kernels)
+    for suite in _presets.OWN_SUITE.values():
+        assert (REPO / suite).is_file(), suite
+    for name in _presets.KERNELS:
+        args, kw, _ = _presets.build(name)
+        c = contracts.contract(name)
+        assert list(kw) == [a.name for a in c.args] and len(args) == len(c.args), name
+        for a in c.args:
+            if isinstance(kw[a.name], torch.Tensor):
+                assert str(kw[a.name].dtype).removeprefix("torch.") in a.dtypes, (name, a.name)
+    # vLLM's int32 and int64 buffers, as its launches allocate them
+    kw = _presets.build("rejection_greedy_sample_kernel")[1]
+    assert kw["output_token_ids_ptr"].dtype == kw["draft_token_ids_ptr"].dtype == torch.int32
+    assert kw["target_argmax_ptr"].dtype == kw["bonus_token_ids_ptr"].dtype == torch.int64
+    extra = contracts.CONTRACTS[0]._replace(name="no_such_preset_kernel")
+    try:
+        contracts.CONTRACTS += (extra,)
+        with pytest.raises(ImportError, match="no_such_preset_kernel"):
+            importlib.reload(_presets)
+    finally:
+        contracts.CONTRACTS = contracts.CONTRACTS[:-1]
+        importlib.reload(_presets)
+
+
 def test_spec_decode_output_check_flags_disagreeing_greedy_rows():
     import torch
 

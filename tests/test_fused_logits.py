@@ -13,7 +13,14 @@ from hypothesis import strategies as st
 
 import kernels_cpu
 from kernels_cpu import _fused
-from tests._fused_helpers import chi2_pvalue, expf, reference_step_logits
+from tests._fused_helpers import (
+    chi2_pvalue,
+    draw_step_case,
+    expf,
+    reference_step_logits,
+    step_bonus_greedy,
+    step_start,
+)
 from tests._fuzz import fuzz_settings
 
 ALPHA = 1e-4
@@ -48,28 +55,11 @@ def test_expf_twin_is_bit_exact():
 
 @st.composite
 def case(draw):
-    B = draw(st.integers(1, 5))
-    K = draw(st.integers(0, 4))
-    counts = [draw(st.integers(0, K)) for _ in range(B)]
-    return dict(
-        B=B,
-        K=K,
-        counts=counts,
-        V=draw(st.sampled_from([1, 5, 256, 300, 777])),
-        seed=draw(st.integers(0, 2**31)),
-        with_q=draw(st.booleans()),
-        greedy=draw(st.sampled_from(["none", "mixed", "all"])),
-        synthetic=draw(st.booleans()),
-        masked=draw(st.booleans()),
-        dt=[draw(st.sampled_from(IDX)) for _ in range(4)],
-    )
+    return draw_step_case(draw, "synthetic", "masked")
 
 
 def build(c):
-    gen = torch.Generator().manual_seed(c["seed"])
-    B, K, V, counts = c["B"], c["K"], c["V"], c["counts"]
-    T = sum(counts)
-    out_dt, cu_dt, d_dt, b_dt = c["dt"]
+    gen, B, K, V, counts, T, (out_dt, cu_dt, d_dt, b_dt) = step_start(c)
     logits = torch.randn(T, V, generator=gen) * 3
     if c["masked"]:  # top-k style -inf entries
         logits[torch.rand(T, V, generator=gen) < 0.3] = float("-inf")
@@ -80,17 +70,14 @@ def build(c):
     if T and V > 1:
         take = torch.rand(T, generator=gen) < 0.5
         draft[take] = logits.argmax(-1)[take].to(d_dt)
+    bonus, greedy = step_bonus_greedy(gen, c, b_dt)
     return dict(
         cu=torch.tensor(np.cumsum(counts), dtype=cu_dt),
         logits=logits,
         q=q,
         draft=draft,
-        bonus=torch.randint(0, 10**6, (B, 1), generator=gen).to(b_dt),
-        greedy={
-            "none": None,
-            "all": torch.ones(B, dtype=torch.bool),
-            "mixed": torch.rand(B, generator=gen) < 0.5,
-        }[c["greedy"]],
+        bonus=bonus,
+        greedy=greedy,
         rates=torch.rand(max(K, 1), generator=gen) if c["synthetic"] else None,
         seeds=torch.randint(-(2**63), 2**63 - 1, (B, 2), generator=gen),
         B=B,
@@ -99,21 +86,32 @@ def build(c):
     )
 
 
+def fixed_case(B, K, V, seed, greedy, masked):
+    """A drawn case written out: every request with ``K`` drafts, draft probabilities, no
+    synthetic mode, int32 indices."""
+    return dict(
+        B=B,
+        K=K,
+        counts=[K] * B,
+        V=V,
+        seed=seed,
+        with_q=True,
+        greedy=greedy,
+        synthetic=False,
+        masked=masked,
+        dt=[torch.int32] * 4,
+    )
+
+
+def step_args(b):
+    """The step's arguments after the output, in order: the kernel's and the reference's alike."""
+    return [b[k] for k in ("cu", "draft", "q", "logits", "bonus", "greedy", "seeds", "K", "rates")]
+
+
 def run(b, out=None):
     if out is None:
         out = torch.full((b["B"], b["K"] + 1), -1, dtype=b["out_dt"])
-    _fused.rejection_sample_step_logits(
-        out,
-        b["cu"],
-        b["draft"],
-        b["q"],
-        b["logits"],
-        b["bonus"],
-        b["greedy"],
-        b["seeds"],
-        b["K"],
-        b["rates"],
-    )
+    _fused.rejection_sample_step_logits(out, *step_args(b))
     return out
 
 
@@ -125,17 +123,7 @@ def test_matches_twin(c):
     out = buf[4:-4].view(b["B"], b["K"] + 1)
     out.fill_(-1)
     run(b, out)
-    assert out.tolist() == reference_step_logits(
-        b["cu"],
-        b["draft"],
-        b["q"],
-        b["logits"],
-        b["bonus"],
-        b["greedy"],
-        b["seeds"],
-        b["K"],
-        b["rates"],
-    )
+    assert out.tolist() == reference_step_logits(*step_args(b))
     assert (buf[:4] == 777).all() and (buf[-4:] == 777).all()
 
 
@@ -143,20 +131,7 @@ def test_threads_do_not_change_tokens():
     old = kernels_cpu.parallel_threshold()
     kernels_cpu.set_parallel_threshold(0)
     try:
-        b = build(
-            dict(
-                B=12,
-                K=3,
-                counts=[3] * 12,
-                V=5000,
-                seed=3,
-                with_q=True,
-                greedy="mixed",
-                synthetic=False,
-                masked=True,
-                dt=[torch.int32] * 4,
-            )
-        )
+        b = build(fixed_case(B=12, K=3, V=5000, seed=3, greedy="mixed", masked=True))
         outs = set()
         for threads in (1, 2, 3):
             kernels_cpu.set_num_threads(threads)
@@ -204,20 +179,7 @@ def test_emitted_tokens_follow_softmax(with_q):
 def test_agrees_with_probs_step_on_softmax():
     # same seeds, same tokens as the probability step fed torch.softmax (up to float rounding
     # of the normaliser, which moves a token only at a near-exact tie: none here)
-    b = build(
-        dict(
-            B=16,
-            K=4,
-            counts=[4] * 16,
-            V=3000,
-            seed=9,
-            with_q=True,
-            greedy="none",
-            synthetic=False,
-            masked=False,
-            dt=[torch.int32] * 4,
-        )
-    )
+    b = build(fixed_case(B=16, K=4, V=3000, seed=9, greedy="none", masked=False))
     out = run(b)
     ref = torch.full_like(out, -1)
     _fused.rejection_sample_step(

@@ -12,10 +12,13 @@ import kernels_cpu
 from kernels_cpu import _fused
 from tests._fused_helpers import (
     chi2_pvalue,
+    draw_step_case,
     masses,
     recover,
     reference_step,
     spread_distribution,
+    step_bonus_greedy,
+    step_start,
 )
 from tests._fuzz import fuzz_settings
 
@@ -41,30 +44,11 @@ def rand_probs(T, V, gen, zero_frac=0.2):
 
 @st.composite
 def step_case(draw):
-    B = draw(st.integers(1, 5))
-    K = draw(st.integers(0, 4))
-    counts = [draw(st.integers(0, K)) for _ in range(B)]
-    V = draw(st.sampled_from([1, 5, 256, 300, 777]))
-    seed = draw(st.integers(0, 2**31))
-    return dict(
-        B=B,
-        K=K,
-        counts=counts,
-        V=V,
-        seed=seed,
-        with_q=draw(st.booleans()),
-        greedy=draw(st.sampled_from(["none", "mixed", "all"])),
-        scores=draw(st.booleans()),
-        synthetic=draw(st.booleans()),
-        dt=[draw(st.sampled_from(IDX)) for _ in range(4)],
-    )
+    return draw_step_case(draw, "scores", "synthetic")
 
 
 def build(case):
-    gen = torch.Generator().manual_seed(case["seed"])
-    B, K, V, counts = case["B"], case["K"], case["V"], case["counts"]
-    T = sum(counts)
-    out_dt, cu_dt, d_dt, b_dt = case["dt"]
+    gen, B, K, V, counts, T, (out_dt, cu_dt, d_dt, b_dt) = step_start(case)
     cu = torch.tensor(np.cumsum(counts), dtype=cu_dt)
     t = rand_probs(T, V, gen)
     q = rand_probs(T, V, gen) if case["with_q"] else None
@@ -72,12 +56,7 @@ def build(case):
     if T and V > 1:  # make acceptance common: half the drafts are the target's argmax
         take = torch.rand(T, generator=gen) < 0.5
         draft[take] = t.argmax(-1)[take].to(d_dt)
-    bonus = torch.randint(0, 10**6, (B, 1), generator=gen).to(b_dt)
-    greedy = {
-        "none": None,
-        "all": torch.ones(B, dtype=torch.bool),
-        "mixed": torch.rand(B, generator=gen) < 0.5,
-    }[case["greedy"]]
+    bonus, greedy = step_bonus_greedy(gen, case, b_dt)
     scores = torch.randn(T, V, generator=gen) if case["scores"] else None
     rates = torch.rand(max(K, 1), generator=gen) if case["synthetic"] else None
     seeds = torch.randint(-(2**63), 2**63 - 1, (B, 2), generator=gen)
@@ -99,20 +78,14 @@ def build(case):
     )
 
 
+def step_args(c):
+    """The step's arguments after the output, in order: the kernel's and the reference's alike."""
+    keys = ("cu", "draft", "q", "t", "bonus", "greedy", "scores", "seeds", "K", "rates")
+    return [c[k] for k in keys]
+
+
 def run_step(c, out):
-    _fused.rejection_sample_step(
-        out,
-        c["cu"],
-        c["draft"],
-        c["q"],
-        c["t"],
-        c["bonus"],
-        c["greedy"],
-        c["scores"],
-        c["seeds"],
-        c["K"],
-        c["rates"],
-    )
+    _fused.rejection_sample_step(out, *step_args(c))
 
 
 @fuzz_settings(150, deadline=None, derandomize=True)
@@ -121,18 +94,7 @@ def test_step_matches_twin(case):
     c = build(case)
     buf, out = fdguards.guarded((c["B"], c["K"] + 1), c["out_dt"])
     run_step(c, out)
-    ref = reference_step(
-        c["cu"],
-        c["draft"],
-        c["q"],
-        c["t"],
-        c["bonus"],
-        c["greedy"],
-        c["scores"],
-        c["seeds"],
-        c["K"],
-        c["rates"],
-    )
+    ref = reference_step(*step_args(c))
     ref = [[POISON if v == -1 else v for v in row] for row in ref]
     assert out.tolist() == ref
     assert fdguards.guards_intact(buf, out)

@@ -31,6 +31,7 @@ from hypothesis import strategies as st
 import kernels_cpu
 from fdkit.guards import POISON_FLOAT, POISON_INT
 from fdkit.reference import sampling as ref
+from kernels_cpu import contracts
 
 KERNELS = (
     "expand_kernel",
@@ -198,62 +199,16 @@ def _check(name, case):
 # interface
 # ------------------------------------------------------------------------------------------
 
-CONTRACT_ARGS = {
-    "expand_kernel": [
-        "output_ptr",
-        "input_ptr",
-        "cu_num_tokens_ptr",
-        "replace_from",
-        "replace_to",
-        "MAX_NUM_TOKENS",
-    ],
-    "rejection_greedy_sample_kernel": [
-        "output_token_ids_ptr",
-        "cu_num_draft_tokens_ptr",
-        "draft_token_ids_ptr",
-        "target_argmax_ptr",
-        "bonus_token_ids_ptr",
-        "is_greedy_ptr",
-        "max_spec_len",
-        "uniform_probs_ptr",
-        "synthetic_conditional_rates_ptr",
-        "SYNTHETIC_MODE",
-    ],
-    "rejection_random_sample_kernel": [
-        "output_token_ids_ptr",
-        "cu_num_draft_tokens_ptr",
-        "draft_token_ids_ptr",
-        "draft_probs_ptr",
-        "target_probs_ptr",
-        "bonus_token_ids_ptr",
-        "recovered_token_ids_ptr",
-        "uniform_probs_ptr",
-        "is_greedy_ptr",
-        "max_spec_len",
-        "vocab_size",
-        "synthetic_conditional_rates_ptr",
-        "NO_DRAFT_PROBS",
-        "SYNTHETIC_MODE",
-    ],
-    "sample_recovered_tokens_kernel": [
-        "output_token_ids_ptr",
-        "cu_num_draft_tokens_ptr",
-        "draft_token_ids_ptr",
-        "draft_probs_ptr",
-        "target_probs_ptr",
-        "inv_q_ptr",
-        "vocab_size",
-        "BLOCK_SIZE",
-        "NO_DRAFT_PROBS",
-        "USE_FP64_GUMBEL",
-    ],
-}
+
+def contract_args(name):
+    """The kernel's argument names in launch order, from its contract (the one written form)."""
+    return [a.name for a in contracts.contract(name).args]
 
 
 @pytest.mark.parametrize("name", KERNELS)
 def test_signature_matches_contract(name):
     for fn in (getattr(kernels_cpu, name), getattr(ref, name)):
-        assert list(inspect.signature(fn).parameters) == CONTRACT_ARGS[name]
+        assert list(inspect.signature(fn).parameters) == contract_args(name)
 
 
 def _sample_case(name):
@@ -272,7 +227,7 @@ def test_positional_and_keyword_launches_agree(name):
     case = _sample_case(name)
     positional = clone_case(case)
     _check(name, case)
-    getattr(kernels_cpu, name)(*[positional[k] for k in CONTRACT_ARGS[name]])
+    getattr(kernels_cpu, name)(*[positional[k] for k in contract_args(name)])
     assert_same_allocations(case, positional)
 
 

@@ -16,10 +16,15 @@ from tests._fuzz import fuzz_settings
 from tests._spec_helpers import (
     INDEX_DTYPES,
     Guarded,
-    assert_rejected,
     assert_same_buffers,
+    bad_arg,
+    bad_at,
+    check_bad_input,
     launch_args,
+    poke,
     run_both,
+    set_arg,
+    slot_mapping_case,
     threads,
 )
 
@@ -91,101 +96,39 @@ def test_slot_mapping_thread_count_invariance(case):
 
 
 def test_slot_mapping_hand_checked():
-    case = dict(
-        num_tokens=4,
-        max_num_tokens=6,
-        query_start_loc_ptr=Guarded((3,), torch.int32, [0, 1, 4]),
-        positions_ptr=Guarded((4,), torch.int64, [5, 0, 3, 4]),
-        block_table_ptr=Guarded((2, 2), torch.int32, [7, 8, 9, 10]),
-        block_table_stride=2,
-        slot_mapping_ptr=Guarded((6,), torch.int64),
-        KV_CACHE_BLOCK_SIZE=4,
-    )
+    # slot_case() less the arguments with defaults (one rank, no interleave, PAD_ID -1)
+    case = dict(list(slot_case().items())[:8])
     K.compute_slot_mapping_kernel(**launch_args(case))
     assert case["slot_mapping_ptr"].view.tolist() == [8 * 4 + 1, 9 * 4, 9 * 4 + 3, 10 * 4, -1, -1]
 
 
 def slot_case():
-    return dict(
-        num_tokens=4,
-        max_num_tokens=6,
-        query_start_loc_ptr=Guarded((3,), torch.int32, [0, 1, 4]),
-        positions_ptr=Guarded((4,), torch.int64, [5, 0, 3, 4]),
-        block_table_ptr=Guarded((2, 2), torch.int32, [7, 8, 9, 10]),
-        block_table_stride=2,
-        slot_mapping_ptr=Guarded((6,), torch.int64),
-        KV_CACHE_BLOCK_SIZE=4,
-        TOTAL_CP_WORLD_SIZE=1,
-        TOTAL_CP_RANK=0,
-        CP_KV_CACHE_INTERLEAVE_SIZE=1,
-        PAD_ID=-1,
-        BLOCK_SIZE=1024,
-    )
-
-
-def _set(key, value):
-    def mutate(case):
-        case[key] = value(case) if callable(value) else value
-
-    return mutate
-
-
-def _poke(key, index, value):
-    def mutate(case):
-        case[key].view.view(-1)[index] = value
-
-    return mutate
+    return slot_mapping_case("compute_slot_mapping_kernel", [5, 0, 3, 4], [7, 8, 9, 10], 2)
 
 
 SLOT_BAD = [
-    (_poke("query_start_loc_ptr", 1, 5), ValueError, "query_start_loc_ptr"),
-    (_poke("query_start_loc_ptr", 0, -1), ValueError, "query_start_loc_ptr"),
-    (_poke("query_start_loc_ptr", 2, 5), ValueError, "positions_ptr"),
-    (
-        _set("query_start_loc_ptr", lambda c: torch.zeros(0, dtype=torch.int32)),
-        ValueError,
-        "query_start_loc_ptr",
+    bad_at("query_start_loc_ptr", 1, 5, ValueError),
+    bad_at("query_start_loc_ptr", 0, -1, ValueError),
+    (poke("query_start_loc_ptr", 2, 5), ValueError, "positions_ptr"),
+    bad_arg("query_start_loc_ptr", lambda c: torch.zeros(0, dtype=torch.int32), ValueError),
+    bad_arg("query_start_loc_ptr", lambda c: torch.zeros(3, dtype=torch.float64), TypeError),
+    bad_at("positions_ptr", 2, -1, IndexError),
+    (poke("positions_ptr", 2, 8), IndexError, "block_table_ptr"),
+    bad_arg("positions_ptr", lambda c: torch.zeros(8, dtype=torch.int64)[::2], ValueError),
+    bad_arg("slot_mapping_ptr", lambda c: torch.zeros(5, dtype=torch.int64), ValueError),
+    bad_arg(
+        "slot_mapping_ptr", lambda c: torch.zeros(6, dtype=torch.int64, device="meta"), ValueError
     ),
-    (
-        _set("query_start_loc_ptr", lambda c: torch.zeros(3, dtype=torch.float64)),
-        TypeError,
-        "query_start_loc_ptr",
-    ),
-    (_poke("positions_ptr", 2, -1), IndexError, "positions_ptr"),
-    (_poke("positions_ptr", 2, 8), IndexError, "block_table_ptr"),
-    (
-        _set("positions_ptr", lambda c: torch.zeros(8, dtype=torch.int64)[::2]),
-        ValueError,
-        "positions_ptr",
-    ),
-    (
-        _set("slot_mapping_ptr", lambda c: torch.zeros(5, dtype=torch.int64)),
-        ValueError,
-        "slot_mapping_ptr",
-    ),
-    (
-        _set("slot_mapping_ptr", lambda c: torch.zeros(6, dtype=torch.int64, device="meta")),
-        ValueError,
-        "slot_mapping_ptr",
-    ),
-    (_set("block_table_stride", 3), ValueError, "block_table_stride"),
-    (
-        _set("block_table_ptr", lambda c: torch.zeros(1, 2, dtype=torch.int32)),
-        ValueError,
-        "block_table_ptr",
-    ),
-    (
-        _set("block_table_ptr", lambda c: torch.zeros(2, 2, dtype=torch.float32)),
-        TypeError,
-        "block_table_ptr",
-    ),
-    (_set("num_tokens", -1), ValueError, "num_tokens"),
-    (_set("max_num_tokens", 7), ValueError, "slot_mapping_ptr"),
-    (_set("KV_CACHE_BLOCK_SIZE", 0), ValueError, "KV_CACHE_BLOCK_SIZE"),
-    (_set("TOTAL_CP_WORLD_SIZE", 0), ValueError, "TOTAL_CP_WORLD_SIZE"),
-    (_set("TOTAL_CP_RANK", 1), ValueError, "TOTAL_CP_RANK"),
-    (_set("CP_KV_CACHE_INTERLEAVE_SIZE", 0), ValueError, "CP_KV_CACHE_INTERLEAVE_SIZE"),
-    (_set("PAD_ID", "x"), TypeError, "PAD_ID"),
+    bad_arg("block_table_stride", 3, ValueError),
+    bad_arg("block_table_ptr", lambda c: torch.zeros(1, 2, dtype=torch.int32), ValueError),
+    bad_arg("block_table_ptr", lambda c: torch.zeros(2, 2, dtype=torch.float32), TypeError),
+    bad_arg("num_tokens", -1, ValueError),
+    (set_arg("max_num_tokens", 7), ValueError, "slot_mapping_ptr"),
+    bad_arg("KV_CACHE_BLOCK_SIZE", 0, ValueError),
+    bad_arg("TOTAL_CP_WORLD_SIZE", 0, ValueError),
+    bad_arg("TOTAL_CP_RANK", 1, ValueError),
+    bad_arg("CP_KV_CACHE_INTERLEAVE_SIZE", 0, ValueError),
+    bad_arg("PAD_ID", "x", TypeError),
     (
         lambda c: c.update(KV_CACHE_BLOCK_SIZE=2**62, TOTAL_CP_WORLD_SIZE=4),
         ValueError,
@@ -198,10 +141,7 @@ SLOT_BAD = [
     "mutate,exc,name", SLOT_BAD, ids=[f"{i}-{b[2]}" for i, b in enumerate(SLOT_BAD)]
 )
 def test_slot_mapping_bad_input(mutate, exc, name):
-    K.compute_slot_mapping_kernel(**launch_args(slot_case()))
-    case = slot_case()
-    mutate(case)
-    assert_rejected(K.compute_slot_mapping_kernel, case, exc, name)
+    check_bad_input(K.compute_slot_mapping_kernel, slot_case, mutate, exc, name)
 
 
 # ------------------------------------------------------------------------------------------

@@ -14,9 +14,6 @@ interpreter half re-runs this module in a subprocess with ``TRITON_INTERPRET=1``
 """
 
 import os
-import subprocess
-import sys
-import xml.etree.ElementTree as ET
 
 import pytest
 import torch
@@ -31,11 +28,18 @@ from tests._spec_helpers import (
     Guarded,
     assert_rejected,
     assert_same_buffers,
+    bad_arg,
+    bad_at,
+    check_bad_input,
     clone_case,
     launch_args,
+    poke,
     run_both,
+    set_arg,
+    slot_mapping_case,
     threads,
 )
+from tests._triton_helpers import assert_interpreted_passed, interpreted_run
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -145,56 +149,12 @@ else:
         """Run this module once under ``TRITON_INTERPRET=1``; per-test outcomes from JUnit XML."""
         pytest.importorskip("triton")
         report = tmp_path_factory.mktemp("hybrid") / "junit.xml"
-        env = dict(os.environ, TRITON_INTERPRET="1")
-        env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pytest",
-                os.path.abspath(__file__),
-                "-q",
-                "-p",
-                "no:cacheprovider",
-                "-k",
-                "test_interpreted_parity",
-                f"--junitxml={report}",
-            ],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
-        outcomes = {}
-        if report.exists():
-            for tc in ET.parse(report).getroot().iter("testcase"):
-                bad = tc.find("failure")
-                if bad is None:
-                    bad = tc.find("error")
-                if tc.find("skipped") is not None:
-                    outcomes[tc.get("name")] = ("skipped", tc.find("skipped").get("message", ""))
-                elif bad is not None:
-                    outcomes[tc.get("name")] = (
-                        "failed",
-                        (bad.get("message") or "") + "\n" + (bad.text or ""),
-                    )
-                else:
-                    outcomes[tc.get("name")] = ("passed", "")
-        return proc, outcomes
+        return interpreted_run(__file__, report, "-k", "test_interpreted_parity")
 
     @pytest.mark.parametrize("idx", ["int32", "int64"])
     def test_interpreted_parity(interpreter_run, idx):
         """Triton (interpreted) == kernels_cpu == reference, guards and poison included."""
-        proc, outcomes = interpreter_run
-        key = f"test_interpreted_parity[{idx}]"
-        if key not in outcomes:
-            pytest.fail(
-                f"{key} did not run under the interpreter (rc={proc.returncode}):\n"
-                f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
-            )
-        status, detail = outcomes[key]
-        assert status == "passed", f"{key} {status} under the interpreter:\n{detail[-6000:]}"
+        assert_interpreted_passed(interpreter_run, f"test_interpreted_parity[{idx}]")
 
 
 @fuzz_settings(150, deadline=None)
@@ -240,91 +200,47 @@ def test_vllm_split_is_the_13_argument_kernel(case):
 
 
 def _hand_case(**over):
-    case = dict(
-        num_tokens=4,
-        max_num_tokens=6,
-        query_start_loc_ptr=Guarded((3,), torch.int32, [0, 1, 4]),
-        positions_ptr=Guarded((4,), torch.int64, [5, 0, 3, 7]),
-        block_table_ptr=Guarded((2, 4), torch.int32, [7, 8, 9, 10, 20, 21, 22, 23]),
-        block_table_stride=4,
-        block_size=2,
-        slot_mapping_ptr=Guarded((6,), torch.int64),
-        KV_CACHE_BLOCK_SIZE=4,
-        BLOCKS_PER_KV_BLOCK=2,
-        TOTAL_CP_WORLD_SIZE=1,
-        TOTAL_CP_RANK=0,
-        CP_KV_CACHE_INTERLEAVE_SIZE=1,
-        PAD_ID=-1,
-        BLOCK_SIZE=1024,
-    )
-    case.update(over)
-    return case
+    """Kernel blocks of 2 tokens, 2 of them per KV-cache block (4 tokens)."""
+    positions, table = [5, 0, 3, 7], [7, 8, 9, 10, 20, 21, 22, 23]
+    args = {"block_size": 2, "BLOCKS_PER_KV_BLOCK": 2, **over}
+    return slot_mapping_case("compute_slot_mapping_hybrid_kernel", positions, table, 4, **args)
 
 
-def test_hybrid_hand_checked():
+#: BLOCKS_PER_KV_BLOCK -> the slots of the hand case, worked out by hand
+HAND_SLOTS = {
     # request 0: position 5 = KV block 1, local 1 -> kernel block 1*2 + 1//2 = 2, offset 1
     # request 1: 0 -> block 0 off 0; 3 -> block 0*2 + 3//2 = 1 off 1; 7 -> block 1*2 + 1 = 3 off 1
-    case = _hand_case()
-    K.compute_slot_mapping_hybrid_kernel(**launch_args(case))
-    assert case["slot_mapping_ptr"].view.tolist() == [
-        9 * 2 + 1,
-        20 * 2,
-        21 * 2 + 1,
-        23 * 2 + 1,
-        -1,
-        -1,
-    ]
-    # the general path (no tiling: BLOCKS_PER_KV_BLOCK=1), same table: block = vblock + l // bs
-    case = _hand_case(BLOCKS_PER_KV_BLOCK=1)
-    K.compute_slot_mapping_hybrid_kernel(**launch_args(case))
+    2: [9 * 2 + 1, 20 * 2, 21 * 2 + 1, 23 * 2 + 1, -1, -1],
+    # the general path (no tiling), same table: block = vblock + l // bs
     # 5 -> 1 + 1//2 = 1, off 1; 0 -> 0; 3 -> 0 + 1 = 1, off 1; 7 -> 1 + 3//2 = 2, off 1
-    assert case["slot_mapping_ptr"].view.tolist() == [
-        8 * 2 + 1,
-        20 * 2,
-        21 * 2 + 1,
-        22 * 2 + 1,
-        -1,
-        -1,
-    ]
+    1: [8 * 2 + 1, 20 * 2, 21 * 2 + 1, 22 * 2 + 1, -1, -1],
+}
 
 
-def _set(key, value):
-    def mutate(case):
-        case[key] = value(case) if callable(value) else value
-
-    return mutate
-
-
-def _poke(key, index, value):
-    def mutate(case):
-        case[key].view.view(-1)[index] = value
-
-    return mutate
+@pytest.mark.parametrize("blocks_per_kv_block", sorted(HAND_SLOTS, reverse=True))
+def test_hybrid_hand_checked(blocks_per_kv_block):
+    case = _hand_case(BLOCKS_PER_KV_BLOCK=blocks_per_kv_block)
+    K.compute_slot_mapping_hybrid_kernel(**launch_args(case))
+    assert case["slot_mapping_ptr"].view.tolist() == HAND_SLOTS[blocks_per_kv_block]
 
 
 HYBRID_BAD = [
-    (_set("block_size", 0), ValueError, "block_size"),
-    (_set("block_size", "x"), TypeError, "block_size"),
-    (_set("BLOCKS_PER_KV_BLOCK", -1), ValueError, "BLOCKS_PER_KV_BLOCK"),
-    (_poke("positions_ptr", 2, -1), IndexError, "positions_ptr"),
-    # the fast path (tiling split): position 8 needs kernel block 4 of 4 columns
-    (_poke("positions_ptr", 3, 8), IndexError, "block_table_ptr"),
-    # the general path: BLOCKS_PER_KV_BLOCK=3 sends position 7 to block 1*3 + 1 = 4
+    bad_arg("block_size", 0, ValueError),
+    bad_arg("block_size", "x", TypeError),
+    bad_arg("BLOCKS_PER_KV_BLOCK", -1, ValueError),
+    bad_at("positions_ptr", 2, -1, IndexError),
+    (poke("positions_ptr", 3, 8), IndexError, "block_table_ptr"),
     (
         lambda c: (c.update(BLOCKS_PER_KV_BLOCK=3), c["positions_ptr"].view.__setitem__(3, 7)),
         IndexError,
         "block_table_ptr",
     ),
-    (_poke("query_start_loc_ptr", 1, 5), ValueError, "query_start_loc_ptr"),
-    (_set("KV_CACHE_BLOCK_SIZE", 0), ValueError, "KV_CACHE_BLOCK_SIZE"),
-    (_set("TOTAL_CP_RANK", 1), ValueError, "TOTAL_CP_RANK"),
-    (_set("max_num_tokens", 7), ValueError, "slot_mapping_ptr"),
-    (_set("block_table_stride", 5), ValueError, "block_table_stride"),
-    (
-        _set("block_table_ptr", lambda c: torch.zeros(2, 4, dtype=torch.float32)),
-        TypeError,
-        "block_table_ptr",
-    ),
+    bad_at("query_start_loc_ptr", 1, 5, ValueError),
+    bad_arg("KV_CACHE_BLOCK_SIZE", 0, ValueError),
+    bad_arg("TOTAL_CP_RANK", 1, ValueError),
+    (set_arg("max_num_tokens", 7), ValueError, "slot_mapping_ptr"),
+    bad_arg("block_table_stride", 5, ValueError),
+    bad_arg("block_table_ptr", lambda c: torch.zeros(2, 4, dtype=torch.float32), TypeError),
 ]
 
 
@@ -332,10 +248,7 @@ HYBRID_BAD = [
     "mutate,exc,name", HYBRID_BAD, ids=[f"{i}-{b[2]}" for i, b in enumerate(HYBRID_BAD)]
 )
 def test_hybrid_bad_input(mutate, exc, name):
-    K.compute_slot_mapping_hybrid_kernel(**launch_args(_hand_case()))
-    case = _hand_case()
-    mutate(case)
-    assert_rejected(K.compute_slot_mapping_hybrid_kernel, case, exc, name)
+    check_bad_input(K.compute_slot_mapping_hybrid_kernel, _hand_case, mutate, exc, name)
 
 
 def test_huge_blocks_per_kv_block_is_refused_not_wrapped():

@@ -31,7 +31,7 @@ if MODE == "absent":
     assert "triton" not in sys.modules, "triton was imported before the blocker was installed"
     sys.meta_path.insert(0, _NoTriton())
 elif MODE is None:  # this process: ``cpu`` where Triton is installed, else it runs ``absent``
-    from _triton_helpers import require_triton, triton_installed
+    from _triton_helpers import require_triton, run_pytest, triton_installed
 
     MODE = "cpu" if triton_installed() else "absent"
 
@@ -148,30 +148,9 @@ def test_other_modes(mode):
     mode only: the subprocesses do not spawn again)."""
     if mode == "interpret":
         require_triton()
-    env = dict(os.environ, FASTDISPATCH_OPS_TEST_MODE=mode)
-    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    if mode == "interpret":
-        env["TRITON_INTERPRET"] = "1"
-    else:
-        env.pop("TRITON_INTERPRET", None)
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            os.path.abspath(__file__),
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "no:randomly",
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    env = {"FASTDISPATCH_OPS_TEST_MODE": mode}
+    env["TRITON_INTERPRET"] = "1" if mode == "interpret" else None
+    proc = run_pytest(__file__, env, "-p", "no:randomly", timeout=600)
     assert proc.returncode == 0, f"mode {mode}:\n{proc.stdout[-6000:]}\n{proc.stderr[-3000:]}"
     assert " passed" in proc.stdout
 
@@ -229,54 +208,27 @@ def test_expand_batch_to_tokens(idx, dtype):
 
 
 def _expected_rejection(
-    drafts, counts, K, logits, bonus, is_greedy, draft_probs, uniform, inv_q, rates=None
+    drafts, cu, K, logits, bonus, is_greedy, draft_probs, uniform, inv_q, rates=None
 ):
-    """Speculative sampling, written out: returns the [B, K+1] list of lists."""
-    probs = logits.softmax(-1, dtype=torch.float32)
-    B = len(counts)
-    out = [[-1] * (K + 1) for _ in range(B)]
-    start = 0
-    for r in range(B):
-        n = counts[r]
-        greedy = True if is_greedy is None else bool(is_greedy[r])
-        accepted_all = True
-        for pos in range(n):
-            t = start + pos
-            d = int(drafts[t])
-            if greedy:
-                target = int(logits[t].argmax())
-                if rates is not None:
-                    ok = float(uniform[t]) < float(rates[pos]) and d >= 0
-                    out[r][pos] = d if ok else target
-                else:
-                    ok = d == target
-                    out[r][pos] = target
-            else:
-                if d < 0:
-                    ok = False
-                elif rates is not None:
-                    ok = float(uniform[t]) < float(rates[pos])
-                else:
-                    dp = torch.tensor(1.0) if draft_probs is None else draft_probs[t, d]
-                    ok = bool(dp > 0) and float(probs[t, d] / dp) >= float(uniform[t])
-                if ok:
-                    out[r][pos] = d
-                else:
-                    if draft_probs is None:
-                        p = probs[t].clone()
-                        if d >= 0:
-                            p[d] = 0
-                    else:
-                        p = (probs[t] - draft_probs[t]).clamp(min=0)
-                    score = p.to(inv_q.dtype) * inv_q[r]
-                    out[r][pos] = int(score.argmax())  # torch argmax: first maximal index
-            if not ok:
-                accepted_all = False
-                break
-        if accepted_all:
-            out[r][n] = int(bonus[r])
-        start += n
-    return out
+    """What ``ops.rejection_sample`` must return, as the [B, K+1] list of lists: the plain-torch
+    references (``fdkit.reference``) of the kernels it launches, on the argmax and float32
+    softmax of the logits -- greedy requests first, then the recovered tokens and the random
+    requests."""
+    B, V = cu.shape[0], logits.shape[-1]
+    out = torch.full((B, K + 1), -1, dtype=torch.int64)
+    REFERENCES["rejection_greedy_sample_kernel"](
+        out, cu, drafts, logits.argmax(-1), bonus, is_greedy, K, uniform, rates
+    )
+    if is_greedy is not None:  # random requests too
+        probs = logits.softmax(-1, dtype=torch.float32)
+        recovered = torch.empty_like(drafts)
+        REFERENCES["sample_recovered_tokens_kernel"](
+            recovered, cu, drafts, draft_probs, probs, inv_q, V
+        )
+        REFERENCES["rejection_random_sample_kernel"](
+            out, cu, drafts, draft_probs, probs, bonus, recovered, uniform, is_greedy, K, V, rates
+        )
+    return out.tolist()
 
 
 def _sampling_batch(g, idx, B, K, V, pad=True):
@@ -299,7 +251,7 @@ def test_rejection_sample_greedy(idx):
         counts, drafts, cu, logits, bonus = _sampling_batch(g, idx, B, K, V)
         out = ops.rejection_sample(drafts, cu, K, logits, bonus)
         assert out.dtype == torch.int32 and out.shape == (B, K + 1)
-        expected = _expected_rejection(drafts, counts, K, logits, bonus, None, None, None, None)
+        expected = _expected_rejection(drafts, cu, K, logits, bonus, None, None, None, None)
         assert out.tolist() == expected
 
 
@@ -326,12 +278,7 @@ def test_rejection_sample_random_and_mixed(idx, with_draft_probs, kind):
             if kind == "synthetic"
             else None
         )
-        out = ops.rejection_sample(
-            drafts,
-            cu,
-            K,
-            logits,
-            bonus,
+        given = dict(
             draft_probs=draft_probs,
             is_greedy=is_greedy,
             all_random=kind == "random",
@@ -339,24 +286,13 @@ def test_rejection_sample_random_and_mixed(idx, with_draft_probs, kind):
             inv_q=inv_q,
             synthetic_conditional_rates=rates,
         )
+        out = ops.rejection_sample(drafts, cu, K, logits, bonus, **given)
         expected = _expected_rejection(
-            drafts, counts, K, logits, bonus, is_greedy, draft_probs, uniform, inv_q, rates
+            drafts, cu, K, logits, bonus, is_greedy, draft_probs, uniform, inv_q, rates
         )
         assert out.tolist() == expected
-        again = ops.rejection_sample(
-            drafts,
-            cu,
-            K,
-            logits,
-            bonus,
-            draft_probs=draft_probs,
-            is_greedy=is_greedy,
-            all_random=kind == "random",
-            uniform_probs=uniform,
-            inv_q=inv_q,
-            synthetic_conditional_rates=rates,
-            target_probs=logits.softmax(-1, dtype=torch.float32),
-        )
+        probs = logits.softmax(-1, dtype=torch.float32)
+        again = ops.rejection_sample(drafts, cu, K, logits, bonus, **given, target_probs=probs)
         assert again.tolist() == expected
 
 

@@ -66,6 +66,29 @@ def _snapshot(compared):
     return {k: v.clone() for k, v in compared.items()}
 
 
+def _on_threads(worker):
+    """Run ``worker(t, barrier)`` on THREADS threads at once (each waits at the barrier before
+    launching) and return the failures they yield; an exception a thread raises is one, and
+    aborts the barrier for the others."""
+    barrier = threading.Barrier(THREADS)
+    failures = []
+
+    def run(t):
+        try:
+            failures.extend(worker(t, barrier))
+        except Exception as exc:  # noqa: BLE001 -- reported below, with the thread that raised
+            barrier.abort()
+            failures.append(f"thread {t}: {type(exc).__name__}: {exc}")
+
+    threads = [threading.Thread(target=run, args=(t,)) for t in range(THREADS)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=300)
+    assert not any(th.is_alive() for th in threads), "a launching thread did not finish"
+    return failures
+
+
 @pytest.mark.parametrize("inputs", ["shared", "private"])
 @pytest.mark.parametrize("name", fdcases.KERNELS)
 def test_kernel_from_8_threads_matches_serial(name, inputs, loops):
@@ -83,36 +106,25 @@ def test_kernel_from_8_threads_matches_serial(name, inputs, loops):
         None if s is None else {k: v.clone() for k, v in s.items() if isinstance(v, torch.Tensor)}
         for s in shared
     ]
-    barrier = threading.Barrier(THREADS)
-    failures = []
 
-    def worker(t):
-        try:
-            # Every launch of this thread gets its own outputs, built before the start signal.
-            launches = [
-                [_build(case, shared[i]) for i, case in enumerate(cases)] for _ in range(ROUNDS)
-            ]
-            barrier.wait()
-            for launch_round in launches:
-                for kw, _ in launch_round:
-                    impl(**kw)
-            for r, launch_round in enumerate(launches):
-                for i, (_, compared) in enumerate(launch_round):
-                    for buf, want in expected[i].items():
-                        if not torch.equal(compared[buf], want):
-                            failures.append(f"thread {t} round {r}: {cases[i]} differs in {buf}")
-                    if fdcases.guard_violations(cases[i], compared):
-                        failures.append(f"thread {t} round {r}: {cases[i]} wrote a guard")
-        except Exception as exc:  # noqa: BLE001 -- reported below, with the thread that raised
-            barrier.abort()
-            failures.append(f"thread {t}: {type(exc).__name__}: {exc}")
+    def worker(t, barrier):
+        # Every launch of this thread gets its own outputs, built before the start signal.
+        launches = [
+            [_build(case, shared[i]) for i, case in enumerate(cases)] for _ in range(ROUNDS)
+        ]
+        barrier.wait()
+        for launch_round in launches:
+            for kw, _ in launch_round:
+                impl(**kw)
+        for r, launch_round in enumerate(launches):
+            for i, (_, compared) in enumerate(launch_round):
+                for buf, want in expected[i].items():
+                    if not torch.equal(compared[buf], want):
+                        yield f"thread {t} round {r}: {cases[i]} differs in {buf}"
+                if fdcases.guard_violations(cases[i], compared):
+                    yield f"thread {t} round {r}: {cases[i]} wrote a guard"
 
-    threads = [threading.Thread(target=worker, args=(t,)) for t in range(THREADS)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join(timeout=300)
-    assert not any(th.is_alive() for th in threads), "a launching thread did not finish"
+    failures = _on_threads(worker)
     assert not failures, "\n".join(failures[:20])
     for i, inputs_before in enumerate(pristine):
         if inputs_before is None:
@@ -131,29 +143,16 @@ def test_fused_entry_point_from_8_threads_matches_serial(entry, idx, loops):
     launch(want)
     inputs = shared_inputs(launch)
     pristine = [t.clone() for t in inputs]
-    barrier = threading.Barrier(THREADS)
-    failures = []
 
-    def worker(t):
-        try:
-            outs = [new_output() for _ in range(ROUNDS * 4)]
-            barrier.wait()
-            for out in outs:
-                launch(out)
-            failures.extend(
-                f"thread {t} launch {i}: {out.tolist()} != {want.tolist()}"
-                for i, out in enumerate(outs)
-                if not torch.equal(out, want)
-            )
-        except Exception as exc:  # noqa: BLE001 -- reported below, with the thread that raised
-            barrier.abort()
-            failures.append(f"thread {t}: {type(exc).__name__}: {exc}")
+    def worker(t, barrier):
+        outs = [new_output() for _ in range(ROUNDS * 4)]
+        barrier.wait()
+        for out in outs:
+            launch(out)
+        for i, out in enumerate(outs):
+            if not torch.equal(out, want):
+                yield f"thread {t} launch {i}: {out.tolist()} != {want.tolist()}"
 
-    threads = [threading.Thread(target=worker, args=(t,)) for t in range(THREADS)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join(timeout=300)
-    assert not any(th.is_alive() for th in threads), "a launching thread did not finish"
+    failures = _on_threads(worker)
     assert not failures, f"{label}:\n" + "\n".join(failures[:10])
     assert all(torch.equal(a, b) for a, b in zip(inputs, pristine)), f"{label} wrote an input"

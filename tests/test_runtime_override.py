@@ -557,9 +557,9 @@ def test_shortcut_abandoned_late_gives_back_what_it_took(core):
     assert [sys.getrefcount(o) for o in objs] == before
 
 
-def test_shortcut_owns_values_while_the_impl_empties_the_launch_dict(core):
-    """The launch dict is the only other holder of each value; an impl that clears it must still
-    see live arguments (the shortcut owns them for the call)."""
+def _override_emptying_its_launch_dict(core):
+    """``(launch_kwargs, seen, override)``: an override of ``kernel`` whose impl clears the dict
+    ``launch_kwargs`` then records what it was handed (three lengths, count, block) in ``seen``."""
     launch_kwargs = {}
     seen = []
 
@@ -567,7 +567,13 @@ def test_shortcut_owns_values_while_the_impl_empties_the_launch_dict(core):
         launch_kwargs.clear()
         seen.append([len(x) for x in (out, inp, factor)] + [count, block])
 
-    ov = core.KernelOverride(kernel, impl)
+    return launch_kwargs, seen, core.KernelOverride(kernel, impl)
+
+
+def test_shortcut_owns_values_while_the_impl_empties_the_launch_dict(core):
+    """The launch dict is the only other holder of each value; an impl that clears it must still
+    see live arguments (the shortcut owns them for the call)."""
+    launch_kwargs, seen, ov = _override_emptying_its_launch_dict(core)
     for i in range(3):  # the second and third launches take the shortcut
         launch_kwargs.update(
             out_ptr=[0] * (i + 1), in_ptr=[0] * (i + 2), n=i, scale=[0] * (i + 3), BLOCK=7
@@ -585,14 +591,7 @@ def test_launcher_called_from_c_with_a_dict_the_impl_can_reach(core):
     call = ctypes.pythonapi.PyObject_Call
     call.restype = ctypes.py_object
     call.argtypes = [ctypes.py_object, ctypes.py_object, ctypes.py_object]
-    launch_kwargs = {}
-    seen = []
-
-    def impl(out, inp, count, factor, block):
-        launch_kwargs.clear()
-        seen.append([len(x) for x in (out, inp, factor)] + [count, block])
-
-    ov = core.KernelOverride(kernel, impl)
+    launch_kwargs, seen, ov = _override_emptying_its_launch_dict(core)
     launcher = ov[GRID]
     block = object()
     before = sys.getrefcount(block)

@@ -3,6 +3,7 @@ backends)."""
 
 import pytest
 import torch
+from _runtime_helpers import contract_args
 
 
 def expand_kernel(
@@ -35,16 +36,7 @@ def make_expand_owner(core, kernel):
 
 
 def test_owner_binds_inputs_and_returns_outputs(core):
-    k = Recording(
-        [
-            "output_ptr",
-            "input_ptr",
-            "cu_num_tokens_ptr",
-            "replace_from",
-            "replace_to",
-            "MAX_NUM_TOKENS",
-        ]
-    )
+    k = Recording(list(contract_args("expand_kernel")))
     expand = make_expand_owner(core, k)
     out, inp, cu = torch.zeros(4), torch.ones(2), torch.tensor([1, 3])
     assert expand(out, inp, cu, replace_to=5) is out

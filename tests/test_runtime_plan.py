@@ -7,7 +7,7 @@ import subprocess
 import pytest
 import torch
 from _fuzz import fuzz_settings
-from _runtime_helpers import load_core
+from _runtime_helpers import contract_args, load_core
 from _vllm_helpers import require_vllm_python
 from hypothesis import given
 from hypothesis import strategies as st
@@ -179,14 +179,7 @@ def test_plans_match_vllm():
     vllm_python = str(require_vllm_python())
     cases = [
         (
-            (
-                "output_ptr",
-                "input_ptr",
-                "cu_num_tokens_ptr",
-                "replace_from",
-                "replace_to",
-                "MAX_NUM_TOKENS",
-            ),
+            contract_args("expand_kernel"),
             ("output", "input", "cu_num_tokens", "replace_from", "replace_to"),
             ("MAX_NUM_TOKENS",),
         ),

@@ -14,12 +14,10 @@ from that run. Interpreter launches are slow and not thread-safe: cases stay sma
 """
 
 import os
-import subprocess
 import sys
-import xml.etree.ElementTree as ET
 
 import pytest
-from _triton_helpers import require_triton
+from _triton_helpers import assert_interpreted_passed, interpreted_run, require_triton
 
 from kernels_cpu import VLLM_KERNELS
 
@@ -111,52 +109,10 @@ else:
         require_triton()
         pytest.importorskip("hypothesis")
         report = tmp_path_factory.mktemp("parity") / "junit.xml"
-        env = dict(os.environ, TRITON_INTERPRET="1")
-        env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pytest",
-                os.path.abspath(__file__),
-                "-q",
-                "-p",
-                "no:cacheprovider",
-                f"--junitxml={report}",
-            ],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
-        outcomes = {}
-        if report.exists():
-            for tc in ET.parse(report).getroot().iter("testcase"):
-                failure = tc.find("failure")
-                if failure is None:
-                    failure = tc.find("error")
-                if tc.find("skipped") is not None:
-                    outcomes[tc.get("name")] = ("skipped", tc.find("skipped").get("message", ""))
-                elif failure is not None:
-                    outcomes[tc.get("name")] = (
-                        "failed",
-                        failure.get("message", "") + "\n" + (failure.text or ""),
-                    )
-                else:
-                    outcomes[tc.get("name")] = ("passed", "")
-        return proc, outcomes
+        return interpreted_run(__file__, report)
 
     @pytest.mark.parametrize("test", ["test_interpreted_parity", "test_interpreted_layouts"])
     @pytest.mark.parametrize("idx", ["int32", "int64"])
     @pytest.mark.parametrize("name", KERNELS)
     def test_interpreted_parity(interpreter_run, name, idx, test):
-        proc, outcomes = interpreter_run
-        key = f"{test}[{name}-{idx}]"
-        if key not in outcomes:
-            pytest.fail(
-                f"{key} did not run under the interpreter (rc={proc.returncode}):\n"
-                f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
-            )
-        status, detail = outcomes[key]
-        assert status == "passed", f"{key} {status} under the interpreter:\n{detail[-6000:]}"
+        assert_interpreted_passed(interpreter_run, f"{test}[{name}-{idx}]")

@@ -26,53 +26,52 @@ from fastdispatch.vllm import _fused_noise
 MODULE = "vllm.v1.sample.rejection_sampler"
 
 
-def _rejection_sample_033(
-    draft_token_ids,
-    num_draft_tokens,
-    max_spec_len,
-    cu_num_draft_tokens,
-    draft_probs,
-    target_logits,
-    bonus_token_ids,
-    sampling_metadata,
-    synthetic_mode=False,
-    synthetic_conditional_rates=None,
-    use_fp64_gumbel=False,
-    fly_window_size=None,
-    fly_entropy_threshold=None,
-    fly_entropy_top_k=3,
-):
-    raise AssertionError("stock rejection_sample ran: the replacement did not stand")
+#: vLLM 0.32.0's ``rejection_sample`` parameters; 0.33.0 appends FLy's three.
+_PARAMS_032 = (
+    "draft_token_ids",
+    "num_draft_tokens",
+    "max_spec_len",
+    "cu_num_draft_tokens",
+    "draft_probs",
+    "target_logits",
+    "bonus_token_ids",
+    "sampling_metadata",
+    "synthetic_mode=False",
+    "synthetic_conditional_rates=None",
+    "use_fp64_gumbel=False",
+)
+_PARAMS_033 = _PARAMS_032 + (
+    "fly_window_size=None",
+    "fly_entropy_threshold=None",
+    "fly_entropy_top_k=3",
+)
+_STOCK_RAN = "raise AssertionError('stock rejection_sample ran: the replacement did not stand')"
 
 
-def _rejection_sample_032(
-    draft_token_ids,
-    num_draft_tokens,
-    max_spec_len,
-    cu_num_draft_tokens,
-    draft_probs,
-    target_logits,
-    bonus_token_ids,
-    sampling_metadata,
-    synthetic_mode=False,
-    synthetic_conditional_rates=None,
-    use_fp64_gumbel=False,
-):
-    raise AssertionError("stock rejection_sample ran: the replacement did not stand")
+def _function(name, params, body, **names):
+    """A function ``name(params)`` running ``body`` (``names`` its globals): the signatures under
+    test are vLLM's, written once above."""
+    exec(f"def {name}({', '.join(params)}):\n    {body}\n", names)
+    return names[name]
 
 
-def _sample_recovered_tokens(
-    max_spec_len,
-    num_draft_tokens,
-    cu_num_draft_tokens,
-    draft_token_ids,
-    draft_probs,
-    target_probs,
-    sampling_metadata,
-    device,
-    use_fp64_gumbel=False,
-):
-    raise AssertionError("stock sample_recovered_tokens ran")
+_rejection_sample_033 = _function("rejection_sample", _PARAMS_033, _STOCK_RAN)
+_rejection_sample_032 = _function("rejection_sample", _PARAMS_032, _STOCK_RAN)
+_sample_recovered_tokens = _function(
+    "sample_recovered_tokens",
+    (
+        "max_spec_len",
+        "num_draft_tokens",
+        "cu_num_draft_tokens",
+        "draft_token_ids",
+        "draft_probs",
+        "target_probs",
+        "sampling_metadata",
+        "device",
+        "use_fp64_gumbel=False",
+    ),
+    "raise AssertionError('stock sample_recovered_tokens ran')",
+)
 
 
 def _forward_033(module, c, fly_window_size=None):
@@ -108,7 +107,6 @@ def fake_vllm(monkeypatch):
         module = types.ModuleType(MODULE)
         for fn in (rejection_sample, _sample_recovered_tokens):
             fn = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__)
-            fn.__name__ = fn.__qualname__ = fn.__name__.split("_0")[0].lstrip("_")
             fn.__module__ = MODULE
             setattr(module, fn.__name__, fn)
         monkeypatch.setitem(sys.modules, MODULE, module)
@@ -195,22 +193,8 @@ def test_fly_request_is_refused_as_vllm_refuses_it_on_cpu(registry_core, fake_vl
 def test_fly_refusal_runs_nothing(fake_vllm):
     module = fake_vllm(_rejection_sample_033)
     ran = []
-
-    def impl(
-        draft_token_ids,
-        num_draft_tokens,
-        max_spec_len,
-        cu_num_draft_tokens,
-        draft_probs,
-        target_logits,
-        bonus_token_ids,
-        sampling_metadata,
-        synthetic_mode=False,
-        synthetic_conditional_rates=None,
-        use_fp64_gumbel=False,
-    ):
-        ran.append({k: v for k, v in locals().items() if k != "ran"})
-        return "result"
+    # every value it is handed, by name
+    impl = _function("impl", _PARAMS_032, "ran.append(dict(locals())); return 'result'", ran=ran)
 
     adapter, why = _fused_noise._fused_adapter(module.rejection_sample, impl)
     assert why is None
@@ -235,19 +219,8 @@ def test_fly_refusal_runs_nothing(fake_vllm):
 
 
 def test_unknown_signature_leaves_that_function_to_vllm(fake_vllm, caplog):
-    def rejection_sample(
-        draft_token_ids,
-        num_draft_tokens,
-        max_spec_len,
-        cu_num_draft_tokens,
-        draft_probs,
-        target_logits,
-        bonus_token_ids,
-        sampling_metadata,
-        synthetic_mode=False,
-        some_new_switch=None,
-    ):
-        raise AssertionError
+    params = (*_PARAMS_032[:9], "some_new_switch=None")
+    rejection_sample = _function("rejection_sample", params, "raise AssertionError")
 
     module = fake_vllm(rejection_sample)
     adapter, why = _fused_noise._fused_adapter(module.rejection_sample, fused.vllm_rejection_sample)

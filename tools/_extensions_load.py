@@ -1,13 +1,14 @@
 """Every compiled module of a tree loads from that tree, built for the running interpreter.
 
-    python tools/_extensions_load.py ROOT [--fdkit] [--debug]
+    python tools/_extensions_load.py ROOT [--fdkit] [--debug] [--no-openmp]
 
 Imports the module of every ``fastdispatch/*.pyx`` and ``kernels_cpu/*.pyx`` under ROOT (and
 ``fdkit/*.pyx`` with ``--fdkit``) and checks that each came from ROOT with this interpreter's
-extension suffix (with ``--debug``: a debug interpreter's, ``...d-...``), and that fastdispatch
-chose its compiled backend. Used by ``tools/debug_python_tests.sh`` and
-``tools/python_matrix.sh`` on their copies of the tree; exits non-zero naming the first module
-that did not load as it should.
+extension suffix (with ``--debug``: a debug interpreter's, ``...d-...``), that fastdispatch
+chose its compiled backend, and with ``--no-openmp`` that ``kernels_cpu`` was built without
+OpenMP. Used by ``tools/debug_python_tests.sh``, ``tools/python_matrix.sh`` and
+``tools/check_builds.sh`` (its no-OpenMP and clang builds) on their copies of the tree; exits
+non-zero naming the first module that did not load as it should.
 """
 
 import glob
@@ -33,6 +34,10 @@ def main(argv):
     import fastdispatch
 
     assert fastdispatch.BACKEND == "cython", fastdispatch.BACKEND
+    if "--no-openmp" in argv:
+        import kernels_cpu
+
+        assert kernels_cpu.openmp_enabled() is False, "a build without OpenMP reports OpenMP"
     print(f"{len(pyx)} extensions ({suffix}) load from {root}")
     return 0
 

@@ -76,18 +76,7 @@ DEB_SUITE=bookworm
 INCLUDE=python3,python3-venv,python3-dev,gcc,g++,git,ca-certificates
 TEST_REQS="pip pytest hypothesis numpy Cython>=3.0 setuptools>=77"
 
-step_t0=$SECONDS
-step() { step_t0=$SECONDS; echo "arm64: [$(( SECONDS - T0 ))s] $*"; }
-done_step() { echo "arm64:   ok ($(( SECONDS - step_t0 ))s) $*"; }
-fail() {   # message [log file]
-    echo "arm64: FAILED: $1 (after $(( SECONDS - T0 ))s)" >&2
-    if [ -n "${2:-}" ] && [ -f "$2" ]; then
-        echo "---- last lines of $2" >&2
-        tail -n 60 "$2" >&2
-    fi
-    keep=1
-    exit 1
-}
+. "$ROOT_SRC/tools/_steps.sh" arm64
 
 [ "$(id -u)" -eq 0 ] || { echo "arm64: needs root (mmdebstrap, binfmt_misc, chroot, mounts)" >&2; exit 2; }
 case "$(uname -m)" in
@@ -370,8 +359,9 @@ import kernels_cpu._sampling
 
 # The reference is the dev kit's (fdkit, not in the wheel): from the source tree, searched after
 # the venv so that nothing of the product can come from there.
-sys.path.append("/work/src")
+sys.path += ["/work/src", "/work/src/tools"]
 from fdkit.reference import sampling as reference
+import _wheel_smoke
 
 assert platform.machine() == "aarch64", platform.machine()
 # --no-deps install (pip would otherwise add the layer's torch's own Triton requirement): the
@@ -382,45 +372,18 @@ for req in map(Requirement, md.requires("fastdispatch") or []):
     if req.marker is None or req.marker.evaluate({"extra": ""}):
         have = md.version(req.name)
         assert req.specifier.contains(have, prereleases=True), (str(req), have)
-venv = os.path.realpath(sys.argv[1])
-for mod in (fastdispatch, fastdispatch._override, kernels_cpu, kernels_cpu._sampling):
-    path = os.path.realpath(mod.__file__)
-    assert path.startswith(venv + os.sep), f"{mod.__name__} loaded from {path}"
-for mod in (fastdispatch._override, fastdispatch._plan, fastdispatch._owner, fastdispatch._vllm_owner):
-    assert mod.__file__.endswith(".so"), mod.__file__
-assert fastdispatch.BACKEND == "cython", fastdispatch.BACKEND
+_wheel_smoke.installed_from(sys.argv[1])
 assert kernels_cpu.openmp_enabled(), "the aarch64 wheel was built without OpenMP"
 
 import fastdispatch.ops as ops
 assert not ops.HAS_TRITON and ops.RUN_MODE == "cpu" and ops.cpu_kernels_active(), ops.RUN_MODE
 assert not any(fastdispatch.verify().values()), fastdispatch.verify()
 
-draft = torch.tensor([1, 2, 3, 4, 5], dtype=torch.int32)
-cu = torch.tensor([3, 5], dtype=torch.int32)
-logits = torch.full((5, 16), -1.0)
-logits[torch.arange(5), torch.tensor([1, 2, 9, 4, 5])] = 1.0       # argmax: accept 1 2, reject 3
-bonus = torch.tensor([7, 8], dtype=torch.int64)
-got = ops.rejection_sample(draft, cu, 3, logits, bonus)
-want = torch.full((2, 4), ops.PLACEHOLDER_TOKEN_ID, dtype=torch.int32)
-reference.rejection_greedy_sample_kernel(want, cu, draft, logits.argmax(-1), bonus, None, 3)
-assert torch.equal(got, want), (got, want)
-assert got.tolist() == [[1, 2, 9, -1], [4, 5, 8, -1]], got.tolist()
+_wheel_smoke.launches(reference)
 
 # positional launches and direct calls with no kwargs: the C-API path that crashed here before
 override = fastdispatch.KernelOverride(lambda a, b: a + b, lambda a, b: (a, b))
 assert override[(1,)](1, 2) == (1, 2) and override(3, 4) == (3, 4)
-
-# a kernel called directly, int32 offsets, float32 values written in place; bad input named
-x = torch.tensor([0.0, 2.5, 3.0])
-out = torch.full((6,), float("nan"))
-kernels_cpu.expand_kernel(out, x, torch.tensor([2, 5, 6], dtype=torch.int32), 0, 1, 8)
-assert out.tolist() == [1.0, 1.0, 2.5, 2.5, 2.5, 3.0], out.tolist()
-try:
-    kernels_cpu.expand_kernel(out, x, torch.tensor([2, 5], dtype=torch.int32), 0, 1, 8)
-except (TypeError, ValueError, IndexError) as e:
-    assert "cu_num_tokens" in str(e), e
-else:
-    raise AssertionError("a short cu_num_tokens was accepted")
 print(f"smoke: ok on {platform.machine()}, python {platform.python_version()}, torch {torch.__version__}, "
       f"backend {fastdispatch.BACKEND}, OpenMP {kernels_cpu.openmp_enabled()}")
 PYSMOKE

@@ -73,18 +73,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-step_t0=$SECONDS
-step() { step_t0=$SECONDS; echo "check_builds: [$(( SECONDS - T0 ))s] $*"; }
-done_step() { echo "check_builds:   ok ($(( SECONDS - step_t0 ))s) $*"; }
-fail() {   # message [log file]
-    echo "check_builds: FAILED: $1" >&2
-    if [ -n "${2:-}" ] && [ -f "$2" ]; then
-        echo "---- last lines of $2" >&2
-        tail -n 60 "$2" >&2
-    fi
-    keep=1
-    exit 1
-}
+. "$ROOT/tools/_steps.sh" check_builds
 
 echo "check_builds: python $PY | work $WORK"
 
@@ -301,15 +290,11 @@ import kernels_cpu._sampling
 
 # The reference is the dev kit's (fdkit, not in the wheel): from the source tree, searched after
 # the venv so that nothing of the product can come from there.
-sys.path.append(src)
+sys.path += [src, os.path.join(src, "tools")]
 from fdkit.reference import sampling as reference
+import _wheel_smoke
 
-for mod in (fastdispatch, fastdispatch._override, kernels_cpu, kernels_cpu._sampling):
-    path = os.path.realpath(mod.__file__)
-    assert path.startswith(os.path.realpath(venv) + os.sep), f"{mod.__name__} loaded from {path}"
-for mod in (fastdispatch._override, fastdispatch._plan, fastdispatch._owner, fastdispatch._vllm_owner):
-    assert mod.__file__.endswith(".so"), mod.__file__
-assert fastdispatch.BACKEND == "cython", fastdispatch.BACKEND
+_wheel_smoke.installed_from(venv)
 assert kernels_cpu.openmp_enabled() == (omp_mode == "openmp"), (kernels_cpu.openmp_enabled(), omp_mode)
 assert importlib.util.find_spec("triton") is None, "the throwaway venv should not have triton"
 eps = [ep.value for ep in md.entry_points(group="vllm.general_plugins")]
@@ -321,28 +306,7 @@ import fastdispatch.ops as ops
 assert ops.RUN_MODE == "cpu" and ops.cpu_kernels_active(), ops.RUN_MODE
 assert not any(fastdispatch.verify().values()), fastdispatch.verify()
 
-draft = torch.tensor([1, 2, 3, 4, 5], dtype=torch.int32)
-cu = torch.tensor([3, 5], dtype=torch.int32)
-logits = torch.full((5, 16), -1.0)
-logits[torch.arange(5), torch.tensor([1, 2, 9, 4, 5])] = 1.0       # argmax: accept 1 2, reject 3
-bonus = torch.tensor([7, 8], dtype=torch.int64)
-got = ops.rejection_sample(draft, cu, 3, logits, bonus)
-want = torch.full((2, 4), ops.PLACEHOLDER_TOKEN_ID, dtype=torch.int32)
-reference.rejection_greedy_sample_kernel(want, cu, draft, logits.argmax(-1), bonus, None, 3)
-assert torch.equal(got, want), (got, want)
-assert got.tolist() == [[1, 2, 9, -1], [4, 5, 8, -1]], got.tolist()
-
-# a kernel called directly, int32 offsets, float32 values written in place
-x = torch.tensor([0.0, 2.5, 3.0])
-out = torch.full((6,), float("nan"))
-kernels_cpu.expand_kernel(out, x, torch.tensor([2, 5, 6], dtype=torch.int32), 0, 1, 8)
-assert out.tolist() == [1.0, 1.0, 2.5, 2.5, 2.5, 3.0], out.tolist()
-try:
-    kernels_cpu.expand_kernel(out, x, torch.tensor([2, 5], dtype=torch.int32), 0, 1, 8)
-except (TypeError, ValueError, IndexError) as e:
-    assert "cu_num_tokens" in str(e), e
-else:
-    raise AssertionError("a short cu_num_tokens was accepted")
+_wheel_smoke.launches(reference)
 print(f"smoke ok: fastdispatch {fastdispatch.__version__} backend {fastdispatch.BACKEND}, "
       f"OpenMP {kernels_cpu.openmp_enabled()}, torch {torch.__version__}, run mode {ops.RUN_MODE}")
 PYSMOKE
@@ -402,32 +366,26 @@ for so in "$WORK"/noomp/kernels_cpu/*.so; do
     needs_gomp "$so" && fail "$(basename "$so") of the no-OpenMP build needs libgomp"
 done
 done_step
+tests_against() {   # copy (under $WORK) test-files label: a build without OpenMP, tested in place
+    (
+        cd "$WORK/$1" || exit 1
+        export PYTHONPATH="$WORK/$1" PYTHONDONTWRITEBYTECODE=1
+        # An editable install of the checkout in $PY's environment has a finder *after* sys.path
+        # that would supply any extension missing here from the checkout: every one must load
+        # from here.
+        "$PY" tools/_extensions_load.py "$WORK/$1" --no-openmp || exit 1
+        # shellcheck disable=SC2086
+        "$PY" -m pytest -q -p no:cacheprovider $2
+    ) > "$WORK/$1-tests.log" 2>&1 || fail "kernel tests against the $3 build" "$WORK/$1-tests.log"
+    head -n 1 "$WORK/$1-tests.log" | sed 's/^/check_builds:   /'
+    done_step "$(grep -E '[0-9]+ passed' "$WORK/$1-tests.log" | tail -n 1)"
+}
 step "kernel tests against the no-OpenMP build (one serial pytest process)"
 # The kernel tests, plus the fork and thread robustness tests where the tree has them (they run
 # their scenarios serially on a build without OpenMP).
 NOOMP_TESTS=$(cd "$WORK/noomp" && ls tests/test_kernels_*.py tests/test_fused_*.py \
     tests/test_robustness_fork.py tests/test_robustness_threads.py 2>/dev/null)
-(
-    cd "$WORK/noomp" || exit 1
-    export PYTHONPATH="$WORK/noomp" PYTHONDONTWRITEBYTECODE=1
-    # An editable install of the checkout in $PY's environment has a finder *after* sys.path that
-    # would supply any extension missing here from the checkout: every one must load from here.
-    "$PY" - "$WORK/noomp" <<'PYNOOMP' || exit 1
-import glob, importlib, os, sys
-root = os.path.realpath(sys.argv[1])
-import kernels_cpu
-for pyx in sorted(glob.glob(f"{root}/fastdispatch/*.pyx") + glob.glob(f"{root}/kernels_cpu/*.pyx")):
-    mod = importlib.import_module(os.path.relpath(pyx, root)[:-4].replace(os.sep, "."))
-    where = os.path.realpath(mod.__file__)
-    assert where.startswith(root + os.sep) and where.endswith(".so"), f"{mod.__name__} from {where}"
-assert kernels_cpu.openmp_enabled() is False, "the no-OpenMP build reports OpenMP"
-print("no-OpenMP build: every extension loads from the copy; openmp_enabled() is False")
-PYNOOMP
-    # shellcheck disable=SC2086
-    "$PY" -m pytest -q -p no:cacheprovider $NOOMP_TESTS
-) > "$WORK/noomp-tests.log" 2>&1 || fail "kernel tests against the no-OpenMP build" "$WORK/noomp-tests.log"
-head -n 1 "$WORK/noomp-tests.log" | sed 's/^/check_builds:   /'
-done_step "$(grep -E '[0-9]+ passed' "$WORK/noomp-tests.log" | tail -n 1)"
+tests_against noomp "$NOOMP_TESTS" no-OpenMP
 
 # ---- 7. clang, OpenMP off ---------------------------------------------------------------------------
 CLANG=${CLANG:-clang}
@@ -457,24 +415,6 @@ fi
 done_step
 step "kernel tests against the clang build (one pytest process)"
 CLANG_TESTS=$(cd "$WORK/clang" && ls tests/test_kernels_*.py)
-(
-    cd "$WORK/clang" || exit 1
-    export PYTHONPATH="$WORK/clang" PYTHONDONTWRITEBYTECODE=1
-    "$PY" - "$WORK/clang" <<'PYCLANG' || exit 1
-import glob, importlib, os, sys
-root = os.path.realpath(sys.argv[1])
-import kernels_cpu
-for pyx in sorted(glob.glob(f"{root}/fastdispatch/*.pyx") + glob.glob(f"{root}/kernels_cpu/*.pyx")):
-    mod = importlib.import_module(os.path.relpath(pyx, root)[:-4].replace(os.sep, "."))
-    where = os.path.realpath(mod.__file__)
-    assert where.startswith(root + os.sep) and where.endswith(".so"), f"{mod.__name__} from {where}"
-assert kernels_cpu.openmp_enabled() is False, "the clang build without OpenMP reports OpenMP"
-print("clang build: every extension loads from the copy; openmp_enabled() is False")
-PYCLANG
-    # shellcheck disable=SC2086
-    "$PY" -m pytest -q -p no:cacheprovider $CLANG_TESTS
-) > "$WORK/clang-tests.log" 2>&1 || fail "kernel tests against the clang build" "$WORK/clang-tests.log"
-head -n 1 "$WORK/clang-tests.log" | sed 's/^/check_builds:   /'
-done_step "$(grep -E '[0-9]+ passed' "$WORK/clang-tests.log" | tail -n 1)"
+tests_against clang "$CLANG_TESTS" clang
 
 echo "check_builds: OK -- every check passed"

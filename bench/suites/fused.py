@@ -228,10 +228,7 @@ def _build(B, K, V, with_draft, noise):
         )
         if with_draft:
             b.verify = lambda results: _verify(x, results)
-        if ctx.vllm.importable:
-            b.switch = ctx.vllm.switch
-            b.state_order = ("stock", None)
-            b.cleanup = ctx.vllm.restore
+        b.switch_vllm(ctx, "stock", None)
         return b
 
     return build

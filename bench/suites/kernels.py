@@ -1,9 +1,9 @@
-"""Per kernel (all 11): ns per launch of the plain-torch reference, ``kernels_cpu``, and vLLM's
-shim.
+"""Per kernel (every vLLM kernel of ``kernels_cpu.contracts`` with a CPU shim in vLLM): ns per
+launch of the plain-torch reference, ``kernels_cpu``, and vLLM's shim.
 
 Every row calls its implementation positionally with the same argument tuple, in the Triton
 kernel's argument order (how vLLM's ``KernelOverride`` forwards to its C++ shims), on the dtypes
-vLLM passes (int32 outputs, offsets and draft ids; see ``bench/suites/_inputs.py``). The vLLM row
+vLLM passes (int32 outputs, offsets and draft ids; see ``bench/suites/_presets.py``). The vLLM row
 is the shim in ``vllm.utils.cpu_triton_utils`` *including* its int32→int64 copies and copy-backs,
 because that is what a vLLM launch pays. Anchor: the plain-torch reference
 (``fdkit.reference``); the ``vs vLLM`` column is the ratio to vLLM's shim.
@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import importlib
 
-from .._model import Built, GroupSpec, Unavailable
+from .._model import Built, GroupSpec, Unavailable, need
 from .._rows import RowDef
 from .._timing import Case
-from . import _inputs
+from . import _presets
 
 REF = "plain-torch reference"
 OURS = "kernels_cpu"
@@ -30,11 +30,7 @@ _SUBMODULES = ("_sampling", "_spec_decode", "_workers")
 
 def kernels_cpu_fn(name: str):
     """The ``kernels_cpu`` implementation of ``name`` (public name first, then its submodule)."""
-    try:
-        kc = importlib.import_module("kernels_cpu")
-    except Exception as exc:
-        raise Unavailable(f"kernels_cpu not importable: {type(exc).__name__}: {exc}") from exc
-    fn = getattr(kc, name, None)
+    fn = getattr(need("kernels_cpu"), name, None)
     if fn is None:
         for sub in _SUBMODULES:
             try:
@@ -49,29 +45,25 @@ def kernels_cpu_fn(name: str):
 
 
 def reference_fn(name: str):
-    where = _inputs.KERNELS[name][2]
     try:
-        mod = importlib.import_module(f"fdkit.reference.{where}")
+        from fdkit.reference import area_of
+
+        mod = area_of(name)
     except Exception as exc:
-        raise Unavailable(
-            f"fdkit.reference.{where} not importable: {type(exc).__name__}: {exc}"
-        ) from exc
-    fn = getattr(mod, name, None)
-    if fn is None:
-        raise Unavailable(f"fdkit.reference.{where} has no {name}")
-    return fn
+        raise Unavailable(f"no fdkit.reference for {name}: {type(exc).__name__}: {exc}") from exc
+    return getattr(mod, name)
 
 
 def vllm_shim(ctx, name: str):
     ctx.vllm.require()
     from vllm.utils import cpu_triton_utils
 
-    return getattr(cpu_triton_utils, _inputs.KERNELS[name][0])
+    return getattr(cpu_triton_utils, _presets.vllm_shim_name(name))
 
 
 def _builder(name: str, sizes: dict):
     def build(ctx) -> Built:
-        args, kw, keep = _inputs.build(name, **sizes)
+        args, kw, keep = _presets.build(name, **sizes)
         b = Built(
             info={
                 "sizes": dict(sizes),
@@ -111,7 +103,7 @@ def _outputs(name, sizes, fn):
     """Run ``fn`` once on fresh (identical, seeded) inputs; return every tensor afterwards."""
     import torch
 
-    args, kw, keep = _inputs.build(name, **sizes)
+    args, kw, keep = _presets.build(name, **sizes)
     fn(*args)
     tensors = {k: v.clone() for k, v in kw.items() if isinstance(v, torch.Tensor)}
     if keep is not None:  # batch_memcpy: raw addresses differ per build; the bytes are the output
@@ -181,7 +173,7 @@ def groups(ctx):
         sizes_list.append({"B": 64})
     specs = []
     for sizes in sizes_list:
-        for name in _inputs.KERNELS:
+        for name in _presets.KERNELS:
             variants = [(dict(sizes), "" if sizes["B"] == 4 else f"@B{sizes['B']}")]
             if name == "batch_memcpy_kernel":
                 # 4 KiB regions: the copy itself weighs in; 64 B regions: the per-region cost

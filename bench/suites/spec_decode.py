@@ -26,11 +26,10 @@ Anchor: stock vLLM when available, else the memcpy floor.
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import types
 
-from .._model import Built, GroupSpec, Unavailable
+from .._model import Built, GroupSpec, Unavailable, need
 from .._rows import RowDef
 from .._timing import Case
 
@@ -107,13 +106,7 @@ class _Inputs:
 
 def _ops_rejection_sample(inp: _Inputs):
     """Our op; its signature is read, not assumed (vLLM-like with metadata, or explicit flags)."""
-    try:
-        ops = importlib.import_module("fastdispatch.ops")
-    except Exception as exc:
-        raise Unavailable(f"fastdispatch.ops not importable: {type(exc).__name__}: {exc}") from exc
-    fn = getattr(ops, "rejection_sample", None)
-    if fn is None:
-        raise Unavailable("fastdispatch.ops has no rejection_sample")
+    fn = need("fastdispatch.ops", "rejection_sample")
     params = list(inspect.signature(fn).parameters)
     if "sampling_metadata" in params:
         return fn, inp.vllm_args(inp.metadata_duck()), {}
@@ -193,15 +186,7 @@ def _build(mode, V, K, B):
         b.add(OPS, ops_case)
 
         def fused_case():
-            try:
-                fused = importlib.import_module("fastdispatch.ops.fused")
-            except Exception as exc:
-                raise Unavailable(
-                    f"fastdispatch.ops.fused not importable: {type(exc).__name__}: {exc}"
-                ) from exc
-            fn = getattr(fused, "vllm_rejection_sample", None)
-            if fn is None:
-                raise Unavailable("fastdispatch.ops.fused has no vllm_rejection_sample")
+            fn = need("fastdispatch.ops.fused", "vllm_rejection_sample")
             args = inp.vllm_args(inp.metadata_duck())
             return Case(
                 "",
@@ -212,10 +197,7 @@ def _build(mode, V, K, B):
 
         b.add(FUSED, fused_case)
         b.verify = lambda results: _verify(inp, results)
-        if ctx.vllm.importable:
-            b.switch = ctx.vllm.switch
-            b.state_order = ("stock", None, "installed", "installed-fused")
-            b.cleanup = ctx.vllm.restore
+        b.switch_vllm(ctx, "stock", None, "installed", "installed-fused")
         return b
 
     return build

@@ -134,10 +134,7 @@ def _build(V, setting):
         for row, state in STATES.items():
             b.add(row, forward_case(state))
         b.verify = lambda results: _verify(inp, results)
-        if ctx.vllm.importable:
-            b.switch = ctx.vllm.switch
-            b.state_order = (None, "installed", "installed-fused", "installed-one-pass")
-            b.cleanup = ctx.vllm.restore
+        b.switch_vllm(ctx, None, "installed", "installed-fused", "installed-one-pass")
         return b
 
     return build

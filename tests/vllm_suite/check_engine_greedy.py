@@ -64,29 +64,26 @@ def _spec(name, side, model, method, load_format, batch):
     }
 
 
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    model = str(E.write_tiny_llama(tmp_path_factory.mktemp("tiny")))
-    batch = _tiny_batch()
+def _both_sides(tmp_path_factory, name, model, method, load_format, batch):
+    """The batch run by stock vLLM and with the plugin, each engine in its own directory."""
     return {
         side: E.run(
-            _spec("tiny", side, model, "draft_model", "dummy", batch), tmp_path_factory.mktemp(side)
+            _spec(name, side, model, method, load_format, batch), tmp_path_factory.mktemp(side)
         )
         for side in ("stock", "plugin")
     }, batch
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    model = str(E.write_tiny_llama(tmp_path_factory.mktemp("tiny")))
+    return _both_sides(tmp_path_factory, "tiny", model, "draft_model", "dummy", _tiny_batch())
 
 
 @pytest.fixture(scope="module")
 def ngram(tmp_path_factory):
     model = str(E.write_bigram_llama(tmp_path_factory.mktemp("bigram")))
-    batch = _ngram_batch()
-    return {
-        side: E.run(
-            _spec("ngram", side, model, "ngram", "safetensors", batch),
-            tmp_path_factory.mktemp(side),
-        )
-        for side in ("stock", "plugin")
-    }, batch
+    return _both_sides(tmp_path_factory, "ngram", model, "ngram", "safetensors", _ngram_batch())
 
 
 def _check_sides(runs):

@@ -10,7 +10,7 @@ import inspect
 
 import pytest
 import torch
-from check_entrypoints import _rejection_case, _rs
+from check_entrypoints import _rejection_args, _rejection_case, _rs
 
 import fastdispatch
 
@@ -90,16 +90,7 @@ def _sample(kind, n=8):
     out = []
     for _ in range(n):
         c = _rejection_case(kind, with_draft_probs=kind != "greedy")
-        got = rs.rejection_sample(
-            c["draft"],
-            c["num_draft"],
-            c["K"],
-            c["cu"],
-            c["draft_probs"],
-            c["logits"].clone(),
-            c["bonus"],
-            c["md"],
-        )
+        got = rs.rejection_sample(*_rejection_args(c))
         out.append((got, c))
     return out
 

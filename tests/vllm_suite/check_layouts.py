@@ -8,21 +8,12 @@ stock, and the same tokens as the ``[N]`` call -- on the plain plugin path and o
 
 import pytest
 import torch
-from check_entrypoints import _rejection_case, _rs
+from check_entrypoints import _recovered_args, _rejection_case, _rs
 
 
 def _recovered(c, draft, probs):
     rs = _rs()
-    return rs.sample_recovered_tokens(
-        c["K"],
-        c["num_draft"],
-        c["cu"],
-        draft,
-        c["draft_probs"],
-        probs,
-        c["md"],
-        torch.device("cpu"),
-    )
+    return rs.sample_recovered_tokens(*_recovered_args(c, draft, probs))
 
 
 @pytest.mark.parametrize("with_draft_probs", [False, True], ids=["no_draft_probs", "draft_probs"])

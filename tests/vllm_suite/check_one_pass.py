@@ -278,6 +278,18 @@ def _procs(cls, proc):
     return procs
 
 
+def _falls_back_to_vllms_forward(rs, d, why, md, logits, sm):
+    """The sampler's step on this batch is vLLM's forward, counted once under ``why`` in the
+    drop-in's fallbacks (``d``), with vLLM's tokens; returns its output."""
+    s = _sampler(rs)
+    before = d.fallbacks().get(why, 0)
+    got = s(md, None, logits.clone(), sm)
+    assert d.fallbacks().get(why, 0) == before + 1
+    want = _vllm_forward(rs)(s, md, None, logits.clone(), sm)
+    assert torch.equal(got.sampled_token_ids, want.sampled_token_ids)
+    return got
+
+
 @pytest.mark.parametrize(
     "why",
     [
@@ -294,12 +306,7 @@ def test_batches_that_need_vllm_take_its_forward(one_pass, rs, why):
 
     md, logits = _step([[1, 2], [3]], 50, seed=4, hit=1.0)
     sm = _metadata(2, **_cases(rs)[why])
-    s = _sampler(rs)
-    before = d.fallbacks().get(why, 0)
-    got = s(md, None, logits.clone(), sm)
-    assert d.fallbacks().get(why, 0) == before + 1
-    want = _vllm_forward(rs)(s, md, None, logits.clone(), sm)
-    assert torch.equal(got.sampled_token_ids, want.sampled_token_ids)
+    got = _falls_back_to_vllms_forward(rs, d, why, md, logits, sm)
     if why == "logprobs requested":
         assert got.logprobs_tensors is not None
 
@@ -348,9 +355,4 @@ def test_tensors_the_kernel_does_not_take_take_vllms_forward(one_pass, rs, case)
     else:
         over["top_k"] = torch.full((4,), 50, dtype=torch.int32)[::2]
     sm = _metadata(2, **over)
-    s = _sampler(rs)
-    before = d.fallbacks().get(why, 0)
-    got = s(md, None, logits.clone(), sm)
-    assert d.fallbacks().get(why, 0) == before + 1
-    want = _vllm_forward(rs)(s, md, None, logits.clone(), sm)
-    assert torch.equal(got.sampled_token_ids, want.sampled_token_ids)
+    _falls_back_to_vllms_forward(rs, d, why, md, logits, sm)

@@ -101,16 +101,21 @@ def test_worker_startup_installs_every_kernel(probe):
         assert probe["holders"][name], name
 
 
+def _assert_all_same(results):
+    """Every case at every holder (``holder|case`` -> outcomes) gave the reference's result."""
+    bad = {
+        key: outcomes
+        for key, outcomes in results.items()
+        if any(kind != "same" for kind, _ in outcomes)
+    }
+    assert not bad, json.dumps(bad, indent=1)[:6000]
+
+
 def test_every_holder_launches_kernels_cpu_and_matches_the_reference(probe):
     for name, objects in probe["holder_objects"].items():
         for where, what in objects.items():
             assert what.startswith("fastdispatch:kernels_cpu."), (name, where, what)
-    bad = {
-        key: outcomes
-        for key, outcomes in probe["ours"].items()
-        if any(kind != "same" for kind, _ in outcomes)
-    }
-    assert not bad, json.dumps(bad, indent=1)[:6000]
+    _assert_all_same(probe["ours"])
     assert len(probe["ours"]) >= 12
 
 
@@ -163,12 +168,7 @@ def test_reinstall_is_ours_everywhere_again(probe):
     for name, objects in probe["reinstalled_objects"].items():
         for where, what in objects.items():
             assert what.startswith("fastdispatch:kernels_cpu."), (name, where, what)
-    bad = {
-        key: outcomes
-        for key, outcomes in probe["reinstalled"].items()
-        if any(kind != "same" for kind, _ in outcomes)
-    }
-    assert not bad, json.dumps(bad, indent=1)[:6000]
+    _assert_all_same(probe["reinstalled"])
 
 
 def test_verify_reports_the_release_and_every_kernel_ours(probe):
