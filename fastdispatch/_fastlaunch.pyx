@@ -52,7 +52,11 @@ cdef enum:
     CODE_TENSOR = 0x20
     MAX_PARAMS = 256
     MAX_TAIL = 1024
-    MAX_CODES = 4 * MAX_PARAMS  # feature bytes of one key (tuples take more than two a parameter)
+    # feature bytes of one key: at most two per parameter, plus what tuple arguments take --
+    # a tuple's codes may reach TUPLE_LIMIT and no further, so the parameters after the last
+    # tuple (two bytes each at most) always fit and the per-parameter path needs no bound check
+    MAX_CODES = 6 * MAX_PARAMS
+    TUPLE_LIMIT = MAX_CODES - 2 * MAX_PARAMS
 
 cdef object _MISSING = _cold._MISSING
 cdef dict _DTYPE_INDEX = _cold._DTYPE_INDEX
@@ -422,7 +426,7 @@ cdef class FastLaunch:
             v = <object>vals[i]
             t = type(v)
             if cx[i]:
-                if nt + 2 > MAX_TAIL or j >= MAX_CODES:
+                if nt + 2 > MAX_TAIL:
                     return None
                 if t is _int or t is _bool or t is _str or v is None:
                     tobj[nt] = <PyObject*>t
@@ -445,7 +449,7 @@ cdef class FastLaunch:
                 buf[j] = CODE_CONSTEXPR
                 j += 1
             else:
-                k = _leaf_codes(v, self._tensor, self._parameter, buf, j)
+                k = _leaf_codes(v, t, self._tensor, self._parameter, buf, j)
                 if k < 0:
                     if t is not _tuple:
                         return None
@@ -518,19 +522,17 @@ cdef class FastLaunch:
         return key
 
 
-cdef inline Py_ssize_t _leaf_codes(object v, object tensor_t, object param_t, unsigned char* buf,
-                                   Py_ssize_t j) except -2:
-    """``_fastlaunch_planner._plain_codes`` in C for a value that is not a tuple: its feature
-    codes written at ``buf[j]``; returns where they end, or -1 when it is not one we key on
-    (or its codes would not fit). Inlined into the per-parameter loop: the common case."""
-    cdef object t = type(v)
+cdef inline Py_ssize_t _leaf_codes(object v, object t, object tensor_t, object param_t,
+                                   unsigned char* buf, Py_ssize_t j) except -2:
+    """``_fastlaunch_planner._plain_codes`` in C for a value (of type ``t``) that is not a
+    tuple: its feature codes written at ``buf[j]`` (room for two is the caller's to ensure);
+    returns where they end, or -1 when it is not one we key on. Inlined into the
+    per-parameter loop: the common case."""
     cdef long long iv
     cdef unsigned long long uv
     cdef int overflow
     cdef int rng
     cdef PyObject* pidx
-    if j + 2 > MAX_CODES:
-        return -1
     if t is tensor_t or t is param_t:
         if _direct(v):
             dt = _get_dtype.get(v, _get_dtype.closure)
@@ -581,7 +583,7 @@ cdef Py_ssize_t _tuple_codes(tuple v, object tensor_t, object param_t, unsigned 
     cdef Py_ssize_t n = PyTuple_GET_SIZE(v)
     cdef Py_ssize_t k
     cdef object e
-    if n > _MAX_TUPLE or depth >= _MAX_DEPTH or j + 2 > MAX_CODES:
+    if n > _MAX_TUPLE or depth >= _MAX_DEPTH or j + 2 > TUPLE_LIMIT:
         return -1
     buf[j] = CODE_TUPLE
     buf[j + 1] = <unsigned char>n
@@ -590,8 +592,10 @@ cdef Py_ssize_t _tuple_codes(tuple v, object tensor_t, object param_t, unsigned 
         e = <object>PyTuple_GET_ITEM(v, k)
         if type(e) is _tuple:
             j = _tuple_codes(<tuple>e, tensor_t, param_t, buf, j, depth + 1)
+        elif j + 2 > TUPLE_LIMIT:
+            return -1
         else:
-            j = _leaf_codes(e, tensor_t, param_t, buf, j)
+            j = _leaf_codes(e, type(e), tensor_t, param_t, buf, j)
         if j < 0:
             return -1
     return j
