@@ -36,6 +36,7 @@ from ._planner import (  # noqa: F401 - prepare_launch_kwargs: re-exported (_cor
     plan_lookup,
     plan_rules,
     prepare_launch_kwargs,
+    site_plan,
     unpack_spec,
 )
 
@@ -272,13 +273,10 @@ class PlanCache:
                     break
             else:
                 return plan
-        keys = tuple(launch_kwargs)
-        plan = launch_binding_plan(arg_names, input_names, keys)
-        # Keep the caller's tuples so identity checks hit next time.
-        if plan.arg_names is not arg_names or plan.input_names is not input_names:
-            plan = LaunchBindingPlan(arg_names, input_names, keys)
+        plan, self.keys = site_plan(
+            launch_binding_plan, LaunchBindingPlan, arg_names, input_names, launch_kwargs
+        )
         self.plan = plan
-        self.keys = keys
         return plan
 
 
