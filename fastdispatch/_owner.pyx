@@ -103,27 +103,11 @@ cdef class LaunchOwner:
     def __init__(self, kernel, dispatch, warmup_inputs=None):
         names, defaults = dispatch_signature(dispatch)
         dict_of(self)["kernel"] = kernel
-        self.dispatch_fn = dispatch
-        self.dispatch_names = names
-        self.dispatch_defaults = defaults
-        self.plan_cache = PlanCache()
+        self._dispatch_fn = dispatch
+        self._dispatch_arg_names = names
+        self._dispatch_defaults = defaults
+        self._plan_cache = PlanCache()
         dict_of(self)["_warmup_inputs_fn"] = warmup_inputs
-
-    @property
-    def _dispatch_fn(self):
-        return self.dispatch_fn
-
-    @property
-    def _dispatch_arg_names(self):
-        return self.dispatch_names
-
-    @property
-    def _dispatch_defaults(self):
-        return self.dispatch_defaults
-
-    @property
-    def _plan_cache(self):
-        return self.plan_cache
 
     @property
     def _kernel_arg_names(self):
@@ -155,7 +139,7 @@ cdef class LaunchOwner:
         return getattr(d["kernel"], name)
 
     def __repr__(self):
-        return f"<LaunchOwner {describe(self.dispatch_fn)} kernel={dict_of(self).get('kernel')!r}>"
+        return f"<LaunchOwner {describe(self._dispatch_fn)} kernel={dict_of(self).get('kernel')!r}>"
 
 
 kernel_dispatcher = dispatcher_factory(LaunchOwner)
@@ -173,11 +157,11 @@ cdef object _owner_call(LaunchOwner owner, tuple values, dict kwargs):
     """Dispatch, complete the inputs from the dispatch function's defaults, then launch with the
     kernel and cached argument names the owner's instance dict holds now (the rebinding pass
     swaps ``kernel`` there and drops ``_kernel_arg_names``)."""
-    cdef tuple names = owner.dispatch_names
+    cdef tuple names = owner._dispatch_arg_names
     cdef PyObject* found
-    spec = call_kw(owner.dispatch_fn, values, kwargs)
+    spec = call_kw(owner._dispatch_fn, values, kwargs)
     if PyTuple_GET_SIZE(values) != PyTuple_GET_SIZE(names):
-        defaults = owner.dispatch_defaults
+        defaults = owner._dispatch_defaults
         values = values + tuple(
             kwargs[name] if kwargs is not None and name in kwargs else defaults[name]
             for name in names[PyTuple_GET_SIZE(values):]
@@ -192,7 +176,7 @@ cdef object _owner_call(LaunchOwner owner, tuple values, dict kwargs):
         arg_names = <object> found
     else:
         arg_names = owner._kernel_arg_names
-    return launch_owner_c(kernel, arg_names, spec, names, values, owner.plan_cache)
+    return launch_owner_c(kernel, arg_names, spec, names, values, owner._plan_cache)
 
 
 (<PyTypeObject*> LaunchOwner).tp_call = <ternaryfunc> _owner_tp_call
