@@ -20,6 +20,7 @@ from ._plan cimport LaunchBindingPlan, PlanCache
 from ._slots cimport dict_of
 
 from ._bindcheck import kernel_arg_names
+from ._docs import LAUNCH_OWNER
 from ._errors import describe, input_count_mismatch
 from ._owner_setup import dispatch_signature, dispatcher_factory
 from ._plan import launch_binding_plan
@@ -65,25 +66,10 @@ cdef object launch_owner_c(object kernel, object arg_names, object spec, tuple i
 
 
 def launch_owner(kernel, arg_names, spec, input_names, input_values, PlanCache cache=None):
-    """vLLM's ``launch``: run one launch described by a dispatch function's result.
-
-    ``kernel``: what the owner launches (its ``.kernel``: a Triton kernel, a
-    :class:`KernelOverride`, anything subscriptable by grid); ``arg_names``: its argument names
-    (the owner's ``_kernel_arg_names``); ``spec``: ``(grid, launch_kwargs)`` or
-    ``(grid, launch_kwargs, outputs)``; ``input_names``/``input_values``: the dispatch parameters
-    and this call's values; ``cache``: an optional :class:`PlanCache` kept per launch site.
-
-    Semantics (vLLM's): the launch kwargs are completed as by :func:`prepare_launch_kwargs`
-    (on a copy -- ``spec``'s dict is not modified); a ``kernel`` entry replaces the kernel,
-    ``_runtime_launcher``/``_runtime_launcher_arg_count`` entries route the launch through
-    ``runtime_launcher(kernel, grid, *first_args, **rest)``; ``grid=None`` skips the launch;
-    otherwise ``kernel[grid](**kwargs)`` -- or ``kernel(**kwargs)`` when the kernel is not
-    subscriptable (a plain Python function standing in for a kernel when Triton is absent).
-    Returns ``outputs`` (``None`` for a 2-tuple).
-    When ``kernel`` is a :class:`KernelOverride` with these ``arg_names`` the launch goes to the
-    impl directly from the plan, with the same result.
-    """
     return launch_owner_c(kernel, arg_names, spec, tuple(input_names), input_values, cache)
+
+
+launch_owner.__doc__ = LAUNCH_OWNER  # one text with the twin's
 
 
 # -- launch owner ----------------------------------------------------------------------------------
