@@ -3,7 +3,8 @@
 The code lives in one module per concept -- ``_override`` (``KernelOverride`` and its launcher),
 ``_plan`` (the binding plan, the per-site plan cache), ``_owner`` (the launch owner and vLLM's
 ``launch``) and ``_vllm_owner`` (the ``__call__`` for vLLM's own owner classes) -- over the cold
-code both backends share (``_bindcheck``, ``_planner``, ``_owner_setup``, ``_errors``). This
+code both backends share (``_bindcheck``, ``_planner``, ``_owner_setup``, ``_errors``,
+``_docs``). This
 module only gathers them under the names of ``_core.pyi``, the contract that the pure-Python twin
 ``_core_py`` implements too. Importing it fails with ``ImportError`` when any extension is
 missing, which is what makes ``_backend`` fall back to the twin.

@@ -8,10 +8,11 @@ reader can understand the compiled code from this one and the same tests run aga
 the backend when the extensions are missing or when ``FASTDISPATCH_PURE_PYTHON=1`` is set.
 
 Cold code is not mirrored but shared by both backends: the bind check (``_bindcheck``), the
-planner's rules and the dict-building launch (``_planner``), the owner's set-up
-(``_owner_setup``) and every error a launch raises (``_errors``). The twin of ``_vllm_owner.pyx``
--- the ``__call__`` that ``fastdispatch.vllm`` puts on vLLM's own owner classes -- is here too
-(:func:`owner_call_method`, at the end): it launches through this module's ``launch_owner``.
+planner's rules, a plan cache's miss and the dict-building launch (``_planner``), the owner's
+set-up (``_owner_setup``), every error a launch raises (``_errors``) and the launch functions'
+docstrings (``_docs``). The twin of ``_vllm_owner.pyx`` -- the ``__call__`` that
+``fastdispatch.vllm`` puts on vLLM's own owner classes -- is here too (:func:`owner_call_method`,
+at the end): it launches through this module's ``launch_owner``.
 """
 
 from ._bindcheck import (
@@ -23,6 +24,7 @@ from ._bindcheck import (
     kernel_defaults,
 )
 from ._core_names import NAMES
+from ._docs import LAUNCH_OWNER, OWNER_CALL_METHOD
 from ._errors import (  # noqa: F401 - LaunchArgumentError: re-exported (_core_names.NAMES)
     LaunchArgumentError,
     describe,
@@ -36,6 +38,7 @@ from ._planner import (  # noqa: F401 - prepare_launch_kwargs: re-exported (_cor
     plan_lookup,
     plan_rules,
     prepare_launch_kwargs,
+    site_plan,
     unpack_spec,
 )
 
@@ -272,35 +275,14 @@ class PlanCache:
                     break
             else:
                 return plan
-        keys = tuple(launch_kwargs)
-        plan = launch_binding_plan(arg_names, input_names, keys)
-        # Keep the caller's tuples so identity checks hit next time.
-        if plan.arg_names is not arg_names or plan.input_names is not input_names:
-            plan = LaunchBindingPlan(arg_names, input_names, keys)
+        plan, self.keys = site_plan(
+            launch_binding_plan, LaunchBindingPlan, arg_names, input_names, launch_kwargs
+        )
         self.plan = plan
-        self.keys = keys
         return plan
 
 
 def launch_owner(kernel, arg_names, spec, input_names, input_values, cache=None):
-    """vLLM's ``launch``: run one launch described by a dispatch function's result.
-
-    ``kernel``: what the owner launches (its ``.kernel``: a Triton kernel, a
-    :class:`KernelOverride`, anything subscriptable by grid); ``arg_names``: its argument names
-    (the owner's ``_kernel_arg_names``); ``spec``: ``(grid, launch_kwargs)`` or
-    ``(grid, launch_kwargs, outputs)``; ``input_names``/``input_values``: the dispatch parameters
-    and this call's values; ``cache``: an optional :class:`PlanCache` kept per launch site.
-
-    Semantics (vLLM's): the launch kwargs are completed as by :func:`prepare_launch_kwargs`
-    (on a copy -- ``spec``'s dict is not modified); a ``kernel`` entry replaces the kernel,
-    ``_runtime_launcher``/``_runtime_launcher_arg_count`` entries route the launch through
-    ``runtime_launcher(kernel, grid, *first_args, **rest)``; ``grid=None`` skips the launch;
-    otherwise ``kernel[grid](**kwargs)`` -- or ``kernel(**kwargs)`` when the kernel is not
-    subscriptable (a plain Python function standing in for a kernel when Triton is absent).
-    Returns ``outputs`` (``None`` for a 2-tuple). When ``kernel`` is a :class:`KernelOverride`
-    with these ``arg_names`` the launch goes to the impl directly from the plan, with the same
-    result.
-    """
     grid, launch_kwargs, outputs = unpack_spec(spec)
     if type(launch_kwargs) is not dict:
         launch_kwargs = dict(launch_kwargs)
@@ -325,6 +307,9 @@ def launch_owner(kernel, arg_names, spec, input_names, input_values, cache=None)
         kernel._launch(launch_kwargs, plan, input_values)
         return outputs
     return launch_generic(kernel, arg_names, grid, launch_kwargs, plan, input_values, outputs)
+
+
+launch_owner.__doc__ = LAUNCH_OWNER  # one text with the compiled function's
 
 
 # -- launch owner ----------------------------------------------------------------------------------
@@ -413,23 +398,6 @@ kernel_dispatcher = dispatcher_factory(LaunchOwner)
 def owner_call_method(
     fallback, plan_caches, *, kernel_attr, dispatch_attr, names_attr, defaults_attr, warming_attr
 ):
-    """A ``__call__`` for a foreign launch owner class that keeps its launch in its instance
-    ``__dict__``: the kernel, a dispatch function, the dispatch function's parameter names (a
-    tuple) and their defaults (a dict) -- stored under the given attribute names.
-
-    Why: an owner's own ``__call__`` is the per-launch glue between the caller and
-    :func:`launch_owner`; the compiled version (``_vllm_owner.pyx``) costs a fraction of this
-    one. The function returned is a method (it binds like a ``def``), to be set as the class's
-    ``__call__``.
-
-    ``owner(*args, **kwargs)``: when the kernel is a :class:`KernelOverride`, there is a
-    dispatch function and the owner's ``warming_attr`` is false, runs ``spec =
-    dispatch(*args, **kwargs)``, completes the inputs (positional ``args``, then each remaining
-    parameter from ``kwargs`` or the defaults) and launches
-    ``launch_owner(kernel, kernel.arg_names, spec, names, values, cache)``, with one
-    :class:`PlanCache` per owner kept in ``plan_caches`` (``id(owner)`` -> ``(owner, cache)``).
-    Anything else is ``fallback(owner, *args, **kwargs)`` (the class's original ``__call__``).
-    """
     if type(plan_caches) is not dict:
         raise TypeError(f"plan_caches must be a dict, got {type(plan_caches).__name__}")
     for attr in (kernel_attr, dispatch_attr, names_attr, defaults_attr, warming_attr):
@@ -463,3 +431,6 @@ def owner_call_method(
         return launch_owner(kernel, kernel.arg_names, spec, names, values, cache)
 
     return __call__
+
+
+owner_call_method.__doc__ = OWNER_CALL_METHOD  # one text with the compiled function's

@@ -4,10 +4,11 @@ from ._plan cimport PlanCache
 
 cdef class LaunchOwner:
     cdef dict __dict__
-    cdef object dispatch_fn
-    cdef tuple dispatch_names
-    cdef dict dispatch_defaults
-    cdef PlanCache plan_cache
+    # Read-only from Python under the twin's attribute names (the stub's properties).
+    cdef readonly object _dispatch_fn
+    cdef readonly tuple _dispatch_arg_names
+    cdef readonly dict _dispatch_defaults
+    cdef readonly PlanCache _plan_cache
 
 
 cdef object launch_owner_c(object kernel, object arg_names, object spec, tuple input_names,

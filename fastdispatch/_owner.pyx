@@ -20,6 +20,7 @@ from ._plan cimport LaunchBindingPlan, PlanCache
 from ._slots cimport dict_of
 
 from ._bindcheck import kernel_arg_names
+from ._docs import LAUNCH_OWNER
 from ._errors import describe, input_count_mismatch
 from ._owner_setup import dispatch_signature, dispatcher_factory
 from ._plan import launch_binding_plan
@@ -65,25 +66,10 @@ cdef object launch_owner_c(object kernel, object arg_names, object spec, tuple i
 
 
 def launch_owner(kernel, arg_names, spec, input_names, input_values, PlanCache cache=None):
-    """vLLM's ``launch``: run one launch described by a dispatch function's result.
-
-    ``kernel``: what the owner launches (its ``.kernel``: a Triton kernel, a
-    :class:`KernelOverride`, anything subscriptable by grid); ``arg_names``: its argument names
-    (the owner's ``_kernel_arg_names``); ``spec``: ``(grid, launch_kwargs)`` or
-    ``(grid, launch_kwargs, outputs)``; ``input_names``/``input_values``: the dispatch parameters
-    and this call's values; ``cache``: an optional :class:`PlanCache` kept per launch site.
-
-    Semantics (vLLM's): the launch kwargs are completed as by :func:`prepare_launch_kwargs`
-    (on a copy -- ``spec``'s dict is not modified); a ``kernel`` entry replaces the kernel,
-    ``_runtime_launcher``/``_runtime_launcher_arg_count`` entries route the launch through
-    ``runtime_launcher(kernel, grid, *first_args, **rest)``; ``grid=None`` skips the launch;
-    otherwise ``kernel[grid](**kwargs)`` -- or ``kernel(**kwargs)`` when the kernel is not
-    subscriptable (a plain Python function standing in for a kernel when Triton is absent).
-    Returns ``outputs`` (``None`` for a 2-tuple).
-    When ``kernel`` is a :class:`KernelOverride` with these ``arg_names`` the launch goes to the
-    impl directly from the plan, with the same result.
-    """
     return launch_owner_c(kernel, arg_names, spec, tuple(input_names), input_values, cache)
+
+
+launch_owner.__doc__ = LAUNCH_OWNER  # one text with the twin's
 
 
 # -- launch owner ----------------------------------------------------------------------------------
@@ -103,27 +89,11 @@ cdef class LaunchOwner:
     def __init__(self, kernel, dispatch, warmup_inputs=None):
         names, defaults = dispatch_signature(dispatch)
         dict_of(self)["kernel"] = kernel
-        self.dispatch_fn = dispatch
-        self.dispatch_names = names
-        self.dispatch_defaults = defaults
-        self.plan_cache = PlanCache()
+        self._dispatch_fn = dispatch
+        self._dispatch_arg_names = names
+        self._dispatch_defaults = defaults
+        self._plan_cache = PlanCache()
         dict_of(self)["_warmup_inputs_fn"] = warmup_inputs
-
-    @property
-    def _dispatch_fn(self):
-        return self.dispatch_fn
-
-    @property
-    def _dispatch_arg_names(self):
-        return self.dispatch_names
-
-    @property
-    def _dispatch_defaults(self):
-        return self.dispatch_defaults
-
-    @property
-    def _plan_cache(self):
-        return self.plan_cache
 
     @property
     def _kernel_arg_names(self):
@@ -155,7 +125,7 @@ cdef class LaunchOwner:
         return getattr(d["kernel"], name)
 
     def __repr__(self):
-        return f"<LaunchOwner {describe(self.dispatch_fn)} kernel={dict_of(self).get('kernel')!r}>"
+        return f"<LaunchOwner {describe(self._dispatch_fn)} kernel={dict_of(self).get('kernel')!r}>"
 
 
 kernel_dispatcher = dispatcher_factory(LaunchOwner)
@@ -173,11 +143,11 @@ cdef object _owner_call(LaunchOwner owner, tuple values, dict kwargs):
     """Dispatch, complete the inputs from the dispatch function's defaults, then launch with the
     kernel and cached argument names the owner's instance dict holds now (the rebinding pass
     swaps ``kernel`` there and drops ``_kernel_arg_names``)."""
-    cdef tuple names = owner.dispatch_names
+    cdef tuple names = owner._dispatch_arg_names
     cdef PyObject* found
-    spec = call_kw(owner.dispatch_fn, values, kwargs)
+    spec = call_kw(owner._dispatch_fn, values, kwargs)
     if PyTuple_GET_SIZE(values) != PyTuple_GET_SIZE(names):
-        defaults = owner.dispatch_defaults
+        defaults = owner._dispatch_defaults
         values = values + tuple(
             kwargs[name] if kwargs is not None and name in kwargs else defaults[name]
             for name in names[PyTuple_GET_SIZE(values):]
@@ -192,7 +162,7 @@ cdef object _owner_call(LaunchOwner owner, tuple values, dict kwargs):
         arg_names = <object> found
     else:
         arg_names = owner._kernel_arg_names
-    return launch_owner_c(kernel, arg_names, spec, names, values, owner.plan_cache)
+    return launch_owner_c(kernel, arg_names, spec, names, values, owner._plan_cache)
 
 
 (<PyTypeObject*> LaunchOwner).tp_call = <ternaryfunc> _owner_tp_call

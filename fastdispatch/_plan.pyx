@@ -16,7 +16,7 @@ from libc.stdlib cimport free
 
 from ._slots cimport check_dict_reader, dict_entries, entry, index_array
 
-from ._planner import plan_lookup, plan_rules, prepare_launch_kwargs
+from ._planner import plan_lookup, plan_rules, prepare_launch_kwargs, site_plan
 
 __all__ = ["LaunchBindingPlan", "PlanCache", "launch_binding_plan", "prepare_launch_kwargs"]
 
@@ -112,11 +112,6 @@ cdef class PlanCache:
                         break
                 else:
                     return plan
-        keys = tuple(launch_kwargs)
-        plan = launch_binding_plan(arg_names, input_names, keys)
-        # Keep the caller's tuples so identity checks hit next time.
-        if plan.arg_names is not arg_names or plan.input_names is not input_names:
-            plan = LaunchBindingPlan(arg_names, input_names, keys)
-        self.plan = plan
-        self.keys = keys
-        return plan
+        self.plan, self.keys = site_plan(launch_binding_plan, LaunchBindingPlan, arg_names,
+                                         input_names, launch_kwargs)
+        return self.plan

@@ -21,6 +21,7 @@ __all__ = [
     "plan_lookup",
     "plan_rules",
     "prepare_launch_kwargs",
+    "site_plan",
     "unpack_spec",
 ]
 
@@ -119,6 +120,22 @@ def plan_lookup(plan_cls):
         return plan
 
     return launch_binding_plan
+
+
+def site_plan(lookup, plan_cls, arg_names, input_names, launch_kwargs):
+    """A launch site's plan after a ``PlanCache`` miss, and the launch keys the cache keeps.
+
+    ``lookup``: the backend's ``launch_binding_plan``; ``plan_cls``: its ``LaunchBindingPlan``.
+    The table's plan is shared by every site with equal names, but a cache hits only on the same
+    ``arg_names``/``input_names`` objects (identity, no comparison): when the shared plan holds
+    other tuples than this caller's, the site gets a plan of its own that keeps the caller's, so
+    the next launch from here hits. Both backends' caches miss through this one function.
+    """
+    keys = tuple(launch_kwargs)
+    plan = lookup(arg_names, input_names, keys)
+    if plan.arg_names is not arg_names or plan.input_names is not input_names:
+        plan = plan_cls(arg_names, input_names, keys)
+    return plan, keys
 
 
 _rules: dict[tuple, PlanRules] = {}

@@ -14,29 +14,14 @@ from ._owner cimport launch_owner_c
 from ._plan cimport PlanCache
 from ._slots cimport dict_of
 
+from ._docs import OWNER_CALL_METHOD
+
 __all__ = ["owner_call_method"]
 
 
 def owner_call_method(fallback, dict plan_caches not None, *, str kernel_attr not None,
                       str dispatch_attr not None, str names_attr not None,
                       str defaults_attr not None, str warming_attr not None):
-    """A compiled ``__call__`` for a foreign launch owner class that keeps its launch in its
-    instance ``__dict__``: the kernel, a dispatch function, the dispatch function's parameter
-    names (a tuple) and their defaults (a dict) -- stored under the given attribute names.
-
-    Why: an owner's own ``__call__`` is the per-launch glue between the caller and
-    :func:`launch_owner`; written in Python it costs as much as a small CPU kernel. The function
-    returned is a method (it binds like a ``def``), to be set as the class's ``__call__``.
-
-    ``owner(*args, **kwargs)``: when the kernel is a :class:`KernelOverride`, there is a
-    dispatch function and the owner's ``warming_attr`` is false, runs ``spec =
-    dispatch(*args, **kwargs)``, completes the inputs (positional ``args``, then each remaining
-    parameter from ``kwargs`` or the defaults) and launches
-    ``launch_owner(kernel, kernel.arg_names, spec, names, values, cache)``, with one
-    :class:`PlanCache` per owner kept in ``plan_caches`` (``id(owner)`` -> ``(owner, cache)``).
-    Anything else is ``fallback(owner, *args, **kwargs)`` (the class's original ``__call__``).
-    """
-
     def __call__(self, *args, **kwargs):
         cdef dict d = dict_of(self)
         cdef object kernel = d.get(kernel_attr)
@@ -64,3 +49,6 @@ def owner_call_method(fallback, dict plan_caches not None, *, str kernel_attr no
         return launch_owner_c(kernel, (<KernelOverride> kernel).names, spec, names, values, cache)
 
     return __call__
+
+
+owner_call_method.__doc__ = OWNER_CALL_METHOD  # one text with the twin's

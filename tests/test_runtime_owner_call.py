@@ -3,6 +3,8 @@ backends)."""
 
 import pytest
 
+from fastdispatch.vllm._owners import OWNER_LAYOUT
+
 
 def expand_kernel(
     output_ptr, input_ptr, cu_num_tokens_ptr, replace_from, replace_to, MAX_NUM_TOKENS
@@ -35,15 +37,7 @@ def make_owner_class(core, caches, fallback_calls):
             return "fallback"
 
     stock = Owner.__dict__["__call__"]
-    Owner.__call__ = core.owner_call_method(
-        stock,
-        caches,
-        kernel_attr="kernel",
-        dispatch_attr="_dispatch_fn",
-        names_attr="_dispatch_arg_names",
-        defaults_attr="_dispatch_defaults",
-        warming_attr="_warming",
-    )
+    Owner.__call__ = core.owner_call_method(stock, caches, **OWNER_LAYOUT)
     return Owner
 
 
@@ -116,13 +110,7 @@ def test_stale_cache_entry_for_a_reused_id_is_replaced(setup):
 
 
 def test_bad_construction_arguments(core):
-    kw = dict(
-        kernel_attr="kernel",
-        dispatch_attr="_dispatch_fn",
-        names_attr="_dispatch_arg_names",
-        defaults_attr="_dispatch_defaults",
-        warming_attr="_warming",
-    )
+    kw = OWNER_LAYOUT
     with pytest.raises(TypeError):
         core.owner_call_method(print, [], **kw)
     with pytest.raises(TypeError):

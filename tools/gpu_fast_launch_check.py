@@ -267,6 +267,21 @@ def _warm(fl, case, rng, kernel):
             return
 
 
+def _compared(fl, before, why, where, bufs_a, bufs_b, failures):
+    """Judge one compared launch of ``fl``: it must have taken the fast path (no launch counted
+    since ``before``; the state's ``why`` attribute says why not) and its buffers must equal the
+    other launch's bit for bit. Appends each failure; returns 1 for a slow launch, else 0."""
+    slow = 0
+    if _launch_counts(fl) != before:
+        slow = 1
+        failures.append(f"{where}: not on the fast path ({getattr(fl.state, why)})")
+    torch.cuda.synchronize()
+    for buf in bufs_a:
+        if not _equal(bufs_a[buf], bufs_b[buf]):
+            failures.append(f"{where}: {buf} differs")
+    return slow
+
+
 def check_contract(name, seeds, flcls, rng):
     kernel = triton_kernels.kernel(name)
     fl = flcls(kernel)
@@ -286,13 +301,7 @@ def check_contract(name, seeds, flcls, rng):
                 a, k = _split(rng, kernel, kw_f)
                 before = _launch_counts(fl)
                 fl[case.grid](*a, **k)
-                if _launch_counts(fl) != before:
-                    slow += 1
-                    failures.append(f"{where}: not on the fast path ({fl.state.last_slow})")
-                torch.cuda.synchronize()
-                for buf in bufs_t:
-                    if not _equal(bufs_t[buf], bufs_f[buf]):
-                        failures.append(f"{where}: {buf} differs")
+                slow += _compared(fl, before, "last_slow", where, bufs_t, bufs_f, failures)
     return n, failures, slow
 
 
@@ -322,15 +331,8 @@ def check_generic(kname, count, flcls, rng):
                 fl[grid](*a, **k, **opts)
             else:  # through a launch owner whose .kernel is the fast-launch object
                 owner_fl(**vals, _grid=grid, _opts=opts)
-            if _launch_counts(fl) != before:
-                slow += 1
-                failures.append(
-                    f"seed={seed} rep={rep}: not on the fast path ({fl.state.disabled})"
-                )
-            torch.cuda.synchronize()
-            for buf in compared:
-                if not _equal(compared[buf], compared_t[buf]):
-                    failures.append(f"seed={seed} rep={rep}: {buf} differs")
+            where = f"seed={seed} rep={rep}"
+            slow += _compared(fl, before, "disabled", where, compared, compared_t, failures)
     return n, failures, slow
 
 

@@ -60,6 +60,18 @@ def offsets(name, t):
     return t
 
 
+def block_table(t, num_reqs):
+    """``t`` is a block table for ``num_reqs`` requests: an index matrix with contiguous rows
+    (the row stride is passed to the kernel) and at least ``num_reqs`` rows -- vLLM's tables
+    are allocated for the largest batch, so a table may have more."""
+    matrix("block_table", t, _INDEX_DTYPES, contiguous=False)
+    if t.shape[0] < num_reqs:
+        raise ValueError(
+            expected("block_table", f"at least num_reqs = {num_reqs} rows", t.shape[0])
+        )
+    return t
+
+
 def index_vector(name, t, length=None):
     return vector(name, t, _INDEX_DTYPES, length)
 

@@ -409,13 +409,7 @@ def copy_and_expand_dflash_inputs(
     _checks.index_vector("next_token_ids", next_token_ids, num_reqs)
     _checks.vector("target_positions", target_positions, (torch.int32, torch.int64))
     total_in = target_positions.shape[0]
-    _checks.matrix("block_table", block_table, (torch.int32, torch.int64), contiguous=False)
-    if block_table.shape[0] < num_reqs:
-        raise ValueError(
-            _checks.expected(
-                "block_table", f"at least num_reqs = {num_reqs} rows", block_table.shape[0]
-            )
-        )
+    _checks.block_table(block_table, num_reqs)
     if num_rejected_tokens is not None:
         _checks.index_vector("num_rejected_tokens", num_rejected_tokens, num_reqs)
     S = int(num_speculative_tokens)

@@ -104,13 +104,7 @@ def compute_slot_mapping(
     _checks.vector("positions", positions, (torch.int32, torch.int64))
     if num_tokens is None:
         num_tokens = positions.shape[0]
-    _checks.matrix("block_table", block_table, (torch.int32, torch.int64), contiguous=False)
-    if block_table.shape[0] < num_reqs:
-        raise ValueError(
-            _checks.expected(
-                "block_table", f"at least num_reqs = {num_reqs} rows", block_table.shape[0]
-            )
-        )
+    _checks.block_table(block_table, num_reqs)
     _checks.vector("slot_mapping", slot_mapping, (torch.int32, torch.int64))
     if not 0 <= num_tokens <= slot_mapping.shape[0]:
         raise ValueError(

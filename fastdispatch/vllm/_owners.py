@@ -15,6 +15,17 @@ from ._installation import logger
 
 _WARMUP_HELPER = "vllm.model_executor.warmup.jit_warmup_triton_helper"
 
+# Where vLLM's decorator-made owners keep their launch in the instance ``__dict__`` (the kernel,
+# the dispatch function, its parameter names and defaults, the warm-up flag), as the keywords
+# of ``owner_call_method``.
+OWNER_LAYOUT = dict(
+    kernel_attr="kernel",
+    dispatch_attr="_dispatch_fn",
+    names_attr="_dispatch_arg_names",
+    defaults_attr="_dispatch_defaults",
+    warming_attr="_warming",
+)
+
 
 def _patch_owners(state):
     """Route vLLM's owners through ``fastdispatch.launch_owner`` when their kernel is ours.
@@ -80,15 +91,7 @@ def _patch_owners(state):
     stock_call = vars(decorated).get("__call__") if isinstance(decorated, type) else None
     if callable(stock_call):
         # Compiled glue (fastdispatch's backend): dispatch, complete the inputs, launch_owner.
-        __call__ = state.fd._backend_core.owner_call_method(
-            stock_call,
-            caches,
-            kernel_attr="kernel",
-            dispatch_attr="_dispatch_fn",
-            names_attr="_dispatch_arg_names",
-            defaults_attr="_dispatch_defaults",
-            warming_attr="_warming",
-        )
+        __call__ = state.fd._backend_core.owner_call_method(stock_call, caches, **OWNER_LAYOUT)
         __call__.__doc__ = stock_call.__doc__
         __call__.__wrapped__ = stock_call
         state.patches.set(decorated, "__call__", __call__)

@@ -52,14 +52,7 @@ def kernel_report():
                 )
                 continue
             holders = list(stale.get(name, [])) + shim_holders.get(name, [])
-            if holders:
-                report[name] = dict(
-                    who="stale",
-                    impl=_describe(impl),
-                    reason=f"still on vLLM's object: {', '.join(holders)}",
-                )
-            else:
-                report[name] = dict(who="ours", impl=_describe(impl), reason=None)
+            report[name] = _registered(impl, holders)
         for name, why in state.left.items():
             report[name] = dict(who="vllm", impl=None, reason=why)
         sampling_stale = fd.verify([n for n in state.sampling if n in fd._registry])
@@ -67,17 +60,26 @@ def kernel_report():
             entry = fd._registry.get(name)
             if entry is None or entry.impl is not impl:
                 report[name] = dict(who="vllm", impl=None, reason="displaced after install")
-            elif sampling_stale.get(name):
-                report[name] = dict(
-                    who="stale",
-                    impl=_describe(impl),
-                    reason=f"still on vLLM's object: {', '.join(sampling_stale[name])}",
-                )
             else:
-                report[name] = dict(who="ours", impl=_describe(impl), reason=None)
+                report[name] = _registered(impl, sampling_stale.get(name))
         for name, why in state.sampling_left.items():
             report[name] = dict(who="vllm", impl=None, reason=why)
         return report
+
+
+def _registered(impl, holders):
+    """The row of a name whose registered impl is still ours: ``"ours"``, or ``"stale"`` while
+    ``holders`` (the places that still hold vLLM's own object) is not empty -- one wording for
+    the kernels and the sampling functions alike."""
+    from .._registration import _describe
+
+    if holders:
+        return dict(
+            who="stale",
+            impl=_describe(impl),
+            reason=f"still on vLLM's object: {', '.join(holders)}",
+        )
+    return dict(who="ours", impl=_describe(impl), reason=None)
 
 
 def step_report():
