@@ -57,6 +57,7 @@ cdef enum:
     # tuple (two bytes each at most) always fit and the per-parameter path needs no bound check
     MAX_CODES = 6 * MAX_PARAMS
     TUPLE_LIMIT = MAX_CODES - 2 * MAX_PARAMS
+    MAX_NEST = 8  # tuples inside tuples the key walk can hold (the planner's MAX_DEPTH, at most)
 
 cdef object _MISSING = _cold._MISSING
 cdef dict _DTYPE_INDEX = _cold._DTYPE_INDEX
@@ -69,6 +70,8 @@ cdef type _str = str
 cdef type _tuple = tuple
 cdef Py_ssize_t _MAX_TUPLE = _cold.MAX_TUPLE
 cdef int _MAX_DEPTH = _cold.MAX_DEPTH
+if not 0 < _MAX_DEPTH <= MAX_NEST:
+    raise ImportError(f"fastdispatch._fastlaunch: MAX_DEPTH {_MAX_DEPTH} outside 1..{MAX_NEST}")
 
 # -- tensor reads through torch's own C getters ----------------------------------------------------
 # ``t.dtype`` and ``t.data_ptr()`` of an exact ``torch.Tensor`` call two C functions of torch's
@@ -413,24 +416,48 @@ cdef class FastLaunch:
         cdef PyObject* tobj[MAX_TAIL]
         cdef long long tbits[MAX_TAIL]
         cdef Py_ssize_t j = 0
-        cdef Py_ssize_t k
         cdef Py_ssize_t nt = 0
-        cdef Py_ssize_t i
+        cdef Py_ssize_t i = 0
         cdef const unsigned char* cx = self._constexpr
         cdef list keep = None
         cdef object v
         cdef object t
+        cdef long long iv
+        cdef unsigned long long uv
+        cdef int overflow
+        cdef int rng
         cdef double dv
+        cdef PyObject* pidx
         cdef tuple tv
-        for i in range(n):
-            v = <object>vals[i]
+        # the tuple arguments being walked (borrowed: held by vals or by their outer tuple),
+        # and the next element's index in each; empty for a launch without tuples
+        cdef PyObject* walk[MAX_NEST]
+        cdef Py_ssize_t walk_at[MAX_NEST]
+        cdef int depth = 0
+        cdef bint constexpr
+        while True:
+            if depth == 0:
+                if i == n:
+                    break
+                v = <object>vals[i]
+                constexpr = cx[i]
+                i += 1
+            elif walk_at[depth - 1] < PyTuple_GET_SIZE(<object>walk[depth - 1]):
+                v = <object>PyTuple_GET_ITEM(<object>walk[depth - 1], walk_at[depth - 1])
+                walk_at[depth - 1] += 1
+                constexpr = False
+                if j + 2 > TUPLE_LIMIT:
+                    return None
+            else:
+                depth -= 1
+                continue
             t = type(v)
-            if cx[i]:
+            if constexpr:
                 if nt + 2 > MAX_TAIL:
                     return None
                 if t is _int or t is _bool or t is _str or v is None:
                     tobj[nt] = <PyObject*>t
-                    tobj[nt + 1] = vals[i]
+                    tobj[nt + 1] = <PyObject*>v
                 elif t is _float:
                     dv = v
                     tobj[nt] = <PyObject*>t
@@ -448,15 +475,58 @@ cdef class FastLaunch:
                 nt += 2
                 buf[j] = CODE_CONSTEXPR
                 j += 1
+            elif t is self._tensor or t is self._parameter:
+                if _direct(v):
+                    dt = _get_dtype.get(v, _get_dtype.closure)
+                    uv = PyLong_AsUnsignedLongLongMask(_data_ptr(v, NULL))
+                else:
+                    dt = v.dtype
+                    uv = PyLong_AsUnsignedLongLongMask(v.data_ptr())
+                pidx = PyDict_GetItem(_DTYPE_INDEX, dt)
+                if pidx == NULL:
+                    di = _dtype_index(dt)
+                    if di is None:
+                        return None
+                else:
+                    di = <object>pidx
+                buf[j] = CODE_TENSOR | ((uv & 15) == 0)
+                buf[j + 1] = <unsigned char><long>di
+                j += 2
+            elif t is _int:
+                iv = PyLong_AsLongLongAndOverflow(v, &overflow)
+                if overflow == 0:
+                    if -2147483648 <= iv <= 2147483647:
+                        rng = 0
+                    else:
+                        rng = 1
+                    buf[j] = CODE_INT | (rng << 2) | ((iv == 1) << 1) | ((iv & 15) == 0)
+                elif overflow > 0 and _fits_u64(v):
+                    uv = PyLong_AsUnsignedLongLong(v)
+                    buf[j] = CODE_INT | (2 << 2) | ((uv & 15) == 0)
+                else:
+                    return None
+                j += 1
+            elif v is None:
+                buf[j] = CODE_NONE
+                j += 1
+            elif t is _bool:
+                buf[j] = CODE_BOOL
+                j += 1
+            elif t is _float:
+                buf[j] = CODE_FLOAT
+                j += 1
+            elif t is _tuple:
+                # its count, then its elements' codes, walked by this same loop
+                if depth >= _MAX_DEPTH or PyTuple_GET_SIZE(v) > _MAX_TUPLE or j + 2 > TUPLE_LIMIT:
+                    return None
+                buf[j] = CODE_TUPLE
+                buf[j + 1] = <unsigned char>PyTuple_GET_SIZE(v)
+                j += 2
+                walk[depth] = <PyObject*>v
+                walk_at[depth] = 0
+                depth += 1
             else:
-                k = _leaf_codes(v, t, self._tensor, self._parameter, buf, j)
-                if k < 0:
-                    if t is not _tuple:
-                        return None
-                    k = _tuple_codes(<tuple>v, self._tensor, self._parameter, buf, j, 0)
-                    if k < 0:
-                        return None
-                j = k
+                return None
         if opts is not None:
             for item in opts:
                 if nt + 3 > MAX_TAIL:
@@ -520,85 +590,6 @@ cdef class FastLaunch:
             else:
                 _set_new(key, 2 + nr + i, <object>tobj[i])
         return key
-
-
-cdef inline Py_ssize_t _leaf_codes(object v, object t, object tensor_t, object param_t,
-                                   unsigned char* buf, Py_ssize_t j) except -2:
-    """``_fastlaunch_planner._plain_codes`` in C for a value (of type ``t``) that is not a
-    tuple: its feature codes written at ``buf[j]`` (room for two is the caller's to ensure);
-    returns where they end, or -1 when it is not one we key on. Inlined into the
-    per-parameter loop: the common case."""
-    cdef long long iv
-    cdef unsigned long long uv
-    cdef int overflow
-    cdef int rng
-    cdef PyObject* pidx
-    if t is tensor_t or t is param_t:
-        if _direct(v):
-            dt = _get_dtype.get(v, _get_dtype.closure)
-            uv = PyLong_AsUnsignedLongLongMask(_data_ptr(v, NULL))
-        else:
-            dt = v.dtype
-            uv = PyLong_AsUnsignedLongLongMask(v.data_ptr())
-        pidx = PyDict_GetItem(_DTYPE_INDEX, dt)
-        if pidx == NULL:
-            di = _dtype_index(dt)
-            if di is None:
-                return -1
-        else:
-            di = <object>pidx
-        buf[j] = CODE_TENSOR | ((uv & 15) == 0)
-        buf[j + 1] = <unsigned char><long>di
-        return j + 2
-    if t is _int:
-        iv = PyLong_AsLongLongAndOverflow(v, &overflow)
-        if overflow == 0:
-            if -2147483648 <= iv <= 2147483647:
-                rng = 0
-            else:
-                rng = 1
-            buf[j] = CODE_INT | (rng << 2) | ((iv == 1) << 1) | ((iv & 15) == 0)
-        elif overflow > 0 and _fits_u64(v):
-            uv = PyLong_AsUnsignedLongLong(v)
-            buf[j] = CODE_INT | (2 << 2) | ((uv & 15) == 0)
-        else:
-            return -1
-        return j + 1
-    if v is None:
-        buf[j] = CODE_NONE
-        return j + 1
-    if t is _bool:
-        buf[j] = CODE_BOOL
-        return j + 1
-    if t is _float:
-        buf[j] = CODE_FLOAT
-        return j + 1
-    return -1
-
-
-cdef Py_ssize_t _tuple_codes(tuple v, object tensor_t, object param_t, unsigned char* buf,
-                             Py_ssize_t j, int depth) except -2:
-    """The codes of a tuple argument (``_plain_codes`` of the twin): the count, then every
-    element's, nested tuples included; -1 when one is not a value we key on."""
-    cdef Py_ssize_t n = PyTuple_GET_SIZE(v)
-    cdef Py_ssize_t k
-    cdef object e
-    if n > _MAX_TUPLE or depth >= _MAX_DEPTH or j + 2 > TUPLE_LIMIT:
-        return -1
-    buf[j] = CODE_TUPLE
-    buf[j + 1] = <unsigned char>n
-    j += 2
-    for k in range(n):
-        e = <object>PyTuple_GET_ITEM(v, k)
-        if type(e) is _tuple:
-            j = _tuple_codes(<tuple>e, tensor_t, param_t, buf, j, depth + 1)
-        elif j + 2 > TUPLE_LIMIT:
-            return -1
-        else:
-            j = _leaf_codes(e, type(e), tensor_t, param_t, buf, j)
-        if j < 0:
-            return -1
-    return j
 
 
 cdef inline bint _same(PyObject* a, PyObject* b) except -1:
