@@ -40,12 +40,11 @@
 #                   also FASTDISPATCH_PYMATRIX_TESTS.
 # Environment: PYENV_ROOT (default `pyenv root`, else ~/.pyenv), PIP_CACHE_DIR, TMPDIR, CI.
 # Measured 2026-12-03 in .ci/run on the 2-core host (fresh venvs, niced beside the main suite):
-# 3.10 20 min (its set-up, build and tests ran beside the main suite's tests: tests 740 s), 3.12
-# 6.2 min, 3.13 11.4 min (setup 120-165 s, mostly pip fetching the ~4 GB CUDA torch; build 70-225 s;
-# tests 133-740 s; wheel 75-176 s), 38 min in all, over 33 s after the foreground steps; the parity
-# tests add ~40 s a version (37 s alone). .ci/run runs it with the full default test set (no
-# subset; if CI nears its limit, `--tests "tests/test_runtime_*.py tests/test_kernels_*.py"` is the
-# cut).
+# 3.10 19.8 min (its set-up and build ran beside the main suite's tests), 3.12 8.5 min, 3.13 11.6
+# min (set-up 120-165 s, mostly pip fetching the ~4 GB CUDA torch; build 76-198 s; tests 187-327 s,
+# the parity tests among them ~40 s; wheel 75-176 s), 40 min in all, done 2409 s after CI's start
+# (CI in all 2531 s). .ci/run runs it with the full default test set (no subset; if CI nears its
+# limit, `--tests "tests/test_runtime_*.py tests/test_kernels_*.py"` is the cut).
 #
 # Exit status: 0 when every version set up, built, loaded and passed; 1 otherwise; 2 on usage.
 set -uo pipefail
