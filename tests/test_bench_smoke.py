@@ -185,15 +185,31 @@ def test_headlines_do_not_depend_on_the_report():
 
 def test_no_headline_sets_a_goal_below_the_launch_floor():
     """A launcher of the ``override[grid](**kw)`` form cannot beat the floor row (README,
-    "Launch overhead"): its ratio to a direct call carries no goal, only context."""
+    "Launch overhead"): its ratio to a direct call, and the compiled launcher's gain over the
+    twin (bounded by the twin's ratio to the floor), carry no goal, only context; nor does the
+    owner chain against a direct call (its dispatch fn plus a launch's floor exceed any goal)."""
     rows = [
         _row(f"launch/override/{slug}", slug, ns, ratio=ns / 50.0, anchor=slug == "direct")
-        for slug, ns in (("direct", 50.0), ("floor", 120.0), ("compiled", 140.0))
+        for slug, ns in (("direct", 50.0), ("floor", 120.0), ("compiled", 140.0), ("twin", 1800.0))
     ]
-    doc = {"groups": [{"id": "launch/override", "status": "ok", "params": {}, "rows": rows}]}
+    chain = [
+        _row(f"launch/owner_chain/{slug}", slug, ns, ratio=ns / 35.0, anchor=slug == "direct")
+        for slug, ns in (("direct", 35.0), ("dispatch_only", 250.0), ("compiled", 400.0))
+    ]
+    doc = {
+        "groups": [
+            {"id": "launch/override", "status": "ok", "params": {}, "rows": rows},
+            {"id": "launch/owner_chain", "status": "ok", "params": {}, "rows": chain},
+        ]
+    }
     by_keys = {(h["num_key"], h["den_key"]): h for h in _headlines.headlines(doc)}
-    h = by_keys[("launch/override/compiled", "launch/override/direct")]
-    assert h["goal"].startswith("context:"), h["goal"]
+    for num, den in (
+        ("launch/override/compiled", "launch/override/direct"),
+        ("launch/override/twin", "launch/override/compiled"),
+        ("launch/owner_chain/compiled", "launch/owner_chain/direct"),
+    ):
+        h = by_keys[(num, den)]
+        assert h["goal"].startswith("context:"), (num, den, h["goal"])
 
 
 def test_declared_rows_have_unique_keys():
