@@ -13,9 +13,15 @@ impl's call -- so that
 * a launch is table lookups and one vectorcall (the compiled backend reads the same table).
 
 Both backends build their tables from this module, so they cannot disagree on binding.
+
+An impl with a ``[grid]`` of its own (a grid-remapping launcher, vLLM 0.34's term) is not bound
+here: it takes the launch over, and the override hands it the caller's grid (:func:`own_grid`).
+What reaches the launcher its ``[grid]`` returns is decided here too (:func:`grid_launcher`).
 """
 
 import inspect
+
+from ._errors import positional_mismatch
 
 __all__ = [
     "MISSING",
@@ -23,8 +29,14 @@ __all__ = [
     "TRITON_LAUNCH_OPTIONS",
     "BindLayout",
     "bind_layout",
+    "grid_launcher",
+    "impl_arg_names",
     "kernel_arg_names",
     "kernel_defaults",
+    "launch_options",
+    "merge_positional",
+    "own_grid",
+    "unchecked_layout",
 ]
 
 
@@ -82,6 +94,16 @@ def kernel_arg_names(kernel):
         fn = getattr(kernel, "func", kernel)
         names = tuple(inspect.signature(fn).parameters)
     return tuple(names)
+
+
+def impl_arg_names(impl):
+    """An implementation's argument names as vLLM 0.34 reads them: :func:`kernel_arg_names`
+    (``arg_names``, else the signature of ``impl.func`` or of the impl), or ``()`` when it
+    cannot be introspected (a launcher object, a C callable)."""
+    try:
+        return kernel_arg_names(impl)
+    except (TypeError, ValueError):
+        return ()
 
 
 def _python_function(kernel):
@@ -165,6 +187,16 @@ class BindLayout:
         )
 
 
+def unchecked_layout(arg_names, kdefaults=None):
+    """The layout for an impl whose parameters are not known: every kernel argument
+    positionally in kernel order; omitted trailing arguments stay omitted, others take the
+    kernel's default."""
+    kdefaults = dict(kdefaults or {})
+    n = len(arg_names)
+    defaults = [kdefaults.get(name, OMIT) for name in arg_names]
+    return BindLayout(False, n, (), range(n), range(n), defaults, False)
+
+
 def _refuse(what, problem):
     raise TypeError(f"cannot bind launches of {what}: {problem}")
 
@@ -197,8 +229,7 @@ def bind_layout(arg_names, impl, kdefaults=None, what="kernel"):
     except (TypeError, ValueError):
         # No readable signature (a C builtin such as a torch op): forward positionally in kernel
         # order; omitted trailing arguments stay omitted, others take the kernel's default.
-        defaults = [kdefaults.get(name, OMIT) for name in arg_names]
-        return BindLayout(False, n, (), range(n), range(n), defaults, False)
+        return unchecked_layout(arg_names, kdefaults)
 
     params = list(sig.parameters.values())
     positional = [p for p in params if p.kind in _POSITIONAL]
@@ -298,3 +329,109 @@ def bind_layout(arg_names, impl, kdefaults=None, what="kernel"):
         slot_args[s] = i
         slot_defaults[s] = default_for(named[name], name)
     return BindLayout(False, npos, kw_names, arg_slots, slot_args, slot_defaults, True)
+
+
+def merge_positional(arg_names, args, kwargs, impl_name, kernel_name):
+    """A launch with positional *and* keyword arguments (``override[grid](a, b, c=..)``) as one
+    dict keyed by the kernel's names: the positional ones are the kernel's first arguments, in
+    order, as in a Triton launch. The keyed launch then binds it (and drops launch options),
+    so ``num_warps`` and the like never reach a plain impl. (A launch with positional
+    arguments only passes straight through to the impl, as in vLLM.)"""
+    if len(args) > len(arg_names):
+        raise positional_mismatch(
+            impl_name,
+            kernel_name,
+            f"{len(args)} positional launch arguments; the kernel takes {len(arg_names)}",
+        )
+    merged = dict(zip(arg_names, args))
+    twice = [name for name in kwargs if name in merged]
+    if twice:
+        raise positional_mismatch(
+            impl_name, kernel_name, f"launch arguments both by position and by name: {twice}"
+        )
+    merged.update(kwargs)
+    return merged
+
+
+# -- impls with a [grid] of their own ------------------------------------------------------------
+
+
+def own_grid(impl):
+    """The bound ``impl.__getitem__`` when the impl has a ``[grid]`` of its own, else None.
+
+    vLLM 0.34's rule (``getattr(impl, "__getitem__", None)``): such an impl -- a grid-remapping
+    launcher, or a CPU impl that needs the launch grid -- receives the caller's grid through
+    ``override[grid]`` and launches itself; a plain function has no ``__getitem__``.
+    """
+    return getattr(impl, "__getitem__", None)
+
+
+def launch_options(arg_names):
+    """The Triton launch options that are not arguments of a kernel with ``arg_names`` (a kernel
+    argument named like an option, e.g. a ``launch_pdl`` constexpr, is an argument)."""
+    return TRITON_LAUNCH_OPTIONS - set(arg_names)
+
+
+class OptionFilter:
+    """What ``override[grid]`` returns for a ``[grid]`` launcher that cannot take every Triton
+    launch option: the launch minus the options the launcher does not name."""
+
+    __slots__ = ("launcher", "drop")
+
+    def __init__(self, launcher, drop):
+        self.launcher = launcher
+        self.drop = drop
+
+    def __call__(self, *args, **kwargs):
+        if kwargs:
+            for name in self.drop.intersection(kwargs):
+                del kwargs[name]
+        return self.launcher(*args, **kwargs)
+
+    def __repr__(self):
+        return f"<launch of {self.launcher!r} without {sorted(self.drop)}>"
+
+
+def _launcher_key(launcher):
+    """What decides a launcher's parameters: its code (a closure made per grid shares it), its
+    function's code (a bound method) or its type (a callable object)."""
+    code = getattr(launcher, "__code__", None)
+    if code is None:
+        func = getattr(launcher, "__func__", None)
+        code = getattr(func, "__code__", None)
+    return code if code is not None else type(launcher)
+
+
+def _options_dropped(launcher, options):
+    """The launch options ``launcher`` cannot take: none when it has ``**kwargs`` or its
+    signature cannot be read (it is then handed the launch as written, as vLLM does)."""
+    try:
+        params = inspect.signature(launcher).parameters.values()
+    except (TypeError, ValueError):
+        return frozenset()
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return frozenset()
+    named = {p.name for p in params if p.kind is not p.POSITIONAL_ONLY}
+    return frozenset(options - named)
+
+
+def grid_launcher(launcher, options, cache):
+    """What ``override[grid]`` returns for an impl with its own ``[grid]``: the ``launcher``
+    that ``impl[grid]`` returned, which takes the launch as a Triton launch would.
+
+    The kernel's arguments reach it as the caller wrote them, positionally and/or by the
+    kernel's names (the launcher mirrors the kernel's parameters, as vLLM requires). Triton
+    launch ``options`` (``num_warps``, ...) reach it when it can take them -- a launcher over a
+    Triton kernel (``**kwargs``) needs them for its own launch, and gets the very object
+    ``impl[grid]`` returned, as in vLLM -- and are dropped when it names none of them, as for a
+    plain impl: a CPU launcher written with the kernel's parameters only must not fail on a
+    launch written for the GPU. ``cache`` (one dict per override) keeps the decision per
+    launcher code, so it is made once, not per launch.
+    """
+    key = _launcher_key(launcher)
+    drop = cache.get(key)
+    if drop is None:
+        drop = cache[key] = _options_dropped(launcher, options)
+    if not drop:
+        return launcher
+    return OptionFilter(launcher, drop)

@@ -20,8 +20,14 @@ from ._bindcheck import (
     OMIT,
     TRITON_LAUNCH_OPTIONS,
     bind_layout,
+    grid_launcher,
+    impl_arg_names,
     kernel_arg_names,
     kernel_defaults,
+    launch_options,
+    merge_positional,
+    own_grid,
+    unchecked_layout,
 )
 from ._core_names import NAMES
 from ._docs import LAUNCH_OWNER, OWNER_CALL_METHOD
@@ -60,27 +66,45 @@ class KernelOverride:
     with each argument in the slot the bind layout gives it (by name when the impl uses the
     kernel's names, else positionally in kernel order). ``grid`` is ignored, as in vLLM: a CPU impl
     loops over the index space itself. Triton launch options (``num_warps`` ...) are dropped.
-    Positional launch arguments (``override[grid](*args)``) and ``override(*args, **kwargs)``
-    pass straight through to the impl.
+    Positional launch arguments alone (``override[grid](*args)``) and ``override(*args,
+    **kwargs)`` pass straight through to the impl; positional and keyword arguments together
+    are bound as one keyed launch (the positional ones first, in kernel order).
+
+    An impl with a ``[grid]`` of its own (vLLM 0.34: a grid-remapping launcher, or a CPU impl that
+    needs the grid) takes the launch over: ``override[grid]`` is ``impl[grid]``, so the caller's
+    grid reaches it, minus the launch options its launcher cannot take
+    (``_bindcheck.grid_launcher``). ``hand_grid=False`` keeps vLLM 0.31-0.33's rule, where such
+    an impl is called like any other and the grid is ignored. ``warmup(grid, **kwargs)``
+    delegates compile-only warm-up to ``impl.warmup`` and is a no-op without one.
     """
 
-    def __init__(self, kernel, impl):
+    def __init__(self, kernel, impl, *, hand_grid=True):
         arg_names = kernel_arg_names(kernel)
         kdefaults = kernel_defaults(kernel)
         kernel_name = describe(kernel)
-        layout = bind_layout(
-            arg_names, impl, kdefaults, f"kernel {kernel_name!r} by impl {describe(impl)!r}"
-        )
+        grid = own_grid(impl) if hand_grid else None
+        if grid is None:
+            layout = bind_layout(
+                arg_names, impl, kdefaults, f"kernel {kernel_name!r} by impl {describe(impl)!r}"
+            )
+            by_name = layout.forward_by_name
+        else:
+            # launches go to impl[grid]; only a direct call reaches the impl itself, unbound
+            layout = unchecked_layout(arg_names, kdefaults)
+            by_name = impl_arg_names(impl) == tuple(arg_names)
         self._impl = impl
         self.arg_names = arg_names
         self.constexprs = getattr(kernel, "constexprs", None)
         self.func = impl
         self.__name__ = getattr(impl, "__name__", "kernel_override")
         self.__module__ = getattr(kernel, "__module__", "")
-        self._forward_by_name = layout.forward_by_name
+        self._forward_by_name = by_name
         self._kernel_defaults = kdefaults
         self._kernel_name = kernel_name
         self._layout = layout
+        self._own_grid = grid
+        self._grid_options = launch_options(arg_names)
+        self._grid_cache = {}
         self._init_tables(layout)
         self._launcher = Launcher(self)
 
@@ -106,7 +130,18 @@ class KernelOverride:
         )
 
     def __getitem__(self, grid):
+        own = self._own_grid
+        if own is not None:
+            return grid_launcher(own(grid), self._grid_options, self._grid_cache)
         return self._launcher
+
+    def warmup(self, grid=None, **kwargs):
+        """Compile-only warm-up (vLLM's ``kernel.warmup(grid, **kwargs)``), delegated to the
+        impl's own ``warmup``; an impl without one has nothing to compile ahead."""
+        warmup = getattr(self._impl, "warmup", None)
+        if warmup is None:
+            return None
+        return warmup(grid=grid, **kwargs)
 
     def __call__(self, *args, **kwargs):
         return self._impl(*args, **kwargs)
@@ -195,9 +230,14 @@ class Launcher:
         self.override = override
 
     def __call__(self, *args, **kwargs):
+        override = self.override
         if args:
-            return self.override._impl(*args, **kwargs)
-        return self.override._launch(kwargs, None, None)
+            if not kwargs:
+                return override._impl(*args)
+            kwargs = merge_positional(
+                override.arg_names, args, kwargs, override.__name__, override._kernel_name
+            )
+        return override._launch(kwargs, None, None)
 
     def __repr__(self):
         return f"<launcher of {self.override!r}>"
@@ -300,6 +340,7 @@ def launch_owner(kernel, arg_names, spec, input_names, input_values, cache=None)
     if (
         type(kernel) is KernelOverride
         and not plan.generic
+        and kernel._own_grid is None
         and (kernel.arg_names is arg_names or kernel.arg_names == arg_names)
     ):
         if grid is None:

@@ -12,6 +12,7 @@ __all__ = [
     "describe",
     "input_count_mismatch",
     "missing_arguments",
+    "positional_mismatch",
     "unexpected_arguments",
 ]
 
@@ -40,6 +41,12 @@ def missing_arguments(impl_name, kernel_name, missing):
     return LaunchArgumentError(
         f"Override for {impl_name!r} (kernel {kernel_name!r}) is missing launch arguments "
         f"without a default: {list(missing)}"
+    )
+
+
+def positional_mismatch(impl_name, kernel_name, problem):
+    return LaunchArgumentError(
+        f"Override for {impl_name!r} (kernel {kernel_name!r}) received {problem}"
     )
 
 

@@ -28,6 +28,7 @@ cdef class KernelOverride:
     cdef char* omit             # per slot: leave out of the call when not supplied
     cdef bint has_template      # some slot is impl-only (pre-filled with its default)
     cdef Launcher launcher
+    cdef object own_grid        # the impl's bound ``__getitem__`` (it takes the grid), or None
 
     cdef Py_ssize_t slot_of(self, PyObject* key, Py_ssize_t position) noexcept
     cdef object launch(self, dict kwargs, LaunchBindingPlan plan, tuple input_values)

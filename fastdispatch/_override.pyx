@@ -25,7 +25,7 @@ argument under us. No Python code runs while the entry table is walked (keys the
 str, compared by pointer or by ``PyUnicode_Compare``). The binding plan the owner passes in is
 ``_plan.pyx``'s; what a refused launch raises is ``_errors``'.
 """
-from cpython.dict cimport PyDict_GetItem, PyDict_Next
+from cpython.dict cimport PyDict_GetItem, PyDict_Next, PyDict_Size
 from cpython.long cimport PyLong_AsSsize_t
 from cpython.object cimport PyObject, PyTypeObject, ternaryfunc
 from cpython.ref cimport Py_INCREF
@@ -60,8 +60,14 @@ from ._bindcheck import (
     OMIT,
     TRITON_LAUNCH_OPTIONS,
     bind_layout,
+    grid_launcher,
+    impl_arg_names,
     kernel_arg_names,
     kernel_defaults,
+    launch_options,
+    merge_positional,
+    own_grid,
+    unchecked_layout,
 )
 from ._errors import describe, missing_arguments, unexpected_arguments
 
@@ -82,8 +88,16 @@ cdef class KernelOverride:
     with each argument in the slot the bind layout gives it (by name when the impl uses the
     kernel's names, else positionally in kernel order). ``grid`` is ignored, as in vLLM: a CPU impl
     loops over the index space itself. Triton launch options (``num_warps`` ...) are dropped.
-    Positional launch arguments (``override[grid](*args)``) and ``override(*args, **kwargs)``
-    pass straight through to the impl.
+    Positional launch arguments alone (``override[grid](*args)``) and ``override(*args,
+    **kwargs)`` pass straight through to the impl; positional and keyword arguments together
+    are bound as one keyed launch (the positional ones first, in kernel order).
+
+    An impl with a ``[grid]`` of its own (vLLM 0.34: a grid-remapping launcher, or a CPU impl that
+    needs the grid) takes the launch over: ``override[grid]`` is ``impl[grid]``, so the caller's
+    grid reaches it, minus the launch options its launcher cannot take
+    (``_bindcheck.grid_launcher``). ``hand_grid=False`` keeps vLLM 0.31-0.33's rule, where such
+    an impl is called like any other and the grid is ignored. ``warmup(grid, **kwargs)``
+    delegates compile-only warm-up to ``impl.warmup`` and is a no-op without one.
     """
 
     def __cinit__(self, *args, **kwargs):
@@ -96,24 +110,34 @@ cdef class KernelOverride:
         self.defaults = NULL
         self.omit = NULL
 
-    def __init__(self, kernel, impl):
+    def __init__(self, kernel, impl, *, hand_grid=True):
         arg_names = kernel_arg_names(kernel)
         kdefaults = kernel_defaults(kernel)
         kernel_name = describe(kernel)
-        layout = bind_layout(arg_names, impl, kdefaults,
-                             f"kernel {kernel_name!r} by impl {describe(impl)!r}")
+        grid = own_grid(impl) if hand_grid else None
+        if grid is None:
+            layout = bind_layout(arg_names, impl, kdefaults,
+                                 f"kernel {kernel_name!r} by impl {describe(impl)!r}")
+            by_name = layout.forward_by_name
+        else:
+            # launches go to impl[grid]; only a direct call reaches the impl itself, unbound
+            layout = unchecked_layout(arg_names, kdefaults)
+            by_name = impl_arg_names(impl) == tuple(arg_names)
         if self.launcher is not None:
             raise TypeError("KernelOverride is already initialised")
         self.impl = impl
         self.names = arg_names
+        self.own_grid = grid
         dict_of(self)["constexprs"] = getattr(kernel, "constexprs", None)
         dict_of(self)["func"] = impl
         dict_of(self)["__name__"] = getattr(impl, "__name__", "kernel_override")
         dict_of(self)["__module__"] = getattr(kernel, "__module__", "")
-        dict_of(self)["_forward_by_name"] = layout.forward_by_name
+        dict_of(self)["_forward_by_name"] = by_name
         dict_of(self)["_kernel_defaults"] = kdefaults
         dict_of(self)["_kernel_name"] = kernel_name
         dict_of(self)["_layout"] = layout
+        dict_of(self)["_grid_options"] = launch_options(arg_names)
+        dict_of(self)["_grid_cache"] = {}
         self._init_tables(layout)
         self.launcher = Launcher.__new__(Launcher)
         self.launcher.override = self
@@ -180,8 +204,23 @@ cdef class KernelOverride:
     def _impl(self):
         return self.impl
 
+    @property
+    def _own_grid(self):
+        return self.own_grid
+
     def __getitem__(self, grid):
+        if self.own_grid is not None:
+            return grid_launcher(self.own_grid(grid), dict_of(self)["_grid_options"],
+                                 dict_of(self)["_grid_cache"])
         return self.launcher
+
+    def warmup(self, grid=None, **kwargs):
+        """Compile-only warm-up (vLLM's ``kernel.warmup(grid, **kwargs)``), delegated to the
+        impl's own ``warmup``; an impl without one has nothing to compile ahead."""
+        warmup = getattr(self.impl, "warmup", None)
+        if warmup is None:
+            return None
+        return warmup(grid=grid, **kwargs)
 
     def __call__(self, *args, **kwargs):
         return self.impl(*args, **kwargs)
@@ -422,6 +461,13 @@ cdef object _launch_exact(KernelOverride ov, dict kwargs, bint lent):
             _decref(slots[e])
 
 
+cdef object _launch_mixed(KernelOverride ov, tuple args, dict kwargs):
+    """``override[grid](*args, **kwargs)`` with both: one keyed launch (``merge_positional``)."""
+    merged = merge_positional(ov.names, args, kwargs, dict_of(ov)["__name__"],
+                              dict_of(ov)["_kernel_name"])
+    return ov.launch(merged, None, None)
+
+
 cdef inline object _launch_by_kwargs(KernelOverride ov, dict kwargs, bint lent=False):
     """``override[grid](**kwargs)``: the exact path when it applies, else the full ``launch``."""
     if kwargs is not None:
@@ -437,7 +483,9 @@ cdef class Launcher:
     def __call__(self, *args, **kwargs):
         # Python-visible form; calls go through ``_launcher_tp_call`` (installed below).
         if args:
-            return self.override.impl(*args, **kwargs)
+            if not kwargs:
+                return self.override.impl(*args)
+            return _launch_mixed(self.override, args, kwargs)
         return _launch_by_kwargs(self.override, kwargs)
 
     def __repr__(self):
@@ -457,7 +505,9 @@ cdef object _launcher_tp_call(PyObject* self, PyObject* args, PyObject* kwds):
     if override is None or override.launcher is None:
         raise TypeError("launcher is not bound to an initialised KernelOverride")
     if PyTuple_GET_SIZE(<object> args) != 0:
-        return call_kw_raw(override.impl, <tuple> args, kwds)
+        if kwds == NULL or PyDict_Size(<object> kwds) == 0:
+            return call_kw_raw(override.impl, <tuple> args, kwds)
+        return _launch_mixed(override, <tuple> args, <dict> kwds)
     if kwds == NULL:
         return _launch_by_kwargs(override, None)
     return _launch_by_kwargs(override, <dict> kwds, lent)

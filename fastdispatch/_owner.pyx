@@ -57,7 +57,9 @@ cdef object launch_owner_c(object kernel, object arg_names, object spec, tuple i
         plan = launch_binding_plan(arg_names, input_names, tuple(launch_kwargs))
     if type(kernel) is KernelOverride and not plan.generic:
         override = <KernelOverride> kernel
-        if override.names is arg_names or override.names == arg_names:
+        # an impl with its own [grid] launches itself: the generic path hands it the grid
+        if override.own_grid is None and (
+                override.names is arg_names or override.names == arg_names):
             if grid is None:
                 return outputs
             override.launch(launch_kwargs, plan, input_values)

@@ -28,6 +28,7 @@ import types
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Union
 
+from ._bindcheck import own_grid
 from ._log import get_logger, warn_both
 
 if TYPE_CHECKING:
@@ -285,8 +286,11 @@ def _install(mapping, warn):
             if current is entry.override:
                 original = entry.original
                 stored = entry.stored
-        if not callable(impl):
-            raise TypeError(f"override for kernel {name!r} is not callable: {impl!r}")
+        if not callable(impl) and own_grid(impl) is None:
+            raise TypeError(
+                f"override for kernel {name!r}: expected a callable or an object with a "
+                f"[grid] of its own, got {impl!r}"
+            )
         wrapper = core.KernelOverride(original, impl)
         planned.append((name, host, attr, current, original, impl, wrapper, stored))
     pairs = []

@@ -295,7 +295,7 @@ def _samples(core):
 
 # The keyword names ``_samples`` constructs with: they must be the stub's ``__init__`` parameters.
 _SAMPLE_INIT_KEYWORDS = {
-    "KernelOverride": ["kernel", "impl"],
+    "KernelOverride": ["kernel", "impl", "hand_grid"],
     "LaunchBindingPlan": ["arg_names", "input_names", "launch_names"],
     "PlanCache": [],
     "LaunchOwner": ["kernel", "dispatch", "warmup_inputs"],
