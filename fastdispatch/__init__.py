@@ -5,7 +5,8 @@
     assert not any(fastdispatch.verify().values())   # nothing still launches the original
 
 A drop-in for vLLM's ``vllm.triton_utils.dispatcher`` (``register_kernels``, ``KernelOverride``,
-``_registry``, ``_resolve_kernel``, ``_rebind_kernels``, ``_kernel_arg_names``) whose launch path
+``_registry``, ``_resolve_kernel``, ``_rebind_kernels``, ``_kernel_arg_names``, and 0.34's
+``_rebind_impls`` and ``_is_triton_kernel``, with 0.34's rules) whose launch path
 -- ``override[grid](**kwargs)`` and the launch owner's dispatch -> bind -> launch chain -- is
 compiled (``BACKEND == "cython"``), with a pure-Python twin of identical behaviour
 (``BACKEND == "python"``, forced by ``FASTDISPATCH_PURE_PYTHON=1``). Beyond vLLM: a
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from ._backend import BACKEND, fast_launch
 from ._backend import core as _backend_core
+from ._dialect import is_triton_kernel
 from ._registration import (
     RegistryEntry,
     overrides,
@@ -34,6 +36,7 @@ from ._registration import (
 
 # vLLM's dispatcher module exposes these private names and callers import them from it: the
 # drop-in re-exports them (the ``as`` form marks an explicit re-export).
+from ._registration import _rebind_impls as _rebind_impls
 from ._registration import _rebind_kernels as _rebind_kernels
 from ._registration import _registry as _registry
 from ._registration import _resolve_kernel as _resolve_kernel
@@ -65,6 +68,9 @@ else:
     launch_owner = _backend_core.launch_owner
     prepare_launch_kwargs = _backend_core.prepare_launch_kwargs
     _kernel_arg_names = _backend_core._kernel_arg_names
+
+# vLLM 0.34's name for its test of an impl that is itself a Triton kernel (installed raw).
+_is_triton_kernel = is_triton_kernel
 
 __version__: str = "0.1.0"
 

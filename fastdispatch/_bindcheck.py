@@ -197,6 +197,35 @@ def unchecked_layout(arg_names, kdefaults=None):
     return BindLayout(False, n, (), range(n), range(n), defaults, False)
 
 
+def _declared_layout(arg_names, declared, kdefaults, what):
+    """The layout for an impl whose signature cannot be read but which may declare its argument
+    names (``arg_names``, or a readable ``func``: vLLM 0.34 reads them so). Its defaults are
+    unknown, so the launch is positional in kernel order; the names only check it: the impl
+    must take as many, and none may be the name of a different kernel argument."""
+    layout = unchecked_layout(arg_names, kdefaults)
+    if not declared:
+        return layout
+    declared = tuple(declared)
+    if declared == tuple(arg_names):
+        layout.forward_by_name = True
+        return layout
+    if len(declared) < len(arg_names):
+        _refuse(
+            what,
+            f"the impl declares {len(declared)} argument(s) ({_names(declared)}) but the "
+            f"kernel passes {len(arg_names)} ({_names(arg_names)})",
+        )
+    kernel_set = set(arg_names)
+    clashes = [
+        f"impl argument {name!r} would receive kernel argument {arg_names[j]!r}"
+        for j, name in enumerate(declared[: len(arg_names)])
+        if name in kernel_set and name != arg_names[j]
+    ]
+    if clashes:
+        _refuse(what, "positional forwarding would bind by a different name: " + "; ".join(clashes))
+    return layout
+
+
 def _refuse(what, problem):
     raise TypeError(f"cannot bind launches of {what}: {problem}")
 
@@ -227,9 +256,10 @@ def bind_layout(arg_names, impl, kdefaults=None, what="kernel"):
     try:
         sig = inspect.signature(impl)
     except (TypeError, ValueError):
-        # No readable signature (a C builtin such as a torch op): forward positionally in kernel
-        # order; omitted trailing arguments stay omitted, others take the kernel's default.
-        return unchecked_layout(arg_names, kdefaults)
+        # No readable signature (a C builtin such as a torch op, a launcher object): forward
+        # positionally in kernel order; omitted trailing arguments stay omitted, others take
+        # the kernel's default -- checked against the names it declares, if any.
+        return _declared_layout(arg_names, impl_arg_names(impl), kdefaults, what)
 
     params = list(sig.parameters.values())
     positional = [p for p in params if p.kind in _POSITIONAL]

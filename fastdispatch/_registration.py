@@ -5,9 +5,16 @@
     assert not any(fastdispatch.verify().values())
 
 Same contract as vLLM's ``vllm.triton_utils.dispatcher`` (``register_kernels``, ``_registry``,
-``_resolve_kernel``, ``_rebind_kernels``), plus a way back (``unregister_kernels``), scoped
-overrides (``overrides``), a check that nothing still launches the original (``verify``), and a
-lock: registry operations may race with each other and with launches in other threads.
+``_resolve_kernel``, ``_rebind_kernels`` and 0.34's name for it, ``_rebind_impls``), with 0.34's
+rules (:mod:`fastdispatch._dialect`: an impl that is a Triton kernel is installed raw), plus a way
+back (``unregister_kernels``), scoped overrides (``overrides``), a check that nothing still
+launches the original (``verify``), and a lock: registry operations may race with each other and
+with launches in other threads.
+
+Why a raw impl's holders are recorded: a Triton-kernel impl is an object other modules hold too
+(its own defining module, to begin with). Putting the original back must touch only the holders
+this registration changed, never every reference to the impl, so they are remembered
+(``RegistryEntry.rebound``) instead of found again by a scan.
 
 Why a pass over ``sys.modules``: a kernel object is referenced from more places than its
 defining attribute -- ``from mod import kernel`` copies in other modules, and launch owners that
@@ -29,6 +36,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Union
 
 from ._bindcheck import own_grid
+from ._dialect import V034, Dialect, is_triton_kernel
 from ._log import get_logger, warn_both
 
 if TYPE_CHECKING:
@@ -44,6 +52,7 @@ __all__ = [
     "RegistryEntry",
     "forward_mode",
     "_registry",
+    "_rebind_impls",
     "_rebind_kernels",
     "_resolve_kernel",
     "overrides",
@@ -57,30 +66,35 @@ _lock = threading.RLock()
 
 class RegistryEntry(tuple):
     """``_registry`` value: the pair ``(original, impl)`` -- vLLM's meaning, so
-    ``original, impl = _registry[name]`` works -- plus ``override`` (the installed
-    :class:`KernelOverride`), ``host``/``attr`` (where the name resolved) and ``stored`` (the
-    object the host itself stored: for a class attribute this may be a ``staticmethod`` around
-    ``original``; it is what ``unregister_kernels`` puts back)."""
+    ``original, impl = _registry[name]`` works -- plus ``override`` (what stands in the holders:
+    the installed :class:`KernelOverride`, or the impl itself when it is a Triton kernel
+    installed raw), ``host``/``attr`` (where the name resolved), ``stored`` (the object the host
+    itself stored: for a class attribute this may be a ``staticmethod`` around ``original``; it
+    is what ``unregister_kernels`` puts back) and ``rebound`` (for a raw impl, the holders this
+    registration changed; None for a wrapper, which only we hold)."""
 
-    override: "KernelOverride"
+    override: Any
     host: Any
     attr: str
     stored: Any
+    rebound: Any
 
     def __new__(
         cls,
         original: Any,
         impl: Callable[..., Any],
-        override: "KernelOverride",
+        override: Any,
         host: Any,
         attr: str,
         stored: Any = None,
+        rebound: Any = None,
     ) -> "RegistryEntry":
         self = tuple.__new__(cls, (original, impl))
         self.override = override
         self.host = host
         self.attr = attr
         self.stored = original if stored is None else stored
+        self.rebound = rebound
         return self
 
     @property
@@ -231,6 +245,35 @@ def _scan(by_id):
                 yield "owner", f"{mod_name}.{attr}.kernel", value, d, "kernel", kernel
 
 
+def _put(kind, holder, container, key, value, replacement):
+    """Point one holder found by :func:`_scan` (or recorded from it) at ``replacement``, if it
+    still holds ``value``; True when it did."""
+    if kind == "attr" or not issubclass(type(holder), type):
+        if container.get(key) is not value:
+            return False
+        container[key] = replacement
+        if kind == "owner":
+            container.pop("_kernel_arg_names", None)
+        return True
+    if _TYPE_DICT.__get__(holder).get(key) is not value:
+        return False
+    _TYPE_SETATTR(holder, key, replacement)
+    return True
+
+
+def _rebind(pairs):
+    """:func:`_rebind_kernels`, returning what it changed: ``(original, kind, holder,
+    container, key)`` per holder."""
+    by_id = {id(original): (original, replacement) for original, replacement in pairs}
+    changed = []
+    if not by_id:
+        return changed
+    for kind, _where, holder, container, key, value in list(_scan(by_id)):
+        if _put(kind, holder, container, key, value, by_id[id(value)][1]):
+            changed.append((value, kind, holder, container, key))
+    return changed
+
+
 def _rebind_kernels(overrides: Iterable[tuple[Any, Any]]) -> None:
     """Point every reference to each original kernel at its wrapper, in one pass.
 
@@ -240,20 +283,13 @@ def _rebind_kernels(overrides: Iterable[tuple[Any, Any]]) -> None:
     ``kernel`` get the wrapper, and instances drop their cached ``_kernel_arg_names`` so the
     launch binding re-derives it from the wrapper.
     """
-    by_id = {id(original): (original, wrapper) for original, wrapper in overrides}
-    if not by_id:
-        return
-    for kind, _where, holder, container, key, value in list(_scan(by_id)):
-        wrapper = by_id[id(value)][1]
-        if kind == "attr":
-            if container.get(key) is value:
-                container[key] = wrapper
-        elif issubclass(type(holder), type):
-            _TYPE_SETATTR(holder, key, wrapper)
-        else:
-            if container.get(key) is value:
-                container[key] = wrapper
-            container.pop("_kernel_arg_names", None)
+    _rebind(overrides)
+
+
+def _rebind_impls(replacements: Iterable[tuple[Any, Any]]) -> None:
+    """vLLM 0.34's name for :func:`_rebind_kernels`: ``(original, replacement)`` pairs, where a
+    replacement is a wrapper or a Triton-kernel impl installed raw -- the same pass."""
+    _rebind(replacements)
 
 
 def _set_host(host, attr, value):
@@ -263,11 +299,12 @@ def _set_host(host, attr, value):
         setattr(host, attr, value)
 
 
-def _install(mapping, warn):
+def _install(mapping, warn, dialect=V034):
     """Resolve, bind-check and build every wrapper first, then rebind: all or nothing.
 
-    Overwrites are reported once the new overrides stand (a refused mapping changed nothing,
-    so it overwrote nothing).
+    ``dialect``: whose rules (:mod:`fastdispatch._dialect`) -- whether a Triton-kernel impl is
+    installed raw and an impl with its own ``[grid]`` gets the grid. Overwrites are reported
+    once the new overrides stand (a refused mapping changed nothing, so it overwrote nothing).
     """
     planned = []
     overwritten = []
@@ -291,18 +328,33 @@ def _install(mapping, warn):
                 f"override for kernel {name!r}: expected a callable or an object with a "
                 f"[grid] of its own, got {impl!r}"
             )
-        wrapper = core.KernelOverride(original, impl)
+        if dialect.raw_triton and is_triton_kernel(impl):
+            wrapper = impl  # installed raw: it launches natively and inlines as a device function
+        else:
+            wrapper = core.KernelOverride(original, impl, hand_grid=dialect.hand_grid)
         planned.append((name, host, attr, current, original, impl, wrapper, stored))
     pairs = []
-    for _name, _host, _attr, current, original, _impl, wrapper, _stored in planned:
-        pairs.append((current, wrapper))
+    for name, _host, _attr, current, original, _impl, wrapper, _stored in planned:
+        entry = _registry.get(name)
+        if entry is not None and entry.rebound is not None and current is entry.override:
+            # a raw impl stands: move the holders it was put in, not every reference to it
+            for _value, kind, holder, container, key in entry.rebound:
+                _put(kind, holder, container, key, current, wrapper)
+        else:
+            pairs.append((current, wrapper))
         if original is not current:
             pairs.append((original, wrapper))
     # Rebind every other holder before the defining attributes: same order as vLLM.
-    _rebind_kernels(pairs)
-    for name, host, attr, _current, original, impl, wrapper, stored in planned:
+    changed = _rebind(pairs)
+    for name, host, attr, current, original, impl, wrapper, stored in planned:
+        rebound = None
+        if wrapper is impl:
+            rebound = [c for c in changed if c[0] is original or c[0] is current]
+            previous = _registry.get(name)
+            if previous is not None and previous.rebound is not None:
+                rebound += previous.rebound
         _set_host(host, attr, wrapper)
-        _registry[name] = RegistryEntry(original, impl, wrapper, host, attr, stored)
+        _registry[name] = RegistryEntry(original, impl, wrapper, host, attr, stored, rebound)
     for name in overwritten:
         warn_both(logger, f"Kernel {name} is already registered. Overwriting.", stacklevel=3)
     if logger.isEnabledFor(logging.DEBUG):
@@ -324,9 +376,15 @@ def _describe(obj):
     return repr(obj)
 
 
-def forward_mode(override: "KernelOverride") -> str:
+def forward_mode(override: Any) -> str:
     """How a :class:`KernelOverride` hands launch arguments to its impl: ``"by name"`` (the impl
-    uses the kernel's argument names) or ``"positional"`` (kernel order, names differ)."""
+    uses the kernel's argument names), ``"positional"`` (kernel order, names differ) or
+    ``"[grid] of the impl"`` (the impl launches itself); ``"raw"`` for a Triton-kernel impl
+    installed in the kernel's place."""
+    if not isinstance(override, core.KernelOverride):
+        return "raw"
+    if override._own_grid is not None:
+        return "[grid] of the impl"
     return "by name" if getattr(override, "_forward_by_name", False) else "positional"
 
 
@@ -340,9 +398,20 @@ def register_kernels(overrides: Mapping[str, Callable[..., Any]]) -> None:
     kernel's launch arguments is refused here with a ``TypeError``, and then nothing is changed.
     Registering a name again warns and replaces the previous override (``unregister_kernels``
     still restores the true original).
+
+    vLLM 0.34's rules (:mod:`fastdispatch._dialect`): an implementation that is itself a Triton
+    kernel is installed raw, in the kernel's place (it must mirror the kernel's parameter names
+    or order, as in vLLM); one with a ``[grid]`` of its own receives the caller's grid.
     """
     with _lock:
         _install(dict(overrides), warn=True)
+
+
+def _register_as(overrides: Mapping[str, Callable[..., Any]], dialect: Dialect) -> None:
+    """:func:`register_kernels` with the rules of another dispatcher generation (the vLLM
+    integration registers a 0.31-0.33 worker's requests with that release's rules)."""
+    with _lock:
+        _install(dict(overrides), warn=True, dialect=dialect)
 
 
 def _names(names: Union[str, Iterable[str], None]) -> list[str]:
@@ -366,8 +435,16 @@ def _restore(entries_and_targets):
         )
         if held is entry.override:
             _set_host(entry.host, entry.attr, entry.stored if target is entry.original else target)
-    _rebind_kernels(
-        [(entry.override, target) for _name, entry, target, _prev in entries_and_targets]
+    for _name, entry, target, _prev in entries_and_targets:
+        # a raw impl: only the holders its registration changed (see the module docstring)
+        for _value, kind, holder, container, key in entry.rebound or ():
+            _put(kind, holder, container, key, entry.override, target)
+    _rebind(
+        [
+            (entry.override, target)
+            for _name, entry, target, _prev in entries_and_targets
+            if entry.rebound is None
+        ]
     )
     for name, _entry, _target, prev in entries_and_targets:
         if prev is None:

@@ -80,7 +80,8 @@ def install(fused_noise=False, one_pass=None):
             state.register(state.ours)
             if dispatcher is not None:
                 for name in _DISPATCHER_API:
-                    state.patches.set(dispatcher, name, getattr(state.fd, name))
+                    if name in vars(dispatcher):  # what this release's module has
+                        state.patches.set(dispatcher, name, getattr(state.fd, name))
                 state.patches.set(dispatcher, "register_kernels", _make_front(state))
             else:
                 for name in state.ours:

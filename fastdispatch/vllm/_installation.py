@@ -17,12 +17,16 @@ from .._log import get_logger
 logger = get_logger("vllm")
 
 _DISPATCHER = "vllm.triton_utils.dispatcher"
-#: Attributes of vLLM's dispatcher module that fastdispatch provides (its drop-in API).
+#: Attributes of vLLM's dispatcher module that fastdispatch provides (its drop-in API); each is
+#: put where the standing module has it (0.31-0.33: ``_rebind_kernels``; 0.34: ``_rebind_impls``
+#: and ``_is_triton_kernel``).
 _DISPATCHER_API = (
     "KernelOverride",
     "_registry",
     "_resolve_kernel",
     "_rebind_kernels",
+    "_rebind_impls",
+    "_is_triton_kernel",
     "_kernel_arg_names",
 )
 
@@ -66,9 +70,12 @@ class _Installation:
 
     def __init__(self, dispatcher, runner=None):
         import fastdispatch
+        from fastdispatch._dialect import V031, dialect_of
 
         self.fd = fastdispatch
         self.dispatcher = dispatcher  # vllm.triton_utils.dispatcher, or None (0.27-0.30)
+        # whose rules registrations follow: those of the dispatcher standing here
+        self.dialect = dialect_of(dispatcher) if dispatcher is not None else V031
         self.runner = runner  # CPUModelRunner, where vLLM patches kernels itself (0.27-0.30)
         self.runner_stock = None  # its own _postprocess_triton, while ours wraps it
         if dispatcher is not None and not callable(vars(dispatcher).get("register_kernels")):
@@ -81,7 +88,7 @@ class _Installation:
         self.patches = _Patches()
         self.ours = {}  # qualified name -> kernels_cpu function (this release's names)
         self.left = {}  # qualified name -> why it is left to vLLM
-        self.absent = {}  # kernels of later releases, whose module this one lacks
+        self.absent = {}  # kernels of other releases, whose module this one lacks -> why
         self.cpu_specs_left = {}  # owners keeping vLLM's dispatch function (name -> why)
         self.displaced = []  # (container, key, vLLM's object): what stock put where we stand
         self.shims = {}  # legacy: id(vLLM's shim) -> (shim, qualified name), seen displacing us
@@ -117,7 +124,7 @@ class _Installation:
             return
         for name in todo:
             self._remember_class_attr(name)
-        self.fd.register_kernels(todo)
+        self.fd._registration._register_as(todo, self.dialect)
         for name in todo:
             if name not in self.names:
                 self.names.append(name)

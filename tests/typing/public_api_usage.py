@@ -70,6 +70,7 @@ def registry_usage() -> None:
     entry = fastdispatch._registry[KERNEL]
     assert_type(entry, RegistryEntry)
     override = entry.override
+    assert isinstance(override, KernelOverride)  # a Triton-kernel impl would stand raw
     assert_type(override, KernelOverride)
     assert_type(override.arg_names, tuple[str, ...])
     assert override.arg_names == ("x_ptr", "out_ptr", "n", "BLOCK")
