@@ -20,9 +20,22 @@ _LOGITS = (torch.float32, torch.float16, torch.bfloat16)
 _K = (torch.int32, torch.int64)
 _P = (torch.float32, torch.float64)
 
-#: The parameter lists of the vLLM functions :func:`adapter_for` replaces (every release
-#: 0.27-0.33 has the first; the Triton entry adds ``mask_value``).
-KNOWN_PARAMETERS = (("logits", "k", "p"), ("logits", "k", "p", "mask_value"))
+#: What the drop-in does with each parameter of the vLLM function it replaces (the signatures per
+#: release: ``fastdispatch.vllm._sampler.SAMPLING_RELEASES``). ``kernel``: handed to
+#: ``kernels_cpu.top_k_top_p``. ``hint``: read and ignored -- ``has_topp_only_rows`` (vLLM 0.33+)
+#: says whether some row has top-p without an active top-k, so that vLLM's Triton path may skip its
+#: split top-p kernels when none has. Stated truly (vLLM's contract for it) it never changes which
+#: tokens are kept -- vLLM's PyTorch path, the CPU path, ignores it -- and the kernel masks every
+#: row exactly, so ignoring it is vLLM's own CPU result. A parameter not listed here (a later
+#: release's) is taken by signature: at its default the kernel runs, any other value goes to vLLM's
+#: own function. ``logits``, ``k``, ``p`` come first, positionally, in every release.
+KNOWN_PARAMETERS = {
+    "logits": "kernel",
+    "k": "kernel",
+    "p": "kernel",
+    "mask_value": "kernel",  # the Triton entry, apply_top_k_top_p_triton
+    "has_topp_only_rows": "hint",  # 0.33+
+}
 
 
 def layout_ok(logits: torch.Tensor, k: torch.Tensor | None, p: torch.Tensor | None) -> bool:
@@ -52,46 +65,84 @@ def supported(logits: torch.Tensor, k: torch.Tensor | None, p: torch.Tensor | No
 
 def adapter_for(target: Callable[..., Any]) -> tuple[Callable[..., Any] | None, str | None]:
     """A drop-in for vLLM's ``apply_top_k_top_p`` (``target``, read at install), or
-    ``(None, why)`` when its parameters are not a list we know (:data:`KNOWN_PARAMETERS`).
+    ``(None, why)`` when its signature is not one it can take.
 
-    The drop-in takes the same parameters under the same names, runs the kernel on what it
-    takes and hands everything else to ``target`` itself, so no call vLLM makes is refused.
+    The drop-in is generated with ``target``'s exact signature (names, kinds, vLLM's own default
+    objects), so vLLM calls it positionally and by keyword as it calls its own function:
+    ``(logits, k, p)`` (0.27-0.32), ``(logits, k, p, has_topp_only_rows=True)`` (0.33, 0.34),
+    the Triton entry's ``mask_value``, and any later parameter that has a default. It runs the
+    kernel on what the kernel takes and hands everything else to ``target`` itself, so no call
+    vLLM makes is refused: other layouts or devices, and a later parameter passed with anything
+    but its default (compared by identity). ``has_topp_only_rows`` is ignored (see
+    :data:`KNOWN_PARAMETERS`: a hint that cannot change the result). Not taken: a signature
+    that does not open with ``logits, k, p``, or that requires a parameter we do not know.
     """
     try:
         params = list(inspect.signature(target).parameters.values())
     except (TypeError, ValueError) as exc:
         return None, f"its signature cannot be read ({exc})"
     names = tuple(p.name for p in params)
-    if names not in KNOWN_PARAMETERS or any(
-        p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params
+    odd = [
+        p.name
+        for p in params
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        or (p.name not in KNOWN_PARAMETERS and p.default is p.empty)
+    ]
+    if (
+        names[:3] != ("logits", "k", "p")
+        or odd
+        or any(p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params[:3])
     ):
         return None, f"unknown signature {inspect.signature(target)}"
+    return _generate(target, params), None
 
-    if len(names) == 3:
 
-        def apply_top_k_top_p_cpu(logits, k, p):
-            if k is None and p is None:
-                return logits
-            if supported(logits, k, p):
-                top_k_top_p(logits, k, p)
-                return logits
-            return target(logits, k, p)
-
-    else:
-        default = params[3].default
-
-        def apply_top_k_top_p_cpu(logits, k, p, mask_value=default):  # type: ignore[misc]
-            if k is None and p is None:
-                return logits
-            if supported(logits, k, p):
-                top_k_top_p(logits, k, p, mask_value)
-                return logits
-            return target(logits, k, p, mask_value)
-
-    apply_top_k_top_p_cpu.__doc__ = (
+def _generate(target: Callable[..., Any], params: list[inspect.Parameter]) -> Callable[..., Any]:
+    """The drop-in's source, compiled: ``target``'s parameter list, then the kernel's call when
+    it applies, else ``target``'s call with every argument as received."""
+    namespace: dict[str, Any] = {
+        "__target": target,
+        "__kernel": top_k_top_p,
+        "__supported": supported,
+    }
+    parts: list[str] = []
+    kind: Any = None
+    for i, p in enumerate(params):
+        if p.kind is p.KEYWORD_ONLY and kind is not p.KEYWORD_ONLY:
+            parts.append("*")
+        if kind is p.POSITIONAL_ONLY and p.kind is not p.POSITIONAL_ONLY:
+            parts.append("/")
+        kind = p.kind
+        if p.default is p.empty:
+            parts.append(p.name)
+        else:
+            namespace[f"__d{i}"] = p.default
+            parts.append(f"{p.name}=__d{i}")
+    if kind is inspect.Parameter.POSITIONAL_ONLY:
+        parts.append("/")
+    at_default = [
+        f" and {p.name} is __d{i}" for i, p in enumerate(params) if p.name not in KNOWN_PARAMETERS
+    ]
+    with_mask = any(p.name == "mask_value" for p in params)
+    kernel_args = "logits, k, p, mask_value" if with_mask else "logits, k, p"
+    passed = ", ".join(
+        p.name if p.kind is p.POSITIONAL_ONLY else f"{p.name}={p.name}" for p in params
+    )
+    source = (
+        f"def apply_top_k_top_p_cpu({', '.join(parts)}):\n"
+        "    if k is None and p is None:\n"
+        "        return logits\n"
+        f"    if __supported(logits, k, p){''.join(at_default)}:\n"
+        f"        __kernel({kernel_args})\n"
+        "        return logits\n"
+        f"    return __target({passed})\n"
+    )
+    exec(compile(source, f"<fastdispatch drop-in of {target.__name__}>", "exec"), namespace)
+    adapter: Any = namespace["apply_top_k_top_p_cpu"]
+    adapter.__doc__ = (
         f"``kernels_cpu.top_k_top_p`` with the signature of ``{target.__module__}."
         f"{target.__name__}`` (read at install); what the kernel does not take goes to it."
     )
-    apply_top_k_top_p_cpu.__qualname__ = "apply_top_k_top_p_cpu"
-    apply_top_k_top_p_cpu._fastdispatch_target = target  # type: ignore[attr-defined]
-    return apply_top_k_top_p_cpu, None
+    adapter.__module__ = __name__
+    adapter._fastdispatch_target = target
+    return adapter
