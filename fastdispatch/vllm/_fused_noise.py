@@ -45,6 +45,20 @@ _FUSED_PARAMETERS = {
     },
 }
 
+
+def _fused_releases():
+    from kernels_cpu.contracts import span
+
+    return {
+        **{r: "replaced" for r in span("0.27", "0.32")},
+        "0.33.0": "replaced, FLy refused as on vLLM's CPU path",
+    }
+
+
+#: The releases read whose ``rejection_sample``/``sample_recovered_tokens`` the fused
+#: replacements take, and how (0.34 deletes ``rejection_sampler.py``).
+FUSED_RELEASES = _fused_releases()
+
 #: What a fused step says to a FLy request -- vLLM's own words where it meets FLy on CPU
 #: (``RejectionSampler.__init__`` raises this for a CPU device). FLy's deferred verification
 #: rewrites the uniforms or target argmaxes of a materialised pass, which the fused kernel,

@@ -8,6 +8,8 @@ other kernels are still ours. :func:`fastdispatch.vllm.install` then registers t
 kernels with their ``kernels_cpu`` implementations.
 """
 
+import sys
+
 from ._installation import logger
 
 
@@ -55,8 +57,9 @@ def _choose_kernels(state):
     signature we implement; every other kernel goes to ``state.left`` with the reason.
 
     Per kernel of ``kernels_cpu.VLLM_KERNELS``: a kernel whose module this release does not
-    have at all (added in a later release) goes to ``state.absent`` and is not reported as
-    left; otherwise the first of its known qualified names that resolves here (newest first:
+    have at all goes to ``state.absent`` with the release facts' words (``_releases``: "not in
+    this release (removed in 0.34)", or "(added in 0.30)") and is not reported as left;
+    otherwise the first of its known qualified names that resolves here (newest first:
     0.29+ keep the slot-mapping kernel on a class, 0.27/0.28 at module level), then the
     implementation whose parameters are the standing kernel's argument names
     (``kernels_cpu.impl_for``). Nothing is registered here.
@@ -64,7 +67,10 @@ def _choose_kernels(state):
     import kernels_cpu
     from kernels_cpu._overrides import parameter_names
 
+    from ._releases import absent_reason
+
     fd = state.fd
+    version = _vllm_version()
     chosen = {}
     for kernel, entry in kernels_cpu.VLLM_KERNELS.items():
         found, failures, module_seen = None, [], False
@@ -82,8 +88,8 @@ def _choose_kernels(state):
             found = name
             break
         if found is None and not module_seen and not failures:
-            # a kernel of a later release (its module is not in this one): nothing to replace
-            state.absent[entry.names[0]] = "this release has no such module"
+            # a kernel of another release (its module is not in this one): nothing to replace
+            state.absent[entry.names[0]] = absent_reason(kernel, version)
             continue
         if found is None:
             state.left[entry.names[0]] = f"not in this vLLM (looked for {', '.join(entry.names)})"
@@ -108,6 +114,13 @@ def _choose_kernels(state):
         chosen[found] = impl
     for name, why in state.left.items():
         logger.warning("fastdispatch: %s left to vLLM: %s", name, why)
-    for name in state.absent:
-        logger.info("fastdispatch: %s: not in this vLLM release (a later one's kernel)", name)
+    for name, why in state.absent.items():
+        logger.info("fastdispatch: %s: %s", name, why)
     return chosen
+
+
+def _vllm_version():
+    """The running vLLM's version (``vllm.__version__``), or None when it cannot be read."""
+    module = sys.modules.get("vllm")
+    version = getattr(module, "__version__", None) if module is not None else None
+    return version if isinstance(version, str) else None

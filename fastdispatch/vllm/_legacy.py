@@ -16,6 +16,17 @@ from ._installation import _MISSING, logger
 _RUNNER_MODULE = "vllm.v1.worker.cpu_model_runner"
 _RUNNER_HOOK = "_postprocess_triton"
 
+
+def _legacy_releases():
+    from kernels_cpu.contracts import span
+
+    return span("0.27", "0.30")
+
+
+#: The releases read that replace their kernels in ``CPUModelRunner._postprocess_triton`` (no
+#: dispatcher); 0.31+ have ``vllm.triton_utils.dispatcher``.
+RELEASES = _legacy_releases()
+
 #: id(vLLM shim) -> (shim, qualified name): every shim seen displacing our kernels in this
 #: process, and qualified name -> the kernel vLLM defined there. vLLM runs
 #: ``_postprocess_triton`` once per model runner; an :func:`install` after an :func:`uninstall`

@@ -26,7 +26,9 @@ def kernel_report():
     ``who`` is ``"ours"`` (a kernels_cpu function through fastdispatch, every holder on it),
     ``"vllm"`` (left to vLLM: ``reason`` says why -- a signature we do not know, a kernel this
     release lacks, fastdispatch not installed -- or, ``"stale"``, a holder still on vLLM's own
-    object, named in ``reason``). Empty before :func:`install` ran.
+    object, named in ``reason``) or ``"absent"`` (a kernel of other releases that this one does
+    not have: ``reason`` says "not in this release (removed in 0.34)" or "(added in 0.30)").
+    Empty before :func:`install` ran.
     """
     with _installation._lock:
         state = _installation._state
@@ -55,6 +57,8 @@ def kernel_report():
             report[name] = _registered(impl, holders)
         for name, why in state.left.items():
             report[name] = dict(who="vllm", impl=None, reason=why)
+        for name, why in state.absent.items():
+            report[name] = dict(who="absent", impl=None, reason=why)
         sampling_stale = fd.verify([n for n in state.sampling if n in fd._registry])
         for name, impl in state.sampling.items():
             entry = fd._registry.get(name)

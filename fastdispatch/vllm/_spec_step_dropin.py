@@ -23,6 +23,7 @@ other code is left to vLLM, with the reason.
 from __future__ import annotations
 
 import ast
+import copy
 import hashlib
 import inspect
 import textwrap
@@ -64,6 +65,26 @@ KNOWN_CODE = {
     "Sampler.sample": frozenset({"2a1aac0cd32845be"}),
 }
 
+
+def _step_releases():
+    from kernels_cpu.contracts import span
+
+    return {
+        **{r: None for r in span("0.27", "0.32")},
+        "0.33.0": (
+            "FLy: RejectionSampler.forward always passes fly_window_size, "
+            "fly_entropy_threshold, fly_entropy_top_k to rejection_sample (FLy's deferred "
+            "verification, which the one pass does not reproduce), so its code is not "
+            "KNOWN_CODE and vLLM's forward stays"
+        ),
+    }
+
+
+#: The releases read with a ``RejectionSampler.forward``: None where its code is
+#: :data:`KNOWN_CODE` (the one-pass step stands in), else why vLLM's forward stays. 0.34 has
+#: none (``rejection_sampler.py`` and ``sampler.py`` are deleted).
+STEP_RELEASES = _step_releases()
+
 #: vLLM's greedy threshold for the bonus token (``sampler._SAMPLING_EPS``): the ``Sampler``
 #: takes the argmax where ``temperature < 1e-5``; the target rows where it is exactly 0.
 _SAMPLING_EPS = 1e-5
@@ -91,8 +112,12 @@ def _canon(node: Any) -> str:
 def fingerprint(fn: Callable[..., Any]) -> str:
     """A hash of ``fn``'s code (its syntax tree without the docstring): equal for code that
     does the same, whatever its comments, formatting and docstring."""
-    tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
-    node: Any = tree.body[0]
+    return fingerprint_node(ast.parse(textwrap.dedent(inspect.getsource(fn))).body[0])
+
+
+def fingerprint_node(node: Any) -> str:
+    """:func:`fingerprint` of a function's syntax tree (``ast.FunctionDef``), e.g. one parsed
+    from a release's source file without importing it; ``node`` is not changed."""
     body = getattr(node, "body", [])
     if (
         body
@@ -100,6 +125,7 @@ def fingerprint(fn: Callable[..., Any]) -> str:
         and isinstance(body[0].value, ast.Constant)
         and isinstance(body[0].value.value, str)
     ):
+        node = copy.copy(node)
         node.body = body[1:]
     return hashlib.sha1(_canon(node).encode()).hexdigest()[:16]
 
