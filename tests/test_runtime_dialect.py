@@ -192,3 +192,17 @@ def test_dialect_is_read_from_the_module():
         False,
         False,
     )
+
+
+def test_install_state_takes_the_rules_of_the_standing_dispatcher():
+    from fastdispatch.vllm._installation import _Installation
+
+    old = types.ModuleType("old_dispatcher")
+    old.register_kernels = print
+    old._rebind_kernels = print
+    new = types.ModuleType("new_dispatcher")
+    new.register_kernels = print
+    new._rebind_impls = print
+    assert _Installation(old).dialect is V031
+    assert _Installation(new).dialect is V034
+    assert _Installation(None, runner=object).dialect is V031  # 0.27-0.30: no dispatcher
