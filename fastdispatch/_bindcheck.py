@@ -19,6 +19,7 @@ here: it takes the launch over, and the override hands it the caller's grid (:fu
 What reaches the launcher its ``[grid]`` returns is decided here too (:func:`grid_launcher`).
 """
 
+import functools
 import inspect
 
 from ._errors import positional_mismatch
@@ -424,7 +425,10 @@ class OptionFilter:
 
 def _launcher_key(launcher):
     """What decides a launcher's parameters: its code (a closure made per grid shares it), its
-    function's code (a bound method) or its type (a callable object)."""
+    function's code (a bound method), for a ``functools.partial`` its function's key and what
+    it binds, or its type (a callable object)."""
+    if type(launcher) is functools.partial:
+        return (_launcher_key(launcher.func), len(launcher.args), tuple(launcher.keywords))
     code = getattr(launcher, "__code__", None)
     if code is None:
         func = getattr(launcher, "__func__", None)

@@ -231,3 +231,24 @@ def test_registry_accepts_a_grid_impl_that_is_not_callable(registry_core):
         fastdispatch.unregister_kernels(["fd_test_grid_home.home_kernel"])
         del sys.modules[module.__name__]
     assert module.home_kernel is home_kernel
+
+
+def test_partial_launchers_are_told_apart_by_what_they_wrap(core):
+    import functools
+
+    seen = []
+
+    def strict(grid, x_ptr, out_ptr, n, BLOCK=128):
+        seen.append(("strict", grid, x_ptr))
+
+    def open_(grid, *args, **kwargs):
+        seen.append(("open", grid, kwargs.get("num_warps")))
+
+    class Impl:  # one launcher function per grid size, both as functools.partial
+        def __getitem__(self, grid):
+            return functools.partial(strict if len(grid) == 1 else open_, grid)
+
+    ov = core.KernelOverride(kernel, Impl())
+    for grid in ((1,), (1, 2), (3,)):
+        ov[grid](x_ptr=1, out_ptr=2, n=3, num_warps=4)
+    assert seen == [("strict", (1,), 1), ("open", (1, 2), 4), ("strict", (3,), 1)]
