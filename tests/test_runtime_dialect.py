@@ -206,3 +206,29 @@ def test_install_state_takes_the_rules_of_the_standing_dispatcher():
     assert _Installation(old).dialect is V031
     assert _Installation(new).dialect is V034
     assert _Installation(None, runner=object).dialect is V031  # 0.27-0.30: no dispatcher
+
+
+def test_on_a_0_31_dispatcher_only_vllms_requests_follow_its_rules(home, registry_core):
+    """vLLM's own registrations (through the front) get that release's rules; ours -- e.g. a
+    CPU kernel that needs its grid -- keep fastdispatch's, wherever we run."""
+    from fastdispatch.vllm._installation import _Installation
+
+    module, _user, _owner, _impl_home, _kernel = home
+    old = types.ModuleType("old_dispatcher")
+    old.register_kernels = print
+    state = _Installation(old)
+    seen = []
+
+    class GridImpl:
+        def __getitem__(self, grid):
+            return lambda *args, **kwargs: seen.append(grid)
+
+        def __call__(self, *args, **kwargs):
+            seen.append("called")
+
+    state.register({NAME: GridImpl()})
+    module.expand_kernel[(5,)](out_ptr=1, in_ptr=2, n=3)
+    state.vllm_register_kernels({NAME: GridImpl()})
+    module.expand_kernel[(6,)](out_ptr=1, in_ptr=2, n=3)
+    assert seen == [(5,), "called"]
+    state.unregister_all()

@@ -74,7 +74,8 @@ class _Installation:
 
         self.fd = fastdispatch
         self.dispatcher = dispatcher  # vllm.triton_utils.dispatcher, or None (0.27-0.30)
-        # whose rules registrations follow: those of the dispatcher standing here
+        # the rules vLLM's own registrations (through the front) follow: those of the
+        # dispatcher standing here; ours follow fastdispatch's (0.34's) wherever we run
         self.dialect = dialect_of(dispatcher) if dispatcher is not None else V031
         self.runner = runner  # CPUModelRunner, where vLLM patches kernels itself (0.27-0.30)
         self.runner_stock = None  # its own _postprocess_triton, while ours wraps it
@@ -117,14 +118,18 @@ class _Installation:
             return False
         return current is entry.override
 
-    def register(self, mapping):
-        """Register ``mapping`` with fastdispatch, skipping what already stands."""
+    def register(self, mapping, dialect=None):
+        """Register ``mapping`` with fastdispatch, skipping what already stands; with
+        fastdispatch's rules, or ``dialect``'s (vLLM's requests: :attr:`dialect`)."""
         todo = {name: impl for name, impl in mapping.items() if not self.standing(name, impl)}
         if not todo:
             return
         for name in todo:
             self._remember_class_attr(name)
-        self.fd._registration._register_as(todo, self.dialect)
+        if dialect is None:
+            self.fd.register_kernels(todo)
+        else:
+            self.fd._registration._register_as(todo, dialect)
         for name in todo:
             if name not in self.names:
                 self.names.append(name)
@@ -154,13 +159,13 @@ class _Installation:
                 theirs[name] = impl
             else:
                 mapping[name] = impl
-        self.register(mapping)
+        self.register(mapping, self.dialect)
         for name, impl in theirs.items():
             # A kernel left to vLLM gets vLLM's own override through our launch path -- unless
             # that override cannot take the kernel's launch either: then the kernel stays as it
             # is (vLLM's own mismatch, reported), and the worker starts.
             try:
-                self.register({name: impl})
+                self.register({name: impl}, self.dialect)
             except TypeError as exc:
                 self.left[name] += f"; vLLM's own override was not installed either ({exc})"
                 logger.warning("fastdispatch: %s: %s", name, self.left[name])
