@@ -121,6 +121,16 @@ class Contract(NamedTuple):
     vllm: tuple[str, ...] = ()
     #: For another signature of a vLLM kernel: the contract (newest signature) it also serves.
     serves: str = ""
+    #: Which of vLLM's model runners launches the kernel: ``"v1"`` -- the V1 runner's kernels,
+    #: behind vLLM's dispatcher, each with a Triton twin of ours in
+    #: ``fastdispatch.ops.triton_kernels``; ``"v2"`` -- Model Runner V2's (``vllm/v1/worker/gpu/``),
+    #: launched directly as ``kernel[grid](...)`` and rebound by our own pass; their parity
+    #: reference is vLLM's own Triton kernel, read from vLLM's source (``fdkit.vllm_source``).
+    runner: str = "v1"
+    #: The CPU kernel needs the launch grid (a count only the grid carries, or outputs laid out
+    #: per program): it takes it as the keyword-only ``grid``, a tuple of 1-3 ints, and is
+    #: registered behind a launcher with its own ``[grid]`` (``kernels_cpu.grid_launcher``).
+    takes_grid: bool = False
 
 
 def _a(name, role, dtypes, kind, extent, optional=False):
@@ -590,6 +600,12 @@ CONTRACTS: tuple[Contract, ...] = (
         vllm=("vllm.model_executor.layers.mamba.ops.scatter_states._scatter_states_kernel",),
     ),
 )
+
+# Model Runner V2's kernels, one module per family; they build their rows from the helpers
+# above, so they are read once everything above is defined.
+from ._contracts_mrv2 import MRV2_CONTRACTS  # noqa: E402
+
+CONTRACTS += MRV2_CONTRACTS
 
 _BY_NAME = {c.name: c for c in CONTRACTS}
 
