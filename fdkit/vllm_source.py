@@ -26,7 +26,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SOURCE_ENV", "source_root", "load", "kernel"]
+__all__ = ["SOURCE_ENV", "source_root", "load", "kernel", "arg_names"]
 
 SOURCE_ENV = "FASTDISPATCH_VLLM_SOURCE"
 
@@ -160,3 +160,19 @@ def kernel(qualname: str, root: Path | None = None) -> Any:
         return ns[name]
     except KeyError:
         raise LookupError(f"{qualname}: no jit function {name!r} in vLLM's source") from None
+
+
+def arg_names(qualname: str, root: Path | None = None) -> tuple[str, ...] | None:
+    """The argument names of vLLM's jit function ``qualname`` as its source declares them
+    (parsed, not executed: no Triton needed), or None where the source has no such function."""
+    root = root or source_root()
+    if root is None:
+        return None
+    module, _, name = qualname.rpartition(".")
+    path = _Loader(Path(root)).path_of(module)
+    if path is None:
+        return None
+    for node in ast.parse(path.read_text(), str(path)).body:
+        if _is_jit(node) and node.name == name:
+            return tuple(a.arg for a in node.args.args)
+    return None
