@@ -1,10 +1,11 @@
 """Random launch cases for Model Runner V2's kernels (``kernels_cpu.MRV2_KERNELS``).
 
 One module per family, as the contracts are (``kernels_cpu._contracts_mrv2``): ``inputs``,
-``sample``, ``outputs``, ``spec``, ``drafts``, each with ``CASES = {contract name: case(rng, idx, scale)}``
-returning an :class:`fdkit._case.Case` whose ``grid`` is the grid vLLM launches that shape with.
-The parity reference is vLLM's own Triton kernel (``fdkit.vllm_source``), so a case must be a
-launch that vLLM's kernel handles correctly: its buffers cover what the grid's programs touch.
+``sample``, ``outputs``, ``spec``, ``drafts``, each with ``CASES = {contract name: case(rng,
+idx, scale)}`` returning an :class:`fdkit._case.Case` whose ``grid`` is the grid vLLM launches
+that shape with. The parity reference is vLLM's own Triton kernel (``fdkit.vllm_source``), so a
+case must be a launch that vLLM's kernel handles correctly: its buffers cover what the grid's
+programs touch.
 """
 
 import random
