@@ -217,9 +217,12 @@ def _patch_host_helpers(state):
 
 
 def _next_power_of_2(n: int) -> int:
-    """Triton's ``next_power_of_2``: the smallest power of two >= ``n`` (1 for ``n`` <= 1)."""
+    """Triton's ``next_power_of_2``: the smallest power of two >= ``n``; 0 for 0, as Triton's
+    bit-smearing gives (``n - 1`` smeared, plus one)."""
     n = int(n)
-    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+    if n < 0:
+        raise ValueError(f"n: expected >= 0, got {n}")
+    return 0 if n == 0 else 1 << (n - 1).bit_length()
 
 
 def _patch_validation(state):
