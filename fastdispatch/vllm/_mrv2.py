@@ -293,3 +293,44 @@ def _patch_speculator_guards(state):
         module = importlib.import_module(module_name)
         if vars(module).get("HAS_TRITON") is False:
             state.patches.set(module, "HAS_TRITON", True)
+
+
+def mrv2_report():
+    """Model Runner V2 on this host: ``{"installed": bool, "reason": str | None, "kernels":
+    {qualified name: {"who", "feature", "reason"}}}``.
+
+    ``installed`` is whether the runner's kernels are ours now (``reason`` says why not);
+    per kernel the runner can launch, ``who`` is ``"ours"`` (our kernel stands wherever vLLM
+    holds it), ``"stale"`` (a holder still on vLLM's object: ``reason`` names it) or
+    ``"vllm"`` (no CPU kernel here: ``reason``; ``feature`` says which configurations need it
+    -- a configuration that uses none of the missing kernels' features runs on Model Runner V2
+    all the same). Empty before :func:`fastdispatch.vllm.install` ran.
+    """
+    from . import _installation
+
+    with _installation._lock:
+        state = _installation._state
+        if state is None:
+            return {}
+        package = runner_dir()
+        launched = launched_kernels(package) if package is not None else {}
+        stale = state.fd.verify([n for n in state.mrv2 if n in state.fd._registry])
+        kernels = {}
+        for name, impl in state.mrv2.items():
+            feature = launched.get(name, ("core", ()))[0]
+            if not state.standing(name, impl):
+                kernels[name] = dict(who="vllm", feature=feature, reason="displaced after install")
+            elif stale.get(name):
+                holders = ", ".join(stale[name])
+                kernels[name] = dict(
+                    who="stale", feature=feature, reason=f"still on vLLM's object: {holders}"
+                )
+            else:
+                kernels[name] = dict(who="ours", feature=feature, reason=None)
+        for name, (feature, why) in state.mrv2_missing.items():
+            kernels[name] = dict(who="vllm", feature=feature, reason=why)
+        return {
+            "installed": state.mrv2_left is None and bool(state.mrv2),
+            "reason": state.mrv2_left,
+            "kernels": kernels,
+        }

@@ -202,7 +202,8 @@ def _sequences(result, name, kind=None):
     return [
         [r["prompt"][-1]] + t
         for r, t in zip(reqs, toks)
-        if kind is None or r["params"]["temperature"] == kind["temperature"]
+        if kind is None
+        or r["params"]["temperature"] == kind["temperature"]
         and r["params"].get("top_k") == kind.get("top_k")
     ]
 
