@@ -121,6 +121,8 @@ def needed_features(config) -> set[str] | None:
         if feature is None:
             return None
         needed |= {"speculative decoding", feature}
+        if getattr(spec, "enable_adaptive_verification", False):
+            needed.add("adaptive verification")
     model = getattr(config, "model_config", None)
     if model is not None:
         if getattr(model, "is_hybrid", False) or getattr(model, "has_inner_state", False):
@@ -141,6 +143,10 @@ def needed_features(config) -> set[str] | None:
             needed.add("sharded sampling")
     if getattr(config, "watermark_config", None) is not None:
         needed.add("watermarking")
+    # the sampler's thinking-budget state launches its kernels when the reasoning parser names
+    # start and end tokens (ThinkingBudgetState.enabled)
+    if getattr(config, "reasoning_config", None) is not None:
+        needed.add("thinking budget")
     return needed
 
 
