@@ -44,8 +44,11 @@ class Case:
     (compared too). ``memcpy`` marks the raw-address case, built by :meth:`_build_memcpy`.
     """
 
-    def __init__(self, kernel, grid, args, inplace=(), memcpy=None, note=""):
+    def __init__(self, kernel, grid, args, inplace=(), memcpy=None, note="", tolerance=None):
         self.kernel = kernel
+        #: ``{buffer: (rtol, atol)}`` for float results compared with a tolerance instead of
+        #: bit for bit (a transcendental evaluated by another math library); the rest exact.
+        self.tolerance = dict(tolerance or {})
         self.grid = tuple(grid)
         self.args = args
         self.inplace = tuple(inplace)

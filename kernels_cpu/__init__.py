@@ -10,7 +10,14 @@ from typing import TYPE_CHECKING
 
 import torch  # noqa: F401  -- load torch's libgomp before ours: one OpenMP runtime per process
 
-from ._overrides import VLLM_KERNEL_NAMES, VLLM_KERNELS, impl_for, vllm_overrides  # noqa: E402
+from ._grid import GridLauncher  # noqa: E402
+from ._overrides import (  # noqa: E402
+    MRV2_KERNELS,
+    VLLM_KERNEL_NAMES,
+    VLLM_KERNELS,
+    impl_for,
+    vllm_overrides,
+)
 from ._parallel import (  # noqa: E402
     get_num_threads,
     openmp_enabled,
@@ -22,6 +29,7 @@ from ._topk_topp import top_k_top_p  # noqa: E402
 
 if TYPE_CHECKING:  # the kernels' types, from their modules' stubs (at run time: _kernels())
     from ._expand import *  # noqa: F403
+    from ._mrv2_memory import *  # noqa: F403
     from ._recovered import *  # noqa: F403
     from ._sampling import *  # noqa: F403
     from ._spec_decode import *  # noqa: F403
@@ -53,6 +61,8 @@ globals().update(_kernels())
 __all__ = [
     "VLLM_KERNEL_NAMES",
     "VLLM_KERNELS",
+    "MRV2_KERNELS",
+    "GridLauncher",
     "impl_for",
     "vllm_overrides",
     "get_num_threads",
@@ -63,4 +73,5 @@ __all__ = [
     "top_k_top_p",
     # the kernels: every implementation in the kernel table, in its order
     *(impl for entry in VLLM_KERNELS.values() for impl in entry.impls),
+    *(impl for entry in MRV2_KERNELS.values() for impl in entry.impls),
 ]

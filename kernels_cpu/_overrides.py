@@ -32,12 +32,14 @@ class KernelEntry(NamedTuple):
     impls: tuple[str, ...]
 
 
-def _kernel_table() -> dict[str, KernelEntry]:
-    """:data:`VLLM_KERNELS`, read from the contract table (``kernels_cpu.contracts``): each
-    contract with ``vllm`` names is a vLLM kernel (its newest signature), each with ``serves``
-    another signature of one, tried after it -- in the table's order."""
+def _kernel_table(runner: str) -> dict[str, KernelEntry]:
+    """The kernel table of one of vLLM's model runners (``"v1"``: :data:`VLLM_KERNELS`,
+    ``"v2"``: :data:`MRV2_KERNELS`), read from the contract table (``kernels_cpu.contracts``):
+    each contract with ``vllm`` names is a vLLM kernel (its newest signature), each with
+    ``serves`` another signature of one, tried after it -- in the table's order."""
     from .contracts import CONTRACTS
 
+    CONTRACTS = tuple(c for c in CONTRACTS if c.runner == runner)
     table: dict[str, KernelEntry] = {}
     for c in CONTRACTS:
         if c.vllm:
@@ -59,8 +61,13 @@ def _kernel_table() -> dict[str, KernelEntry]:
     return table
 
 
-#: vLLM kernel (its function name) -> where vLLM keeps it and what implements it here.
-VLLM_KERNELS: dict[str, KernelEntry] = _kernel_table()
+#: vLLM kernel (its function name) -> where vLLM keeps it and what implements it here: the V1
+#: runner's kernels, behind vLLM's dispatcher.
+VLLM_KERNELS: dict[str, KernelEntry] = _kernel_table("v1")
+
+#: The same for Model Runner V2's kernels (``vllm/v1/worker/gpu/``), launched directly by the
+#: runner and rebound by ``fastdispatch.vllm``'s Model Runner V2 support.
+MRV2_KERNELS: dict[str, KernelEntry] = _kernel_table("v2")
 
 #: vLLM 0.32's qualified kernel name -> the implementing function in ``kernels_cpu`` (the
 #: newest name and signature of every :data:`VLLM_KERNELS` entry).
@@ -88,8 +95,9 @@ def parameter_names(fn: Callable[..., Any]) -> tuple[str, ...]:
 
 
 def impl_for(kernel: str, arg_names: Sequence[str]) -> Callable[..., Any] | None:
-    """The ``kernels_cpu`` function implementing ``kernel`` (a :data:`VLLM_KERNELS` key) with
-    exactly these argument names in this order, or None when none does.
+    """The ``kernels_cpu`` function implementing ``kernel`` (a :data:`VLLM_KERNELS` or
+    :data:`MRV2_KERNELS` key) with exactly these argument names in this order, or None when
+    none does.
 
     Exact names and order, not just a count: a launch binds by name, and two signatures of the
     same length could mean different things.
@@ -97,7 +105,8 @@ def impl_for(kernel: str, arg_names: Sequence[str]) -> Callable[..., Any] | None
     import kernels_cpu
 
     wanted = tuple(arg_names)
-    for fn_name in VLLM_KERNELS[kernel].impls:
+    entry = VLLM_KERNELS.get(kernel) or MRV2_KERNELS[kernel]
+    for fn_name in entry.impls:
         fn = getattr(kernels_cpu, fn_name)
         if parameter_names(fn) == wanted:
             return fn

@@ -142,6 +142,16 @@ class Contract(NamedTuple):
     vllm: tuple[str, ...] = ()
     #: For another signature of a vLLM kernel: the contract (newest signature) it also serves.
     serves: str = ""
+    #: Which of vLLM's model runners launches the kernel: ``"v1"`` -- the V1 runner's kernels,
+    #: behind vLLM's dispatcher, each with a Triton twin of ours in
+    #: ``fastdispatch.ops.triton_kernels``; ``"v2"`` -- Model Runner V2's (``vllm/v1/worker/gpu/``),
+    #: launched directly as ``kernel[grid](...)`` and rebound by our own pass; their parity
+    #: reference is vLLM's own Triton kernel, read from vLLM's source (``fdkit.vllm_source``).
+    runner: str = "v1"
+    #: The CPU kernel needs the launch grid (a count only the grid carries, or outputs laid out
+    #: per program): it takes it as the keyword-only ``grid``, a tuple of 1-3 ints, and is
+    #: registered behind a launcher with its own ``[grid]`` (``kernels_cpu.grid_launcher``).
+    takes_grid: bool = False
     #: The releases of :data:`VLLM_RELEASES` whose vLLM has this signature, read from their
     #: sources (``docs/vllm_releases.md`` is generated from it; ``tests/test_vllm_releases.py``
     #: reads the wheels it can).
@@ -631,6 +641,12 @@ CONTRACTS: tuple[Contract, ...] = (
     ),
 )
 
+# Model Runner V2's kernels, one module per family; they build their rows from the helpers
+# above, so they are read once everything above is defined.
+from ._contracts_mrv2 import MRV2_CONTRACTS  # noqa: E402
+
+CONTRACTS += MRV2_CONTRACTS
+
 _BY_NAME = {c.name: c for c in CONTRACTS}
 
 
@@ -664,7 +680,9 @@ def markdown() -> str:
             "",
             f"{c.summary[0].upper()}{c.summary[1:]}.",
             "",
-            f"Grid: {c.grid}. Implementation: `kernels_cpu.{c.module}.{c.name}`.",
+            f"Grid: {c.grid}. Implementation: `kernels_cpu.{c.module}.{c.name}`"
+            + (" (keyword-only `grid`)" if c.takes_grid else "")
+            + (". Launched by Model Runner V2." if c.runner == "v2" else "."),
             "",
             "| # | argument | role | dtypes | rule | touches |",
             "|---|---|---|---|---|---|",

@@ -19,6 +19,9 @@ from kernels_cpu import _overrides, contracts
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "kernel_contracts.md"
 NAMES = [c.name for c in contracts.CONTRACTS]
+#: The kernels with a Triton twin of ours (the V1 runner's); Model Runner V2's are checked
+#: against vLLM's own kernels instead (tests/test_mrv2_contracts.py).
+OURS = [c.name for c in contracts.CONTRACTS if c.runner == "v1"]
 
 
 def test_the_document_is_generated_from_the_table():
@@ -33,7 +36,12 @@ def test_signature_matches_the_contract(name):
     c = contracts.contract(name)
     impl = getattr(getattr(kernels_cpu, c.module), name)
     assert getattr(kernels_cpu, name) is impl
-    assert [a.name for a in c.args] == list(inspect.signature(impl).parameters)
+    params = inspect.signature(impl).parameters.values()
+    positional = [p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD]
+    keyword_only = [p.name for p in params if p.kind is p.KEYWORD_ONLY]
+    assert [a.name for a in c.args] == positional
+    # a kernel that needs its launch grid takes it, keyword-only, and nothing else that way
+    assert keyword_only == (["grid"] if c.takes_grid else [])
 
 
 def _our_triton_kernel(name):
@@ -47,7 +55,7 @@ def _our_triton_kernel(name):
     raise AssertionError(f"no Triton kernel {name} in {triton_kernels.__name__}")
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", OURS)
 def test_our_triton_kernel_takes_the_contracts_arguments(name):
     assert list(kernel_arg_names(_our_triton_kernel(name))) == [
         a.name for a in contracts.contract(name).args
@@ -64,11 +72,15 @@ def test_every_kernel_and_every_vllm_implementation_has_a_contract():
 def test_the_kernel_table_is_read_from_the_contracts():
     """``VLLM_KERNELS`` (and through it ``kernels_cpu.__all__``, the case builders
     ``fdkit.cases.KERNELS``, the parity tests, the vLLM name list) is derived from the
-    contracts' ``vllm``/``serves`` fields: a kernel is added by its contract entry."""
+    contracts' ``vllm``/``serves`` fields: a kernel is added by its contract entry. Model Runner
+    V2's kernels (``runner="v2"``) make ``MRV2_KERNELS`` the same way."""
+    tables = {"v1": _overrides.VLLM_KERNELS, "v2": _overrides.MRV2_KERNELS}
+    for runner, table in tables.items():
+        newest = [c.name for c in contracts.CONTRACTS if c.vllm and c.runner == runner]
+        assert list(table) == newest, runner
     newest = [c for c in contracts.CONTRACTS if c.vllm]
-    assert list(_overrides.VLLM_KERNELS) == [c.name for c in newest]
     for c in newest:
-        entry = _overrides.VLLM_KERNELS[c.name]
+        entry = tables[c.runner][c.name]
         assert entry.names == c.vllm
         assert entry.impls == (c.name,) + tuple(
             o.name for o in contracts.CONTRACTS if o.serves == c.name
@@ -76,7 +88,7 @@ def test_the_kernel_table_is_read_from_the_contracts():
         assert all(n.startswith("vllm.") and n.count(".") >= 2 for n in c.vllm), c.vllm
     assert all(c.vllm or c.serves for c in contracts.CONTRACTS)
     assert not any(c.vllm and c.serves for c in contracts.CONTRACTS)
-    impls = [i for entry in _overrides.VLLM_KERNELS.values() for i in entry.impls]
+    impls = [i for table in tables.values() for entry in table.values() for i in entry.impls]
     assert [n for n in kernels_cpu.__all__ if n.endswith("_kernel")] == impls
     assert all(callable(getattr(kernels_cpu, n)) for n in impls)
     assert set(impls) == set(NAMES)

@@ -298,7 +298,9 @@ def batch_memcpy_kernel(regions=64, region_bytes=4096, **_):
 
 
 #: Every kernel vLLM keeps under a qualified name, newest signature, in the contracts' order.
-KERNELS = tuple(c.name for c in CONTRACTS if c.vllm and c.name not in OWN_SUITE)
+KERNELS = tuple(
+    c.name for c in CONTRACTS if c.vllm and c.runner == "v1" and c.name not in OWN_SUITE
+)
 
 PRESETS = {name: globals().get(name) for name in KERNELS}
 

