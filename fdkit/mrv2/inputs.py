@@ -306,7 +306,8 @@ def _gather_block_tables(rng, idx, scale):
     )
 
 
-def _compute_slot_mappings(rng, idx, scale):
+def _compute_slot_mappings(rng, idx, scale, cp=1):
+    """``cp``: the context-parallel world size (the kernel tests pass others)."""
     z = _SIZES[scale]
     G = rng.randint(1, z["G"])
     R = batch(rng, z["B"])
@@ -315,7 +316,8 @@ def _compute_slot_mappings(rng, idx, scale):
     # Context parallelism (CP_SIZE > 1) is left to the kernel tests' reference: vLLM's kernel
     # does not run under Triton's interpreter there (``~sharded | is_local`` makes a mask of a
     # dtype the interpreter refuses).
-    cp, rank, inter = 1, 0, 1
+    rank = rng.randint(0, cp - 1)
+    inter = rng.choice((1, 2)) if cp > 1 else 1
     sizes = [rng.choice((1, 2, 4, 16)) for _ in range(G)]
     enabled = [rng.random() < 0.85 for _ in range(G)]
     sharded = [rng.random() < 0.7 for _ in range(G)]
