@@ -103,10 +103,14 @@ cdef inline int _state(str idx_name, Py_ssize_t b, int64_t r, str buf, Py_ssize_
     return 0
 
 
-cdef inline int _span(str name, int64_t start, int64_t stop, Py_ssize_t n, str why) except -1:
-    """Elements ``[start, stop)`` of a flat buffer of ``n`` (nothing when empty)."""
-    if stop <= start:
+cdef inline int _span(str name, int64_t start, int64_t stop, Py_ssize_t n, str why,
+                      int64_t x=0, int64_t y=0, int64_t z=0) except -1:
+    """Elements ``[start, stop)`` of a flat buffer of ``n`` (nothing when empty). ``why`` is a
+    template of ``x``, ``y``, ``z``, formatted only for the error: these checks run per request
+    on every launch, and building their messages would cost more than the kernel."""
+    if stop <= start or (start >= 0 and stop <= n):
         return 0
+    why = why.format(x, y, z)
     if start < 0:
         raise IndexError(expected(name, f"elements from >= 0 ({why})", f"[{start}, {stop})"))
     if stop > n:
@@ -114,11 +118,13 @@ cdef inline int _span(str name, int64_t start, int64_t stop, Py_ssize_t n, str w
     return 0
 
 
-cdef inline int _row_cols(str name, Rows* t, int64_t r, int64_t c0, int64_t c1,
-                          str why) except -1:
-    """Columns ``[c0, c1)`` of row ``r`` (>= 0) of table ``t`` (nothing when empty)."""
-    if c1 <= c0:
+cdef inline int _row_cols(str name, Rows* t, int64_t r, int64_t c0, int64_t c1, str why,
+                          int64_t x=0, int64_t y=0, int64_t z=0) except -1:
+    """Columns ``[c0, c1)`` of row ``r`` (>= 0) of table ``t`` (nothing when empty); ``why`` as
+    for ``_span``."""
+    if c1 <= c0 or (r < t.rows and c0 >= 0 and c1 <= t.cols):
         return 0
+    why = why.format(x, y, z)
     if r >= t.rows:
         raise IndexError(expected(name, f"at least {r + 1} rows ({why})", f"{t.rows} rows"))
     if c0 < 0 or c1 > t.cols:
@@ -247,19 +253,19 @@ def prepare_prefill_inputs_kernel(
             continue
         qs = iget(a.qsl, b)
         ql = iget(a.qsl, b + 1) - qs
-        _span("input_ids_ptr", qs, qs + ql, n_ids, f"query_start_loc_ptr[{b}:{b + 2}]")
+        _span("input_ids_ptr", qs, qs + ql, n_ids, "query_start_loc_ptr[{0}:{1}]", b, b + 2)
         _row_cols("all_token_ids_ptr", &a.all, r, nc, nc + ql,
-                  f"the query tokens of idx_mapping_ptr[{b}] = {r}")
+                  "the query tokens of idx_mapping_ptr[{0}] = {1}", b, r)
         lim = pl if pl < nc + ql + a.look else nc + ql + a.look   # lookahead read below pl
         _row_cols("all_token_ids_ptr", &a.all, r, nc + ql, lim,
-                  f"the lookahead tokens of idx_mapping_ptr[{b}] = {r}")
+                  "the lookahead tokens of idx_mapping_ptr[{0}] = {1}", b, r)
         if a.look > 0:
             if a.look > a.nxt.rows:
                 raise IndexError(expected("next_prefill_tokens_ptr",
                                           f"at least {a.look} rows (the lookahead tokens)",
                                           f"{a.nxt.rows} rows"))
             _row_cols("next_prefill_tokens_ptr", &a.nxt, a.look - 1, r, r + 1,
-                      f"column idx_mapping_ptr[{b}] = {r}")
+                      "column idx_mapping_ptr[{0}] = {1}", b, r)
         work += (ql if ql > 0 else 0) + a.look
     run_rows_for(_prefill_row, &a, B, work)
 
@@ -326,7 +332,7 @@ def prepare_pos_seq_lens_kernel(
         _state("idx_mapping_ptr", b, r, "num_computed_tokens_ptr", n_nct)
         qs = iget(a.qsl, b)
         ql = iget(a.qsl, b + 1) - qs
-        _span("pos_ptr", qs, qs + ql, n_pos, f"query_start_loc_ptr[{b}:{b + 2}]")
+        _span("pos_ptr", qs, qs + ql, n_pos, "query_start_loc_ptr[{0}:{1}]", b, b + 2)
         work += ql if ql > 0 else 0
     run_rows_for(_pos_row, &a, P, work)
 
@@ -413,7 +419,7 @@ def combine_sampled_and_draft_tokens_kernel(
         cs = iget(a.cu, b)
         nl = iget(a.cu, b + 1) - cs
         _span("logits_indices_ptr", cs, cs + _capped(nl, a.cap), n_out,
-              f"cu_num_logits_ptr[{b}:{b + 2}]")
+              "cu_num_logits_ptr[{0}:{1}]", b, b + 2)
         work += nl if nl > 0 else 0
         seq = iget(a.seq, b)
         pl = iget(a.plen, r)
@@ -424,13 +430,13 @@ def combine_sampled_and_draft_tokens_kernel(
         if a.nns > 0 and seq - nl >= pl:
             _state("idx_mapping_ptr", b, r, "last_sampled_tokens_ptr", n_last)
             _span("input_ids_ptr", ls, ls + 1, n_ids,
-                  f"the last sampled token of request {b}")
+                  "the last sampled token of request {0}", b)
         nd = nl - a.nns
         if nd > 0:
             _span("input_ids_ptr", qe - nd, qe - nd + _capped(nd, a.cap), n_ids,
-                  f"the draft tokens of request {b}")
+                  "the draft tokens of request {0}", b)
             _row_cols("draft_tokens_ptr", &a.draft, r, 0, _capped(nd, a.cap),
-                      f"the draft tokens of idx_mapping_ptr[{b}] = {r}")
+                      "the draft tokens of idx_mapping_ptr[{0}] = {1}", b, r)
     run_rows_for(_combine_row, &a, B, work)
 
 
@@ -523,19 +529,21 @@ def post_update_kernel(
         r = iget(idx, b)
         if r < 0:
             continue
-        _state("idx_mapping_ptr", b, r, "num_computed_tokens_ptr", n_nct)
+        ql = iget(qsl, b + 1) - iget(qsl, b) if has_q else 0
+        if ql != iget(nrej, b):             # num_computed_tokens[r] is read and written
+            _state("idx_mapping_ptr", b, r, "num_computed_tokens_ptr", n_nct)
         ns = iget(nsamp, b)
         if ns > 0:
             _state("idx_mapping_ptr", b, r, "last_sampled_tokens_ptr", n_last)
-            _row_cols("sampled_tokens_ptr", &samp, b, 0, ns, f"num_sampled_ptr[{b}] = {ns}")
+            _row_cols("sampled_tokens_ptr", &samp, b, 0, ns, "num_sampled_ptr[{0}] = {1}", b, ns)
             tl = iget(total, r)
             _row_cols("all_token_ids_ptr", &all, r, tl, tl + ns,
-                      f"total_len_ptr[{r}] = {tl} and num_sampled_ptr[{b}] = {ns}")
+                      "total_len_ptr[{0}] = {1} and num_sampled_ptr[{2}]", r, tl, b)
             if counts:
                 for i in range(ns):
                     tok = iget(samp.buf, b * samp.stride + i)
                     _row_cols("output_bin_counts_ptr", &bins, r, tok, tok + 1,
-                              f"sampled_tokens_ptr[{b}, {i}] = {tok}")
+                              "sampled_tokens_ptr[{0}, {1}] = {2}", b, i, tok)
     with nogil:
         for b in range(B):
             r = iget(idx, b)
@@ -625,8 +633,8 @@ def expand_idx_mapping_kernel(
     for b in range(B):
         s = iget(a.cu, b)
         n = _capped(iget(a.cu, b + 1) - s, a.cap)
-        _span("expanded_idx_mapping_ptr", s, s + n, n_out, f"cu_num_logits_ptr[{b}:{b + 2}]")
-        _span("expanded_local_pos_ptr", s, s + n, n_loc, f"cu_num_logits_ptr[{b}:{b + 2}]")
+        _span("expanded_idx_mapping_ptr", s, s + n, n_out, "cu_num_logits_ptr[{0}:{1}]", b, b + 2)
+        _span("expanded_local_pos_ptr", s, s + n, n_loc, "cu_num_logits_ptr[{0}:{1}]", b, b + 2)
         work += n if n > 0 else 0
     run_rows_for(_expand_row, &a, B, work)
 
@@ -736,7 +744,7 @@ def gather_block_tables_kernel(
                 raise IndexError(expected(f"batch_idx_to_req_idx[{b}]",
                                           "a request-state index >= 0", r))
             _row_cols("num_blocks_ptr", &a.nblk, gi, r, r + 1,
-                      f"batch_idx_to_req_idx[{b}] = {r} of group {gi}")
+                      "batch_idx_to_req_idx[{0}] = {1} of group {2}", b, r, gi)
             nb = iget(a.nblk.buf, gi * a.nblk.stride + r)
             if nb > stride:
                 raise IndexError(expected(f"num_blocks_ptr[{gi}, {r}]",
@@ -767,6 +775,7 @@ cdef struct SlotsArgs:
     int64_t inter
     int64_t pad
     bint bsz32            # block sizes are int32: Triton multiplies block ids by them in int32
+    bint pos32            # ... and positions too: the whole slot is int32 arithmetic
     Py_ssize_t P          # programs per group: requests + 1
 
 
@@ -793,6 +802,8 @@ cdef inline int64_t _slot(const SlotsArgs* a, int32_t* bt, int64_t bts, int64_t 
     prod = <int64_t>bt[r * bts + bi] * kbs
     if a.bsz32:
         prod = <int32_t>prod
+        if a.pos32:
+            return <int32_t>(prod + bo)
     return prod + bo
 
 
@@ -870,6 +881,7 @@ def compute_slot_mappings_kernel(
     a.bsz = index_at_least(block_sizes, "block_sizes", G if R else 0,
                            "one per KV-cache group: grid[0]")
     a.bsz32 = not a.bsz.wide
+    a.pos32 = not a.pos.wide
     a.enabled = <const uint8_t*>bool_at_least(slot_mapping_enabled, "slot_mapping_enabled",
                                               G if R else 0, "one per KV-cache group: grid[0]")
     a.sharded = <const uint8_t*>bool_at_least(dcp_sharded, "dcp_sharded",
@@ -883,7 +895,7 @@ def compute_slot_mappings_kernel(
     for gi in range(G):
         s = iget(a.qsl, R)
         _row_cols("slot_mappings_ptr", &a.out, gi, s, a.max_tokens,
-                  f"the padding from query_start_loc[{R}] to max_num_tokens of group {gi}")
+                  "the padding from query_start_loc[{0}] to max_num_tokens of group {1}", R, gi)
         work += a.max_tokens - s if a.max_tokens > s else 0
         if R == 0:
             continue
@@ -901,8 +913,8 @@ def compute_slot_mappings_kernel(
             if e <= s:
                 continue
             _row_cols("slot_mappings_ptr", &a.out, gi, s, e,
-                      f"the tokens query_start_loc[{b}:{b + 2}] of group {gi}")
-            _span("pos", s, e, n_pos, f"query_start_loc[{b}:{b + 2}]")
+                      "the tokens query_start_loc[{0}:{1}] of group {2}", b, b + 2, gi)
+            _span("pos", s, e, n_pos, "query_start_loc[{0}:{1}]", b, b + 2)
             work += e - s
             r = iget(a.idx, b)
             if r < 0 or not en:
@@ -1047,8 +1059,7 @@ def apply_write_kernel(
         ce = iget(a.cu, w)
         if ce <= cs:
             continue
-        _span("write_contents_ptr", cs, ce, n_content, f"write_cu_lens_ptr[{w - 1}:{w + 1}]"
-              if w else "write_cu_lens_ptr[0]")
+        _span("write_contents_ptr", cs, ce, n_content, "write_cu_lens_ptr[{0}] = {1}", w, ce)
         row = iget(a.rows_idx, w)
         start = iget(a.starts, w)
         if row < 0:
@@ -1184,15 +1195,15 @@ def prompt_logprobs_token_ids_kernel(
         if ql <= 0:
             continue
         _span("prompt_logprobs_token_ids_ptr", qs, qs + ql, n_out,
-              f"query_start_loc_ptr[{b}:{b + 2}]")
+              "query_start_loc_ptr[{0}:{1}]", b, b + 2)
         nc = iget(a.nct, r)
         c = nc + ql            # the last column read
         if (c == a.all.cols and a.all.stride == a.all.cols and r + 1 < a.all.rows
                 and nc + 1 >= 0):
             _row_cols("all_token_ids_ptr", &a.all, r, nc + 1, c,
-                      f"the next tokens of idx_mapping_ptr[{b}] = {r}")
+                      "the next tokens of idx_mapping_ptr[{0}] = {1}", b, r)
         else:
             _row_cols("all_token_ids_ptr", &a.all, r, nc + 1, c + 1,
-                      f"the next tokens of idx_mapping_ptr[{b}] = {r}")
+                      "the next tokens of idx_mapping_ptr[{0}] = {1}", b, r)
         work += ql
     run_rows_for(_prompt_row, &a, B, work)
