@@ -55,6 +55,68 @@ def _cap(name, what):
     )
 
 
+_POST_UPDATE_ARGS = (
+    _in_index("idx_mapping_ptr", "``P``; entries ``r`` in ``[0, S)``, each once, or < 0 (skipped)"),
+    _io_index("num_computed_tokens_ptr", "``S``"),
+    _out_index("last_sampled_tokens_ptr", "``S``"),
+    _a(
+        "output_bin_counts_ptr",
+        "inout",
+        _INDEX,
+        "table",
+        "row ``r``: a column per sampled token id",
+        optional=True,
+    ),
+    _stride("output_bin_counts_stride"),
+    _in_table("sampled_tokens_ptr", "row ``b``: ``num_sampled[b]`` columns"),
+    _stride("sampled_tokens_stride"),
+    _in_index("num_sampled_ptr", "``P``"),
+    _in_index("num_rejected_ptr", "``P``"),
+    _a(
+        "query_start_loc_ptr",
+        "in",
+        _INDEX,
+        "flat",
+        "``P + 1``; ``None``: query_len 0",
+        optional=True,
+    ),
+    _io_table(
+        "all_token_ids_ptr",
+        "row ``r``: columns ``[total_len[r], total_len[r] + num_sampled)``",
+    ),
+    _stride("all_token_ids_stride"),
+    _io_index("total_len_ptr", "``S``"),
+)
+
+_GATHER_ARGS = (
+    _in_index(
+        "batch_idx_to_req_idx",
+        "``min(num_reqs, P)``; entries ``r`` >= 0 and rows of ``num_blocks_ptr``'s",
+    ),
+    _a(
+        "src_block_table_ptrs",
+        "in",
+        _ADDR,
+        "addresses",
+        "``G``: int32 tables, rows ``block_table_strides[g]`` apart",
+    ),
+    _a(
+        "dst_block_table_ptrs",
+        "in",
+        _ADDR,
+        "addresses",
+        "``G``: int32 tables written, ``P`` rows ``block_table_strides[g]`` apart",
+    ),
+    _in_index("block_table_strides", "``G``; >= 0, each a row's length"),
+    _in_table(
+        "num_blocks_ptr",
+        "``G`` rows of one count per request state; counts <= the row length",
+    ),
+    _stride("num_blocks_stride"),
+    _int("num_reqs", "rows ``b >= num_reqs`` are padding"),
+    _constexpr("BLOCK_SIZE"),
+)
+
 _ONE_PER_REQUEST = "(P,): one program per request, ``P = grid[0]``"
 
 CONTRACTS: tuple[Contract, ...] = (
@@ -163,40 +225,7 @@ CONTRACTS: tuple[Contract, ...] = (
         "to all_token_ids[r] at total_len[r] and counted in output_bin_counts[r], the last "
         "one kept as last_sampled_tokens[r], total_len[r] += num_sampled; then "
         "num_computed_tokens[r] += query_len - num_rejected; an index given twice is refused",
-        (
-            _in_index(
-                "idx_mapping_ptr", "``P``; entries ``r`` in ``[0, S)``, each once, or < 0 (skipped)"
-            ),
-            _io_index("num_computed_tokens_ptr", "``S``"),
-            _out_index("last_sampled_tokens_ptr", "``S``"),
-            _a(
-                "output_bin_counts_ptr",
-                "inout",
-                _INDEX,
-                "table",
-                "row ``r``: a column per sampled token id",
-                optional=True,
-            ),
-            _stride("output_bin_counts_stride"),
-            _in_table("sampled_tokens_ptr", "row ``b``: ``num_sampled[b]`` columns"),
-            _stride("sampled_tokens_stride"),
-            _in_index("num_sampled_ptr", "``P``"),
-            _in_index("num_rejected_ptr", "``P``"),
-            _a(
-                "query_start_loc_ptr",
-                "in",
-                _INDEX,
-                "flat",
-                "``P + 1``; ``None``: query_len 0",
-                optional=True,
-            ),
-            _io_table(
-                "all_token_ids_ptr",
-                "row ``r``: columns ``[total_len[r], total_len[r] + num_sampled)``",
-            ),
-            _stride("all_token_ids_stride"),
-            _io_index("total_len_ptr", "``S``"),
-        ),
+        _POST_UPDATE_ARGS,
         vllm=(f"{_BATCH}._post_update_kernel",),
         runner="v2",
         takes_grid=True,
@@ -240,34 +269,7 @@ CONTRACTS: tuple[Contract, ...] = (
         "row b of each group's input block table gets the first num_blocks[g, r] ids of row "
         "r = batch_idx_to_req_idx[b] of the group's persistent table; rows b >= num_reqs are "
         "zeroed whole (block_table_strides[g] columns)",
-        (
-            _in_index(
-                "batch_idx_to_req_idx",
-                "``min(num_reqs, P)``; entries ``r`` >= 0 and rows of ``num_blocks_ptr``'s",
-            ),
-            _a(
-                "src_block_table_ptrs",
-                "in",
-                _ADDR,
-                "addresses",
-                "``G``: int32 tables, rows ``block_table_strides[g]`` apart",
-            ),
-            _a(
-                "dst_block_table_ptrs",
-                "in",
-                _ADDR,
-                "addresses",
-                "``G``: int32 tables written, ``P`` rows ``block_table_strides[g]`` apart",
-            ),
-            _in_index("block_table_strides", "``G``; >= 0, each a row's length"),
-            _in_table(
-                "num_blocks_ptr",
-                "``G`` rows of one count per request state; counts <= the row length",
-            ),
-            _stride("num_blocks_stride"),
-            _int("num_reqs", "rows ``b >= num_reqs`` are padding"),
-            _constexpr("BLOCK_SIZE"),
-        ),
+        _GATHER_ARGS,
         vllm=(f"{_BLOCKS}._gather_block_tables_kernel",),
         runner="v2",
         takes_grid=True,
@@ -370,6 +372,52 @@ CONTRACTS: tuple[Contract, ...] = (
             _constexpr("BLOCK_SIZE"),
         ),
         vllm=("vllm.v1.worker.gpu.sample.prompt_logprob._prompt_logprobs_token_ids_kernel",),
+        runner="v2",
+        takes_grid=True,
+    ),
+    # vLLM 0.34's signatures of two of the kernels above (its _apply_write_kernel keeps 0.32's
+    # arguments: apply_write_kernel serves both, see its docstring)
+    Contract(
+        "post_update_with_drafts_kernel",
+        "_mrv2_inputs",
+        _ONE_PER_REQUEST + "; a second grid axis > 1 (a repeated update) is refused",
+        "vLLM 0.34's post_update_kernel: first each request's num_draft_tokens drafts "
+        "(draft_tokens[b * n:]) copied to draft_tokens_out[r * n:], then the same update",
+        _POST_UPDATE_ARGS
+        + (
+            _in_index(
+                "draft_tokens_ptr", "``P * num_draft_tokens``; ``None``: no drafts", optional=True
+            ),
+            _a(
+                "draft_tokens_out_ptr",
+                "out",
+                _INDEX,
+                "flat",
+                "``num_draft_tokens`` per request state, up to the last ``r`` written",
+                optional=True,
+            ),
+            _int("num_draft_tokens", "drafts per request (<= 0: none)"),
+        ),
+        serves="post_update_kernel",
+        runner="v2",
+        takes_grid=True,
+    ),
+    Contract(
+        "gather_block_tables_windowed_kernel",
+        "_mrv2_inputs",
+        "(G, P): one program per (KV-cache group, batch row), ``P`` = rows to write",
+        "vLLM 0.34's gather_block_tables_kernel: under MASK_SLIDING_WINDOW the leading "
+        "max(num_computed_tokens[r] - reach[g], 0) // block_sizes[g] entries of a gathered row "
+        "of a group with a window (reach > 0) are written as 0 (the null block)",
+        _GATHER_ARGS[:7]
+        + (
+            _in_index("num_computed_tokens_ptr", "``S`` under MASK_SLIDING_WINDOW (else not read)"),
+            _in_index("sliding_window_reach_ptr", "``G`` under MASK_SLIDING_WINDOW"),
+            _in_index("block_sizes_ptr", "``G`` under MASK_SLIDING_WINDOW; >= 1 with a window"),
+            _flag("MASK_SLIDING_WINDOW", "default False", optional=True),
+        )
+        + _GATHER_ARGS[7:],
+        serves="gather_block_tables_kernel",
         runner="v2",
         takes_grid=True,
     ),

@@ -496,10 +496,44 @@ def post_update_kernel(
     ``num_computed_tokens[r]`` grows by ``query_len - num_rejected[b]`` (``query_len`` 0
     without ``query_start_loc_ptr``). A state index given twice is refused (its programs race).
     """
-    cdef Py_ssize_t B, b, n_nct, n_last, n_tot
-    cdef int64_t r, ns, tl, i, tok, ql
+    _post_update(idx_mapping_ptr, num_computed_tokens_ptr, last_sampled_tokens_ptr,
+                 output_bin_counts_ptr, output_bin_counts_stride, sampled_tokens_ptr,
+                 sampled_tokens_stride, num_sampled_ptr, num_rejected_ptr, query_start_loc_ptr,
+                 all_token_ids_ptr, all_token_ids_stride, total_len_ptr, None, None, 0, grid)
+
+
+def post_update_with_drafts_kernel(
+    idx_mapping_ptr, num_computed_tokens_ptr, last_sampled_tokens_ptr, output_bin_counts_ptr,
+    output_bin_counts_stride, sampled_tokens_ptr, sampled_tokens_stride, num_sampled_ptr,
+    num_rejected_ptr, query_start_loc_ptr, all_token_ids_ptr, all_token_ids_stride,
+    total_len_ptr, draft_tokens_ptr, draft_tokens_out_ptr, num_draft_tokens, *, grid,
+):
+    """vLLM 0.34's form of ``post_update_kernel``: first, when ``draft_tokens_ptr`` is given,
+    the ``num_draft_tokens`` drafts of request ``b`` (``draft_tokens[b * n:(b + 1) * n]``) are
+    copied to its state's row, ``draft_tokens_out[r * n:(r + 1) * n]``; then the same
+    bookkeeping as ``post_update_kernel``."""
+    _post_update(idx_mapping_ptr, num_computed_tokens_ptr, last_sampled_tokens_ptr,
+                 output_bin_counts_ptr, output_bin_counts_stride, sampled_tokens_ptr,
+                 sampled_tokens_stride, num_sampled_ptr, num_rejected_ptr, query_start_loc_ptr,
+                 all_token_ids_ptr, all_token_ids_stride, total_len_ptr, draft_tokens_ptr,
+                 draft_tokens_out_ptr, num_draft_tokens, grid)
+
+
+cdef int _post_update(
+    object idx_mapping_ptr, object num_computed_tokens_ptr, object last_sampled_tokens_ptr,
+    object output_bin_counts_ptr, object output_bin_counts_stride, object sampled_tokens_ptr,
+    object sampled_tokens_stride, object num_sampled_ptr, object num_rejected_ptr,
+    object query_start_loc_ptr, object all_token_ids_ptr, object all_token_ids_stride,
+    object total_len_ptr, object draft_tokens_ptr, object draft_tokens_out_ptr,
+    object num_draft_tokens, object grid,
+) except -1:
+    """Both forms of the post-step update: checks, then the serial ``nogil`` pass."""
+    cdef Py_ssize_t B, b, n_nct, n_last, n_tot, n_dout = 0
+    cdef int64_t r, ns, tl, i, tok, ql, nd = 0
     cdef bint counts = output_bin_counts_ptr is not None, has_q = query_start_loc_ptr is not None
+    cdef bint drafts = draft_tokens_ptr is not None
     cdef Rows bins
+    cdef IBuf din, dout
     B = _programs(grid, 1, False)
     cdef IBuf idx = index_at_least(idx_mapping_ptr, "idx_mapping_ptr", B, "one per program")
     cdef IBuf nct = index_at_least(num_computed_tokens_ptr, "num_computed_tokens_ptr", 0)
@@ -523,12 +557,27 @@ def post_update_kernel(
                                "all_token_ids_stride")
     cdef IBuf total = index_at_least(total_len_ptr, "total_len_ptr", 0)
     n_tot = total_len_ptr.numel()
-    cdef uint8_t* seen = _distinct(idx, B, n_tot, "idx_mapping_ptr", True, "total_len_ptr")
-    free(seen)
+    nd = as_int(num_draft_tokens, "num_draft_tokens")
+    if drafts and nd > 0:
+        din = index_at_least(draft_tokens_ptr, "draft_tokens_ptr", 0)
+        if draft_tokens_out_ptr is None:
+            raise ValueError(expected("draft_tokens_out_ptr", "a tensor with draft_tokens_ptr",
+                                      None))
+        dout = index_at_least(draft_tokens_out_ptr, "draft_tokens_out_ptr", 0)
+        n_dout = draft_tokens_out_ptr.numel()
+    else:
+        drafts = False
+    free(_distinct(idx, B, n_tot, "idx_mapping_ptr", True, "total_len_ptr"))
     for b in range(B):
         r = iget(idx, b)
         if r < 0:
             continue
+        if drafts:
+            _span("draft_tokens_ptr", b * nd, (b + 1) * nd, draft_tokens_ptr.numel(),
+                  "num_draft_tokens = {0} per request, request {1}", nd, b)
+            _span("draft_tokens_out_ptr", r * nd, (r + 1) * nd, n_dout,
+                  "num_draft_tokens = {0} per request state, idx_mapping_ptr[{1}] = {2}",
+                  nd, b, r)
         ql = iget(qsl, b + 1) - iget(qsl, b) if has_q else 0
         if ql != iget(nrej, b):             # num_computed_tokens[r] is read and written
             _state("idx_mapping_ptr", b, r, "num_computed_tokens_ptr", n_nct)
@@ -549,6 +598,9 @@ def post_update_kernel(
             r = iget(idx, b)
             if r < 0:
                 continue
+            if drafts:
+                for i in range(nd):
+                    iset(dout, r * nd + i, iget(din, b * nd + i))
             tl = iget(total, r)
             ns = iget(nsamp, b)
             if ns > 0:
@@ -563,6 +615,7 @@ def post_update_kernel(
             ql = ql - iget(nrej, b)
             if ql != 0:
                 iset(nct, r, iget(nct, r) + ql)
+    return 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -678,6 +731,10 @@ cdef struct GatherArgs:
     Rows nblk
     int64_t num_reqs
     Py_ssize_t P          # programs per group (grid[1])
+    bint window           # vLLM 0.34: null the entries below each group's sliding window
+    IBuf nct              # ... from the request's computed tokens,
+    IBuf reach            # ... the group's window reach (<= 0: no window)
+    IBuf bsz              # ... and block size
 
 
 cdef void _gather_unit(const void* p, Py_ssize_t u) noexcept nogil:
@@ -691,8 +748,29 @@ cdef void _gather_unit(const void* p, Py_ssize_t u) noexcept nogil:
         return
     r = iget(a.idx, b)
     nb = iget(a.nblk.buf, g * a.nblk.stride + r)
-    if nb > 0:
-        memcpy(dst, _table_at(a.src, g) + r * stride, <size_t>nb * sizeof(int32_t))
+    if nb <= 0:
+        return
+    cdef int64_t nnull = _nulled(a, g, r)
+    if nnull > nb:
+        nnull = nb
+    if nnull > 0:
+        memset(dst, 0, <size_t>nnull * sizeof(int32_t))
+    if nb > nnull:
+        memcpy(dst + nnull, _table_at(a.src, g) + r * stride + nnull,
+               <size_t>(nb - nnull) * sizeof(int32_t))
+
+
+cdef inline int64_t _nulled(const GatherArgs* a, int64_t g, int64_t r) noexcept nogil:
+    """Leading block-table entries of request state ``r`` in group ``g`` below the sliding
+    window of its first scheduled token: ``max(num_computed - reach, 0) // block_size``."""
+    cdef int64_t reach, first
+    if not a.window:
+        return 0
+    reach = iget(a.reach, g)
+    if reach <= 0:
+        return 0
+    first = iget(a.nct, r) - reach
+    return (first if first > 0 else 0) // iget(a.bsz, g)
 
 
 def gather_block_tables_kernel(
@@ -708,10 +786,39 @@ def gather_block_tables_kernel(
     tables are raw addresses (the caller's promise); checked: a block count within the row
     (``<= stride``), ``r >= 0`` and inside ``num_blocks_ptr``'s rows, non-null addresses.
     """
+    _gather(batch_idx_to_req_idx, src_block_table_ptrs, dst_block_table_ptrs,
+            block_table_strides, num_blocks_ptr, num_blocks_stride, num_reqs, None, None, None,
+            False, grid)
+
+
+def gather_block_tables_windowed_kernel(
+    batch_idx_to_req_idx, src_block_table_ptrs, dst_block_table_ptrs, block_table_strides,
+    num_blocks_ptr, num_blocks_stride, num_reqs, num_computed_tokens_ptr,
+    sliding_window_reach_ptr, block_sizes_ptr, MASK_SLIDING_WINDOW=None, BLOCK_SIZE=None, *,
+    grid,
+):
+    """vLLM 0.34's form of ``gather_block_tables_kernel``: under ``MASK_SLIDING_WINDOW`` the
+    leading entries of a gathered row that no query of the step can attend -- ``max(
+    num_computed_tokens[r] - sliding_window_reach[g], 0) // block_sizes[g]`` of them, for a
+    group with a window (reach > 0) -- are written as 0 (the null block) instead of copied.
+    Without the flag (default) the three extra buffers are not read."""
+    _gather(batch_idx_to_req_idx, src_block_table_ptrs, dst_block_table_ptrs,
+            block_table_strides, num_blocks_ptr, num_blocks_stride, num_reqs,
+            num_computed_tokens_ptr, sliding_window_reach_ptr, block_sizes_ptr,
+            as_flag(MASK_SLIDING_WINDOW, "MASK_SLIDING_WINDOW", 0), grid)
+
+
+cdef int _gather(
+    object batch_idx_to_req_idx, object src_block_table_ptrs, object dst_block_table_ptrs,
+    object block_table_strides, object num_blocks_ptr, object num_blocks_stride,
+    object num_reqs, object num_computed_tokens_ptr, object sliding_window_reach_ptr,
+    object block_sizes_ptr, bint window, object grid,
+) except -1:
+    """Both forms of the gather: checks, then the (group, row) units."""
     cdef GatherArgs a
     cdef int64_t g[3]
-    cdef int64_t G, P, n_req, gi, b, r, nb, stride, work = 0
-    cdef Py_ssize_t n_strides
+    cdef int64_t G, P, n_req, gi, b, r, nb, stride, reach, work = 0
+    cdef Py_ssize_t n_nct = 0
     _grid(grid, g)
     G = g[0]
     P = g[1]
@@ -728,9 +835,17 @@ def gather_block_tables_kernel(
     a.strides = index_at_least(block_table_strides, "block_table_strides", G if P else 0,
                                "one per KV-cache group: grid[0]")
     a.nblk = check_rows(num_blocks_ptr, "num_blocks_ptr", num_blocks_stride, "num_blocks_stride")
+    a.window = window
+    if window:
+        a.nct = index_at_least(num_computed_tokens_ptr, "num_computed_tokens_ptr", 0)
+        n_nct = num_computed_tokens_ptr.numel()
+        a.reach = index_at_least(sliding_window_reach_ptr, "sliding_window_reach_ptr",
+                                 G if n_req else 0, "one per KV-cache group: grid[0]")
+        a.bsz = index_at_least(block_sizes_ptr, "block_sizes_ptr", G if n_req else 0,
+                               "one per KV-cache group: grid[0]")
     a.P = P
     if P == 0 or G == 0:
-        return
+        return 0
     for gi in range(G):
         stride = iget(a.strides, gi)
         if stride < 0:
@@ -738,6 +853,10 @@ def gather_block_tables_kernel(
         if stride > 0:
             _nonnull(a.dst, gi, "dst_block_table_ptrs")
         work += P * stride
+        reach = iget(a.reach, gi) if window and n_req else 0
+        if reach > 0 and iget(a.bsz, gi) < 1:
+            raise ValueError(expected(f"block_sizes_ptr[{gi}]", ">= 1 (a group with a window)",
+                                      iget(a.bsz, gi)))
         for b in range(n_req):
             r = iget(a.idx, b)
             if r < 0:
@@ -752,7 +871,10 @@ def gather_block_tables_kernel(
                                           "blocks (a row of the table)", nb))
             if nb > 0:
                 _nonnull(a.src, gi, "src_block_table_ptrs")
+                if window:
+                    _state("batch_idx_to_req_idx", b, r, "num_computed_tokens_ptr", n_nct)
     run_rows_for(_gather_unit, &a, G * P, work)
+    return 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1025,6 +1147,11 @@ def apply_write_kernel(
     converts. Checked: every write inside its row (and, for a tensor output, inside its rows),
     contents inside ``write_contents_ptr``; addresses are the caller's promise (non-null).
     Writes run in order (a later write to the same elements wins; on a GPU they would race).
+
+    vLLM 0.34 keeps the arguments but splits each write over the grid's second axis (program
+    ``(w, k)`` stores elements ``[k * BLOCK_SIZE, (k + 1) * BLOCK_SIZE)``, launched with
+    enough ``k`` for the longest write), where 0.32 loops over them in one program: both
+    write every element, and so does this kernel, whatever the second axis.
     """
     cdef WriteArgs a
     cdef Py_ssize_t n, w, n_content, n_groups = 0, n_strides = 0

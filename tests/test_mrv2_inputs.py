@@ -116,6 +116,12 @@ def _ref_num_sampled(kw, grid, _):
 
 
 def _ref_post_update(kw, grid, _):
+    nd = kw.get("num_draft_tokens", 0)
+    if kw.get("draft_tokens_ptr") is not None:
+        for b in range(grid[0]):
+            r = _i(kw["idx_mapping_ptr"], b)
+            for i in range(nd if r >= 0 else 0):
+                _put(kw["draft_tokens_out_ptr"], r * nd + i, _i(kw["draft_tokens_ptr"], b * nd + i))
     samp, sstride = kw["sampled_tokens_ptr"], kw["sampled_tokens_stride"]
     bins = kw["output_bin_counts_ptr"]
     for b in range(grid[0]):
@@ -168,6 +174,11 @@ def _ref_gather(kw, grid, tables):
             r = _i(kw["batch_idx_to_req_idx"], b)
             nb = _get(kw["num_blocks_ptr"], kw["num_blocks_stride"], g, r)
             row[:nb] = src[g].reshape(-1)[r * stride : r * stride + nb]
+            if kw.get("MASK_SLIDING_WINDOW"):
+                reach = _i(kw["sliding_window_reach_ptr"], g)
+                if reach > 0 and nb > 0:
+                    first = _i(kw["num_computed_tokens_ptr"], r) - reach
+                    row[: min(max(first, 0) // _i(kw["block_sizes_ptr"], g), nb)] = 0
 
 
 def _ref_slots(kw, grid, tables):
@@ -232,9 +243,11 @@ REFERENCES = {
     "combine_sampled_and_draft_tokens_kernel": _ref_combine,
     "get_num_sampled_and_rejected_kernel": _ref_num_sampled,
     "post_update_kernel": _ref_post_update,
+    "post_update_with_drafts_kernel": _ref_post_update,
     "post_update_num_computed_tokens_kernel": _ref_post_update_computed,
     "expand_idx_mapping_kernel": _ref_expand,
     "gather_block_tables_kernel": _ref_gather,
+    "gather_block_tables_windowed_kernel": _ref_gather,
     "compute_slot_mappings_kernel": _ref_slots,
     "apply_write_kernel": _ref_apply_write,
     "prompt_logprobs_token_ids_kernel": _ref_prompt_logprobs,
@@ -295,7 +308,26 @@ def _check_against_reference(case, positional=False):
 @fuzz_settings(60, deep_examples=2000, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), idx=st.sampled_from(INDEX), positional=st.booleans())
 def test_matches_the_reference(name, seed, idx, positional):
-    _check_against_reference(_make(name, seed, idx), positional)
+    # 0.32's forms, whichever vLLM sources are found
+    extra = {switch: False for base, switch in FORMS_034.values() if base == name}
+    _check_against_reference(_make(name, seed, idx, **extra), positional)
+
+
+#: vLLM 0.34's forms: (the 0.32 kernel's case generator, its switch to the 0.34 form)
+FORMS_034 = {
+    "post_update_with_drafts_kernel": ("post_update_kernel", "drafts"),
+    "gather_block_tables_windowed_kernel": ("gather_block_tables_kernel", "window"),
+}
+
+
+@pytest.mark.parametrize("form", tuple(FORMS_034))
+@fuzz_settings(60, deep_examples=2000, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), idx=st.sampled_from(INDEX), positional=st.booleans())
+def test_vllm_034_forms_match_the_reference(form, seed, idx, positional):
+    name, switch = FORMS_034[form]
+    case = _make(name, seed, idx, **{switch: True})
+    assert case.kernel == form
+    _check_against_reference(case, positional)
 
 
 @fuzz_settings(150, deep_examples=3000, deadline=None)
@@ -625,3 +657,52 @@ def test_prompt_logprobs_reads_one_past_a_row_only_where_the_table_holds_it():
             grid=(1,),
         )
     assert out.tolist() == [-1, -1, -1]
+
+
+def test_vllm_034_forms_refusals():
+    def drafting(c):
+        a = c.args
+        return (
+            a["draft_tokens_ptr"] is not None
+            and a["num_draft_tokens"] > 0
+            and any(int(a["idx_mapping_ptr"][b]) >= 0 for b in range(c.grid[0]))
+        )
+
+    for seed in range(500):
+        case = _make("post_update_kernel", seed, torch.int64, drafts=True)
+        if drafting(case):
+            break
+    _refused(
+        case,
+        _set_arg("draft_tokens_out_ptr", torch.zeros(0, dtype=torch.int64)),
+        IndexError,
+        "draft_tokens_out_ptr",
+    )
+    _refused(
+        case,
+        _set_arg("draft_tokens_ptr", torch.zeros(0, dtype=torch.int64)),
+        IndexError,
+        "draft_tokens_ptr",
+    )
+    _refused(case, _set_arg("draft_tokens_out_ptr", None), ValueError, "draft_tokens_out_ptr")
+
+    def windowed(c):
+        a = c.args
+        return (
+            all(c.grid)
+            and a["MASK_SLIDING_WINDOW"]
+            and a["num_reqs"] > 0
+            and int(a["sliding_window_reach_ptr"][0]) > 0
+        )
+
+    for seed in range(500):
+        case = _make("gather_block_tables_kernel", seed, torch.int32, window=True)
+        if windowed(case):
+            break
+    _refused(case, _poke("block_sizes_ptr", 0, 0), ValueError, "block_sizes_ptr")
+    _refused(
+        case,
+        _set_arg("sliding_window_reach_ptr", torch.zeros(0, dtype=torch.int32)),
+        ValueError,
+        "sliding_window_reach_ptr",
+    )

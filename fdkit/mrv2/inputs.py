@@ -8,14 +8,31 @@ guards and state buffers compared whole after the launch. ``idx`` is the dtype o
 buffer (request indices, offsets, counts, lengths); token buffers take int32 or int64 at random.
 """
 
+import functools
+
 import torch
 
+from fdkit import vllm_source
 from fdkit._case import Case, Out, Ptrs, Slice, batch, next_pow2
+
+_BATCH = "vllm.v1.worker.gpu.input_batch"
+_BLOCKS = "vllm.v1.worker.gpu.block_table"
 
 _SIZES = {
     "small": dict(B=5, S=3, L=24, K=3, V=40, G=3),
     "large": dict(B=64, S=16, L=400, K=8, V=5000, G=4),
 }
+
+
+@functools.lru_cache(maxsize=None)
+def _standing_has(qualname, arg):
+    """Whether the signature of vLLM's kernel ``qualname`` in the sources under test (if any)
+    has ``arg``: which release's form a case is built for (0.32's where there are none)."""
+    try:
+        names = vllm_source.arg_names(qualname)
+    except FileNotFoundError:
+        return False
+    return names is not None and arg in names
 
 
 def _t(values, dtype):
@@ -187,7 +204,11 @@ def _get_num_sampled_and_rejected(rng, idx, scale):
     )
 
 
-def _post_update(rng, idx, scale):
+def _post_update(rng, idx, scale, drafts=None):
+    """``drafts``: vLLM 0.34's form (draft tokens copied to the state rows); None: the form of
+    the sources under test."""
+    if drafts is None:
+        drafts = _standing_has(f"{_BATCH}._post_update_kernel", "draft_tokens_ptr")
     z = _SIZES[scale]
     B = batch(rng, z["B"])
     S, states = _states(rng, B, z["S"])
@@ -201,8 +222,20 @@ def _post_update(rng, idx, scale):
     all_ids, astride = _table(rng, S, L, _tok(rng))
     counts = rng.random() < 0.7
     bins, bstride = _table(rng, S, V, idx, high=5) if counts else (None, 0)
+    extra, extra_inplace = {}, ()
+    if drafts:
+        nd = rng.randint(0, z["K"])
+        given = rng.random() < 0.8
+        extra = dict(
+            draft_tokens_ptr=_t([rng.randint(0, 999) for _ in range(B * nd)], _tok(rng))
+            if given
+            else None,
+            draft_tokens_out_ptr=_t([rng.randint(0, 999) for _ in range(S * nd + 1)], _tok(rng)),
+            num_draft_tokens=nd,
+        )
+        extra_inplace = ("draft_tokens_out_ptr",)
     return Case(
-        "post_update_kernel",
+        "post_update_with_drafts_kernel" if drafts else "post_update_kernel",
         (B,),
         dict(
             idx_mapping_ptr=_t(states, idx),
@@ -218,6 +251,7 @@ def _post_update(rng, idx, scale):
             all_token_ids_ptr=all_ids,
             all_token_ids_stride=astride,
             total_len_ptr=_t(total, idx),
+            **extra,
         ),
         inplace=(
             "num_computed_tokens_ptr",
@@ -225,7 +259,8 @@ def _post_update(rng, idx, scale):
             "all_token_ids_ptr",
             "total_len_ptr",
         )
-        + (("output_bin_counts_ptr",) if counts else ()),
+        + (("output_bin_counts_ptr",) if counts else ())
+        + extra_inplace,
         note=f"B={B} S={S} counts={counts}",
     )
 
@@ -272,7 +307,11 @@ def _expand_idx_mapping(rng, idx, scale):
     )
 
 
-def _gather_block_tables(rng, idx, scale):
+def _gather_block_tables(rng, idx, scale, window=None):
+    """``window``: vLLM 0.34's form (sliding-window entries nulled); None: the form of the
+    sources under test."""
+    if window is None:
+        window = _standing_has(f"{_BLOCKS}._gather_block_tables_kernel", "block_sizes_ptr")
     z = _SIZES[scale]
     G = rng.randint(1, z["G"])
     B = batch(rng, z["B"])
@@ -289,8 +328,20 @@ def _gather_block_tables(rng, idx, scale):
     counts = torch.zeros(G, nbstride, dtype=idx)
     for g, w in enumerate(widths):
         counts[g, :S] = torch.tensor([rng.randint(0, w) for _ in range(S)], dtype=idx)
+    extra = {}
+    if window:
+        mask = rng.random() < 0.7
+        reach = _t([rng.choice((0, rng.randint(1, 20))) for _ in range(G)], torch.int32)
+        extra = dict(
+            num_computed_tokens_ptr=_t([rng.randint(0, 60) for _ in range(S)], idx)
+            if mask
+            else reach,  # as vLLM passes it when not masking: not read
+            sliding_window_reach_ptr=reach,
+            block_sizes_ptr=_t([rng.randint(1, 8) for _ in range(G)], torch.int32),
+            MASK_SLIDING_WINDOW=mask,
+        )
     return Case(
-        "gather_block_tables_kernel",
+        "gather_block_tables_windowed_kernel" if window else "gather_block_tables_kernel",
         (G, P),
         dict(
             batch_idx_to_req_idx=_t(states + [rng.randint(0, S - 1) if S else 0] * (P - B), idx),
@@ -300,9 +351,10 @@ def _gather_block_tables(rng, idx, scale):
             num_blocks_ptr=Slice(counts, S) if nbstride > S and G > 1 else counts[:, :S].clone(),
             num_blocks_stride=nbstride if nbstride > S and G > 1 else S,
             num_reqs=num_reqs,
+            **extra,
             BLOCK_SIZE=_block(rng, 1024),
         ),
-        note=f"G={G} P={P} B={B} num_reqs={num_reqs}",
+        note=f"G={G} P={P} B={B} num_reqs={num_reqs} window={window}",
     )
 
 
@@ -404,9 +456,13 @@ def _apply_write(rng, idx, scale):
         )
         output = Slice(wide, widths[0]) if extra and rows > 1 else wide
         stride = widths[0] + extra if extra and rows > 1 else wide.shape[1]
+    block = _block(rng, 1024)
+    # vLLM 0.34 splits each write over the grid's second axis, as many blocks as the longest
+    # write needs; 0.32's kernel loops instead, and its repeated programs write the same values
+    chunks = max(1, -(-max(lens, default=0) // block))
     return Case(
         "apply_write_kernel",
-        (W,),
+        (W, chunks),
         dict(
             output_ptr=output,
             output_stride=stride,
@@ -415,7 +471,7 @@ def _apply_write(rng, idx, scale):
             write_contents_ptr=contents,
             write_cu_lens_ptr=_t(cu, idx),
             write_group_ids_ptr=_t([g for g, _ in targets], idx) if multi else None,
-            BLOCK_SIZE=_block(rng, 1024),
+            BLOCK_SIZE=block,
             MULTI_GROUP=multi,
         ),
         inplace=() if multi else ("output_ptr",),
