@@ -30,6 +30,11 @@ are independent (vLLM's ``idx_mapping`` has one entry per live request), so the 
 an OpenMP team when the work is worth one (``threads_for``); the two update kernels, which add
 to per-request state, refuse a request index given twice (two programs would race on it).
 
+vLLM 0.34 changed two signatures: ``post_update_with_drafts_kernel`` (the drafts copied to the
+state rows first) and ``gather_block_tables_windowed_kernel`` (entries below a sliding window
+nulled) are those forms, sharing their 0.32 kernel's code; ``_apply_write_kernel`` kept its
+arguments (only its grid changed), and ``apply_write_kernel`` serves both releases.
+
 Raw addresses (``block_table_ptrs``, the multi-group ``_apply_write_kernel``): vLLM hands the
 per-group tables as a tensor of ``data_ptr()`` values, read as int32 rows (``_load_ptr``). As
 for ``batch_memcpy_kernel`` they are the caller's promise -- nothing can check what they point
