@@ -10,7 +10,7 @@ import torch
 
 from fdkit import guards
 
-__all__ = ["Case", "Out", "Slice", "batch", "gen", "next_pow2"]
+__all__ = ["Case", "Out", "Ptrs", "Slice", "batch", "gen", "next_pow2"]
 
 
 def next_pow2(n):
@@ -34,6 +34,17 @@ class Slice:
     def __init__(self, base, cols):
         self.base = base
         self.cols = cols
+
+
+class Ptrs:
+    """An argument of raw addresses (vLLM's per-KV-cache-group table pointers): a 1-D tensor of
+    ``dtype`` holding the ``data_ptr()`` of each member, built with the launch. A member is a
+    tensor (copied per build) or an :class:`Out`; every member is compared after the launch,
+    as ``"<name>[<i>]"`` (an :class:`Out` with its guards)."""
+
+    def __init__(self, members, dtype=torch.uint64):
+        self.members = list(members)
+        self.dtype = dtype
 
 
 class Case:
@@ -75,10 +86,27 @@ class Case:
                 )
                 kwargs[name] = view
                 compared[name] = backing
+            elif isinstance(spec, Ptrs):
+                addresses = []
+                for i, member in enumerate(spec.members):
+                    if isinstance(member, Out):
+                        backing, view = guards.guarded(
+                            member.shape,
+                            member.dtype,
+                            poison=member.fill,
+                            row_stride=member.row_stride,
+                            device=device,
+                        )
+                    else:
+                        backing = view = member.clone().to(device)
+                    compared[f"{name}[{i}]"] = backing  # also keeps the memory alive
+                    addresses.append(view.data_ptr())
+                kwargs[name] = torch.tensor(addresses, dtype=spec.dtype, device=device)
             elif isinstance(spec, Slice):
-                kwargs[name] = spec.base.clone().to(device)[:, : spec.cols]
-                if name in self.inplace:
-                    compared[name] = kwargs[name]
+                base = spec.base.clone().to(device)
+                kwargs[name] = base[:, : spec.cols]
+                if name in self.inplace:  # the whole base: the gaps between rows stay as they were
+                    compared[name] = base
             elif isinstance(spec, torch.Tensor):
                 kwargs[name] = spec.clone().to(device)
                 if name in self.inplace:

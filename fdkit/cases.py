@@ -19,7 +19,7 @@ import random
 import torch
 
 from fdkit import guards
-from fdkit._case import Case, Out, Slice, batch, gen, next_pow2
+from fdkit._case import Case, Out, Ptrs, Slice, batch, gen, next_pow2
 from kernels_cpu import VLLM_KERNELS
 
 __all__ = ["Case", "KERNELS", "make_case", "guard_violations", "POISON", "GUARD"]
@@ -39,12 +39,16 @@ def guard_violations(case, compared):
     buffer outside the view: :func:`fdkit.guards.guards_intact`)."""
     bad = []
     for name, spec in case.args.items():
-        if not isinstance(spec, Out):
-            continue
-        backing = compared[name].cpu()
-        view = guards.view_of(backing, spec.shape, spec.row_stride)
-        if not guards.guards_intact(backing, view, spec.fill):
-            bad.append(name)
+        outs = [(name, spec)]
+        if isinstance(spec, Ptrs):  # the tables behind raw addresses
+            outs = [(f"{name}[{i}]", m) for i, m in enumerate(spec.members)]
+        for key, out in outs:
+            if not isinstance(out, Out):
+                continue
+            backing = compared[key].cpu()
+            view = guards.view_of(backing, out.shape, out.row_stride)
+            if not guards.guards_intact(backing, view, out.fill):
+                bad.append(key)
     return bad
 
 

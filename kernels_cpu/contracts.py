@@ -85,6 +85,10 @@ RULES = {
         "``row_size`` long); a 0-d/1-D tensor is a contiguous flat buffer of the whole rows "
         "that fit"
     ),
+    "flagged": (
+        "two forms, chosen by a launch flag the extent names: each form follows the rule of "
+        "that name above"
+    ),
     "strided": (
         "a 1-D tensor of any stride (the stride argument its ``stride(0)`` when it has more "
         "than one element), or a contiguous tensor of any shape read flat with stride 1"
