@@ -8,8 +8,6 @@ from typing import SupportsIndex
 
 from torch import Tensor
 
-Grid = tuple[int, ...]
-
 def temperature_kernel(
     logits_ptr: Tensor,
     logits_stride: SupportsIndex,
@@ -18,7 +16,7 @@ def temperature_kernel(
     vocab_size: SupportsIndex,
     BLOCK_SIZE: SupportsIndex,
     *,
-    grid: Grid,
+    grid: tuple[int, ...],
 ) -> None: ...
 def min_p_kernel(
     logits_ptr: Tensor,
@@ -28,7 +26,7 @@ def min_p_kernel(
     vocab_size: SupportsIndex,
     BLOCK_SIZE: SupportsIndex,
     *,
-    grid: Grid,
+    grid: tuple[int, ...],
 ) -> None: ...
 def penalties_kernel(
     logits_ptr: Tensor,
@@ -46,7 +44,7 @@ def penalties_kernel(
     vocab_size: SupportsIndex,
     BLOCK_SIZE: SupportsIndex,
     *,
-    grid: Grid,
+    grid: tuple[int, ...],
 ) -> None: ...
 def bincount_kernel(
     expanded_idx_mapping_ptr: Tensor,
@@ -60,7 +58,7 @@ def bincount_kernel(
     output_bin_counts_stride: SupportsIndex,
     BLOCK_SIZE: SupportsIndex,
     *,
-    grid: Grid,
+    grid: tuple[int, ...],
 ) -> None: ...
 def gumbel_sample_kernel(
     local_argmax_ptr: Tensor,
@@ -86,5 +84,5 @@ def gumbel_sample_kernel(
     USE_FP64: bool,
     PER_TOKEN_COL: bool,
     *,
-    grid: Grid,
+    grid: tuple[int, ...],
 ) -> None: ...

@@ -57,8 +57,9 @@ def _mapping(rng, n, states, idx, invalid=False):
 
 
 def _per_state(rng, states, choices, dtype=torch.float32):
-    vals = [rng.choice(choices) if rng.random() < 0.6 else rng.uniform(0.05, 2.0)
-            for _ in range(states)]
+    vals = [
+        rng.choice(choices) if rng.random() < 0.6 else rng.uniform(0.05, 2.0) for _ in range(states)
+    ]
     return torch.tensor(vals, dtype=dtype)
 
 
@@ -131,8 +132,9 @@ def _penalties(rng, idx, scale):
     mask = mask.to(torch.int32)
     counts = torch.randint(0, 3, (states, v), generator=g, dtype=torch.int32)
     counts = counts * (torch.rand(states, v, generator=g) < 0.2)
-    tokens = [rng.randrange(v) if rng.random() < 0.9 else rng.randint(-1, v + 5)
-              for _ in range(n + 2)]
+    tokens = [
+        rng.randrange(v) if rng.random() < 0.9 else rng.randint(-1, v + 5) for _ in range(n + 2)
+    ]
     return Case(
         "penalties_kernel",
         (n, _cdiv(v, bs)),
