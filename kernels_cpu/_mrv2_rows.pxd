@@ -10,10 +10,20 @@ stride argument must be its ``stride(0)`` when it has more than one row), anythi
 contiguous flat buffer. ``need_frows`` then says whether the rows and columns a launch touches
 are inside it.
 """
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, uint16_t, uint32_t
+from libc.string cimport memcpy
 
-from kernels_cpu._buffers cimport check_table, check_tensor, expected
+from kernels_cpu._buffers cimport (
+    DT_BFLOAT16, DT_FLOAT16, DT_FLOAT32, DT_FLOAT64, IBuf, check_table, check_tensor, expected,
+    iget,
+)
 from kernels_cpu._checks cimport as_int, need_min
+
+
+cdef enum:
+    M_FLOAT16 = 1 << DT_FLOAT16
+    M_BFLOAT16 = 1 << DT_BFLOAT16
+    M_LOGITS = (1 << DT_FLOAT32) | M_FLOAT16 | M_BFLOAT16      # logits as vLLM may pass them
 
 
 cdef struct FRows:
@@ -96,3 +106,80 @@ cdef inline int parse_grid(object grid, int axes, Py_ssize_t* out) except -1:
     if out[1] == 0 or out[2] == 0:       # no program runs at all
         out[0] = 0
     return 0
+
+
+# -- element loads and the small checks the sampler kernels share ---------------------------------
+
+cdef inline float _half_to_float(uint16_t h) noexcept nogil:
+    """IEEE binary16 -> binary32, exactly (subnormals, infinities and NaNs included)."""
+    cdef uint32_t sign = (<uint32_t>(h & 0x8000)) << 16
+    cdef uint32_t exp = (h >> 10) & 0x1F
+    cdef uint32_t man = h & 0x3FF
+    cdef uint32_t bits
+    cdef float f
+    if exp == 0x1F:
+        bits = sign | 0x7F800000 | (man << 13)
+    elif exp != 0:
+        bits = sign | ((exp + 112) << 23) | (man << 13)
+    elif man == 0:
+        bits = sign
+    else:
+        f = <float>man * <float>5.960464477539063e-08        # man * 2**-24, exact
+        memcpy(&bits, &f, 4)
+        bits |= sign
+    memcpy(&f, &bits, 4)
+    return f
+
+
+cdef inline float load_f32(const char* p, int code, Py_ssize_t i) noexcept nogil:
+    """Element ``i`` of a float32/bfloat16/float16 buffer, as the kernel's ``.to(tl.float32)``
+    reads it (exact widening)."""
+    cdef uint32_t bits
+    cdef float f
+    if code == DT_FLOAT32:
+        return (<const float*>p)[i]
+    if code == DT_BFLOAT16:
+        bits = (<uint32_t>(<const uint16_t*>p)[i]) << 16
+        memcpy(&f, &bits, 4)
+        return f
+    return _half_to_float((<const uint16_t*>p)[i])
+
+
+cdef inline float load_real(const char* p, int code, Py_ssize_t i) noexcept nogil:
+    """Element ``i`` of a float32/float64 buffer ``.to(tl.float32)`` (float64 rounded once)."""
+    if code == DT_FLOAT64:
+        return <float>(<const double*>p)[i]
+    return (<const float*>p)[i]
+
+
+cdef inline Py_ssize_t _cdiv(Py_ssize_t a, Py_ssize_t b) noexcept nogil:
+    return (a + b - 1) // b
+
+
+cdef inline int64_t _request(IBuf mapping, Py_ssize_t t, Py_ssize_t have, str name,
+                             str mapping_name) except? -1:
+    """``mapping[t]``, a request index the kernel loads ``name`` at: in ``[0, have)``."""
+    cdef int64_t r = iget(mapping, t)
+    if r < 0 or r >= have:
+        raise ValueError(expected(f"{mapping_name}[{t}]", f"a request index in [0, {have}) "
+                                  f"({name} has {have} elements)", r))
+    return r
+
+
+cdef inline int _block_size(object value, str name, bint pow2_32=False) except -1:
+    cdef int64_t bs = as_int(value, name)
+    if pow2_32:
+        if bs < 32 or (bs & (bs - 1)) != 0:
+            raise ValueError(expected(name, "a power of two >= 32 (32 mask bits per word)", bs))
+    else:
+        need_min(name, bs, 1)
+    return <int>bs if bs < (1 << 30) else (1 << 30)
+
+
+cdef inline Py_ssize_t _cols(Py_ssize_t V, Py_ssize_t nb, Py_ssize_t bs) noexcept nogil:
+    """Columns the ``nb`` blocks of ``bs`` reach in a row of ``V``."""
+    if nb <= 0 or V <= 0:
+        return 0
+    if nb > V // bs + 1:
+        return V
+    return V if nb * bs > V else nb * bs

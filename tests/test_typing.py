@@ -40,6 +40,7 @@ SHIPPED = [
     "kernels_cpu._tables",
     "kernels_cpu._expand",
     "kernels_cpu._mrv2_sample",
+    "kernels_cpu._mrv2_sample_logits",
     "kernels_cpu._recovered",
     "kernels_cpu._sampling",
     "kernels_cpu._spec_decode",

@@ -205,9 +205,7 @@ def _gumbel(rng, idx, scale):
     if idx == torch.int32:
         seeds = seeds.to(torch.int32)
     positions = torch.randint(0, 2**31 - 1, (n + 1,), generator=g).to(idx)
-    # The logits-cache store (``mask=mask & is_valid_req``) stops Triton 3.9's interpreter
-    # ("mask has unsupported dtype"): its cases are tests/test_mrv2_sample.py's, against torch.
-    cache = False
+    cache = rng.random() < 0.35
     per_token = cache and rng.random() < 0.5
     args = dict(
         local_argmax_ptr=Out((n, nb), idx, row_stride=nb + rng.choice((0, 2))),
@@ -261,6 +259,251 @@ def _gumbel(rng, idx, scale):
     )
 
 
+def _next_pow2(n):
+    return 1 << max(0, n - 1).bit_length()
+
+
+def _bias(rng, idx, scale):
+    n = batch(rng, 5)
+    states = rng.randint(1, 5)
+    v = rng.randint(1, 300)
+    g = gen(rng)
+    wa, wb, ws = rng.randint(1, 8), rng.randint(1, 8), rng.randint(1, 8)
+    allowed = torch.randint(0, v, (states, wa), generator=g)
+    stop = torch.randint(0, v, (states, ws), generator=g)
+    n_allowed = [rng.choice((0, 0, rng.randint(1, wa))) for _ in range(states)]
+    n_stop = [rng.choice((0, rng.randint(1, ws))) for _ in range(states)]
+    for r in range(states):  # stop tokens that are all the allowed ones: an all -inf row
+        k = min(wa, ws)
+        if rng.random() < 0.3:
+            stop[r, :k] = allowed[r, :k]
+            n_allowed[r] = n_stop[r] = k
+    values = _logits(rng, n, v)
+    logits, stride = _rows(values, rng)
+    return Case(
+        "bias_kernel",
+        (n,),
+        dict(
+            logits_ptr=logits,
+            logits_stride=stride,
+            vocab_size=v,
+            expanded_idx_mapping_ptr=_mapping(rng, n, states, idx),
+            num_allowed_token_ids_ptr=torch.tensor(n_allowed, dtype=idx),
+            allowed_token_ids_ptr=allowed.to(idx),
+            allowed_token_ids_stride=wa,
+            num_logit_bias_ptr=torch.tensor(
+                [rng.choice((0, rng.randint(1, wb))) for _ in range(states)], dtype=idx
+            ),
+            bias_token_ids_ptr=torch.randint(0, v, (states, wb), generator=g).to(idx),
+            bias_token_ids_stride=wb,
+            bias_ptr=torch.randn(states, wb, generator=g),
+            bias_stride=wb,
+            pos_ptr=torch.randint(0, 6, (n + 1,), generator=g).to(idx),
+            min_lens_ptr=torch.randint(0, 8, (states,), generator=g).to(idx),
+            num_stop_token_ids_ptr=torch.tensor(n_stop, dtype=idx),
+            restore_when_all_masked_ptr=torch.randint(0, 2, (states,), generator=g).to(idx),
+            stop_token_ids_ptr=stop.to(idx),
+            stop_token_ids_stride=ws,
+            BLOCK_SIZE=_next_pow2(max(wa, wb, ws)),
+            LOGITS_BLOCK_SIZE=rng.choice((64, 8192)),
+            CHECK_ALL_MASKED_ROWS=rng.random() < 0.6,
+        ),
+        inplace=("logits_ptr",),
+        note=f"n={n} v={v}",
+    )
+
+
+def _bad_words(rng, idx, scale):
+    states = rng.randint(1, 4)
+    alphabet = rng.randint(2, 5)  # few distinct tokens: prefixes match
+    v = rng.randint(alphabet, 40)
+    g = gen(rng)
+    maxw, width = 4, 12
+    prompt = [rng.randint(0, 5) for _ in range(states)]
+    total = [p + rng.randint(0, 6) for p in prompt]
+    all_ids = torch.randint(0, alphabet, (states, 12), generator=g)
+    offsets = torch.zeros(states, maxw + 1, dtype=torch.int64)
+    words = torch.randint(0, alphabet, (states, width), generator=g)
+    num = []
+    for r in range(states):
+        k = rng.randint(0, maxw)
+        ends, end = [0], 0
+        for _ in range(k):
+            end = min(width, end + rng.randint(1, 3))
+            ends.append(end)
+        if len(set(ends)) < len(ends):  # ran out of room: fewer words
+            ends = sorted(set(ends))
+        offsets[r, : len(ends)] = torch.tensor(ends)
+        offsets[r, len(ends) :] = ends[-1] + 1
+        num.append(len(ends) - 1)
+    mapping, local = _steps(rng, states, idx)
+    n = len(mapping)
+    logits, stride = _rows(_logits(rng, n, v, specials=False), rng)
+    most = max((num[r] for r in mapping), default=0)
+    return Case(
+        "bad_words_kernel",
+        (n, most),
+        dict(
+            logits_ptr=logits,
+            logits_stride=stride,
+            expanded_idx_mapping_ptr=torch.tensor(mapping + [0], dtype=idx),
+            bad_word_token_ids_ptr=words.to(idx),
+            bad_word_token_ids_stride=width,
+            bad_word_offsets_ptr=offsets.to(idx),
+            bad_word_offsets_stride=maxw + 1,
+            num_bad_words_ptr=torch.tensor(num, dtype=idx),
+            all_token_ids_ptr=all_ids.to(idx),
+            all_token_ids_stride=12,
+            prompt_len_ptr=torch.tensor(prompt, dtype=idx),
+            total_len_ptr=torch.tensor(total, dtype=idx),
+            input_ids_ptr=torch.randint(0, alphabet, (n + 1,), generator=g).to(idx),
+            expanded_local_pos_ptr=torch.tensor(local + [0], dtype=idx),
+        ),
+        inplace=("logits_ptr",),
+        note=f"n={n} words={num}",
+    )
+
+
+def _topk_log_softmax(rng, idx, scale):
+    n = batch(rng, 5)
+    v = rng.randint(1, 300)
+    k = rng.randint(0, 6)
+    g = gen(rng)
+    logits, stride = _rows(_logits(rng, n, v), rng)
+    ids = torch.randint(0, v, (n, k + rng.choice((0, 2))), generator=g)
+    return Case(
+        "topk_log_softmax_kernel",
+        (n,),
+        dict(
+            output_ptr=Out(n * k, torch.float32),
+            logits_ptr=logits,
+            logits_stride=stride,
+            topk_ids_ptr=ids.to(idx),
+            topk_ids_stride=ids.shape[1],
+            topk=k,
+            vocab_size=v,
+            BLOCK_SIZE=rng.choice((32, 64, 1024)),
+            TOPK_BLOCK_SIZE=min(_next_pow2(k), 1024),
+        ),
+        note=f"n={n} v={v} k={k}; exp/log of the C library vs numpy's: an ulp or so",
+        tolerance={"output_ptr": (1e-5, 1e-5)},
+    )
+
+
+def _ranks(rng, idx, scale):
+    n = batch(rng, 5)
+    v = rng.randint(1, 300)
+    g = gen(rng)
+    values = _logits(rng, n, v)
+    tokens = torch.randint(0, v, (n + 1,), generator=g)
+    if n and rng.random() < 0.3:  # a sampled token at -inf: the padding lanes count
+        values[0, tokens[0]] = float("-inf")
+    logits, stride = _rows(values, rng)
+    return Case(
+        "ranks_kernel",
+        (n,),
+        dict(
+            output_ptr=Out(n, idx),
+            logits_ptr=logits,
+            logits_stride=stride,
+            token_ids_ptr=tokens.to(idx),
+            vocab_size=v,
+            BLOCK_SIZE=rng.choice((32, 64, 8192)),
+        ),
+        note=f"n={n} v={v}",
+    )
+
+
+def _fill_logprob_token_ids(rng, idx, scale):
+    n = batch(rng, 5)
+    states = rng.randint(1, 5)
+    g = gen(rng)
+    k = rng.randint(0, 4)
+    own = [rng.choice((0, 0, rng.randint(1, 5))) for _ in range(states)]
+    mapping = _mapping(rng, n, states, idx)
+    cols = max([k] + [own[r] for r in mapping[:n].tolist()])
+    padded = _next_pow2(max(cols, 1))
+    per_req = torch.randint(0, 1000, (states, 6), generator=g)
+    topk = torch.randint(0, 1000, (n, max(k, 1)), generator=g)
+    return Case(
+        "fill_logprob_token_ids_kernel",
+        (n,),
+        dict(
+            out_token_ids_ptr=Out((n, 1 + cols), idx, fill=0),
+            out_token_ids_stride=1 + cols,
+            out_valid_mask_ptr=Out((n, 1 + cols), torch.bool, fill=False),
+            out_valid_mask_stride=1 + cols,
+            sampled_token_ids_ptr=torch.randint(0, 1000, (n + 1,), generator=g).to(idx),
+            topk_indices_ptr=topk.to(idx),
+            topk_indices_stride=topk.shape[1],
+            expanded_idx_mapping_ptr=mapping,
+            num_per_req_token_ids_ptr=torch.tensor(own, dtype=idx),
+            per_req_token_ids_ptr=per_req.to(idx),
+            per_req_token_ids_stride=6,
+            NUM_TOPK=k,
+            PADDED_COLS=padded,
+        ),
+        note=f"n={n} k={k} own={own}",
+    )
+
+
+def _grammar_bitmask(rng, idx, scale):
+    reqs = rng.randint(1, 4)
+    counts = [rng.randint(0, 3) for _ in range(reqs)]
+    cu = [0]
+    for c in counts:
+        cu.append(cu[-1] + c)
+    ms = 4
+    v = rng.randint(1, 300)
+    g = gen(rng)
+    m = batch(rng, 5)
+    indices = [rng.randrange(reqs) * ms + rng.randrange(ms) for _ in range(m)]
+    words = -(-v // 32)
+    width = words if rng.random() < 0.8 else max(1, words - 2)  # a narrower tokenizer vocab
+    bitmask = torch.randint(-(2**31), 2**31, (m, width), generator=g, dtype=torch.int64)
+    logits, stride = _rows(_logits(rng, max(cu[-1], 1), v, specials=False), rng)
+    bs = rng.choice((32, 64, 8192))
+    return Case(
+        "apply_grammar_bitmask_kernel",
+        (m, _cdiv(v, bs)),
+        dict(
+            logits_ptr=logits,
+            logits_stride=stride,
+            logits_indices_ptr=torch.tensor(indices + [0], dtype=idx),
+            cu_num_logits_ptr=torch.tensor(cu, dtype=idx),
+            bitmask_ptr=bitmask.to(torch.int32),
+            bitmask_stride=width,
+            vocab_size=v,
+            MASK_STRIDE=ms,
+            BLOCK_SIZE=bs,
+        ),
+        inplace=("logits_ptr",),
+        note=f"m={m} v={v} cu={cu} width={width}",
+    )
+
+
+def _num_nans(rng, idx, scale):
+    n = batch(rng, 5)
+    v = rng.randint(1, 300)
+    values = _logits(rng, n, v)
+    for _ in range(rng.randint(0, 5)):
+        if n:
+            values[rng.randrange(n), rng.randrange(v)] = float("nan")
+    logits, stride = _rows(values, rng)
+    return Case(
+        "num_nans_kernel",
+        (n,),
+        dict(
+            logits_ptr=logits,
+            logits_stride=stride,
+            num_nans_ptr=Out(n, idx),
+            vocab_size=v,
+            BLOCK_SIZE=rng.choice((32, 8192)),
+        ),
+        note=f"n={n} v={v}",
+    )
+
+
 #: contract name -> case(rng, idx, scale)
 CASES = {
     "temperature_kernel": _temperature,
@@ -268,4 +511,11 @@ CASES = {
     "min_p_kernel": _min_p,
     "penalties_kernel": _penalties,
     "bincount_kernel": _bincount,
+    "bias_kernel": _bias,
+    "bad_words_kernel": _bad_words,
+    "topk_log_softmax_kernel": _topk_log_softmax,
+    "ranks_kernel": _ranks,
+    "fill_logprob_token_ids_kernel": _fill_logprob_token_ids,
+    "apply_grammar_bitmask_kernel": _grammar_bitmask,
+    "num_nans_kernel": _num_nans,
 }
