@@ -86,3 +86,11 @@ def gumbel_sample_kernel(
     *,
     grid: tuple[int, ...],
 ) -> None: ...
+def _murmur3_draws(
+    seeds: Tensor,
+    positions: Tensor,
+    keys: Tensor,
+    hashes: Tensor,
+    uniform32: Tensor,
+    uniform64: Tensor,
+) -> None: ...

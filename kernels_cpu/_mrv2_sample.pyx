@@ -34,7 +34,7 @@ from kernels_cpu._buffers cimport (
 from kernels_cpu._checks cimport (
     as_flag, as_int, expected, index_at_least, need_count, need_min,
 )
-from kernels_cpu._murmur3 cimport murmur3_uniform32, murmur3_uniform64
+from kernels_cpu._murmur3 cimport murmur3_hash32, murmur3_uniform32, murmur3_uniform64
 from kernels_cpu._mrv2_rows cimport (
     M_BFLOAT16, M_FLOAT16, M_LOGITS, FRows, _block_size, _cdiv, _cols, _request, check_frows,
     load_f32, load_real, need_frows, parse_grid,
@@ -818,3 +818,34 @@ cdef int _check_cache(GumbelArgs* a, object cache, object s0, object s1, object 
     a.source_stride = src.stride
     a.elem = _elem_size(code)
     return 0
+
+
+# -- the random stream, for the tests that hold it to vLLM's -------------------------------------
+
+def _murmur3_draws(seeds, positions, keys, hashes, uniform32, uniform64):
+    """``murmur3_hash32(seed, pos, key)``, ``murmur3_uniform32`` and ``murmur3_uniform64`` of
+    ``_murmur3.pxd`` for each element (int64 seeds/positions, int64 keys taken as uint32), into
+    ``hashes`` (int64), ``uniform32`` (float32) and ``uniform64`` (float64): the stream the
+    Gumbel kernel draws from, compared bit for bit with vLLM's own functions by the tests."""
+    cdef Py_ssize_t shp[1]
+    cdef Py_ssize_t n, i
+    cdef const int64_t* s = <const int64_t*>check_tensor(seeds, "seeds", 1 << DT_INT64, -1,
+                                                          NULL, shp)
+    n = shp[0]
+    cdef const int64_t* p = <const int64_t*>check_tensor(positions, "positions", 1 << DT_INT64,
+                                                          -1, NULL, shp)
+    need_count("positions", shp[0], n)
+    cdef const int64_t* k = <const int64_t*>check_tensor(keys, "keys", 1 << DT_INT64, -1, NULL,
+                                                          shp)
+    need_count("keys", shp[0], n)
+    cdef int64_t* h = <int64_t*>check_tensor(hashes, "hashes", 1 << DT_INT64, -1, NULL, shp)
+    need_count("hashes", shp[0], n)
+    cdef float* u32 = <float*>check_tensor(uniform32, "uniform32", M_FLOAT32, -1, NULL, shp)
+    need_count("uniform32", shp[0], n)
+    cdef double* u64 = <double*>check_tensor(uniform64, "uniform64", 1 << DT_FLOAT64, -1, NULL,
+                                             shp)
+    need_count("uniform64", shp[0], n)
+    for i in range(n):
+        h[i] = murmur3_hash32(s[i], p[i], <uint32_t>k[i], 0)
+        u32[i] = murmur3_uniform32(s[i], p[i], <uint32_t>k[i])
+        u64[i] = murmur3_uniform64(s[i], p[i], <uint32_t>k[i])
