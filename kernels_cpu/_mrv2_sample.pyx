@@ -34,7 +34,9 @@ from kernels_cpu._buffers cimport (
 from kernels_cpu._checks cimport (
     as_flag, as_int, expected, index_at_least, need_count, need_min,
 )
-from kernels_cpu._murmur3 cimport murmur3_hash32, murmur3_uniform32, murmur3_uniform64
+from kernels_cpu._murmur3 cimport (
+    _fmix32, _mix, murmur3_hash32, murmur3_uniform32, murmur3_uniform64,
+)
 from kernels_cpu._mrv2_rows cimport (
     M_BFLOAT16, M_FLOAT16, M_LOGITS, FRows, _block_size, _cdiv, _cols, _request, check_frows,
     load_f32, load_real, need_frows, parse_grid,
@@ -121,6 +123,40 @@ def temperature_kernel(logits_ptr, logits_stride, expanded_idx_mapping_ptr, temp
 
 # -- _min_p_kernel -------------------------------------------------------------------------------
 
+cdef extern from *:
+    """
+    #include <math.h>
+    /* The largest of x[0:n] with NaN ignored, -inf when nothing beats it: tl.maximum's
+     * (maxnumf) result. Written as `x > m ? x : m` over 8 independent lanes -- a NaN x never
+     * replaces a lane, m never becomes NaN -- so GCC turns it into packed max instructions
+     * (x86 maxps has exactly these semantics); max is exact, so the lane split cannot change
+     * the value (only which of +0/-0 is kept, which no use of it can tell apart here). */
+    static float fd_max_ignoring_nan(const float* x, Py_ssize_t n) {
+        float m[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY,
+                      -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+        Py_ssize_t i, j;
+        float r = -INFINITY;
+        for (i = 0; i + 8 <= n; i += 8)
+            for (j = 0; j < 8; j++)
+                m[j] = x[i + j] > m[j] ? x[i + j] : m[j];
+        for (; i < n; i++)
+            r = x[i] > r ? x[i] : r;
+        for (j = 0; j < 8; j++)
+            r = m[j] > r ? m[j] : r;
+        return r;
+    }
+    /* x[c] = -inf where x[c] < t (NaN stays): an unconditional select-and-store, which
+     * vectorises, instead of a branch around the store. */
+    static void fd_below_to_neg_inf(float* x, Py_ssize_t n, float t) {
+        Py_ssize_t i;
+        for (i = 0; i < n; i++)
+            x[i] = x[i] < t ? -INFINITY : x[i];
+    }
+    """
+    float _max_ignoring_nan "fd_max_ignoring_nan"(const float* x, Py_ssize_t n) noexcept nogil
+    void _below_to_neg_inf "fd_below_to_neg_inf"(float* x, Py_ssize_t n, float t) noexcept nogil
+
+
 cdef struct MinPArgs:
     float* logits
     Py_ssize_t stride
@@ -142,8 +178,7 @@ cdef inline void _min_p_max(MinPArgs* a, Py_ssize_t tile) noexcept nogil:
     c1 = (k + 1) * MINP_CHUNK
     if c1 > a.V:
         c1 = a.V
-    for c in range(k * MINP_CHUNK, c1):
-        m = fmaxf(row[c], m)           # tl.maximum: NaN loses
+    m = _max_ignoring_nan(row + k * MINP_CHUNK, c1 - k * MINP_CHUNK)
     a.partial[tile] = m
 
 
@@ -161,9 +196,7 @@ cdef inline void _min_p_apply(MinPArgs* a, Py_ssize_t tile) noexcept nogil:
     c1 = (k + 1) * MINP_CHUNK
     if c1 > a.V:
         c1 = a.V
-    for c in range(k * MINP_CHUNK, c1):
-        if row[c] < threshold:
-            row[c] = -INFINITY
+    _below_to_neg_inf(row + k * MINP_CHUNK, c1 - k * MINP_CHUNK, threshold)
 
 
 def min_p_kernel(logits_ptr, logits_stride, expanded_idx_mapping_ptr, min_p_ptr, vocab_size,
@@ -240,7 +273,7 @@ cdef struct PenArgs:
 cdef inline void _penalties_tile(const PenArgs* a, Py_ssize_t tile) noexcept nogil:
     cdef Py_ssize_t t = tile // a.nb, b = tile % a.nb, c, c0, c1, k, j, n = 0
     cdef int64_t r = iget(a.mapping, t), pos, tok
-    cdef float rep = a.rep[r], freq = a.freq[r], pres = a.pres[r], x, scale
+    cdef float rep = a.rep[r], freq = a.freq[r], pres = a.pres[r], x, inv_rep
     cdef bint use_rep = rep != <float>1.0, out_hit, prompt_hit
     cdef int64_t cnt
     cdef int64_t* drafts = NULL
@@ -269,6 +302,9 @@ cdef inline void _penalties_tile(const PenArgs* a, Py_ssize_t tile) noexcept nog
                 drafts[j] = tok
                 n += 1
     row = a.logits + t * a.stride
+    # 1.0 / scale is 1.0 / rep where the token was seen and 1.0 / 1.0 = 1.0 elsewhere: one
+    # division per tile instead of one per element, the same float32 values
+    inv_rep = <float>1.0 / rep
     k = 0
     for c in range(c0, c1):
         cnt = iget(a.counts, r * a.counts_stride + c)
@@ -280,10 +316,12 @@ cdef inline void _penalties_tile(const PenArgs* a, Py_ssize_t tile) noexcept nog
         out_hit = cnt > 0
         x = row[c]
         if use_rep:
-            word = a.prompt_mask[r * a.mask_stride + (c >> 5)] if (c >> 5) < a.mask_words else 0
+            word = a.prompt_mask[r * a.mask_stride + (c >> 5)]
             prompt_hit = ((word >> (c & 31)) & 1) != 0
-            scale = rep if (prompt_hit or out_hit) else <float>1.0
-            x = x * ((<float>1.0 / scale) if x > <float>0.0 else scale)
+            if prompt_hit or out_hit:
+                x = x * (inv_rep if x > <float>0.0 else rep)
+            else:
+                x = x * <float>1.0
         x = x - freq * <float>cnt
         x = x - pres * (<float>1.0 if out_hit else <float>0.0)
         row[c] = x
@@ -534,6 +572,32 @@ cdef inline float _noise32(int64_t seed, int64_t pos, uint32_t key) noexcept nog
     return -logf(-_log1p_neg_stable(murmur3_uniform32(seed, pos, key)))
 
 
+cdef inline uint32_t _prefix(int64_t seed, int64_t pos) noexcept nogil:
+    """``murmur3_hash32``'s state after the domain (0), the seed and the position: the same for
+    every key of a (request, position), so a block hashes it once and mixes each key into it."""
+    cdef uint64_t s = <uint64_t>seed
+    cdef uint32_t h = 0
+    h = _mix(h, <uint32_t>(s & <uint64_t>0xFFFFFFFFU))
+    h = _mix(h, <uint32_t>((s >> 32) & <uint64_t>0xFFFFFFFFU))
+    return _mix(h, <uint32_t>(<uint64_t>pos & <uint64_t>0xFFFFFFFFU))
+
+
+cdef enum:
+    UNIFORM_CHUNK = 256          # lanes whose uniforms one loop computes (vectorises)
+
+
+cdef void _uniforms32(uint32_t prefix, uint32_t key0, Py_ssize_t n, float* u) noexcept nogil:
+    """``murmur3_uniform32`` for keys ``key0 .. key0 + n - 1`` from the hashed prefix: the last
+    mix and the finaliser per key, then ``(r + 0.5) * 2**-32`` as ``_murmur3.pxd`` rounds it --
+    a branch-free loop the compiler vectorises."""
+    cdef Py_ssize_t j
+    cdef uint32_t r
+    for j in range(n):
+        r = _fmix32(_mix(prefix, key0 + <uint32_t>j) ^ <uint32_t>16)
+        u[j] = (<float><int>(r >> 16) * <float>1.52587890625e-05
+                + (<float><int>(r & 0xFFFF) + <float>0.5) * <float>2.3283064365386963e-10)
+
+
 cdef inline double _noise64(int64_t seed, int64_t pos, uint32_t key) noexcept nogil:
     return -log(-log(murmur3_uniform64(seed, pos, key)))
 
@@ -579,6 +643,9 @@ cdef inline void _gumbel_tile(const GumbelArgs* a, Py_ssize_t tile) noexcept nog
     cdef double m64 = -INFINITY, best64 = NAN, low64, v64
     cdef bint noisy = temp != <float>0.0
     cdef bint scale = noisy and a.apply_temp
+    cdef float u[UNIFORM_CHUNK]
+    cdef Py_ssize_t u_start = 0, u_end = 0
+    cdef uint32_t prefix
     c0 = b * a.bs
     n = a.V - c0 if a.V - c0 < a.bs else a.bs       # valid lanes of this block (may be <= 0)
     if n < 0:
@@ -593,6 +660,7 @@ cdef inline void _gumbel_tile(const GumbelArgs* a, Py_ssize_t tile) noexcept nog
     pos = iget(a.pos, t)
     if a.drafting:
         pos = <int64_t>(<uint64_t>pos + (<uint64_t>1 << 30))    # _DRAFT_NOISE_SALT
+    prefix = _prefix(seed, pos)
     if noisy:
         # Only a lane whose logit plus the largest noise reaches the block's largest logit
         # plus the smallest noise can win: the others' scores are computed for nothing.
@@ -623,7 +691,11 @@ cdef inline void _gumbel_tile(const GumbelArgs* a, Py_ssize_t tile) noexcept nog
             if noisy and x == x and x != -INFINITY:
                 if x + <float>G32_HIGH < low32:
                     continue
-                v32 = x + _noise32(seed, pos, <uint32_t>(c0 + j))
+                if j >= u_end:          # the uniforms of the next lanes, in one loop
+                    u_start = j
+                    u_end = j + UNIFORM_CHUNK if j + UNIFORM_CHUNK < n else n
+                    _uniforms32(prefix, <uint32_t>(c0 + j), u_end - u_start, u)
+                v32 = x + -logf(-_log1p_neg_stable(u[j - u_start]))
             if v32 > best32 or (best32 != best32 and v32 == v32):
                 best32 = v32
                 best_j = j
