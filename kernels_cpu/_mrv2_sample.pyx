@@ -306,12 +306,15 @@ cdef inline void _penalties_tile(const PenArgs* a, Py_ssize_t tile) noexcept nog
     # division per tile instead of one per element, the same float32 values
     inv_rep = <float>1.0 / rep
     k = 0
+    cdef const int32_t* counts32 = (<const int32_t*>a.counts.ptr) + r * a.counts_stride
+    cdef const int64_t* counts64 = (<const int64_t*>a.counts.ptr) + r * a.counts_stride
+    cdef bint wide = a.counts.wide
     for c in range(c0, c1):
-        cnt = iget(a.counts, r * a.counts_stride + c)
+        cnt = counts64[c] if wide else counts32[c]
         while k < n and drafts[k] == c:
             cnt += 1
             k += 1
-        if not a.counts.wide:
+        if not wide:
             cnt = <int32_t>cnt          # the kernel's int32 sum wraps
         out_hit = cnt > 0
         x = row[c]
@@ -639,8 +642,8 @@ cdef inline void _gumbel_tile(const GumbelArgs* a, Py_ssize_t tile) noexcept nog
     cdef float temp = load_real(a.temp, a.temp_code, r) if valid else <float>0.0
     cdef const char* row = a.logits + t * a.logits_stride * (
         4 if a.logits_code == DT_FLOAT32 else 2)
-    cdef float x, m32 = -INFINITY, best32 = NAN, low32, v32
-    cdef double m64 = -INFINITY, best64 = NAN, low64, v64
+    cdef float x, m32 = -INFINITY, best32 = NAN, low32 = -INFINITY, v32
+    cdef double m64 = -INFINITY, best64 = NAN, low64 = -INFINITY, v64
     cdef bint noisy = temp != <float>0.0
     cdef bint scale = noisy and a.apply_temp
     cdef float u[UNIFORM_CHUNK]
@@ -664,11 +667,14 @@ cdef inline void _gumbel_tile(const GumbelArgs* a, Py_ssize_t tile) noexcept nog
     if noisy:
         # Only a lane whose logit plus the largest noise reaches the block's largest logit
         # plus the smallest noise can win: the others' scores are computed for nothing.
-        for j in range(n):
-            x = load_f32(row, a.logits_code, c0 + j)
-            if scale:
-                x = x / temp
-            m32 = fmaxf(x, m32)
+        if a.logits_code == DT_FLOAT32 and not scale:
+            m32 = _max_ignoring_nan((<const float*>row) + c0, n)
+        else:
+            for j in range(n):
+                x = load_f32(row, a.logits_code, c0 + j)
+                if scale:
+                    x = x / temp
+                m32 = fmaxf(x, m32)
         if a.fp64:
             low64 = <double>m32 + G64_LOW
         else:
