@@ -49,6 +49,60 @@ def _per_request(name, what, dtypes=_REAL):
     return _a(name, "in", dtypes, "flat", f"one per request state ``r``: {what}")
 
 
+_GUMBEL_ARGS = (
+    _a("local_argmax_ptr", "out", _INDEX, "table", "``N`` rows of ``NB`` slots"),
+    _stride("local_argmax_stride"),
+    _a(
+        "local_max_ptr",
+        "out",
+        _REAL,
+        "table",
+        "``N`` rows of ``NB`` slots (the float32 or, USE_FP64, float64 score)",
+    ),
+    _stride("local_max_stride"),
+    _a(
+        "logits_cache_ptr",
+        "out",
+        _CACHE,
+        "flat",
+        "``[R, C, V]`` (a 3-D view with its own strides, or flat): ``cache[r, col, :V]`` "
+        "for each token of a request ``r >= 0``; ``None``: no cache",
+        optional=True,
+    ),
+    _int("logits_cache_stride_0", "the cache's stride between requests"),
+    _int("logits_cache_stride_1", "the cache's stride between columns"),
+    _in_index(
+        "logits_cache_col_ptr",
+        "``N`` columns under PER_TOKEN_COL, else one; read only with a cache",
+        optional=True,
+    ),
+    _a(
+        "logits_cache_source_ptr",
+        "in",
+        _CACHE,
+        "table",
+        "``N`` rows of ``V``, the cache's dtype; read only with a cache",
+        optional=True,
+    ),
+    _stride("logits_cache_source_stride"),
+    _logits("in", _LOGITS, "``N`` rows of ``V``, ``logits_stride`` apart"),
+    _stride("logits_stride"),
+    _in_index(
+        "expanded_idx_mapping_ptr",
+        "``N``: each token's request state ``r`` (< 0: none, a plain argmax)",
+    ),
+    _per_request("seeds_ptr", "the request's seed", _INDEX),
+    _in_index("pos_ptr", "``N``: each token's position in its request's stream"),
+    _per_request("temp_ptr", "the temperature, read as float32"),
+    _VOCAB,
+    _block(),
+    _flag("IS_DRAFTING", "the draft's noise: positions + 2**30"),
+    _flag("APPLY_TEMPERATURE", "divide by the temperature first"),
+    _flag("USE_FP64", "float64 uniforms and scores"),
+    _flag("PER_TOKEN_COL", "a cache column per token"),
+)
+
+
 CONTRACTS: tuple[Contract, ...] = (
     Contract(
         "temperature_kernel",
@@ -76,59 +130,44 @@ CONTRACTS: tuple[Contract, ...] = (
         "request's murmur3 noise (plain argmax at temperature 0 or r < 0), its index to "
         "local_argmax[t, b] and score to local_max[t, b]; first index on ties, NaN never wins; "
         "optionally copies the block of logits_cache_source to the request's cache column",
-        (
-            _a("local_argmax_ptr", "out", _INDEX, "table", "``N`` rows of ``NB`` slots"),
-            _stride("local_argmax_stride"),
-            _a(
-                "local_max_ptr",
-                "out",
-                _REAL,
-                "table",
-                "``N`` rows of ``NB`` slots (the float32 or, USE_FP64, float64 score)",
-            ),
-            _stride("local_max_stride"),
-            _a(
-                "logits_cache_ptr",
-                "out",
-                _CACHE,
-                "flat",
-                "``[R, C, V]`` (a 3-D view with its own strides, or flat): ``cache[r, col, :V]`` "
-                "for each token of a request ``r >= 0``; ``None``: no cache",
-                optional=True,
-            ),
-            _int("logits_cache_stride_0", "the cache's stride between requests"),
-            _int("logits_cache_stride_1", "the cache's stride between columns"),
-            _in_index(
-                "logits_cache_col_ptr",
-                "``N`` columns under PER_TOKEN_COL, else one; read only with a cache",
-                optional=True,
-            ),
-            _a(
-                "logits_cache_source_ptr",
-                "in",
-                _CACHE,
-                "table",
-                "``N`` rows of ``V``, the cache's dtype; read only with a cache",
-                optional=True,
-            ),
-            _stride("logits_cache_source_stride"),
-            _logits("in", _LOGITS, "``N`` rows of ``V``, ``logits_stride`` apart"),
-            _stride("logits_stride"),
-            _in_index(
-                "expanded_idx_mapping_ptr",
-                "``N``: each token's request state ``r`` (< 0: none, a plain argmax)",
-            ),
-            _per_request("seeds_ptr", "the request's seed", _INDEX),
-            _in_index("pos_ptr", "``N``: each token's position in its request's stream"),
-            _per_request("temp_ptr", "the temperature, read as float32"),
-            _VOCAB,
-            _block(),
-            _flag("IS_DRAFTING", "the draft's noise: positions + 2**30"),
-            _flag("APPLY_TEMPERATURE", "divide by the temperature first"),
-            _flag("USE_FP64", "float64 uniforms and scores"),
-            _flag("PER_TOKEN_COL", "a cache column per token"),
-        ),
+        (*_GUMBEL_ARGS,),
         vllm=(f"{_GUMBEL}._gumbel_sample_kernel",),
+        runner="v2",
+        takes_grid=True,
+    ),
+    Contract(
+        "gumbel_sample_biased_kernel",
+        "_mrv2_sample",
+        "(N, NB): as gumbel_sample_kernel",
+        "vLLM 0.34's form of the Gumbel kernel: a float32 bias row added to float32 logits "
+        "first (HAS_BIAS), the cache row of a request state from logits_cache_row_mapping "
+        "(-1: none), the cache column mixed into the seed (seed ^ col << 32) whenever there is "
+        "a cache, and with no logits_cache_source the (biased) logits themselves cached",
+        (
+            _GUMBEL_ARGS[:10]
+            + (
+                _in_index(
+                    "logits_cache_row_mapping_ptr",
+                    "one per request state with a cache (-1: no row); ``None``: the state",
+                    optional=True,
+                ),
+            )
+            + _GUMBEL_ARGS[10:12]
+            + (
+                _a(
+                    "bias_ptr",
+                    "in",
+                    _F32,
+                    "table",
+                    "``N`` rows of ``V`` under HAS_BIAS (float32 logits only)",
+                    optional=True,
+                ),
+                _stride("bias_stride"),
+            )
+            + _GUMBEL_ARGS[12:]
+            + (_flag("HAS_BIAS", "add ``bias_ptr``'s rows first"),)
+        ),
+        serves="gumbel_sample_kernel",
         runner="v2",
         takes_grid=True,
     ),

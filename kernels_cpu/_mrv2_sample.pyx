@@ -633,6 +633,14 @@ cdef struct GumbelArgs:
     bint apply_temp
     bint fp64
     bint per_token_col
+    # vLLM 0.34's form: a draft-logits row per request state (NULL: the state itself), a
+    # [tokens, V] float32 bias added first, the cache column mixed into the seed, and the
+    # (biased) logits themselves cached when there is no separate source
+    const char* row_map
+    bint row_map_wide
+    const float* bias
+    Py_ssize_t bias_stride
+    bint step_seed
 
 
 cdef inline void _gumbel_tile(const GumbelArgs* a, Py_ssize_t tile) noexcept nogil:
@@ -653,13 +661,34 @@ cdef inline void _gumbel_tile(const GumbelArgs* a, Py_ssize_t tile) noexcept nog
     n = a.V - c0 if a.V - c0 < a.bs else a.bs       # valid lanes of this block (may be <= 0)
     if n < 0:
         n = 0
-    if a.cache != NULL and valid and n > 0:
-        # the logits as they came (the cache's dtype), before temperature
+    cdef int64_t crow = r
+    cdef const float* bias = NULL
+    if a.bias != NULL:
+        bias = a.bias + t * a.bias_stride
+    if a.cache != NULL:
         col = iget(a.cache_col, t if a.per_token_col else 0)
-        memcpy(a.cache + (r * a.cache_s0 + col * a.cache_s1 + c0) * a.elem,
-               a.source + (t * a.source_stride + c0) * a.elem, n * a.elem)
+        if a.row_map != NULL:
+            crow = -1
+            if valid:
+                crow = ((<const int64_t*>a.row_map)[r] if a.row_map_wide
+                        else (<const int32_t*>a.row_map)[r])
+        if crow >= 0 and n > 0:
+            # the logits before temperature: the source's (its dtype), or with no source the
+            # sampled logits themselves (bias added, the logits' dtype -- float32 then)
+            if a.source != NULL:
+                memcpy(a.cache + (crow * a.cache_s0 + col * a.cache_s1 + c0) * a.elem,
+                       a.source + (t * a.source_stride + c0) * a.elem, n * a.elem)
+            elif bias == NULL:
+                memcpy(a.cache + (crow * a.cache_s0 + col * a.cache_s1 + c0) * a.elem,
+                       row + c0 * a.elem, n * a.elem)
+            else:
+                for j in range(n):
+                    (<float*>a.cache)[crow * a.cache_s0 + col * a.cache_s1 + c0 + j] = (
+                        (<const float*>row)[c0 + j] + bias[c0 + j])
     if valid:
         seed = iget(a.seeds, r)
+    if a.cache != NULL and a.step_seed:
+        seed = seed ^ <int64_t>(<uint64_t>col << 32)          # spec_step_seed(seed, col)
     pos = iget(a.pos, t)
     if a.drafting:
         pos = <int64_t>(<uint64_t>pos + (<uint64_t>1 << 30))    # _DRAFT_NOISE_SALT
@@ -667,11 +696,13 @@ cdef inline void _gumbel_tile(const GumbelArgs* a, Py_ssize_t tile) noexcept nog
     if noisy:
         # Only a lane whose logit plus the largest noise reaches the block's largest logit
         # plus the smallest noise can win: the others' scores are computed for nothing.
-        if a.logits_code == DT_FLOAT32 and not scale:
+        if a.logits_code == DT_FLOAT32 and not scale and bias == NULL:
             m32 = _max_ignoring_nan((<const float*>row) + c0, n)
         else:
             for j in range(n):
                 x = load_f32(row, a.logits_code, c0 + j)
+                if bias != NULL:
+                    x = x + bias[c0 + j]
                 if scale:
                     x = x / temp
                 m32 = fmaxf(x, m32)
@@ -681,6 +712,8 @@ cdef inline void _gumbel_tile(const GumbelArgs* a, Py_ssize_t tile) noexcept nog
             low32 = m32 + <float>G32_LOW
     for j in range(n):
         x = load_f32(row, a.logits_code, c0 + j)
+        if bias != NULL:
+            x = x + bias[c0 + j]
         if scale:
             x = x / temp
         if a.fp64:
@@ -761,12 +794,51 @@ def gumbel_sample_kernel(local_argmax_ptr, local_argmax_stride, local_max_ptr, l
     logit plus the smallest noise cannot win and gets no noise drawn: the noise is bounded
     (``G32_*``/``G64_*``) and rounding is monotonic, so the winner is the same.
     """
+    if logits_cache_ptr is not None and logits_cache_source_ptr is None:
+        raise ValueError(expected("logits_cache_source_ptr", "a tensor with logits_cache_ptr",
+                                  None))
+    _gumbel(local_argmax_ptr, local_argmax_stride, local_max_ptr, local_max_stride,
+            logits_cache_ptr, logits_cache_stride_0, logits_cache_stride_1,
+            logits_cache_col_ptr, logits_cache_source_ptr, logits_cache_source_stride, None,
+            logits_ptr, logits_stride, None, 0, expanded_idx_mapping_ptr, seeds_ptr, pos_ptr,
+            temp_ptr, vocab_size, BLOCK_SIZE, IS_DRAFTING, APPLY_TEMPERATURE, USE_FP64,
+            PER_TOKEN_COL, False, False, grid)
+
+
+def gumbel_sample_biased_kernel(local_argmax_ptr, local_argmax_stride, local_max_ptr,
+                                local_max_stride, logits_cache_ptr, logits_cache_stride_0,
+                                logits_cache_stride_1, logits_cache_col_ptr,
+                                logits_cache_source_ptr, logits_cache_source_stride,
+                                logits_cache_row_mapping_ptr, logits_ptr, logits_stride,
+                                bias_ptr, bias_stride, expanded_idx_mapping_ptr, seeds_ptr,
+                                pos_ptr, temp_ptr, vocab_size, BLOCK_SIZE, IS_DRAFTING,
+                                APPLY_TEMPERATURE, USE_FP64, PER_TOKEN_COL, HAS_BIAS, *, grid):
+    """vLLM 0.34's ``_gumbel_sample_kernel``: ``gumbel_sample_kernel`` with a float32
+    ``bias`` row added to the logits first (HAS_BIAS), the cache row of a request state from
+    ``logits_cache_row_mapping`` (-1: none; ``None``: the state itself), the cache column
+    mixed into the seed (``seed ^ col << 32``) whenever there is a cache, and -- with no
+    ``logits_cache_source`` -- the (biased) logits themselves cached."""
+    _gumbel(local_argmax_ptr, local_argmax_stride, local_max_ptr, local_max_stride,
+            logits_cache_ptr, logits_cache_stride_0, logits_cache_stride_1,
+            logits_cache_col_ptr, logits_cache_source_ptr, logits_cache_source_stride,
+            logits_cache_row_mapping_ptr, logits_ptr, logits_stride, bias_ptr, bias_stride,
+            expanded_idx_mapping_ptr, seeds_ptr, pos_ptr, temp_ptr, vocab_size, BLOCK_SIZE,
+            IS_DRAFTING, APPLY_TEMPERATURE, USE_FP64, PER_TOKEN_COL, HAS_BIAS, True, grid)
+
+
+cdef _gumbel(local_argmax_ptr, local_argmax_stride, local_max_ptr, local_max_stride,
+             logits_cache_ptr, logits_cache_stride_0, logits_cache_stride_1,
+             logits_cache_col_ptr, logits_cache_source_ptr, logits_cache_source_stride,
+             row_mapping, logits_ptr, logits_stride, bias_ptr, bias_stride,
+             expanded_idx_mapping_ptr, seeds_ptr, pos_ptr, temp_ptr, vocab_size, BLOCK_SIZE,
+             IS_DRAFTING, APPLY_TEMPERATURE, USE_FP64, PER_TOKEN_COL, HAS_BIAS, bint v034, grid):
     cdef Py_ssize_t g[3]
     cdef Py_ssize_t shp[3]
     cdef Py_ssize_t N, t, tiles, tile, cols, n_temp, n_seeds, rows_valid = 0, n_cols
     cdef int64_t r, col
     cdef GumbelArgs a
-    cdef int nt
+    cdef int nt, code = 0
+    cdef FRows bs_rows
     parse_grid(grid, 2, g)
     N = g[0]
     a.nb = g[1]
@@ -800,10 +872,28 @@ def gumbel_sample_kernel(local_argmax_ptr, local_argmax_stride, local_max_ptr, l
     need_frows(&lm, "local_max_ptr", N, a.nb, True, "a slot per token and block")
     need_frows(&lg, "logits_ptr", N, cols, False, "the tokens of the grid")
     a.cache = NULL
+    a.source = NULL
+    a.row_map = NULL
+    a.bias = NULL
+    a.step_seed = v034
+    cdef Py_ssize_t n_map = 0
+    if as_flag(HAS_BIAS, "HAS_BIAS", 0):
+        if lg.code != DT_FLOAT32:
+            raise TypeError(expected("logits_ptr", "float32 logits with a bias (the sum is "
+                                     "rounded to the logits' dtype)", logits_ptr.dtype))
+        bs_rows = check_frows(bias_ptr, "bias_ptr", M_FLOAT32, bias_stride, "bias_stride")
+        need_frows(&bs_rows, "bias_ptr", N, cols, False, "a bias row per token")
+        a.bias = <const float*>bs_rows.ptr
+        a.bias_stride = bs_rows.stride
+    if logits_cache_ptr is not None and row_mapping is not None:
+        a.row_map = check_tensor(row_mapping, "logits_cache_row_mapping_ptr", M_INDEX, -1,
+                                 &code, shp)
+        a.row_map_wide = code == DT_INT64
+        n_map = shp[0]
     if logits_cache_ptr is not None:
         _check_cache(&a, logits_cache_ptr, logits_cache_stride_0, logits_cache_stride_1,
                      logits_cache_col_ptr, logits_cache_source_ptr, logits_cache_source_stride,
-                     N, cols)
+                     N, cols, logits_ptr, lg.code, n_map)
     if N == 0 or a.nb == 0:
         return
     a.local_argmax.ptr = la.ptr
@@ -827,8 +917,8 @@ def gumbel_sample_kernel(local_argmax_ptr, local_argmax_stride, local_max_ptr, l
 
 
 cdef int _check_cache(GumbelArgs* a, object cache, object s0, object s1, object col_t,
-                      object source, object source_stride, Py_ssize_t N,
-                      Py_ssize_t cols) except -1:
+                      object source, object source_stride, Py_ssize_t N, Py_ssize_t cols,
+                      object logits, int logits_code, Py_ssize_t n_map) except -1:
     """The logits cache: ``cache[req, col, :cols]`` written from ``source[t, :cols]`` for every
     token of a valid request; same dtype, rows, columns and slots inside their tensors."""
     cdef Py_ssize_t shp[3]
@@ -837,14 +927,16 @@ cdef int _check_cache(GumbelArgs* a, object cache, object s0, object s1, object 
     cdef int64_t st1 = as_int(s1, "logits_cache_stride_1")
     cdef int64_t r, col, end, most = 0
     cdef Py_ssize_t t, n_col
-    if source is None:
-        raise ValueError(expected("logits_cache_source_ptr", "a tensor with logits_cache_ptr",
-                                  None))
     if col_t is None:
         raise ValueError(expected("logits_cache_col_ptr", "a tensor with logits_cache_ptr",
                                   None))
-    cdef FRows src = check_frows(source, "logits_cache_source_ptr", M_CACHE, source_stride,
-                                 "logits_cache_source_stride")
+    cdef FRows src
+    if source is not None:
+        src = check_frows(source, "logits_cache_source_ptr", M_CACHE, source_stride,
+                          "logits_cache_source_stride")
+    else:                       # the sampled logits themselves are cached
+        src.code = logits_code
+        source = logits
     cdef bint three_d = getattr(cache, "ndim", None) == 3
     if three_d:
         # a [R, C, V] table, possibly a view: the strides the caller passes must be its own
@@ -873,11 +965,20 @@ cdef int _check_cache(GumbelArgs* a, object cache, object s0, object s1, object 
     need_min("logits_cache_stride_1", st1, 0)
     a.cache_col = index_at_least(col_t, "logits_cache_col_ptr", N if a.per_token_col else 1,
                                  "one per token under PER_TOKEN_COL, else one")
-    need_frows(&src, "logits_cache_source_ptr", N, cols, False, "the tokens of the grid")
+    if source is not logits:
+        need_frows(&src, "logits_cache_source_ptr", N, cols, False, "the tokens of the grid")
     for t in range(N):
         r = iget(a.mapping, t)
         if r < 0 or cols == 0:
             continue
+        if a.row_map != NULL:
+            if r >= n_map:
+                raise ValueError(expected("logits_cache_row_mapping_ptr", f"an entry for "
+                                          f"request state {r}", f"{n_map} entries"))
+            r = ((<const int64_t*>a.row_map)[r] if a.row_map_wide
+                 else (<const int32_t*>a.row_map)[r])
+            if r < 0:
+                continue
         col = iget(a.cache_col, t if a.per_token_col else 0)
         if col < 0:
             raise ValueError(expected("logits_cache_col_ptr", "columns >= 0", col))
@@ -892,8 +993,9 @@ cdef int _check_cache(GumbelArgs* a, object cache, object s0, object s1, object 
         need_count("logits_cache_ptr", shp[0], most, "the cached rows")
     a.cache_s0 = st0
     a.cache_s1 = st1
-    a.source = src.ptr
-    a.source_stride = src.stride
+    if source is not logits:
+        a.source = src.ptr
+        a.source_stride = src.stride
     a.elem = _elem_size(code)
     return 0
 

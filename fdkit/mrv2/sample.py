@@ -10,6 +10,7 @@ than the batch needs.
 
 import torch
 
+from fdkit import vllm_source
 from fdkit._case import Case, Out, Slice, batch, gen
 
 __all__ = ["CASES"]
@@ -248,6 +249,22 @@ def _gumbel(rng, idx, scale):
             logits_cache_source_ptr=torch.randn(n, v, generator=g),
             logits_cache_source_stride=v,
         )
+    names = vllm_source.arg_names("vllm.v1.worker.gpu.sample.gumbel._gumbel_sample_kernel")
+    if names and "bias_ptr" in names:  # vLLM 0.34's form: bias, cache rows, logits cached
+        has_bias = rng.random() < 0.5
+        args.update(
+            logits_cache_row_mapping_ptr=None,
+            bias_ptr=torch.randn(n, v, generator=g) if has_bias else None,
+            bias_stride=v if has_bias else 0,
+            HAS_BIAS=has_bias,
+        )
+        if cache:
+            if rng.random() < 0.5:
+                rows = [rng.randint(-1, states - 1) for _ in range(states)]
+                args["logits_cache_row_mapping_ptr"] = torch.tensor(rows, dtype=idx)
+            if rng.random() < 0.5:  # no separate source: the sampled logits are cached
+                args.update(logits_cache_source_ptr=None, logits_cache_source_stride=0)
+        args = {k: args[k] for k in names}
     return Case(
         "gumbel_sample_kernel",
         (n, nb),
