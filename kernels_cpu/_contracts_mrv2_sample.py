@@ -128,7 +128,8 @@ CONTRACTS: tuple[Contract, ...] = (
         "slot per program",
         "per block: the Gumbel-max winner of the (temperature-scaled) logits under the "
         "request's murmur3 noise (plain argmax at temperature 0 or r < 0), its index to "
-        "local_argmax[t, b] and score to local_max[t, b]; first index on ties, NaN never wins; "
+        "local_argmax[t, b] and score to local_max[t, b]; first index on ties, the score ignoring "
+        "NaN and the index counting NaN as -inf; "
         "optionally copies the block of logits_cache_source to the request's cache column",
         (*_GUMBEL_ARGS,),
         vllm=(f"{_GUMBEL}._gumbel_sample_kernel",),

@@ -644,14 +644,15 @@ cdef struct GumbelArgs:
 
 
 cdef inline void _gumbel_tile(const GumbelArgs* a, Py_ssize_t tile) noexcept nogil:
-    cdef Py_ssize_t t = tile // a.nb, b = tile % a.nb, j, c0, n, best_j = 0
+    cdef Py_ssize_t t = tile // a.nb, b = tile % a.nb, j, c0, n, best_j = -1
+    cdef bint seen = False       # a lane that is not NaN
     cdef int64_t r = iget(a.mapping, t), seed = 0, pos, col
     cdef bint valid = r >= 0
     cdef float temp = load_real(a.temp, a.temp_code, r) if valid else <float>0.0
     cdef const char* row = a.logits + t * a.logits_stride * (
         4 if a.logits_code == DT_FLOAT32 else 2)
-    cdef float x, m32 = -INFINITY, best32 = NAN, low32 = -INFINITY, v32
-    cdef double m64 = -INFINITY, best64 = NAN, low64 = -INFINITY, v64
+    cdef float x, m32 = -INFINITY, best32 = -INFINITY, low32 = -INFINITY, v32
+    cdef double m64 = -INFINITY, best64 = -INFINITY, low64 = -INFINITY, v64
     cdef bint noisy = temp != <float>0.0
     cdef bint scale = noisy and a.apply_temp
     cdef float u[UNIFORM_CHUNK]
@@ -722,7 +723,11 @@ cdef inline void _gumbel_tile(const GumbelArgs* a, Py_ssize_t tile) noexcept nog
                 if v64 + G64_HIGH < low64:
                     continue
                 v64 = v64 + _noise64(seed, pos, <uint32_t>(c0 + j))
-            if v64 > best64 or (best64 != best64 and v64 == v64):   # NaN never wins
+            if v64 != v64:              # the index reduction counts a NaN as -inf
+                v64 = -INFINITY
+            else:
+                seen = True
+            if v64 > best64 or best_j < 0:
                 best64 = v64
                 best_j = j
         else:
@@ -735,17 +740,20 @@ cdef inline void _gumbel_tile(const GumbelArgs* a, Py_ssize_t tile) noexcept nog
                     u_end = j + UNIFORM_CHUNK if j + UNIFORM_CHUNK < n else n
                     _uniforms32(prefix, <uint32_t>(c0 + j), u_end - u_start, u)
                 v32 = x + -logf(-_log1p_neg_stable(u[j - u_start]))
-            if v32 > best32 or (best32 != best32 and v32 == v32):
+            if v32 != v32:
+                v32 = -INFINITY
+            else:
+                seen = True
+            if v32 > best32 or best_j < 0:
                 best32 = v32
                 best_j = j
-    # masked lanes (past the vocabulary) hold -inf: the first of them wins a block of NaNs
-    if n < a.bs:
-        if a.fp64 and best64 != best64:
-            best64 = -INFINITY
-            best_j = n
-        elif not a.fp64 and best32 != best32:
-            best32 = -INFINITY
-            best_j = n
+    # masked lanes (past the vocabulary) hold -inf and win nothing, not even an empty block's
+    # lane 0; a block of NaNs only scores NaN
+    if best_j < 0:
+        best_j = 0
+    if not seen and n == a.bs:
+        best32 = NAN
+        best64 = NAN
     iset(a.local_argmax, t * a.argmax_stride + b, c0 + best_j)
     if a.fp64:
         v64 = best64
@@ -785,8 +793,9 @@ def gumbel_sample_kernel(local_argmax_ptr, local_argmax_stride, local_max_ptr, l
     otherwise each logit (divided by the temperature under APPLY_TEMPERATURE) gets the noise
     ``-log(-log1p(-u))`` in float32 or ``-log(-log(u))`` in float64 (USE_FP64) of the
     request's murmur3 stream at (seed, position [+ 2**30 when IS_DRAFTING], token id), and
-    the largest score wins, the lowest index on ties, NaN never (a block of NaNs only: score
-    NaN, index of its first lane). With ``logits_cache_ptr``, a valid request's block of
+    the largest score wins, the lowest index on ties; the score ignores NaN and the index
+    counts a NaN as -inf (as the interpreter's ``nanmax``/``nanargmax``: a block of NaN and
+    -inf scores -inf at its first lane; one of NaNs only scores NaN at lane 0). With ``logits_cache_ptr``, a valid request's block of
     ``logits_cache_source`` is copied to its cache row ``col`` (``logits_cache_col[t]`` under
     PER_TOKEN_COL, else ``[0]``) first.
 

@@ -456,3 +456,19 @@ def test_logits_kernels_refuse_ids_outside_the_vocabulary(idx):
         )
     assert (lp == 7).all()
     assert torch.equal(logits, before)
+
+
+def test_gumbel_nan_counts_as_minus_inf_for_the_index(idx):
+    """As the interpreter reduces (nanmax for the score, nanargmax for the index): a block of
+    NaN and -inf scores -inf at its first lane, a NaN among numbers never wins."""
+    nan, inf = float("nan"), float("-inf")
+    logits = torch.tensor([[nan, inf, inf, inf], [inf, nan, 2.0, 5.0], [nan, nan, nan, nan]])
+    la = torch.empty(3, 1, dtype=torch.int64)
+    lm = torch.empty(3, 1)
+    kernels_cpu.gumbel_sample_kernel(
+        la, 1, lm, 1, None, 0, 0, None, None, 0, logits, 4, torch.tensor([0, 0, 0], dtype=idx),
+        torch.tensor([1], dtype=idx), torch.zeros(3, dtype=idx), torch.tensor([0.0]), 4, 4,
+        False, False, False, False, grid=(3, 1),
+    )  # fmt: skip
+    assert la.view(-1).tolist() == [0, 3, 0]
+    assert lm[0, 0] == inf and lm[1, 0] == 5.0 and lm[2, 0].isnan()
