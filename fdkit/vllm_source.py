@@ -140,6 +140,14 @@ class _Loader:
                 if value is not None:
                     ns[alias.asname or alias.name] = value
             return
+        if node.module in _FOREIGN_JIT:  # a Triton helper namespace a kernel imports
+            mod = importlib.import_module(_FOREIGN_JIT[node.module])
+            for alias in node.names:
+                if alias.name == "libdevice" and _interpreted():
+                    ns[alias.asname or alias.name] = _interpreted_libdevice()
+                elif hasattr(mod, alias.name):
+                    ns[alias.asname or alias.name] = getattr(mod, alias.name)
+            return
         if not node.module.startswith("vllm") or self.path_of(node.module) is None:
             return
         for alias in node.names:
@@ -151,6 +159,54 @@ class _Loader:
                 return
             if alias.name in other:
                 ns[alias.asname or alias.name] = other[alias.name]
+
+
+#: Modules outside vLLM whose Triton helpers a kernel imports, and where Triton itself keeps
+#: them: ``metrics/logits.py`` takes ``libdevice`` from torch inductor's helpers, which is
+#: Triton's ``triton.language.extra.libdevice``.
+_FOREIGN_JIT = {"torch._inductor.runtime.triton_helpers": "triton.language.extra"}
+
+
+def _interpreted() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def _interpreted_libdevice() -> Any:
+    """``libdevice`` for the interpreter: ``fdkit._interpreted_libdevice``'s definitions."""
+    return importlib.import_module("fdkit._interpreted_libdevice")
+
+
+def _interpreter_int1_masks() -> None:
+    """Let Triton's interpreter take an ``int1`` mask whose numpy data is not ``bool``.
+
+    Its masked loads and stores insist on a numpy ``bool`` mask, but ``a & b`` of a scalar
+    ``int1`` (``req_state_idx >= 0``) and an ``int1`` block comes out as ``int64`` data, so
+    vLLM's ``mask=mask & is_valid_req`` (the Gumbel kernel's logits cache, the grammar
+    bitmask's ``position_is_active & ...``) stops the interpreter with "mask has unsupported
+    dtype". The values are 0/1 either way; the mask is handed on as ``bool``. Applied once, only
+    where the interpreter is in use.
+    """
+    from triton.runtime import interpreter
+
+    builder = interpreter.InterpreterBuilder
+    if getattr(builder, "_fdkit_int1_masks", False):
+        return
+    load, store = builder.create_masked_load, builder.create_masked_store
+
+    def as_bool(mask):
+        if mask.data.dtype != bool:
+            return interpreter.TensorHandle(mask.data.astype(bool), mask.dtype)
+        return mask
+
+    def create_masked_load(self, ptrs, mask, other, cache_policy, is_volatile):
+        return load(self, ptrs, as_bool(mask), other, cache_policy, is_volatile)
+
+    def create_masked_store(self, ptrs, value, mask, cache_policy):
+        return store(self, ptrs, value, as_bool(mask), cache_policy)
+
+    builder.create_masked_load = create_masked_load
+    builder.create_masked_store = create_masked_store
+    builder._fdkit_int1_masks = True
 
 
 @functools.lru_cache(maxsize=None)
@@ -167,6 +223,8 @@ def load(module: str, root: Path | None = None) -> dict[str, Any]:
         raise FileNotFoundError(
             f"no vLLM sources: set {SOURCE_ENV} or FASTDISPATCH_VLLM_PYTHON, or install vllm"
         )
+    if _interpreted():
+        _interpreter_int1_masks()
     return _loader(Path(root)).module(module)
 
 
