@@ -115,6 +115,19 @@ class _Loader:
         return ns
 
     def _import_from(self, node: ast.ImportFrom, ns: dict[str, Any]) -> None:
+        if node.module.split(".")[0] in ("torch", "triton"):
+            # a Triton helper of torch's or Triton's own (``libdevice`` through
+            # ``torch._inductor.runtime.triton_helpers``): the real one
+            try:
+                mod = importlib.import_module(node.module)
+            except ImportError:
+                return
+            for alias in node.names:
+                if alias.name == "libdevice" and _interpreted():
+                    ns[alias.asname or alias.name] = _InterpretedTorchLibdevice
+                elif hasattr(mod, alias.name):
+                    ns[alias.asname or alias.name] = getattr(mod, alias.name)
+            return
         if node.module == "vllm.triton_utils":
             import triton
             import triton.language as tl
@@ -133,6 +146,25 @@ class _Loader:
                 return
             if alias.name in other:
                 ns[alias.asname or alias.name] = other[alias.name]
+
+
+def _interpreted() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+class _InterpretedTorchLibdevice:
+    """torch's ``libdevice`` (``torch._inductor.runtime.triton_helpers``) under the
+    interpreter, which has no libdevice: the functions vLLM's kernels call, on the tensor's
+    data with numpy."""
+
+    @staticmethod
+    def isnan(x):
+        import numpy as np
+        import triton.language as tl
+        from triton.runtime.interpreter import TensorHandle
+
+        ty = x.type.with_element_ty(tl.int1) if isinstance(x.type, tl.block_type) else tl.int1
+        return tl.tensor(TensorHandle(np.isnan(x.handle.data), tl.int1), ty)
 
 
 @functools.lru_cache(maxsize=None)
