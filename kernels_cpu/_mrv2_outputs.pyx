@@ -97,8 +97,8 @@ cdef int _logits(object t, str name, object row_stride, str rs_name, object col_
     if isinstance(t, _Tensor) and t.dim() == 2:
         rows = t.shape[0]
         cols = t.shape[1]
-        if cs != 1 and cols > 1 and rows > 0:
-            # a column stride other than 1: the table's strides as torch has them
+        if col_stride is not None and cols > 1 and rows > 0:
+            # the kernel takes a column stride: the table's strides as torch has them
             code = dtype_code(t.dtype)
             if not (M_LOGITS & (1 << code)):
                 raise TypeError(expected(name, "dtype float32 or float16 or bfloat16 or float64",
