@@ -29,6 +29,7 @@ Every argument is validated before anything is written; refusals name the argume
 from cython.parallel cimport prange
 from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
+from libc.string cimport memcpy
 
 import torch
 
@@ -314,7 +315,23 @@ cdef inline int64_t _pack_run(const bits_t* p, Py_ssize_t cs, int64_t c0, int64_
     ``-inf`` padding gives); returns how many columns are finite."""
     cdef int64_t j = c0, n = 0, b = c0 >> 3
     cdef unsigned int byte
-    cdef int k
+    cdef int k, q
+    cdef uint8_t flags[64]
+    cdef uint64_t f
+    if cs == 1:
+        # 64 columns at a time: the 0/1 flags in a vectorised loop, then each 8 of them (one
+        # little-endian uint64) into a byte by one multiplication -- bit k of the product's
+        # top byte is flag k, the terms never carry into one another
+        while j + 64 <= c1:
+            for k in range(64):
+                flags[k] = (p[j + k] & expm) != expm
+            for q in range(8):
+                memcpy(&f, &flags[8 * q], 8)
+                byte = <unsigned int>((f * <uint64_t>0x0102040810204080u) >> 56)
+                mask[b + q] = <uint8_t>byte
+                n += fd_popcount8(byte)
+            j += 64
+            b += 8
     while j + 8 <= c1:
         byte = 0
         for k in range(8):
