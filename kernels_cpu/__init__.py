@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # the kernels' types, from their modules' stubs (at run time:
     from ._expand import *  # noqa: F403
     from ._mrv2_inputs import *  # noqa: F403
     from ._mrv2_memory import *  # noqa: F403
+    from ._mrv2_outputs import *  # noqa: F403
     from ._mrv2_sample import *  # noqa: F403
     from ._mrv2_sample_logits import *  # noqa: F403
     from ._recovered import *  # noqa: F403

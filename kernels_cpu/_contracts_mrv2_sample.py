@@ -450,20 +450,4 @@ CONTRACTS: tuple[Contract, ...] = (
         runner="v2",
         takes_grid=True,
     ),
-    Contract(
-        "num_nans_kernel",
-        "_mrv2_sample_logits",
-        "(N,): one program per row; ``N`` from the grid",
-        "the number of NaN logits of each row",
-        (
-            _logits("in", _LOGITS, "``N`` rows of ``V``, ``logits_stride`` apart"),
-            _stride("logits_stride"),
-            _a("num_nans_ptr", "out", _INDEX, "flat", "``N``"),
-            _VOCAB,
-            _block("the loop's block (>= 1); does not change the result"),
-        ),
-        vllm=(f"{_METRICS}._num_nans_kernel",),
-        runner="v2",
-        takes_grid=True,
-    ),
 )

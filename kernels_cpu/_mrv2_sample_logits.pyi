@@ -105,12 +105,3 @@ def apply_grammar_bitmask_kernel(
     *,
     grid: tuple[int, ...],
 ) -> None: ...
-def num_nans_kernel(
-    logits_ptr: Tensor,
-    logits_stride: SupportsIndex,
-    num_nans_ptr: Tensor,
-    vocab_size: SupportsIndex,
-    BLOCK_SIZE: SupportsIndex,
-    *,
-    grid: tuple[int, ...],
-) -> None: ...

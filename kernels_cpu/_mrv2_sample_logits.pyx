@@ -448,36 +448,6 @@ def apply_grammar_bitmask_kernel(logits_ptr, logits_stride, logits_indices_ptr,
         free(rows)
 
 
-# -- _num_nans_kernel ----------------------------------------------------------------------------
-
-def num_nans_kernel(logits_ptr, logits_stride, num_nans_ptr, vocab_size, BLOCK_SIZE, *, grid):
-    """Per row of the grid: how many of its ``vocab_size`` logits are NaN, to ``num_nans``."""
-    cdef Py_ssize_t g[3]
-    cdef Py_ssize_t N, t, c, V, nt
-    cdef int32_t k
-    parse_grid(grid, 1, g)
-    N = g[0]
-    V = as_int(vocab_size, "vocab_size")
-    _block_size(BLOCK_SIZE, "BLOCK_SIZE")
-    cdef FRows lg = check_frows(logits_ptr, "logits_ptr", M_LOGITS, logits_stride,
-                                "logits_stride")
-    cdef IBuf out = index_at_least(num_nans_ptr, "num_nans_ptr", N, "one per row of the grid")
-    need_frows(&lg, "logits_ptr", N, V, False, "the rows of the grid")
-    if V < 0:
-        V = 0
-    cdef const char* p = lg.ptr
-    cdef int code = lg.code
-    cdef Py_ssize_t ls = lg.stride
-    nt = threads_for(N * V)
-    with nogil:
-        for t in prange(N, num_threads=nt if nt > 1 else 1, schedule="static"):
-            k = 0
-            for c in range(V):
-                if load_f32(p, code, t * ls + c) != load_f32(p, code, t * ls + c):
-                    k = k + 1
-            iset(out, t, k)
-
-
 # -- logprob.py: _topk_log_softmax_kernel, _ranks_kernel, _fill_logprob_token_ids_kernel ---------
 
 cdef inline float _row_max(const char* p, int code, Py_ssize_t base, Py_ssize_t V) noexcept nogil:

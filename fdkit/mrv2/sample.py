@@ -499,28 +499,6 @@ def _grammar_bitmask(rng, idx, scale):
     )
 
 
-def _num_nans(rng, idx, scale):
-    n = batch(rng, 5)
-    v = rng.randint(1, 300)
-    values = _logits(rng, n, v)
-    for _ in range(rng.randint(0, 5)):
-        if n:
-            values[rng.randrange(n), rng.randrange(v)] = float("nan")
-    logits, stride = _rows(values, rng)
-    return Case(
-        "num_nans_kernel",
-        (n,),
-        dict(
-            logits_ptr=logits,
-            logits_stride=stride,
-            num_nans_ptr=Out(n, idx),
-            vocab_size=v,
-            BLOCK_SIZE=rng.choice((32, 8192)),
-        ),
-        note=f"n={n} v={v}",
-    )
-
-
 #: contract name -> case(rng, idx, scale)
 CASES = {
     "temperature_kernel": _temperature,
@@ -534,5 +512,4 @@ CASES = {
     "ranks_kernel": _ranks,
     "fill_logprob_token_ids_kernel": _fill_logprob_token_ids,
     "apply_grammar_bitmask_kernel": _grammar_bitmask,
-    "num_nans_kernel": _num_nans,
 }
