@@ -120,7 +120,7 @@ class _Loader:
             import triton.language as tl
 
             for alias in node.names:
-                value = {"tl": tl, "triton": triton}.get(alias.name)
+                value = {"tl": tl, "triton": triton, "tldevice": _libdevice()}.get(alias.name)
                 if value is not None:
                     ns[alias.asname or alias.name] = value
             return
@@ -133,6 +133,30 @@ class _Loader:
                 return
             if alias.name in other:
                 ns[alias.asname or alias.name] = other[alias.name]
+
+
+class _InterpretedLibdevice:
+    """``tldevice`` (Triton's libdevice stubs) under the interpreter, which has no libdevice:
+    each function is numpy's function of the same name on the tensor's data, in its dtype
+    (e.g. ``log1p`` of an fp32 block is ``np.log1p`` in fp32, as the interpreter's ``tl.log`` is
+    ``np.log``)."""
+
+    @staticmethod
+    def log1p(x):
+        import numpy as np
+        import triton.language as tl
+        from triton.runtime.interpreter import TensorHandle
+
+        return tl.tensor(TensorHandle(np.log1p(x.handle.data), x.handle.dtype.scalar), x.type)
+
+
+def _libdevice() -> Any:
+    """vLLM's ``tldevice``: libdevice compiled, :class:`_InterpretedLibdevice` interpreted."""
+    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+        return _InterpretedLibdevice
+    import triton.language.extra.libdevice as tldevice
+
+    return tldevice
 
 
 @functools.lru_cache(maxsize=None)

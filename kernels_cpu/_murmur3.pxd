@@ -33,9 +33,9 @@ cdef inline uint32_t murmur3_hash32(int64_t seed, int64_t pos, uint32_t offset,
     """vLLM's ``murmur3_hash32(seed, pos, offset, domain)``."""
     cdef uint64_t s = <uint64_t>seed
     cdef uint32_t h = domain
-    h = _mix(h, <uint32_t>(s & 0xFFFFFFFF))
-    h = _mix(h, <uint32_t>((s >> 32) & 0xFFFFFFFF))
-    h = _mix(h, <uint32_t>(<uint64_t>pos & 0xFFFFFFFF))
+    h = _mix(h, <uint32_t>(s & 0xFFFFFFFFU))
+    h = _mix(h, <uint32_t>((s >> 32) & 0xFFFFFFFFU))
+    h = _mix(h, <uint32_t>(<uint64_t>pos & 0xFFFFFFFFU))
     h = _mix(h, offset)
     return _fmix32(h ^ 16)
 

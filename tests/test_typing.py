@@ -39,6 +39,7 @@ SHIPPED = [
     "kernels_cpu._parallel",
     "kernels_cpu._tables",
     "kernels_cpu._expand",
+    "kernels_cpu._mrv2_spec",
     "kernels_cpu._recovered",
     "kernels_cpu._sampling",
     "kernels_cpu._spec_decode",
