@@ -46,9 +46,7 @@ def _stats(prefix, which, role="in", extent="the rows read, ``vocab_num_blocks``
     return (
         _ftable(f"{prefix}_local_max_ptr", role, f"{which} max per row and block: {extent}"),
         _stride(f"{prefix}_local_max_stride"),
-        _ftable(
-            f"{prefix}_local_sumexp_ptr", role, f"{which} sum of exponentials: {extent}"
-        ),
+        _ftable(f"{prefix}_local_sumexp_ptr", role, f"{which} sum of exponentials: {extent}"),
         _stride(f"{prefix}_local_sumexp_stride"),
     )
 

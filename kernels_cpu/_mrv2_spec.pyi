@@ -8,6 +8,17 @@ from typing import SupportsIndex
 
 from torch import Tensor
 
+__all__ = [
+    "flatten_sampled_kernel",
+    "gather_draft_sampled_kernel",
+    "compute_local_logits_stats_kernel",
+    "compute_cumulative_log_p_kernel",
+    "compute_local_residual_mass_kernel",
+    "rejection_kernel",
+    "resample_kernel",
+    "insert_resampled_kernel",
+]
+
 def flatten_sampled_kernel(
     flat_sampled_ptr: Tensor,
     sampled_ptr: Tensor,
@@ -17,7 +28,6 @@ def flatten_sampled_kernel(
     *,
     grid: tuple[int, int, int],
 ) -> None: ...
-
 def gather_draft_sampled_kernel(
     draft_sampled_ptr: Tensor,
     pos_ptr: Tensor,
@@ -30,7 +40,6 @@ def gather_draft_sampled_kernel(
     num_logits: SupportsIndex,
     BLOCK_SIZE: SupportsIndex | None = None,
 ) -> None: ...
-
 def compute_local_logits_stats_kernel(
     target_local_argmax_ptr: Tensor,
     target_local_argmax_stride: SupportsIndex,
@@ -57,7 +66,6 @@ def compute_local_logits_stats_kernel(
     *,
     grid: tuple[int, int, int],
 ) -> None: ...
-
 def compute_cumulative_log_p_kernel(
     cumulative_log_p_ptr: Tensor,
     target_logits_ptr: Tensor,
@@ -83,7 +91,6 @@ def compute_cumulative_log_p_kernel(
     *,
     grid: tuple[int, int, int],
 ) -> None: ...
-
 def compute_local_residual_mass_kernel(
     local_residual_mass_ptr: Tensor,
     local_residual_mass_stride: SupportsIndex,
@@ -113,7 +120,6 @@ def compute_local_residual_mass_kernel(
     *,
     grid: tuple[int, int, int],
 ) -> None: ...
-
 def rejection_kernel(
     sampled_ptr: Tensor,
     sampled_stride: SupportsIndex,
@@ -153,7 +159,6 @@ def rejection_kernel(
     *,
     grid: tuple[int, int, int],
 ) -> None: ...
-
 def resample_kernel(
     resampled_local_argmax_ptr: Tensor,
     resampled_local_argmax_stride: SupportsIndex,
@@ -191,7 +196,6 @@ def resample_kernel(
     *,
     grid: tuple[int, int, int],
 ) -> None: ...
-
 def insert_resampled_kernel(
     sampled_ptr: Tensor,
     sampled_stride: SupportsIndex,
