@@ -142,16 +142,17 @@ cdef inline float _max_sumexp(float* a, Py_ssize_t n, float* sumexp) noexcept no
     return m
 
 
-cdef inline float _nan_min_zero(float v) noexcept nogil:
-    """``tl.minimum(v, 0.0)`` as the interpreter's ``np.minimum``: NaN propagates."""
-    if v != v or v < 0.0:
+cdef inline float _min_zero(float v) noexcept nogil:
+    """``tl.minimum(v, 0.0)``: Triton's default (``propagate_nan=NONE``) is ``fmin``, so a NaN
+    ``v`` gives 0."""
+    if v < 0.0:
         return v
     return 0.0
 
 
-cdef inline float _nan_max_zero(float v) noexcept nogil:
-    """``tl.maximum(v, 0.0)``, NaN propagating."""
-    if v != v or v > 0.0:
+cdef inline float _max_zero(float v) noexcept nogil:
+    """``tl.maximum(v, 0.0)``: ``fmax``, a NaN ``v`` gives 0."""
+    if v > 0.0:
         return v
     return 0.0
 
@@ -701,7 +702,7 @@ cdef void _cum_program(const Cum* a, int64_t r, float* buf) noexcept nogil:
         tok = iget(a.ds, li + 1)
         if tok >= 0:
             _logprobs(&a.g, tok, li, rs, step, temp, buf, &tlp, &dlp, &tlse, &dlse)
-            log_p = _nan_min_zero(log_p + (tlp - dlp))
+            log_p = _min_zero(log_p + (tlp - dlp))
         _stf(&a.out, li, log_p)
 
 
@@ -859,7 +860,7 @@ cdef void _resid_program(const Resid* a, int64_t li, int64_t b, float* buf,
             mb = expf(-INFINITY - tlse)
             ms = expf(-INFINITY / temp - dlse)
         x = p * mb
-        buf[j] = _nan_max_zero(x - ms)
+        buf[j] = _max_zero(x - ms)
     _stf(&a.out, _off(&a.out, li, 0) + b, _pairwise_sum(buf, a.BS))
 
 

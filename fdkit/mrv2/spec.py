@@ -6,7 +6,7 @@ mapping and local positions, request slots drawn from a larger persistent table)
 (temperature 0) and random requests, per-slot seeds, positions, target logits (a column slice
 of a wider table at times), draft logits (absent, fp32 or bf16; a draft vocabulary wider than
 the target's; steps and slots in either memory order) and drafts that often match the target's
-argmax (ties made on purpose) or are -1 placeholders. A kernel further down the chain gets its
+argmax (ties made on purpose) or are -1 placeholders; a NaN target logit at times. A kernel further down the chain gets its
 inputs computed from the step with torch (block maxima, sums of exponentials, log-sum-exps) as
 the kernels before it would compute them.
 
@@ -65,6 +65,8 @@ class _Step:
             x = torch.round(x)
         if rng.random() < 0.3:
             x[torch.rand(self.L, self.V, generator=g) < 0.2] = float("-inf")
+        if rng.random() < 0.15 and self.L:  # a NaN logit (vLLM maps NaN maxima to -inf)
+            x[rng.randrange(self.L), rng.randrange(self.V)] = float("nan")
         self.extra = rng.choice([0, 0, rng.randint(1, 7)])
         self.target = x
         # draft logits: none, fp32 or bf16, [S, K, Vd] with Vd >= V, either memory order
