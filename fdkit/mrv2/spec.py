@@ -6,14 +6,15 @@ mapping and local positions, request slots drawn from a larger persistent table)
 (temperature 0) and random requests, per-slot seeds, positions, target logits (a column slice
 of a wider table at times), draft logits (absent, fp32 or bf16; a draft vocabulary wider than
 the target's; steps and slots in either memory order) and drafts that often match the target's
-argmax (ties made on purpose) or are -1 placeholders; a NaN target logit at times. A kernel further down the chain gets its
-inputs computed from the step with torch (block maxima, sums of exponentials, log-sum-exps) as
-the kernels before it would compute them.
+argmax (ties made on purpose) or are -1 placeholders; a NaN target logit at times. A kernel
+further down the chain gets its inputs computed from the step with torch (block maxima, sums of
+exponentials, log-sum-exps) as the kernels before it would compute them.
 
 Vocabulary blocks are smaller powers of two than vLLM's (8192, 1024) so a row spans several
 blocks at the interpreter's vocabulary sizes; the grids follow vLLM's formulas for them.
 Tolerances: float results of a log/exp (libm on CPU, numpy in the interpreter) within a few
-ulp, named per buffer; token ids, counts and argmaxes are compared exactly.
+ulp, named per buffer (the draft residual's noised maxima wider: see ``_RESIDUAL_TOL``); token
+ids, counts and argmaxes are compared exactly.
 """
 
 import torch
@@ -23,6 +24,10 @@ from fdkit._case import Case, Out, Slice, batch, gen, next_pow2
 __all__ = ["CASES"]
 
 _TOL = (1e-5, 1e-5)  # a few ulp of fp32 values of magnitude <= ~30
+#: The draft residual ``log p + log1p(-exp(log q - log p))``: where ``q/p`` is within a few ulp of
+#: 1, log1p magnifies the last-ulp difference of ``exp`` (libm vs numpy) by ``1 / (1 - q/p)``,
+#: so a block's noised max may differ far beyond an ulp; the drawn token ids stay exact.
+_RESIDUAL_TOL = (1e-2, 1e-5)
 
 
 def _cdiv(a, b):
@@ -439,7 +444,7 @@ def resample(rng, idx, scale):
         (st.R, nb),
         args,
         note=f"R={st.R} V={st.V} bs={bs} draft={st.has_draft} block={block} fp64={fp64}",
-        tolerance={"resampled_local_max_ptr": _TOL},
+        tolerance={"resampled_local_max_ptr": _RESIDUAL_TOL if st.has_draft else _TOL},
     )
 
 
