@@ -19,6 +19,15 @@ from libc.stdint cimport int64_t, uint32_t
 from kernels_cpu._murmur3 cimport murmur3_uniform32, murmur3_uniform64
 
 
+# Upper bounds of the noise, so a logit that cannot win is skipped without hashing: fp32 noise
+# is ``-log(-log(1 - u))`` with ``u >= 2**-33`` (at most ~22.9), fp64 noise ``-log(-log(u))``
+# with ``u <= 1 - 2**-54`` (at most ~37.4). A logit ``x`` with ``x + bound < best`` loses to
+# ``best`` whatever its noise, as ``fl(x + noise) <= fl(x + bound)`` (each sum in the draw's
+# dtype).
+DEF NOISE32_BOUND = 24.0
+DEF NOISE64_BOUND = 40.0
+
+
 cdef inline float log1p_neg_stable(float value) noexcept nogil:
     """vLLM's ``_log1p_neg_stable``: ``log(1 - value)`` in fp32, its constants rounded to fp32
     as Triton rounds a Python float met with an fp32 tensor."""
@@ -64,6 +73,8 @@ cdef inline Py_ssize_t gumbel_block_argmax32(const float* logits, Py_ssize_t n_v
     for j in range(n_valid):
         v = logits[j]
         if noisy:
+            if <float>(v + <float>NOISE32_BOUND) < best:
+                continue        # cannot win whatever its noise (rounding is monotone)
             v = v + gumbel_noise32(seed, pos, <uint32_t>(first_key + j))
         if v != v:
             continue
@@ -89,6 +100,8 @@ cdef inline Py_ssize_t gumbel_block_argmax64(const float* logits, Py_ssize_t n_v
     for j in range(n_valid):
         v = <double>logits[j]
         if noisy:
+            if v + NOISE64_BOUND < best:
+                continue
             v = v + gumbel_noise64(seed, pos, <uint32_t>(first_key + j))
         if v != v:
             continue
