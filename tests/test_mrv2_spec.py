@@ -94,14 +94,17 @@ def test_local_stats_match_torch(idx, seed):
             x = torch.full((bs,), float("-inf"))
             n = max(0, min(bs, V - b * bs))
             x[:n] = tgt[li, b * bs : b * bs + n].float()
-            m = x.max()
+            # tl.max skips NaN: the max of the numbers, its first index
+            numbers = x[~x.isnan()]
+            m = numbers.max()
             assert kw["target_local_max_ptr"][li, b] == m
             if temp == 0.0:
-                assert int(kw["target_local_argmax_ptr"][li, b]) == b * bs + int(x.argmax())
+                first = int((x == m).nonzero()[0])
+                assert int(kw["target_local_argmax_ptr"][li, b]) == b * bs + first
             else:
                 want = (x - m).exp().sum() if m > float("-inf") else torch.tensor(0.0)
                 got = kw["target_local_sumexp_ptr"][li, b]
-                torch.testing.assert_close(got, want, rtol=2e-6, atol=1e-6)
+                torch.testing.assert_close(got, want, rtol=2e-6, atol=1e-6, equal_nan=True)
 
 
 @pytest.mark.parametrize("idx", IDX)
