@@ -3,12 +3,13 @@
 One random verification step (:class:`_Step`) underlies every case: a few requests with up to
 ``K`` drafts each, their rows laid out as vLLM lays them (``cu_num_logits``, the expanded slot
 mapping and local positions, request slots drawn from a larger persistent table), greedy
-(temperature 0) and random requests, per-slot seeds, positions, target logits (a column slice
-of a wider table at times), draft logits (absent, fp32 or bf16; a draft vocabulary wider than
-the target's; steps and slots in either memory order) and drafts that often match the target's
-argmax (ties made on purpose) or are -1 placeholders; a NaN target logit at times. A kernel
-further down the chain gets its inputs computed from the step with torch (block maxima, sums of
-exponentials, log-sum-exps) as the kernels before it would compute them.
+(temperature 0) and random requests, per-slot seeds and temperatures (fp32, fp64 at times),
+positions, target logits (fp32, fp16 or bf16; a column slice of a wider table at times), draft
+logits (absent, fp32, bf16 or fp16; a draft vocabulary wider than the target's; steps and slots
+in either memory order) and drafts that often match the target's argmax (ties made on purpose)
+or are -1 placeholders; a NaN target logit at times. A kernel further down the chain gets its
+inputs computed from the step with torch (block maxima, sums of exponentials, log-sum-exps) as
+the kernels before it would compute them.
 
 Vocabulary blocks are smaller powers of two than vLLM's (8192, 1024) so a row spans several
 blocks at the interpreter's vocabulary sizes; the grids follow vLLM's formulas for them.
@@ -57,7 +58,7 @@ class _Step:
         temp = []
         for _ in range(self.S):
             temp.append(0.0 if rng.random() < 0.35 else rng.choice([1.0, rng.uniform(0.3, 2.0)]))
-        self.temp = torch.tensor(temp, dtype=torch.float32)
+        self.temp = torch.tensor(temp, dtype=rng.choice([torch.float32] * 3 + [torch.float64]))
         self.seed = torch.randint(-(2**62), 2**62, (self.S,), generator=g, dtype=torch.int64)
         if idx == torch.int32:
             self.seed = torch.randint(-(2**31), 2**31, (self.S,), generator=g).to(torch.int32)
@@ -73,7 +74,9 @@ class _Step:
         if rng.random() < 0.15 and self.L:  # a NaN logit (vLLM maps NaN maxima to -inf)
             x[rng.randrange(self.L), rng.randrange(self.V)] = float("nan")
         self.extra = rng.choice([0, 0, rng.randint(1, 7)])
-        self.target = x
+        # vLLM hands the kernels fp32 logits; the kernels read fp16/bf16 ones too
+        dt = rng.choice([torch.float32] * 4 + [torch.float16, torch.bfloat16])
+        self.target = x.to(dt)
         # draft logits: none, fp32 or bf16, [S, K, Vd] with Vd >= V, either memory order
         self.has_draft = rng.random() < 0.6
         self.Vd = self.V + rng.choice([0, 0, rng.randint(1, 5)])
@@ -84,7 +87,7 @@ class _Step:
         d = d * torch.tensor(temp).clamp(min=0.1)[:, None, None]  # stored pre-temperature
         d[torch.isnan(d)] = 0.0
         d = torch.where(torch.isinf(d), torch.full_like(d, -30.0), d)
-        self.draft_dtype = rng.choice([torch.float32, torch.float32, torch.bfloat16])
+        self.draft_dtype = rng.choice([torch.float32] * 3 + [torch.bfloat16, torch.float16])
         d = d.to(self.draft_dtype)
         if rng.random() < 0.4:  # slots and steps in the other memory order
             d = d.transpose(0, 1).contiguous().transpose(0, 1)
@@ -106,7 +109,8 @@ class _Step:
     def target_arg(self):
         """Target logits (a column slice of a wider table at times) and its row stride."""
         if self.extra:
-            base = torch.cat([self.target, torch.randn(self.L, self.extra)], dim=1)
+            wide = torch.randn(self.L, self.extra).to(self.target.dtype)
+            base = torch.cat([self.target, wide], dim=1)
             return Slice(base, self.V), self.V + self.extra
         return self.target.clone(), self.V
 
@@ -116,7 +120,7 @@ class _Step:
     def stats(self, bs):
         """Block max/argmax/sumexp of the target and (temperature-scaled) draft rows."""
         nb = max(_cdiv(self.V, bs), 1)
-        tmax, targ, tsum = _block_stats(self.target, bs, nb)
+        tmax, targ, tsum = _block_stats(self.target.float(), bs, nb)
         dl = torch.full((self.L, self.V), float("-inf"))
         for li in range(self.L):
             s, step = self.eim[li], self.elp[li]
@@ -397,7 +401,7 @@ def resample(rng, idx, scale):
     drl = torch.zeros(st.R)
     for r in range(st.R):
         li = st.cu[r] + acc[r]
-        trl[r] = torch.logsumexp(st.target[li], 0)
+        trl[r] = torch.logsumexp(st.target[li].float(), 0)
         s = st.slots[r]
         temp = float(st.temp[s])
         if acc[r] < st.K and temp != 0.0:
