@@ -63,6 +63,18 @@ def _is_jit(node: ast.AST) -> bool:
     )
 
 
+def _with_triton(body: list[ast.stmt]) -> list[ast.stmt]:
+    """The module's top-level statements, an ``if HAS_TRITON:`` block replaced by its body (the
+    branch taken where Triton is installed, e.g. ``from triton.language import math``)."""
+    out: list[ast.stmt] = []
+    for node in body:
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "HAS_TRITON":
+            out.extend(node.body)
+        else:
+            out.append(node)
+    return out
+
+
 class _Loader:
     def __init__(self, root: Path):
         self.root = root
@@ -95,7 +107,7 @@ class _Loader:
         }
         self.modules[name] = ns
         tree = ast.parse(path.read_text(), str(path))
-        for node in tree.body:
+        for node in _with_triton(tree.body):
             if isinstance(node, ast.ImportFrom) and node.module:
                 self._import_from(node, ns)
             elif isinstance(node, ast.Import):
@@ -120,9 +132,19 @@ class _Loader:
             import triton.language as tl
 
             for alias in node.names:
-                value = {"tl": tl, "triton": triton, "tldevice": _libdevice()}.get(alias.name)
+                value = {
+                    "tl": tl,
+                    "triton": triton,
+                    "tldevice": _libdevice(),
+                    "HAS_TRITON": True,
+                }.get(alias.name)
                 if value is not None:
                     ns[alias.asname or alias.name] = value
+            return
+        if node.module == "triton" or node.module.startswith("triton."):
+            triton_module = importlib.import_module(node.module)
+            for alias in node.names:
+                ns[alias.asname or alias.name] = getattr(triton_module, alias.name)
             return
         if not node.module.startswith("vllm") or self.path_of(node.module) is None:
             return

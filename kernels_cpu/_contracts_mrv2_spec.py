@@ -262,8 +262,10 @@ CONTRACTS: tuple[Contract, ...] = (
         "seed at the row's position, keyed by token; a plain argmax at temperature 0) over the "
         "residual -- max(p - q, 0) in log space with draft logits (block verification: p "
         "scaled by p_tau), the target without the rejected token for a one-hot draft, the "
-        "target itself for a bonus row or a -1 placeholder; stores the block's token and "
-        "noised max. WATERMARK (the keyed watermark draw) is refused: not implemented",
+        "target itself for a bonus row or a -1 placeholder; with WATERMARK a watermarked "
+        "non-greedy request (its row's context not marked seen by DEDUPLICATE_CONTEXTS) draws "
+        "with vLLM's keyed Philox PRF over the row's context words instead; stores the block's "
+        "token and noised max",
         (
             _a("resampled_local_argmax_ptr", "out", _INDEX, "table", "``R`` rows, ``NB`` blocks"),
             _stride("resampled_local_argmax_stride"),
@@ -294,12 +296,33 @@ CONTRACTS: tuple[Contract, ...] = (
                 "the row before each rejected row (block verification with draft logits)",
                 optional=True,
             ),
-            _a("contexts_ptr", "in", _INDEX, "unused", "-", optional=True),
-            _int("contexts_stride", "-"),
-            _a("watermarking_ptr", "in", ("uint8",), "unused", "-", optional=True),
-            _a("watermarking_skip_mask_ptr", "in", ("uint8",), "unused", "-", optional=True),
-            _int("watermark_key_0", "-"),
-            _int("watermark_key_1", "-"),
+            _a(
+                "contexts_ptr",
+                "in",
+                _INDEX,
+                "table",
+                "each watermarked resampled row, ``CONTEXT_WIDTH`` words (WATERMARK only)",
+                optional=True,
+            ),
+            _stride("contexts_stride"),
+            _a(
+                "watermarking_ptr",
+                "in",
+                ("uint8", "bool"),
+                "flat",
+                "every non-greedy request slot read (WATERMARK only)",
+                optional=True,
+            ),
+            _a(
+                "watermarking_skip_mask_ptr",
+                "in",
+                ("uint8", "bool"),
+                "flat",
+                "each watermarked resampled row (DEDUPLICATE_CONTEXTS only)",
+                optional=True,
+            ),
+            _int("watermark_key_0", "the key's low word (read as uint32)"),
+            _int("watermark_key_1", "the key's high word (read as uint32)"),
             _int("vocab_size", "columns per row"),
             _int("BLOCK_SIZE", "a power of two: the vocabulary block of a program"),
             _HAS_DRAFT,
@@ -307,9 +330,17 @@ CONTRACTS: tuple[Contract, ...] = (
             _flag(
                 "USE_BLOCK_VERIFICATION", "default: ``cumulative_log_p_ptr`` given", optional=True
             ),
-            _constexpr("CONTEXT_WIDTH"),
-            _flag("WATERMARK", "must be False (default: ``contexts_ptr`` given)", optional=True),
-            _flag("DEDUPLICATE_CONTEXTS", "default False; no effect without WATERMARK", True),
+            _int(
+                "CONTEXT_WIDTH",
+                ">= 1 with WATERMARK: context words per row (default 1)",
+                optional=True,
+            ),
+            _flag("WATERMARK", "default: ``contexts_ptr`` given", optional=True),
+            _flag(
+                "DEDUPLICATE_CONTEXTS",
+                "default: ``watermarking_skip_mask_ptr`` given; read with WATERMARK only",
+                optional=True,
+            ),
         ),
         vllm=(f"{_UTILS}._resample_kernel",),
         runner="v2",

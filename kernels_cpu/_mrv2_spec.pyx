@@ -31,10 +31,11 @@ from cython.parallel cimport prange, threadid
 from libc.math cimport expf, logf, log1pf, INFINITY, NAN
 from libc.stdint cimport int64_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
+from libc.string cimport memcpy
 
 from kernels_cpu._buffers cimport (
     IBuf, iget, iset, check_table, check_tensor, dtype_code, expected, is_none,
-    DT_FLOAT32, DT_FLOAT16, DT_BFLOAT16, DT_FLOAT64, DT_INT32, DT_INT64,
+    DT_BOOL, DT_FLOAT32, DT_FLOAT16, DT_BFLOAT16, DT_FLOAT64, DT_INT32, DT_INT64, DT_UINT8,
     M_FLOAT32, M_FLOAT64, M_INDEX,
 )
 from kernels_cpu._checks cimport as_flag, as_int, index_at_least, need_min, required
@@ -75,6 +76,7 @@ cdef extern from *:
 
 
 cdef enum:
+    M_BYTE = (1 << DT_UINT8) | (1 << DT_BOOL)
     M_HALF = (1 << DT_FLOAT16) | (1 << DT_BFLOAT16)
     M_LOGITS = M_FLOAT32 | M_HALF
     M_REAL = M_FLOAT32 | M_FLOAT64
@@ -1253,11 +1255,74 @@ def rejection_kernel(
 # -- _resample_kernel -----------------------------------------------------------------------------
 
 cdef struct Res:
-    Tab out_arg, out_max, tgt, drf, clp, trl, drl
+    Tab out_arg, out_max, tgt, drf, clp, trl, drl, ctx
     IBuf rej, cu, eim, ds, seed, pos
     Real temp
-    int64_t V, BS, NB
-    bint has_draft, fp64, block
+    int64_t V, BS, NB, width
+    bint has_draft, fp64, block, watermark, dedup
+    const unsigned char* wm        # per request slot: watermarked (a bool's byte)
+    const unsigned char* skip      # per row: context seen before (DEDUPLICATE_CONTEXTS)
+    uint32_t key0, key1
+
+
+# vLLM's watermark PRF (vllm/v1/watermarking/prfs/philox.py, the Triton twin in
+# vllm/v1/worker/gpu/sample/watermark.py): Philox-4x32-10 over the row's context, then one
+# Philox call per group of four tokens.
+cdef inline float _uint32_to_uniform(uint32_t value) noexcept nogil:
+    """``_uint32_to_uniform``: the top 24 bits ``m``, ``(m + 1) * 2**-24`` in fp32, then the
+    float just below it (bits - 1): in (0, 1)."""
+    cdef float scaled = <float>((value >> 8) + 1) * <float>5.9604644775390625e-08
+    cdef uint32_t bits
+    memcpy(&bits, &scaled, 4)
+    bits -= 1
+    memcpy(&scaled, &bits, 4)
+    return scaled
+
+
+cdef Py_ssize_t _watermark_argmax(const Res* a, const float* logits, Py_ssize_t nv, int64_t b,
+                                  int64_t row, float* best_out) noexcept nogil:
+    """vLLM's ``philox_gumbel_block_argmax`` over vocabulary block ``b`` of row ``row``: the
+    keyed draw ``logit - log(-log(u))`` (NaN logits as -inf), ``u`` from the context's Philox
+    state and the token's group of four."""
+    cdef uint32_t state[4]
+    cdef uint32_t c[4]
+    cdef uint32_t out[4]
+    cdef int64_t off, i, j, group
+    cdef Py_ssize_t base = _off(&a.ctx, row, 0), idx = 0
+    cdef float best = NAN, x, v
+    state[0] = 0x574D4358         # _CONTEXT_DOMAIN
+    state[1] = <uint32_t>a.width
+    state[2] = 0
+    state[3] = 0
+    off = 0
+    while off < a.width:
+        for i in range(4):
+            if off + i < a.width:       # the first word of each four is always in range
+                c[i] = <uint32_t>_ldi(&a.ctx, base + off + i)
+            else:
+                c[i] = <uint32_t>0xFFFFFFFF - <uint32_t>i
+        philox4x32_10(state[0] ^ c[0], state[1] ^ c[1], state[2] ^ c[2], state[3] ^ c[3],
+                      a.key0 ^ <uint32_t>off, a.key1, out)
+        for i in range(4):
+            state[i] = out[i]
+        off += 4
+    for j in range(nv):
+        if j % 4 == 0:                  # a block starts on a group (BLOCK_SIZE % 4 == 0)
+            group = (b * a.BS + j) // 4
+            philox4x32_10(<uint32_t>group, state[0], state[1], state[2], a.key0 ^ state[3],
+                          a.key1 ^ <uint32_t>0x574D544B, out)       # _TOKEN_DOMAIN
+        x = logits[j]
+        if x != x:
+            x = -INFINITY
+        v = x - logf(-logf(_uint32_to_uniform(out[j % 4])))
+        if best != best or v > best:
+            best = v
+            idx = j
+    if best != best:
+        best = -INFINITY
+        idx = 0
+    best_out[0] = best
+    return idx
 
 
 cdef void _res_program(const Res* a, int64_t r, int64_t b, float* buf) noexcept nogil:
@@ -1299,6 +1364,12 @@ cdef void _res_program(const Res* a, int64_t r, int64_t b, float* buf) noexcept 
         j = rdt - b * a.BS
         if 0 <= j < nv:
             buf[j] = -INFINITY
+    if a.watermark and temp != 0.0 and a.wm[rs] != 0 and not (a.dedup and a.skip[rti] != 0):
+        # the keyed draw (fixed at fp32 for detector compatibility, widened with USE_FP64)
+        idx = _watermark_argmax(a, buf, nv, b, rti, &best32)
+        _stf(&a.out_max, _off(&a.out_max, r, 0) + b, best32)
+        _sti(&a.out_arg, _off(&a.out_arg, r, 0) + b, b * a.BS + idx)
+        return
     # gumbel_block_argmax: the slot's temperature and seed (0 for a slot < 0), no temperature
     noisy = temp != 0.0
     if a.fp64:
@@ -1327,12 +1398,15 @@ def resample_kernel(
     token, at the row's position; a plain argmax at temperature 0) over vocabulary block ``b``
     of the residual: ``max(p - q, 0)`` in log space with draft logits (block verification:
     ``p`` scaled by ``p_tau``), the target without the rejected token for a one-hot draft, the
-    target itself for a bonus row or a -1 placeholder. Stores the block's token and noised max
-    (fp64 with USE_FP64). WATERMARK (the keyed watermark draw) is not supported."""
+    target itself for a bonus row or a -1 placeholder. With WATERMARK, a watermarked non-greedy
+    request (unless DEDUPLICATE_CONTEXTS marks its row's context as seen) draws instead with
+    vLLM's keyed Philox PRF over its row's ``CONTEXT_WIDTH`` context words. Stores the block's
+    token and noised max (fp64 with USE_FP64)."""
     cdef Res a
     cdef int64_t R = _grid_axis(grid, 0, "grid"), NB = _grid_axis(grid, 1, "grid")
     cdef int64_t r, ri, start, end, rti, rs, rdt, cols, P, p
-    cdef Py_ssize_t n_eim, n_temp, n_seed, n_pos, n_ds
+    cdef Py_ssize_t n_eim, n_temp, n_seed, n_pos, n_ds, n_wm = 0, n_skip = 0
+    cdef Py_ssize_t shp1[1]
     cdef float* scratch
     cdef int nt
     cdef bint bonus
@@ -1345,15 +1419,31 @@ def resample_kernel(
     a.has_draft = as_flag(HAS_DRAFT_LOGITS, "HAS_DRAFT_LOGITS", not is_none(draft_logits_ptr))
     a.block = as_flag(USE_BLOCK_VERIFICATION, "USE_BLOCK_VERIFICATION",
                       not is_none(cumulative_log_p_ptr))
-    if as_flag(WATERMARK, "WATERMARK", not is_none(contexts_ptr)):
-        raise NotImplementedError(expected("WATERMARK", "False (the watermarked draw is not "
-                                           "implemented on CPU)", True))
-    as_flag(DEDUPLICATE_CONTEXTS, "DEDUPLICATE_CONTEXTS", False)
-    as_int(contexts_stride, "contexts_stride")
-    as_int(watermark_key_0, "watermark_key_0")
-    as_int(watermark_key_1, "watermark_key_1")
-    if CONTEXT_WIDTH is not None:
-        as_int(CONTEXT_WIDTH, "CONTEXT_WIDTH")
+    a.watermark = as_flag(WATERMARK, "WATERMARK", not is_none(contexts_ptr))
+    a.dedup = as_flag(DEDUPLICATE_CONTEXTS, "DEDUPLICATE_CONTEXTS",
+                      not is_none(watermarking_skip_mask_ptr))
+    a.key0 = <uint32_t>(<uint64_t>as_int(watermark_key_0, "watermark_key_0"))
+    a.key1 = <uint32_t>(<uint64_t>as_int(watermark_key_1, "watermark_key_1"))
+    a.width = 1 if CONTEXT_WIDTH is None else as_int(CONTEXT_WIDTH, "CONTEXT_WIDTH")
+    if a.watermark:
+        need_min("CONTEXT_WIDTH", a.width, 1)
+        required(contexts_ptr, "contexts_ptr", "with WATERMARK")
+        required(watermarking_ptr, "watermarking_ptr", "with WATERMARK")
+        _table(contexts_ptr, "contexts_ptr", M_INDEX, 2, contexts_stride, "contexts_stride",
+               None, "", &a.ctx)
+        a.wm = <const unsigned char*>check_tensor(watermarking_ptr, "watermarking_ptr", M_BYTE,
+                                                  -1, NULL, shp1)
+        n_wm = shp1[0]
+        if a.dedup:
+            required(watermarking_skip_mask_ptr, "watermarking_skip_mask_ptr",
+                     "with DEDUPLICATE_CONTEXTS")
+            a.skip = <const unsigned char*>check_tensor(
+                watermarking_skip_mask_ptr, "watermarking_skip_mask_ptr", M_BYTE, -1, NULL, shp1)
+            n_skip = shp1[0]
+        if a.BS % 4 != 0:
+            raise ValueError(expected("BLOCK_SIZE", "a multiple of 4 with WATERMARK", a.BS))
+    else:
+        as_int(contexts_stride, "contexts_stride")
     if a.has_draft:
         required(draft_logits_ptr, "draft_logits_ptr", "with HAS_DRAFT_LOGITS")
     a.rej = index_at_least(rejected_step_ptr, "rejected_step_ptr", R,
@@ -1402,6 +1492,14 @@ def resample_kernel(
         bonus = rti == end - 1
         if _ldr(a.temp, rs) == 0.0 and not bonus:
             continue
+        if a.watermark and _ldr(a.temp, rs) != 0.0:
+            if rs >= n_wm:
+                raise ValueError(expected("watermarking_ptr", f"an entry for request slot {rs}",
+                                          f"{n_wm} elements"))
+            if a.dedup and rti >= n_skip:
+                raise ValueError(expected("watermarking_skip_mask_ptr",
+                                          f"an entry for row {rti}", f"{n_skip} elements"))
+            _need(&a.ctx, "contexts_ptr", rti, 0, a.width, f"row {rti}'s {a.width} context words")
         if rti >= n_pos:
             raise ValueError(expected("pos_ptr", f"an entry for row {rti}", f"{n_pos} elements"))
         _need(&a.tgt, "target_logits_ptr", rti, 0, cols, f"row {rti}'s {cols} columns")

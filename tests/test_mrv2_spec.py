@@ -378,7 +378,7 @@ def test_rejection_refusals(idx):
 def test_resample_and_insert_refusals(idx):
     case, kw, _ = _find("resample_kernel", idx, lambda kw, c: c.grid[0] > 0)
     g = _grid(case)
-    _refused("resample_kernel", dict(kw, WATERMARK=True), g, "WATERMARK", NotImplementedError)
+    _refused("resample_kernel", dict(kw, WATERMARK=True, contexts_ptr=None), g, "contexts_ptr")
     far = kw["rejected_step_ptr"].clone()
     far[0] = 10**6
     _refused("resample_kernel", dict(kw, rejected_step_ptr=far), g, "expanded_idx_mapping_ptr")

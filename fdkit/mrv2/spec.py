@@ -408,6 +408,15 @@ def resample(rng, idx, scale):
             drl[r] = torch.logsumexp(st.draft[s, acc[r], : st.V].float() / temp, 0)
     arg, argst = _table_out(rng, st.R, nb, idx)
     mx, mxs = _table_out(rng, st.R, nb, torch.float64 if fp64 else torch.float32)
+    # watermarking: per-row context words, per-slot flags (a bool's bytes, as vLLM passes them),
+    # at times the rows whose context was seen before, and a 64-bit key split in two words
+    watermark = bs % 4 == 0 and rng.random() < 0.35
+    width = rng.randint(1, 6)
+    contexts = torch.randint(-5, 1000, (st.L, width), generator=g).to(idx)
+    wm = (torch.rand(st.S, generator=g) < 0.7).view(torch.uint8)
+    dedup = watermark and rng.random() < 0.5
+    skip = (torch.rand(st.L, generator=g) < 0.3).view(torch.uint8)
+    key = rng.getrandbits(64)
     args = dict(
         resampled_local_argmax_ptr=arg,
         resampled_local_argmax_stride=argst,
@@ -428,26 +437,27 @@ def resample(rng, idx, scale):
         seed_ptr=st.seed,
         pos_ptr=st.pos,
         cumulative_log_p_ptr=st.cumulative_log_p(g) if block else None,
-        contexts_ptr=None,
-        contexts_stride=0,
-        watermarking_ptr=None,
-        watermarking_skip_mask_ptr=None,
-        watermark_key_0=0,
-        watermark_key_1=0,
+        contexts_ptr=contexts if watermark else None,
+        contexts_stride=width if watermark else 0,
+        watermarking_ptr=wm if watermark else None,
+        watermarking_skip_mask_ptr=skip if dedup else None,
+        watermark_key_0=key & 0xFFFFFFFF if watermark else 0,
+        watermark_key_1=key >> 32 if watermark else 0,
         vocab_size=st.V,
         BLOCK_SIZE=bs,
         HAS_DRAFT_LOGITS=st.has_draft,
         USE_FP64=fp64,
         USE_BLOCK_VERIFICATION=block,
-        CONTEXT_WIDTH=1,
-        WATERMARK=False,
-        DEDUPLICATE_CONTEXTS=False,
+        CONTEXT_WIDTH=width if watermark else 1,
+        WATERMARK=watermark,
+        DEDUPLICATE_CONTEXTS=dedup,
     )
     return Case(
         "resample_kernel",
         (st.R, nb),
         args,
-        note=f"R={st.R} V={st.V} bs={bs} draft={st.has_draft} block={block} fp64={fp64}",
+        note=f"R={st.R} V={st.V} bs={bs} draft={st.has_draft} block={block} fp64={fp64} "
+        f"watermark={watermark} dedup={dedup}",
         tolerance={"resampled_local_max_ptr": _RESIDUAL_TOL if st.has_draft else _TOL},
     )
 
