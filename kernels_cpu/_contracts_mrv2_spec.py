@@ -137,6 +137,42 @@ CONTRACTS: tuple[Contract, ...] = (
         takes_grid=True,
     ),
     Contract(
+        "compute_cumulative_log_p_row_mapping_kernel",
+        "_mrv2_spec",
+        _GRID_R,
+        "vLLM 0.34's form of compute_cumulative_log_p_kernel: the draft logits of request slot "
+        "s read from cache row max(row_mapping[s], 0) when draft_logits_row_mapping_ptr is "
+        "given (a sharded draft logits cache), from row s when it is None",
+        (
+            _a(
+                "cumulative_log_p_ptr",
+                "out",
+                _F32,
+                "flat",
+                "the draft rows of the non-greedy requests",
+            ),  # fmt: skip
+            *_target_logits(),
+            *_stats("target", "target"),
+            _in_index("draft_sampled_ptr", "``cu[R]``; the token after each draft row"),
+            *_draft_logits("row x step of each draft read, the token's column"),
+            _in_index(
+                "draft_logits_row_mapping_ptr",
+                "each non-greedy request slot: its cache row (< 0: row 0 is read)",
+                optional=True,
+            ),
+            *_stats("draft", "draft (draft only)"),
+            _CU,
+            _in_index("idx_mapping_ptr", "``R``; request slots"),
+            _TEMP,
+            _int("vocab_num_blocks", "``NB``"),
+            _PADDED,
+            _HAS_DRAFT,
+        ),
+        serves="compute_cumulative_log_p_kernel",
+        runner="v2",
+        takes_grid=True,
+    ),
+    Contract(
         "compute_local_residual_mass_kernel",
         "_mrv2_spec",
         _GRID_RT + " (the grid's rows bound the lookahead: its last row is skipped)",

@@ -48,6 +48,7 @@ __all__ = [
     "gather_draft_sampled_kernel",
     "compute_local_logits_stats_kernel",
     "compute_cumulative_log_p_kernel",
+    "compute_cumulative_log_p_row_mapping_kernel",
     "compute_local_residual_mass_kernel",
     "rejection_kernel",
     "resample_kernel",
@@ -664,6 +665,18 @@ cdef struct LogProbs:
     Tab tgt, drf
     Lse tl, dl
     bint has_draft
+    bint has_rowmap     # vLLM 0.34: the draft logits cache row of a request slot
+    IBuf rowmap
+
+
+cdef inline int64_t _draft_row(const LogProbs* g, int64_t rs) noexcept nogil:
+    """The draft logits row of request slot ``rs``: the slot itself, or (0.34's row mapping)
+    ``max(row_mapping[rs], 0)`` -- a slot without a row reads row 0, as the kernel does."""
+    cdef int64_t row
+    if not g.has_rowmap:
+        return rs
+    row = iget(g.rowmap, rs)
+    return row if row > 0 else 0
 
 
 cdef inline void _logprobs(const LogProbs* g, int64_t token, int64_t li, int64_t rs,
@@ -676,7 +689,7 @@ cdef inline void _logprobs(const LogProbs* g, int64_t token, int64_t li, int64_t
     tlse[0] = _global_lse(&g.tl, li, buf)
     tlp[0] = target_logit - tlse[0]
     if g.has_draft:
-        draft_logit = _ldf(&g.drf, _off(&g.drf, rs, step) + token) / temp
+        draft_logit = _ldf(&g.drf, _off(&g.drf, _draft_row(g, rs), step) + token) / temp
         dlse[0] = _global_lse(&g.dl, li, buf)
         dlp[0] = draft_logit - dlse[0]
     else:
@@ -742,7 +755,43 @@ def compute_cumulative_log_p_kernel(
     """Program ``r`` of ``grid[0]``, for a non-greedy request: ``log_p`` over its draft rows,
     ``log_p = min(log_p + log p(d) - log q(d), 0)`` for each draft ``d`` >= 0 (one-hot draft:
     ``log q = 0``), stored at every draft row (a -1 placeholder carries the last value)."""
+    _cumulative_log_p(
+        cumulative_log_p_ptr, target_logits_ptr, target_logits_stride, target_local_max_ptr,
+        target_local_max_stride, target_local_sumexp_ptr, target_local_sumexp_stride,
+        draft_sampled_ptr, draft_logits_ptr, draft_logits_stride_0, draft_logits_stride_1,
+        None, draft_local_max_ptr, draft_local_max_stride, draft_local_sumexp_ptr,
+        draft_local_sumexp_stride, cu_num_logits_ptr, idx_mapping_ptr, temp_ptr,
+        vocab_num_blocks, PADDED_VOCAB_NUM_BLOCKS, HAS_DRAFT_LOGITS, grid)
+
+
+def compute_cumulative_log_p_row_mapping_kernel(
+        cumulative_log_p_ptr, target_logits_ptr, target_logits_stride, target_local_max_ptr,
+        target_local_max_stride, target_local_sumexp_ptr, target_local_sumexp_stride,
+        draft_sampled_ptr, draft_logits_ptr, draft_logits_stride_0, draft_logits_stride_1,
+        draft_logits_row_mapping_ptr, draft_local_max_ptr, draft_local_max_stride,
+        draft_local_sumexp_ptr, draft_local_sumexp_stride, cu_num_logits_ptr, idx_mapping_ptr,
+        temp_ptr, vocab_num_blocks, PADDED_VOCAB_NUM_BLOCKS, HAS_DRAFT_LOGITS=None, *, grid):
+    """vLLM 0.34's ``_compute_cumulative_log_p_kernel``: as ``compute_cumulative_log_p_kernel``,
+    the draft logits of request slot ``s`` read from cache row ``max(row_mapping[s], 0)`` when
+    ``draft_logits_row_mapping_ptr`` is given (a sharded cache), from row ``s`` when None."""
+    _cumulative_log_p(
+        cumulative_log_p_ptr, target_logits_ptr, target_logits_stride, target_local_max_ptr,
+        target_local_max_stride, target_local_sumexp_ptr, target_local_sumexp_stride,
+        draft_sampled_ptr, draft_logits_ptr, draft_logits_stride_0, draft_logits_stride_1,
+        draft_logits_row_mapping_ptr, draft_local_max_ptr, draft_local_max_stride,
+        draft_local_sumexp_ptr, draft_local_sumexp_stride, cu_num_logits_ptr, idx_mapping_ptr,
+        temp_ptr, vocab_num_blocks, PADDED_VOCAB_NUM_BLOCKS, HAS_DRAFT_LOGITS, grid)
+
+
+cdef _cumulative_log_p(
+        cumulative_log_p_ptr, target_logits_ptr, target_logits_stride, target_local_max_ptr,
+        target_local_max_stride, target_local_sumexp_ptr, target_local_sumexp_stride,
+        draft_sampled_ptr, draft_logits_ptr, draft_logits_stride_0, draft_logits_stride_1,
+        draft_logits_row_mapping_ptr, draft_local_max_ptr, draft_local_max_stride,
+        draft_local_sumexp_ptr, draft_local_sumexp_stride, cu_num_logits_ptr, idx_mapping_ptr,
+        temp_ptr, vocab_num_blocks, PADDED_VOCAB_NUM_BLOCKS, HAS_DRAFT_LOGITS, grid):
     cdef Cum a
+    cdef Py_ssize_t n_map = 0
     cdef int64_t R = _grid_axis(grid, 0, "grid")
     cdef int64_t nb = as_int(vocab_num_blocks, "vocab_num_blocks")
     cdef int64_t padded = as_int(PADDED_VOCAB_NUM_BLOCKS, "PADDED_VOCAB_NUM_BLOCKS")
@@ -754,12 +803,23 @@ def compute_cumulative_log_p_kernel(
     a.g.has_draft = as_flag(HAS_DRAFT_LOGITS, "HAS_DRAFT_LOGITS", not is_none(draft_logits_ptr))
     if a.g.has_draft:
         required(draft_logits_ptr, "draft_logits_ptr", "with HAS_DRAFT_LOGITS")
+    a.g.has_rowmap = a.g.has_draft and not is_none(draft_logits_row_mapping_ptr)
+    if a.g.has_rowmap:
+        n_map = _numel(draft_logits_row_mapping_ptr, "draft_logits_row_mapping_ptr", M_INDEX)
+        a.g.rowmap = index_at_least(draft_logits_row_mapping_ptr,
+                                    "draft_logits_row_mapping_ptr", 0)
     a.cu = index_at_least(cu_num_logits_ptr, "cu_num_logits_ptr", R + 1 if R else 0,
                           "one more than the requests of the grid")
     a.idx = index_at_least(idx_mapping_ptr, "idx_mapping_ptr", R, "one per request of the grid")
     n_temp = _numel(temp_ptr, "temp_ptr", M_REAL)
     _real(temp_ptr, "temp_ptr", 0, "", &a.temp)
     _request_checks(a.cu, a.idx, R, n_temp, "idx_mapping_ptr")
+    if a.g.has_rowmap:
+        for r in range(R):
+            rs = iget(a.idx, r)
+            if _ldr(a.temp, rs) != 0.0 and rs >= n_map:
+                raise ValueError(expected("draft_logits_row_mapping_ptr",
+                                          f"an entry for request slot {rs}", f"{n_map} elements"))
     _table(target_logits_ptr, "target_logits_ptr", M_LOGITS, 2, target_logits_stride,
            "target_logits_stride", None, "", &a.g.tgt)
     _lse_tables(&a.g.tl, target_local_max_ptr, "target_local_max_ptr", target_local_max_stride,
@@ -799,8 +859,8 @@ def compute_cumulative_log_p_kernel(
             _token_in(&a.g.tgt, "target_logits_ptr", li, 0, tok, "draft_sampled_ptr", li + 1)
             _need_lse(&a.g.tl, "target_local_max_ptr", "target_local_sumexp_ptr", li)
             if a.g.has_draft:
-                _token_in(&a.g.drf, "draft_logits_ptr", rs, step, tok, "draft_sampled_ptr",
-                          li + 1)
+                _token_in(&a.g.drf, "draft_logits_ptr", _draft_row(&a.g, rs), step, tok,
+                          "draft_sampled_ptr", li + 1)
                 _need_lse(&a.g.dl, "draft_local_max_ptr", "draft_local_sumexp_ptr", li)
     _table(cumulative_log_p_ptr, "cumulative_log_p_ptr", M_FLOAT32, 1, 1, "", None, "", &a.out)
     _need(&a.out, "cumulative_log_p_ptr", 0, 0, out_need, "one per draft row")
@@ -899,6 +959,7 @@ def compute_local_residual_mass_kernel(
     _pow2(a.BS, "BLOCK_SIZE")
     _pow2(padded, "PADDED_VOCAB_NUM_BLOCKS")
     a.g.has_draft = True
+    a.g.has_rowmap = False
     required(draft_logits_ptr, "draft_logits_ptr", "(the kernel reads the draft logits)")
     a.eim = index_at_least(expanded_idx_mapping_ptr, "expanded_idx_mapping_ptr",
                            max(L - 1, 0), "one per row of the grid but the last")
@@ -1122,6 +1183,7 @@ def rejection_kernel(
     cdef bint greedy
     _pow2(padded, "PADDED_VOCAB_NUM_BLOCKS")
     a.g.has_draft = as_flag(HAS_DRAFT_LOGITS, "HAS_DRAFT_LOGITS", not is_none(draft_logits_ptr))
+    a.g.has_rowmap = False
     a.synthetic = as_flag(SYNTHETIC_MODE, "SYNTHETIC_MODE",
                           not is_none(synthetic_conditional_rates_ptr))
     a.block = as_flag(USE_BLOCK_VERIFICATION, "USE_BLOCK_VERIFICATION",

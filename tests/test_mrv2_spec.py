@@ -467,3 +467,33 @@ def test_wide_vocab_splits_across_threads(many_threads):
     for a, b in zip(*outs):
         assert torch.equal(a, b)
     assert torch.isfinite(outs[0][1]).all() and (outs[0][1] > 0).all()
+
+
+@pytest.mark.parametrize("idx", IDX)
+def test_cumulative_row_mapping(idx):
+    """vLLM 0.34's form reads request slot ``s``'s draft logits from row ``max(map[s], 0)``: the
+    identity mapping (or none) gives 0.32's result, a short mapping is refused naming it."""
+    case, kw, bufs = _find(
+        "compute_cumulative_log_p_kernel",
+        idx,
+        lambda kw, c: (
+            kw["HAS_DRAFT_LOGITS"]
+            and "draft_logits_row_mapping_ptr" not in kw
+            and any(float(kw["temp_ptr"][int(s)]) != 0 for s in kw["idx_mapping_ptr"])
+        ),
+    )
+    g = _grid(case)
+    spec.compute_cumulative_log_p_kernel(**kw, grid=g)
+    for mapping in (None, torch.arange(kw["temp_ptr"].numel(), dtype=idx)):
+        kw2, _ = case.build()
+        spec.compute_cumulative_log_p_row_mapping_kernel(
+            **kw2, draft_logits_row_mapping_ptr=mapping, grid=g
+        )
+        assert torch.equal(kw2["cumulative_log_p_ptr"], kw["cumulative_log_p_ptr"])
+    kw3, _ = case.build()
+    before = _snapshot(kw3)
+    with pytest.raises(ValueError, match="^draft_logits_row_mapping_ptr: expected"):
+        spec.compute_cumulative_log_p_row_mapping_kernel(
+            **kw3, draft_logits_row_mapping_ptr=torch.zeros(0, dtype=idx), grid=g
+        )
+    _unchanged(kw3, before)

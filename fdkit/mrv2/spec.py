@@ -139,6 +139,22 @@ class _Step:
         return -torch.rand(self.L, generator=g) * 3.0
 
 
+def _standing_args(kernel):
+    """The argument names of ``rejection_sampler_utils.<kernel>`` in the vLLM sources under test
+    (``fdkit.vllm_source``; 0.32's signature where there are none): the case launches that
+    signature."""
+    from fdkit import vllm_source
+
+    try:
+        names = vllm_source.arg_names(f"{_UTILS}.{kernel}")
+    except FileNotFoundError:
+        names = None
+    return names or ()
+
+
+_UTILS = "vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils"
+
+
 def _block_stats(x, bs, nb):
     """Per vocabulary block of ``bs``: max, first argmax (as a token id), sum(exp(x - max))."""
     L, V = x.shape
@@ -269,6 +285,21 @@ def cumulative_log_p(rng, idx, scale):
         PADDED_VOCAB_NUM_BLOCKS=next_pow2(nb),
         HAS_DRAFT_LOGITS=st.has_draft,
     )
+    if "draft_logits_row_mapping_ptr" in _standing_args("_compute_cumulative_log_p_kernel"):
+        # vLLM 0.34: a sharded draft logits cache maps request slots to rows (-1: none)
+        mapping = None
+        if rng.random() < 0.6:
+            mapping = torch.randperm(st.S, generator=gen(rng))
+            mapping[torch.rand(st.S, generator=gen(rng)) < 0.2] = -1
+            mapping = mapping.to(idx)
+        args = dict(args)
+        keys = list(args)
+        at = keys.index("draft_logits_stride_1") + 1
+        args = dict(
+            list(args.items())[:at]
+            + [("draft_logits_row_mapping_ptr", mapping)]
+            + list(args.items())[at:]
+        )
     return Case(
         "compute_cumulative_log_p_kernel",
         (st.R,),
