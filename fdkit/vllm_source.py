@@ -63,6 +63,18 @@ def _is_jit(node: ast.AST) -> bool:
     )
 
 
+def _with_triton(body: list[ast.stmt]) -> list[ast.stmt]:
+    """The module's top-level statements, an ``if HAS_TRITON:`` block replaced by its body (the
+    branch taken where Triton is installed, e.g. ``from triton.language import math``)."""
+    out: list[ast.stmt] = []
+    for node in body:
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "HAS_TRITON":
+            out.extend(node.body)
+        else:
+            out.append(node)
+    return out
+
+
 class _Loader:
     def __init__(self, root: Path):
         self.root = root
@@ -111,7 +123,7 @@ class _Loader:
             for n in ast.walk(node)
             if isinstance(n, ast.Name)
         }
-        for node in tree.body:
+        for node in _with_triton(tree.body):
             if isinstance(node, ast.ImportFrom) and node.module:
                 self._import_from(node, ns, used)
             elif isinstance(node, ast.Import):
@@ -136,7 +148,12 @@ class _Loader:
             import triton.language as tl
 
             for alias in node.names:
-                value = {"tl": tl, "triton": triton}.get(alias.name)
+                value = {
+                    "tl": tl,
+                    "triton": triton,
+                    "tldevice": _libdevice(),
+                    "HAS_TRITON": True,
+                }.get(alias.name)
                 if value is not None:
                     ns[alias.asname or alias.name] = value
             return
@@ -147,6 +164,11 @@ class _Loader:
                     ns[alias.asname or alias.name] = _interpreted_libdevice()
                 elif hasattr(mod, alias.name):
                     ns[alias.asname or alias.name] = getattr(mod, alias.name)
+            return
+        if node.module == "triton" or node.module.startswith("triton."):
+            triton_module = importlib.import_module(node.module)
+            for alias in node.names:
+                ns[alias.asname or alias.name] = getattr(triton_module, alias.name)
             return
         if not node.module.startswith("vllm") or self.path_of(node.module) is None:
             return
@@ -207,6 +229,30 @@ def _interpreter_int1_masks() -> None:
     builder.create_masked_load = create_masked_load
     builder.create_masked_store = create_masked_store
     builder._fdkit_int1_masks = True
+
+
+class _InterpretedLibdevice:
+    """``tldevice`` (Triton's libdevice stubs) under the interpreter, which has no libdevice:
+    each function is numpy's function of the same name on the tensor's data, in its dtype
+    (e.g. ``log1p`` of an fp32 block is ``np.log1p`` in fp32, as the interpreter's ``tl.log`` is
+    ``np.log``)."""
+
+    @staticmethod
+    def log1p(x):
+        import numpy as np
+        import triton.language as tl
+        from triton.runtime.interpreter import TensorHandle
+
+        return tl.tensor(TensorHandle(np.log1p(x.handle.data), x.handle.dtype.scalar), x.type)
+
+
+def _libdevice() -> Any:
+    """vLLM's ``tldevice``: libdevice compiled, :class:`_InterpretedLibdevice` interpreted."""
+    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+        return _InterpretedLibdevice
+    import triton.language.extra.libdevice as tldevice
+
+    return tldevice
 
 
 @functools.lru_cache(maxsize=None)

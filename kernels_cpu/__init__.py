@@ -34,6 +34,7 @@ if TYPE_CHECKING:  # the kernels' types, from their modules' stubs (at run time:
     from ._mrv2_outputs import *  # noqa: F403
     from ._mrv2_sample import *  # noqa: F403
     from ._mrv2_sample_logits import *  # noqa: F403
+    from ._mrv2_spec import *  # noqa: F403
     from ._recovered import *  # noqa: F403
     from ._sampling import *  # noqa: F403
     from ._spec_decode import *  # noqa: F403

@@ -65,6 +65,13 @@ RULES = {
         "when it has more than one row -- or a contiguous tensor of any other shape, read flat "
         "as whole rows of the stride argument"
     ),
+    "table3": (
+        "a 3-D table ``[rows, steps, columns]`` read as ``ptr + row * stride_0 + step * "
+        "stride_1 + column``: columns unit-stride, rows and steps any distance apart (a slice "
+        "of a wider buffer), each stride argument equal to the tensor's stride where that "
+        "dimension has more than one entry -- or a contiguous tensor of any other shape, read "
+        "flat with the stride arguments"
+    ),
     "int": "a Python or numpy integer, or a 0-d integer tensor (not bool, not float)",
     "number": "a number; compared in the buffer's dtype",
     "flag": "a bool (or 0/1); ``None`` takes the default the other arguments imply",

@@ -1,0 +1,1690 @@
+# cython: language_level=3
+"""Model Runner V2's rejection sampler (``vllm/v1/worker/gpu/spec_decode/``) on CPU.
+
+vLLM's ``rejection_sample`` launches, in order: ``_compute_local_logits_stats_kernel`` (per
+token and vocabulary block: the target argmax of greedy rows, the target and draft max and
+summed exponentials of the others), with block verification ``_compute_cumulative_log_p_kernel``
+(per request, the running log joint ratio) and ``_compute_local_residual_mass_kernel`` (per
+token and block, the residual mass partials; full draft distributions only), then
+``_rejection_kernel`` (per request: accept/reject each draft, the log-sum-exps of the rejected
+position), ``_resample_kernel`` (per request and block: a Gumbel-max draw from the residual or,
+for a bonus token or a -1 placeholder, the target) and ``_insert_resampled_kernel`` (per
+request: the winning block's token, after the accepted drafts). ``rejection_sampler.py`` adds
+``_gather_draft_sampled_kernel`` (each logits row's input token and position, -1 for a draft slot
+still inside the prefill) and ``_flatten_sampled_kernel`` (the sampled rows packed flat).
+
+Each function here takes the Triton kernel's arguments by the same names (a positional launch
+binds them in the same order); the ones whose counts come only from the launch grid, or that lay
+outputs out per program, take the grid as the keyword-only ``grid``. Every argument is checked
+before anything is written (errors name it: ``<argument>: expected ..., got ...``), then the
+programs of the grid run as ``nogil`` loops over raw pointers. The per-block kernels run their
+``programs = rows x blocks`` in one OpenMP loop, so a launch of few rows (decode) splits the
+vocabulary across threads and one of many rows splits the rows.
+
+Floats follow the kernels operation by operation, in their dtype (fp32, or fp64 for USE_FP64):
+``x / temp``, ``exp(x - max)``, the block sums in the order numpy's pairwise summation adds them
+(the Triton interpreter's ``tl.sum``, vLLM's reference on CPU), ``tl.max``'s NaN-skipping
+first-index argmax. libm's ``expf``/``logf``/``log1pf`` may differ from another math library in
+the last ulp; every token id is decided by the same comparisons as the kernel's.
+"""
+from cython.parallel cimport prange, threadid
+from libc.math cimport expf, logf, log1pf, INFINITY, NAN
+from libc.stdint cimport int64_t, uint16_t, uint32_t, uint64_t
+from libc.stdlib cimport free, malloc
+from libc.string cimport memcpy
+
+from kernels_cpu._buffers cimport (
+    IBuf, iget, iset, check_table, check_tensor, dtype_code, expected, is_none,
+    DT_BOOL, DT_FLOAT32, DT_FLOAT16, DT_BFLOAT16, DT_FLOAT64, DT_INT32, DT_INT64, DT_UINT8,
+    M_FLOAT32, M_FLOAT64, M_INDEX,
+)
+from kernels_cpu._checks cimport as_flag, as_int, index_at_least, need_min, required
+from kernels_cpu._philox cimport philox4x32_10
+from kernels_cpu._parallel cimport threads_for
+from kernels_cpu._mrv2_gumbel_argmax cimport gumbel_block_argmax32, gumbel_block_argmax64
+
+__all__ = [
+    "flatten_sampled_kernel",
+    "gather_draft_sampled_kernel",
+    "compute_local_logits_stats_kernel",
+    "compute_cumulative_log_p_kernel",
+    "compute_cumulative_log_p_row_mapping_kernel",
+    "compute_local_residual_mass_kernel",
+    "rejection_kernel",
+    "resample_kernel",
+    "insert_resampled_kernel",
+]
+
+cdef extern from *:
+    """
+    #include <string.h>
+    #include <stdint.h>
+    static inline float fd_bits_to_float(uint32_t b) { float f; memcpy(&f, &b, 4); return f; }
+    /* IEEE half -> float, exactly (every half is a float) */
+    static inline float fd_half_to_float(uint16_t h) {
+        uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+        uint32_t e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
+        if (e == 0x1Fu) return fd_bits_to_float(sign | 0x7F800000u | (m << 13));
+        if (e == 0) {
+            float v = (float)m * 5.9604644775390625e-08f;   /* m * 2**-24, exact */
+            return sign ? -v : v;
+        }
+        return fd_bits_to_float(sign | ((e + 112u) << 23) | (m << 13));
+    }
+    """
+    float fd_bits_to_float(uint32_t b) noexcept nogil
+    float fd_half_to_float(uint16_t h) noexcept nogil
+
+
+cdef enum:
+    M_BYTE = (1 << DT_UINT8) | (1 << DT_BOOL)
+    M_HALF = (1 << DT_FLOAT16) | (1 << DT_BFLOAT16)
+    M_LOGITS = M_FLOAT32 | M_HALF
+    M_REAL = M_FLOAT32 | M_FLOAT64
+
+
+# -- float helpers: the kernels' reductions ----------------------------------------------------
+
+cdef float _pairwise_sum(const float* a, Py_ssize_t n) noexcept nogil:
+    """``np.sum`` of an fp32 array, in its order: runs of < 8 from -0.0, up to 128 in eight
+    interleaved partial sums, longer ones split in halves rounded down to a multiple of 8."""
+    cdef Py_ssize_t i, j, n2
+    cdef float r[8]
+    cdef float res
+    if n < 8:
+        res = -0.0
+        for i in range(n):
+            res = res + a[i]
+        return res
+    if n <= 128:
+        for j in range(8):
+            r[j] = a[j]
+        i = 8
+        while i < n - (n % 8):
+            for j in range(8):
+                r[j] = r[j] + a[i + j]
+            i += 8
+        res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+        while i < n:
+            res = res + a[i]
+            i += 1
+        return res
+    n2 = n // 2
+    n2 -= n2 % 8
+    return _pairwise_sum(a, n2) + _pairwise_sum(a + n2, n - n2)
+
+
+cdef inline Py_ssize_t _argmax(const float* a, Py_ssize_t n, float* best_out) noexcept nogil:
+    """``tl.max(a, return_indices=True)``: NaN skipped, the first index of the max; a block of
+    no number gives NaN at index 0."""
+    cdef Py_ssize_t j, idx = 0
+    cdef float best = NAN, v
+    for j in range(n):
+        v = a[j]
+        if v != v:
+            continue
+        if best != best or v > best:
+            best = v
+            idx = j
+    best_out[0] = best
+    return idx
+
+
+cdef inline float _max_sumexp(float* a, Py_ssize_t n, float* sumexp) noexcept nogil:
+    """vLLM's ``_compute_max_and_sumexp``: the max and, when it is > -inf, the sum of
+    ``exp(a - max)`` (``a`` is overwritten with the exponentials), else 0."""
+    cdef float m
+    cdef Py_ssize_t j
+    _argmax(a, n, &m)
+    if m > -INFINITY:
+        for j in range(n):
+            a[j] = expf(a[j] - m)
+        sumexp[0] = _pairwise_sum(a, n)
+    else:
+        sumexp[0] = 0.0
+    return m
+
+
+cdef inline float _min_zero(float v) noexcept nogil:
+    """``tl.minimum(v, 0.0)``: Triton's default (``propagate_nan=NONE``) is ``fmin``, so a NaN
+    ``v`` gives 0."""
+    if v < 0.0:
+        return v
+    return 0.0
+
+
+cdef inline float _max_zero(float v) noexcept nogil:
+    """``tl.maximum(v, 0.0)``: ``fmax``, a NaN ``v`` gives 0."""
+    if v > 0.0:
+        return v
+    return 0.0
+
+
+# -- tables: a base pointer read with the kernel's own strides ------------------------------------
+
+cdef struct Tab:
+    char* p
+    int code            # element dtype
+    Py_ssize_t s0, s1   # element strides the kernel uses (its stride arguments)
+    Py_ssize_t n0, n1   # rows and steps a shaped table holds; n0 = -1: a flat buffer
+    Py_ssize_t cols     # columns of a shaped table
+    Py_ssize_t numel    # elements of a flat buffer
+
+
+cdef inline bint _holds(const Tab* t, int64_t i0, int64_t i1, int64_t ncols) noexcept nogil:
+    """Whether ``ncols`` columns from row ``i0`` (step ``i1``) lie in the table."""
+    cdef int64_t off
+    if ncols <= 0:
+        return True
+    if i0 < 0 or i1 < 0:
+        return False
+    if t.n0 >= 0:
+        return i0 < t.n0 and i1 < t.n1 and ncols <= t.cols
+    off = i0 * t.s0 + i1 * t.s1
+    return off >= 0 and off + ncols <= t.numel
+
+
+cdef inline float _ldf(const Tab* t, Py_ssize_t off) noexcept nogil:
+    """Element ``off`` of a float table as fp32 (``.to(tl.float32)``)."""
+    if t.code == DT_FLOAT32:
+        return (<const float*>t.p)[off]
+    if t.code == DT_BFLOAT16:
+        return fd_bits_to_float((<uint32_t>(<const uint16_t*>t.p)[off]) << 16)
+    if t.code == DT_FLOAT16:
+        return fd_half_to_float((<const uint16_t*>t.p)[off])
+    return <float>(<const double*>t.p)[off]
+
+
+cdef inline double _ldd(const Tab* t, Py_ssize_t off) noexcept nogil:
+    if t.code == DT_FLOAT64:
+        return (<const double*>t.p)[off]
+    return <double>_ldf(t, off)
+
+
+cdef inline void _stf(const Tab* t, Py_ssize_t off, double v) noexcept nogil:
+    """Store into a float32/float64 table, converting as a Triton store does."""
+    if t.code == DT_FLOAT64:
+        (<double*>t.p)[off] = v
+    else:
+        (<float*>t.p)[off] = <float>v
+
+
+cdef inline int64_t _ldi(const Tab* t, Py_ssize_t off) noexcept nogil:
+    if t.code == DT_INT64:
+        return (<const int64_t*>t.p)[off]
+    return (<const int*>t.p)[off]
+
+
+cdef inline void _sti(const Tab* t, Py_ssize_t off, int64_t v) noexcept nogil:
+    if t.code == DT_INT64:
+        (<int64_t*>t.p)[off] = v
+    else:
+        (<int*>t.p)[off] = <int>v
+
+
+cdef inline Py_ssize_t _off(const Tab* t, int64_t i0, int64_t i1) noexcept nogil:
+    return i0 * t.s0 + i1 * t.s1
+
+
+cdef int _table(object t, str name, int mask, int ndim, object st0, str n0, object st1, str n1,
+                Tab* out) except -1:
+    """A table the kernel reads or writes as ``ptr + i0 * st0 (+ i1 * st1) + col``: a tensor
+    of ``ndim`` dimensions (columns unit-stride, each stride argument equal to the tensor's
+    stride where that dimension has more than one entry), or a contiguous tensor of any other
+    shape read flat. ``st1``/``n1`` only for ``ndim`` 3."""
+    cdef Py_ssize_t shp[3]
+    cdef Py_ssize_t rs = 0
+    cdef int code = 0
+    out.s0 = as_int(st0, n0)
+    out.s1 = as_int(st1, n1) if ndim == 3 else 0
+    out.n0 = -1
+    out.n1 = 1
+    out.cols = 0
+    out.numel = 0
+    nd = getattr(t, "ndim", None)
+    if nd == ndim and ndim == 2:
+        out.p = check_table(t, name, mask, shp, &rs, &code)
+        if shp[0] > 1 and shp[1] > 0 and rs != out.s0:
+            raise ValueError(expected(n0, f"{name}.stride(0) = {rs}", out.s0))
+        out.n0 = shp[0]
+        out.cols = shp[1]
+    elif nd == ndim and ndim == 3:
+        code = dtype_code(t.dtype)
+        if not (mask & (1 << code)):
+            check_tensor(t, name, mask, -1, &code, shp)     # raises the dtype error
+        if t.device.type != "cpu":
+            raise ValueError(expected(name, "a CPU tensor", f"device {t.device}"))
+        size, st = tuple(t.shape), t.stride()
+        if size[2] > 1 and st[2] != 1 and size[0] * size[1] > 0:
+            raise ValueError(expected(name, "contiguous rows (stride(2) == 1)", f"strides {st}"))
+        if size[0] > 1 and size[1] * size[2] > 0 and st[0] != out.s0:
+            raise ValueError(expected(n0, f"{name}.stride(0) = {st[0]}", out.s0))
+        if size[1] > 1 and size[0] * size[2] > 0 and st[1] != out.s1:
+            raise ValueError(expected(n1, f"{name}.stride(1) = {st[1]}", out.s1))
+        if t.is_conj() or t.is_neg():
+            raise ValueError(expected(name, "a tensor without a lazy negation", "one"))
+        out.p = <char*><size_t>t.data_ptr()
+        out.n0 = size[0]
+        out.n1 = size[1]
+        out.cols = size[2]
+    else:
+        out.p = check_tensor(t, name, mask, -1, &code, shp)
+        out.numel = shp[0]
+    out.code = code
+    return 0
+
+
+cdef int _need(const Tab* t, str name, int64_t i0, int64_t i1, int64_t ncols, str what) except -1:
+    if not _holds(t, i0, i1, ncols):
+        raise ValueError(expected(name, f"a table holding {what}",
+                                  _extent(t)))
+    return 0
+
+
+cdef str _extent(const Tab* t):
+    if t.n0 >= 0:
+        return f"{t.n0} rows" + (f" of {t.n1} steps" if t.n1 != 1 else "") + f" of {t.cols}"
+    return f"{t.numel} elements read flat"
+
+
+cdef int _no_overlap_rows(const Tab* t, str name, str sname, int64_t rows, int64_t cols) except -1:
+    """An output written as ``rows`` rows of ``cols`` must not have rows that overlap."""
+    if rows > 1 and cols > 0 and t.s0 < cols:
+        raise ValueError(expected(sname, f">= {cols} (rows of {name} that do not overlap)",
+                                  t.s0))
+    return 0
+
+
+cdef inline int64_t _grid_axis(object grid, int axis, str name) except? -1:
+    """Programs along ``axis`` of the launch grid (0 when any axis is empty: nothing runs)."""
+    g = tuple(grid)
+    if not 1 <= len(g) <= 3:
+        raise ValueError(expected("grid", "1 to 3 axes", len(g)))
+    cdef int64_t v, total = 1, want = 0
+    cdef int i
+    for i in range(len(g)):
+        v = as_int(g[i], "grid")
+        if v < 0:
+            raise ValueError(expected("grid", "non-negative axes", g))
+        total *= v
+        if i == axis:
+            want = v
+    if axis >= len(g):
+        want = 1
+    return want if total > 0 else 0
+
+
+cdef inline int _pow2(int64_t v, str name) except -1:
+    if v < 1 or (v & (v - 1)) != 0:
+        raise ValueError(expected(name, "a power of two (a tl.arange length)", v))
+    return 0
+
+
+cdef struct Real:
+    const char* p
+    bint dbl
+
+
+cdef inline double _ldrd(Real r, Py_ssize_t i) noexcept nogil:
+    """A float32/float64 value in its own precision (a comparison with it promotes to it)."""
+    if r.dbl:
+        return (<const double*>r.p)[i]
+    return (<const float*>r.p)[i]
+
+
+cdef inline float _ldr(Real r, Py_ssize_t i) noexcept nogil:
+    """A float32/float64 per-request value, ``.to(tl.float32)``."""
+    if r.dbl:
+        return <float>(<const double*>r.p)[i]
+    return (<const float*>r.p)[i]
+
+
+cdef int _real(object t, str name, Py_ssize_t need, str why, Real* out) except -1:
+    cdef Py_ssize_t shp[1]
+    cdef int code = 0
+    out.p = check_tensor(t, name, M_REAL, -1, &code, shp)
+    out.dbl = code == DT_FLOAT64
+    if shp[0] < need:
+        raise ValueError(expected(name, f"at least {need} elements ({why})", shp[0]))
+    return 0
+
+
+cdef Py_ssize_t _numel(object t, str name, int mask) except -1:
+    cdef Py_ssize_t shp[1]
+    check_tensor(t, name, mask, -1, NULL, shp)
+    return shp[0]
+
+
+cdef inline int _team(Py_ssize_t work, Py_ssize_t programs) noexcept:
+    cdef int n = threads_for(work)
+    if n > programs:
+        n = <int>programs if programs > 0 else 1
+    return n
+
+
+# -- _flatten_sampled_kernel ----------------------------------------------------------------------
+
+def flatten_sampled_kernel(flat_sampled_ptr, sampled_ptr, sampled_stride, num_sampled_ptr,
+                           cu_num_logits_ptr, *, grid):
+    """Program ``r`` of ``grid[0]`` copies the first ``num_sampled[r]`` tokens of row ``r`` of
+    ``sampled`` to ``flat_sampled[cu[r]:]``: the accepted tokens packed as the logits rows
+    they came from (for logprobs)."""
+    cdef int64_t R = _grid_axis(grid, 0, "grid")
+    cdef Tab s
+    cdef IBuf flat, ns, cu
+    cdef int64_t r, i, n, start, flat_need = 0
+    _table(sampled_ptr, "sampled_ptr", M_INDEX, 2, sampled_stride, "sampled_stride", None, "",
+           &s)
+    ns = index_at_least(num_sampled_ptr, "num_sampled_ptr", R, "one per request of the grid")
+    cu = index_at_least(cu_num_logits_ptr, "cu_num_logits_ptr", R, "one per request of the grid")
+    for r in range(R):
+        n = iget(ns, r)
+        if n <= 0:
+            continue
+        start = iget(cu, r)
+        if start < 0:
+            raise ValueError(expected("cu_num_logits_ptr", "non-negative offsets",
+                                      f"[{r}] = {start}"))
+        _need(&s, "sampled_ptr", r, 0, n, f"row {r}'s {n} sampled tokens")
+        if start + n > flat_need:
+            flat_need = start + n
+    flat = index_at_least(flat_sampled_ptr, "flat_sampled_ptr", flat_need,
+                          "every request's tokens at its offset")
+    with nogil:
+        for r in range(R):
+            n = iget(ns, r)
+            start = iget(cu, r)
+            for i in range(n):
+                iset(flat, start + i, _ldi(&s, _off(&s, r, 0) + i))
+
+
+# -- _gather_draft_sampled_kernel -----------------------------------------------------------------
+
+def gather_draft_sampled_kernel(draft_sampled_ptr, pos_ptr, input_ids_ptr, positions_ptr,
+                                logits_indices_ptr, expanded_idx_mapping_ptr,
+                                expanded_local_pos_ptr, prefill_len_ptr, num_logits,
+                                BLOCK_SIZE=None):
+    """For each of ``num_logits`` rows: its input token and position (``logits_indices`` names
+    the token), the token -1 for a draft slot (local position > 0) whose step starts inside
+    the request's prefill (``pos - local_pos < prefill_len``): a placeholder to reject."""
+    cdef int64_t N = as_int(num_logits, "num_logits")
+    cdef IBuf out, pos, ids, positions, li, eim, elp, pl
+    cdef Py_ssize_t n_ids, n_pos, n_pl
+    cdef int64_t b, t, rs, p, lp
+    if BLOCK_SIZE is not None:
+        need_min("BLOCK_SIZE", as_int(BLOCK_SIZE, "BLOCK_SIZE"), 1)
+    if N < 0:
+        N = 0       # a negative count launches no program (cdiv <= 0)
+    li = index_at_least(logits_indices_ptr, "logits_indices_ptr", N, "one per logits row")
+    eim = index_at_least(expanded_idx_mapping_ptr, "expanded_idx_mapping_ptr", N,
+                         "one per logits row")
+    elp = index_at_least(expanded_local_pos_ptr, "expanded_local_pos_ptr", N,
+                         "one per logits row")
+    n_ids = _numel(input_ids_ptr, "input_ids_ptr", M_INDEX)
+    n_pos = _numel(positions_ptr, "positions_ptr", M_INDEX)
+    n_pl = _numel(prefill_len_ptr, "prefill_len_ptr", M_INDEX)
+    ids = index_at_least(input_ids_ptr, "input_ids_ptr", 0)
+    positions = index_at_least(positions_ptr, "positions_ptr", 0)
+    pl = index_at_least(prefill_len_ptr, "prefill_len_ptr", 0)
+    for b in range(N):
+        t = iget(li, b)
+        if t < 0 or t >= n_ids or t >= n_pos:
+            raise ValueError(expected("logits_indices_ptr",
+                                      f"token indices in [0, {min(n_ids, n_pos)}) (input_ids_ptr"
+                                      f" and positions_ptr hold {n_ids} and {n_pos})",
+                                      f"[{b}] = {t}"))
+        rs = iget(eim, b)
+        if rs < 0 or rs >= n_pl:
+            raise ValueError(expected("expanded_idx_mapping_ptr",
+                                      f"request slots in [0, {n_pl}) (prefill_len_ptr's length)",
+                                      f"[{b}] = {rs}"))
+    out = index_at_least(draft_sampled_ptr, "draft_sampled_ptr", N, "one per logits row")
+    pos = index_at_least(pos_ptr, "pos_ptr", N, "one per logits row")
+    with nogil:
+        for b in range(N):
+            t = iget(li, b)
+            p = iget(positions, t)
+            lp = iget(elp, b)
+            rs = iget(eim, b)
+            if lp > 0 and p - lp < iget(pl, rs):
+                iset(out, b, -1)
+            else:
+                iset(out, b, iget(ids, t))
+            iset(pos, b, p)
+
+
+# -- _compute_local_logits_stats_kernel -----------------------------------------------------------
+
+cdef struct Stats:
+    Tab tam, tmax, tsum, dmax, dsum, tgt, drf
+    IBuf eim, elp
+    Real temp
+    int64_t V, K, BS, NB
+    bint has_draft
+
+
+cdef inline Py_ssize_t _valid(int64_t V, int64_t block, int64_t BS) noexcept nogil:
+    """Unmasked entries of vocabulary block ``block`` (``block * BS + j < V``)."""
+    cdef int64_t n = V - block * BS
+    if n < 0:
+        return 0
+    return n if n < BS else BS
+
+
+cdef void _stats_program(const Stats* a, int64_t li, int64_t b, float* buf) noexcept nogil:
+    cdef int64_t step = iget(a.elp, li), rs, j, nv, base
+    cdef float temp, m, s
+    cdef Py_ssize_t idx
+    if step >= a.K:
+        return                                  # bonus token: no stats needed
+    rs = iget(a.eim, li)
+    temp = _ldr(a.temp, rs)
+    nv = _valid(a.V, b, a.BS)
+    base = _off(&a.tgt, li, 0) + b * a.BS
+    for j in range(nv):
+        buf[j] = _ldf(&a.tgt, base + j)
+    for j in range(nv, a.BS):
+        buf[j] = -INFINITY
+    if temp == 0.0:
+        idx = _argmax(buf, a.BS, &m)
+        _sti(&a.tam, _off(&a.tam, li, 0) + b, b * a.BS + idx)
+        _stf(&a.tmax, _off(&a.tmax, li, 0) + b, m)
+        return
+    m = _max_sumexp(buf, a.BS, &s)
+    _stf(&a.tmax, _off(&a.tmax, li, 0) + b, m)
+    _stf(&a.tsum, _off(&a.tsum, li, 0) + b, s)
+    if a.has_draft:
+        base = _off(&a.drf, rs, step) + b * a.BS
+        for j in range(nv):
+            buf[j] = _ldf(&a.drf, base + j) / temp
+        for j in range(nv, a.BS):
+            buf[j] = -INFINITY / temp
+        m = _max_sumexp(buf, a.BS, &s)
+        _stf(&a.dmax, _off(&a.dmax, li, 0) + b, m)
+        _stf(&a.dsum, _off(&a.dsum, li, 0) + b, s)
+
+
+def compute_local_logits_stats_kernel(
+        target_local_argmax_ptr, target_local_argmax_stride, target_local_max_ptr,
+        target_local_max_stride, target_local_sumexp_ptr, target_local_sumexp_stride,
+        draft_local_max_ptr, draft_local_max_stride, draft_local_sumexp_ptr,
+        draft_local_sumexp_stride, target_logits_ptr, target_logits_stride, draft_logits_ptr,
+        draft_logits_stride_0, draft_logits_stride_1, expanded_idx_mapping_ptr,
+        expanded_local_pos_ptr, temp_ptr, vocab_size, num_speculative_steps, BLOCK_SIZE,
+        HAS_DRAFT_LOGITS=None, *, grid):
+    """Program ``(t, b)`` of ``grid``, for a draft row ``t`` (local position <
+    ``num_speculative_steps``): vocabulary block ``b`` (``BLOCK_SIZE`` wide, masked at
+    ``vocab_size``) of target row ``t`` -- a greedy row (temperature 0) its max and first
+    argmax, any other row its max and ``sum(exp(x - max))`` (0 when the max is -inf), and with
+    HAS_DRAFT_LOGITS (default: draft logits given) the same of the request's draft logits at
+    that step divided by the temperature."""
+    cdef Stats a
+    cdef int64_t L = _grid_axis(grid, 0, "grid"), NB = _grid_axis(grid, 1, "grid")
+    cdef int64_t li, step, rs, P, p
+    cdef Py_ssize_t n_temp
+    cdef float temp
+    cdef bint any_greedy = False, any_random = False
+    cdef float* scratch
+    cdef int nt
+    if L == 0 or NB == 0:
+        L = NB = 0
+    a.V = as_int(vocab_size, "vocab_size")
+    a.K = as_int(num_speculative_steps, "num_speculative_steps")
+    a.BS = as_int(BLOCK_SIZE, "BLOCK_SIZE")
+    _pow2(a.BS, "BLOCK_SIZE")
+    a.NB = NB
+    a.has_draft = as_flag(HAS_DRAFT_LOGITS, "HAS_DRAFT_LOGITS", not is_none(draft_logits_ptr))
+    if a.has_draft:
+        required(draft_logits_ptr, "draft_logits_ptr", "with HAS_DRAFT_LOGITS")
+    a.eim = index_at_least(expanded_idx_mapping_ptr, "expanded_idx_mapping_ptr", L,
+                           "one per row of the grid")
+    a.elp = index_at_least(expanded_local_pos_ptr, "expanded_local_pos_ptr", L,
+                           "one per row of the grid")
+    n_temp = _numel(temp_ptr, "temp_ptr", M_REAL)
+    _real(temp_ptr, "temp_ptr", 0, "", &a.temp)
+    _table(target_logits_ptr, "target_logits_ptr", M_LOGITS, 2, target_logits_stride,
+           "target_logits_stride", None, "", &a.tgt)
+    if a.has_draft:
+        _table(draft_logits_ptr, "draft_logits_ptr", M_LOGITS, 3, draft_logits_stride_0,
+               "draft_logits_stride_0", draft_logits_stride_1, "draft_logits_stride_1", &a.drf)
+    # the columns a row's blocks read: up to vocab_size, within the grid's blocks
+    cdef int64_t cols = min(a.V, NB * a.BS) if a.V > 0 else 0
+    for li in range(L):
+        step = iget(a.elp, li)
+        if step >= a.K:
+            continue
+        rs = iget(a.eim, li)
+        if rs < 0 or rs >= n_temp:
+            raise ValueError(expected("expanded_idx_mapping_ptr",
+                                      f"request slots in [0, {n_temp}) (temp_ptr's length)",
+                                      f"[{li}] = {rs}"))
+        _need(&a.tgt, "target_logits_ptr", li, 0, cols, f"row {li}'s {cols} columns")
+        temp = _ldr(a.temp, rs)
+        if temp == 0.0:
+            any_greedy = True
+        else:
+            any_random = True
+            if a.has_draft:
+                _need(&a.drf, "draft_logits_ptr", rs, step, cols,
+                      f"request slot {rs}, step {step}: {cols} columns")
+    # outputs: rows of the grid's blocks
+    _table(target_local_max_ptr, "target_local_max_ptr", M_FLOAT32, 2, target_local_max_stride,
+           "target_local_max_stride", None, "", &a.tmax)
+    _table(target_local_argmax_ptr, "target_local_argmax_ptr", M_INDEX, 2,
+           target_local_argmax_stride, "target_local_argmax_stride", None, "", &a.tam)
+    _table(target_local_sumexp_ptr, "target_local_sumexp_ptr", M_FLOAT32, 2,
+           target_local_sumexp_stride, "target_local_sumexp_stride", None, "", &a.tsum)
+    if a.has_draft:
+        _table(draft_local_max_ptr, "draft_local_max_ptr", M_FLOAT32, 2, draft_local_max_stride,
+               "draft_local_max_stride", None, "", &a.dmax)
+        _table(draft_local_sumexp_ptr, "draft_local_sumexp_ptr", M_FLOAT32, 2,
+               draft_local_sumexp_stride, "draft_local_sumexp_stride", None, "", &a.dsum)
+    for li in range(L):
+        if iget(a.elp, li) >= a.K:
+            continue
+        temp = _ldr(a.temp, iget(a.eim, li))
+        _need(&a.tmax, "target_local_max_ptr", li, 0, NB, f"row {li}'s {NB} blocks")
+        if temp == 0.0:
+            _need(&a.tam, "target_local_argmax_ptr", li, 0, NB, f"row {li}'s {NB} blocks")
+        else:
+            _need(&a.tsum, "target_local_sumexp_ptr", li, 0, NB, f"row {li}'s {NB} blocks")
+            if a.has_draft:
+                _need(&a.dmax, "draft_local_max_ptr", li, 0, NB, f"row {li}'s {NB} blocks")
+                _need(&a.dsum, "draft_local_sumexp_ptr", li, 0, NB, f"row {li}'s {NB} blocks")
+    _no_overlap_rows(&a.tmax, "target_local_max_ptr", "target_local_max_stride", L, NB)
+    if any_greedy:
+        _no_overlap_rows(&a.tam, "target_local_argmax_ptr", "target_local_argmax_stride", L, NB)
+    if any_random:
+        _no_overlap_rows(&a.tsum, "target_local_sumexp_ptr", "target_local_sumexp_stride", L,
+                         NB)
+        if a.has_draft:
+            _no_overlap_rows(&a.dmax, "draft_local_max_ptr", "draft_local_max_stride", L, NB)
+            _no_overlap_rows(&a.dsum, "draft_local_sumexp_ptr", "draft_local_sumexp_stride", L,
+                             NB)
+    P = L * NB
+    if P == 0:
+        return
+    nt = _team(P * a.BS, P)
+    scratch = <float*>malloc(nt * a.BS * sizeof(float))
+    if scratch == NULL:
+        raise MemoryError()
+    try:
+        with nogil:
+            if nt == 1:
+                for p in range(P):
+                    _stats_program(&a, p // NB, p % NB, scratch)
+            else:
+                for p in prange(P, num_threads=nt, schedule="static"):
+                    _stats_program(&a, p // NB, p % NB, scratch + threadid() * a.BS)
+    finally:
+        free(scratch)
+
+
+# -- the global reductions over a row's blocks ----------------------------------------------------
+
+cdef struct Lse:
+    Tab mx, se          # local max, local sum of exponentials [rows, blocks]
+    int64_t nb, padded  # vocab_num_blocks, PADDED_VOCAB_NUM_BLOCKS
+
+
+cdef float _global_lse(const Lse* l, int64_t row, float* buf) noexcept nogil:
+    """vLLM's ``_compute_global_logsumexp``: over ``padded`` blocks (those >= ``nb`` masked to
+    max -inf, sum 0), ``gmax + log(sum(sumexp * exp(max - gmax)))``."""
+    cdef int64_t b, n = l.padded, real = l.nb if l.nb < l.padded else l.padded
+    cdef float gm
+    cdef Py_ssize_t o = _off(&l.mx, row, 0), os = _off(&l.se, row, 0)
+    for b in range(real):
+        buf[b] = _ldf(&l.mx, o + b)
+    for b in range(real, n):
+        buf[b] = -INFINITY
+    _argmax(buf, n, &gm)
+    for b in range(real):
+        buf[b] = _ldf(&l.se, os + b) * expf(buf[b] - gm)
+    for b in range(real, n):
+        buf[b] = <float>0.0 * expf(-INFINITY - gm)
+    return gm + logf(_pairwise_sum(buf, n))
+
+
+cdef int _lse_tables(Lse* l, object mx, str mxn, object mxs, str mxsn, object se, str sen,
+                     object ses, str sesn, int64_t nb, int64_t padded) except -1:
+    _table(mx, mxn, M_FLOAT32, 2, mxs, mxsn, None, "", &l.mx)
+    _table(se, sen, M_FLOAT32, 2, ses, sesn, None, "", &l.se)
+    l.nb = nb
+    l.padded = padded
+    return 0
+
+
+cdef int _need_lse(const Lse* l, str mxn, str sen, int64_t row) except -1:
+    cdef int64_t real = min(l.nb, l.padded)
+    _need(&l.mx, mxn, row, 0, real, f"row {row}'s {real} blocks")
+    _need(&l.se, sen, row, 0, real, f"row {row}'s {real} blocks")
+    return 0
+
+
+cdef struct LogProbs:
+    Tab tgt, drf
+    Lse tl, dl
+    bint has_draft
+    bint has_rowmap     # vLLM 0.34: the draft logits cache row of a request slot
+    IBuf rowmap
+
+
+cdef inline int64_t _draft_row(const LogProbs* g, int64_t rs) noexcept nogil:
+    """The draft logits row of request slot ``rs``: the slot itself, or (0.34's row mapping)
+    ``max(row_mapping[rs], 0)`` -- a slot without a row reads row 0, as the kernel does."""
+    cdef int64_t row
+    if not g.has_rowmap:
+        return rs
+    row = iget(g.rowmap, rs)
+    return row if row > 0 else 0
+
+
+cdef inline void _logprobs(const LogProbs* g, int64_t token, int64_t li, int64_t rs,
+                           int64_t step, float temp, float* buf, float* tlp, float* dlp,
+                           float* tlse, float* dlse) noexcept nogil:
+    """vLLM's ``_compute_global_logprobs_and_logsumexp`` for one token: the target and draft
+    log-probabilities of ``token`` at row ``li`` and their log-sum-exps (one-hot draft: 0, 0)."""
+    cdef float target_logit = _ldf(&g.tgt, _off(&g.tgt, li, 0) + token)
+    cdef float draft_logit
+    tlse[0] = _global_lse(&g.tl, li, buf)
+    tlp[0] = target_logit - tlse[0]
+    if g.has_draft:
+        draft_logit = _ldf(&g.drf, _off(&g.drf, _draft_row(g, rs), step) + token) / temp
+        dlse[0] = _global_lse(&g.dl, li, buf)
+        dlp[0] = draft_logit - dlse[0]
+    else:
+        dlp[0] = 0.0
+        dlse[0] = 0.0
+
+
+# -- _compute_cumulative_log_p_kernel -------------------------------------------------------------
+
+cdef struct Cum:
+    LogProbs g
+    Tab out
+    IBuf ds, cu, idx
+    Real temp
+
+
+cdef void _cum_program(const Cum* a, int64_t r, float* buf) noexcept nogil:
+    cdef int64_t rs = iget(a.idx, r), start = iget(a.cu, r), nd, step, li, tok
+    cdef float temp = _ldr(a.temp, rs), log_p = 0.0, tlp, dlp, tlse, dlse
+    nd = iget(a.cu, r + 1) - start - 1
+    if temp == 0.0:
+        return
+    for step in range(nd):
+        li = start + step
+        tok = iget(a.ds, li + 1)
+        if tok >= 0:
+            _logprobs(&a.g, tok, li, rs, step, temp, buf, &tlp, &dlp, &tlse, &dlse)
+            log_p = _min_zero(log_p + (tlp - dlp))
+        _stf(&a.out, li, log_p)
+
+
+cdef int _request_checks(IBuf cu, IBuf idx, int64_t R, Py_ssize_t n_temp, str idx_name) except -1:
+    cdef int64_t r, rs, start, end
+    for r in range(R):
+        rs = iget(idx, r)
+        if rs < 0 or rs >= n_temp:
+            raise ValueError(expected(idx_name, f"request slots in [0, {n_temp}) (temp_ptr's "
+                                      f"length)", f"[{r}] = {rs}"))
+        start = iget(cu, r)
+        end = iget(cu, r + 1)
+        if end - start > 1 and start < 0:
+            raise ValueError(expected("cu_num_logits_ptr", "non-negative offsets",
+                                      f"[{r}] = {start}"))
+    return 0
+
+
+cdef int _token_in(const Tab* t, str name, int64_t row, int64_t i1, int64_t tok, str tname,
+                   int64_t at) except -1:
+    """Token ``tok`` (of ``tname[at]``) indexes row ``row`` (step ``i1``) of ``name``."""
+    if tok < 0 or not _holds(t, row, i1, tok + 1):
+        raise ValueError(expected(tname, f"token ids that index {name} ({_extent(t)}) at row "
+                                  f"{row}", f"[{at}] = {tok}"))
+    return 0
+
+
+def compute_cumulative_log_p_kernel(
+        cumulative_log_p_ptr, target_logits_ptr, target_logits_stride, target_local_max_ptr,
+        target_local_max_stride, target_local_sumexp_ptr, target_local_sumexp_stride,
+        draft_sampled_ptr, draft_logits_ptr, draft_logits_stride_0, draft_logits_stride_1,
+        draft_local_max_ptr, draft_local_max_stride, draft_local_sumexp_ptr,
+        draft_local_sumexp_stride, cu_num_logits_ptr, idx_mapping_ptr, temp_ptr,
+        vocab_num_blocks, PADDED_VOCAB_NUM_BLOCKS, HAS_DRAFT_LOGITS=None, *, grid):
+    """Program ``r`` of ``grid[0]``, for a non-greedy request: ``log_p`` over its draft rows,
+    ``log_p = min(log_p + log p(d) - log q(d), 0)`` for each draft ``d`` >= 0 (one-hot draft:
+    ``log q = 0``), stored at every draft row (a -1 placeholder carries the last value)."""
+    _cumulative_log_p(
+        cumulative_log_p_ptr, target_logits_ptr, target_logits_stride, target_local_max_ptr,
+        target_local_max_stride, target_local_sumexp_ptr, target_local_sumexp_stride,
+        draft_sampled_ptr, draft_logits_ptr, draft_logits_stride_0, draft_logits_stride_1,
+        None, draft_local_max_ptr, draft_local_max_stride, draft_local_sumexp_ptr,
+        draft_local_sumexp_stride, cu_num_logits_ptr, idx_mapping_ptr, temp_ptr,
+        vocab_num_blocks, PADDED_VOCAB_NUM_BLOCKS, HAS_DRAFT_LOGITS, grid)
+
+
+def compute_cumulative_log_p_row_mapping_kernel(
+        cumulative_log_p_ptr, target_logits_ptr, target_logits_stride, target_local_max_ptr,
+        target_local_max_stride, target_local_sumexp_ptr, target_local_sumexp_stride,
+        draft_sampled_ptr, draft_logits_ptr, draft_logits_stride_0, draft_logits_stride_1,
+        draft_logits_row_mapping_ptr, draft_local_max_ptr, draft_local_max_stride,
+        draft_local_sumexp_ptr, draft_local_sumexp_stride, cu_num_logits_ptr, idx_mapping_ptr,
+        temp_ptr, vocab_num_blocks, PADDED_VOCAB_NUM_BLOCKS, HAS_DRAFT_LOGITS=None, *, grid):
+    """vLLM 0.34's ``_compute_cumulative_log_p_kernel``: as ``compute_cumulative_log_p_kernel``,
+    the draft logits of request slot ``s`` read from cache row ``max(row_mapping[s], 0)`` when
+    ``draft_logits_row_mapping_ptr`` is given (a sharded cache), from row ``s`` when None."""
+    _cumulative_log_p(
+        cumulative_log_p_ptr, target_logits_ptr, target_logits_stride, target_local_max_ptr,
+        target_local_max_stride, target_local_sumexp_ptr, target_local_sumexp_stride,
+        draft_sampled_ptr, draft_logits_ptr, draft_logits_stride_0, draft_logits_stride_1,
+        draft_logits_row_mapping_ptr, draft_local_max_ptr, draft_local_max_stride,
+        draft_local_sumexp_ptr, draft_local_sumexp_stride, cu_num_logits_ptr, idx_mapping_ptr,
+        temp_ptr, vocab_num_blocks, PADDED_VOCAB_NUM_BLOCKS, HAS_DRAFT_LOGITS, grid)
+
+
+cdef _cumulative_log_p(
+        cumulative_log_p_ptr, target_logits_ptr, target_logits_stride, target_local_max_ptr,
+        target_local_max_stride, target_local_sumexp_ptr, target_local_sumexp_stride,
+        draft_sampled_ptr, draft_logits_ptr, draft_logits_stride_0, draft_logits_stride_1,
+        draft_logits_row_mapping_ptr, draft_local_max_ptr, draft_local_max_stride,
+        draft_local_sumexp_ptr, draft_local_sumexp_stride, cu_num_logits_ptr, idx_mapping_ptr,
+        temp_ptr, vocab_num_blocks, PADDED_VOCAB_NUM_BLOCKS, HAS_DRAFT_LOGITS, grid):
+    cdef Cum a
+    cdef Py_ssize_t n_map = 0
+    cdef int64_t R = _grid_axis(grid, 0, "grid")
+    cdef int64_t nb = as_int(vocab_num_blocks, "vocab_num_blocks")
+    cdef int64_t padded = as_int(PADDED_VOCAB_NUM_BLOCKS, "PADDED_VOCAB_NUM_BLOCKS")
+    cdef int64_t r, rs, start, end, step, li, tok, out_need = 0, ds_need = 0
+    cdef Py_ssize_t n_temp
+    cdef float* scratch
+    cdef int nt
+    _pow2(padded, "PADDED_VOCAB_NUM_BLOCKS")
+    a.g.has_draft = as_flag(HAS_DRAFT_LOGITS, "HAS_DRAFT_LOGITS", not is_none(draft_logits_ptr))
+    if a.g.has_draft:
+        required(draft_logits_ptr, "draft_logits_ptr", "with HAS_DRAFT_LOGITS")
+    a.g.has_rowmap = a.g.has_draft and not is_none(draft_logits_row_mapping_ptr)
+    if a.g.has_rowmap:
+        n_map = _numel(draft_logits_row_mapping_ptr, "draft_logits_row_mapping_ptr", M_INDEX)
+        a.g.rowmap = index_at_least(draft_logits_row_mapping_ptr,
+                                    "draft_logits_row_mapping_ptr", 0)
+    a.cu = index_at_least(cu_num_logits_ptr, "cu_num_logits_ptr", R + 1 if R else 0,
+                          "one more than the requests of the grid")
+    a.idx = index_at_least(idx_mapping_ptr, "idx_mapping_ptr", R, "one per request of the grid")
+    n_temp = _numel(temp_ptr, "temp_ptr", M_REAL)
+    _real(temp_ptr, "temp_ptr", 0, "", &a.temp)
+    _request_checks(a.cu, a.idx, R, n_temp, "idx_mapping_ptr")
+    if a.g.has_rowmap:
+        for r in range(R):
+            rs = iget(a.idx, r)
+            if _ldr(a.temp, rs) != 0.0 and rs >= n_map:
+                raise ValueError(expected("draft_logits_row_mapping_ptr",
+                                          f"an entry for request slot {rs}", f"{n_map} elements"))
+    _table(target_logits_ptr, "target_logits_ptr", M_LOGITS, 2, target_logits_stride,
+           "target_logits_stride", None, "", &a.g.tgt)
+    _lse_tables(&a.g.tl, target_local_max_ptr, "target_local_max_ptr", target_local_max_stride,
+                "target_local_max_stride", target_local_sumexp_ptr, "target_local_sumexp_ptr",
+                target_local_sumexp_stride, "target_local_sumexp_stride", nb, padded)
+    if a.g.has_draft:
+        _table(draft_logits_ptr, "draft_logits_ptr", M_LOGITS, 3, draft_logits_stride_0,
+               "draft_logits_stride_0", draft_logits_stride_1, "draft_logits_stride_1",
+               &a.g.drf)
+        _lse_tables(&a.g.dl, draft_local_max_ptr, "draft_local_max_ptr",
+                    draft_local_max_stride, "draft_local_max_stride", draft_local_sumexp_ptr,
+                    "draft_local_sumexp_ptr", draft_local_sumexp_stride,
+                    "draft_local_sumexp_stride", nb, padded)
+    for r in range(R):
+        rs = iget(a.idx, r)
+        if _ldr(a.temp, rs) == 0.0:
+            continue
+        start = iget(a.cu, r)
+        end = iget(a.cu, r + 1)
+        if end - 1 > out_need:
+            out_need = end - 1
+        if end > ds_need:
+            ds_need = end
+    a.ds = index_at_least(draft_sampled_ptr, "draft_sampled_ptr", ds_need,
+                          "the token after each draft row of the non-greedy requests")
+    for r in range(R):
+        rs = iget(a.idx, r)
+        if _ldr(a.temp, rs) == 0.0:
+            continue
+        start = iget(a.cu, r)
+        end = iget(a.cu, r + 1)
+        for step in range(end - start - 1):
+            li = start + step
+            tok = iget(a.ds, li + 1)
+            if tok < 0:
+                continue
+            _token_in(&a.g.tgt, "target_logits_ptr", li, 0, tok, "draft_sampled_ptr", li + 1)
+            _need_lse(&a.g.tl, "target_local_max_ptr", "target_local_sumexp_ptr", li)
+            if a.g.has_draft:
+                _token_in(&a.g.drf, "draft_logits_ptr", _draft_row(&a.g, rs), step, tok,
+                          "draft_sampled_ptr", li + 1)
+                _need_lse(&a.g.dl, "draft_local_max_ptr", "draft_local_sumexp_ptr", li)
+    _table(cumulative_log_p_ptr, "cumulative_log_p_ptr", M_FLOAT32, 1, 1, "", None, "", &a.out)
+    _need(&a.out, "cumulative_log_p_ptr", 0, 0, out_need, "one per draft row")
+    a.out.s0 = 0
+    if R == 0:
+        return
+    nt = _team(R * 64, R)
+    scratch = <float*>malloc(nt * padded * sizeof(float))
+    if scratch == NULL:
+        raise MemoryError()
+    try:
+        with nogil:
+            if nt == 1:
+                for r in range(R):
+                    _cum_program(&a, r, scratch)
+            else:
+                for r in prange(R, num_threads=nt, schedule="static"):
+                    _cum_program(&a, r, scratch + threadid() * padded)
+    finally:
+        free(scratch)
+
+
+# -- _compute_local_residual_mass_kernel ----------------------------------------------------------
+
+cdef struct Resid:
+    LogProbs g
+    Tab out, clp
+    IBuf ds, eim, elp
+    Real temp
+    int64_t V, K, BS, NB, L
+
+
+cdef void _resid_program(const Resid* a, int64_t li, int64_t b, float* buf,
+                         float* small) noexcept nogil:
+    cdef int64_t step, rs, j, nv, tb, db
+    cdef float temp, tlse, dlse, p, mb, ms, x
+    if li + 1 >= a.L:
+        return
+    step = iget(a.elp, li)
+    if step == 0 or step >= a.K:
+        return
+    if iget(a.ds, li + 1) < 0:
+        return
+    rs = iget(a.eim, li)
+    temp = _ldr(a.temp, rs)
+    if temp == 0.0:
+        return
+    nv = _valid(a.V, b, a.BS)
+    tlse = _global_lse(&a.g.tl, li, small)
+    dlse = _global_lse(&a.g.dl, li, small)
+    p = expf(_ldf(&a.clp, li - 1))
+    tb = _off(&a.g.tgt, li, 0) + b * a.BS
+    db = _off(&a.g.drf, rs, step) + b * a.BS
+    for j in range(a.BS):
+        if j < nv:
+            mb = expf(_ldf(&a.g.tgt, tb + j) - tlse)
+            ms = expf(_ldf(&a.g.drf, db + j) / temp - dlse)
+        else:
+            mb = expf(-INFINITY - tlse)
+            ms = expf(-INFINITY / temp - dlse)
+        x = p * mb
+        buf[j] = _max_zero(x - ms)
+    _stf(&a.out, _off(&a.out, li, 0) + b, _pairwise_sum(buf, a.BS))
+
+
+def compute_local_residual_mass_kernel(
+        local_residual_mass_ptr, local_residual_mass_stride, cumulative_log_p_ptr,
+        target_logits_ptr, target_logits_stride, target_local_max_ptr, target_local_max_stride,
+        target_local_sumexp_ptr, target_local_sumexp_stride, draft_logits_ptr,
+        draft_logits_stride_0, draft_logits_stride_1, draft_local_max_ptr,
+        draft_local_max_stride, draft_local_sumexp_ptr, draft_local_sumexp_stride,
+        draft_sampled_ptr, expanded_idx_mapping_ptr, expanded_local_pos_ptr, temp_ptr,
+        vocab_size, num_speculative_steps, vocab_num_blocks, BLOCK_SIZE,
+        PADDED_VOCAB_NUM_BLOCKS, *, grid):
+    """Program ``(t, b)`` of ``grid``, for a row ``t`` that is not its grid's last, neither a
+    request's first nor its bonus row, whose next draft is not a -1 placeholder, of a
+    non-greedy request: ``sum(max(p * M_b(x) - M_s(x), 0))`` over vocabulary block ``b``, with
+    ``p = exp(cumulative_log_p[t - 1])`` and ``M_b``, ``M_s`` the target and draft
+    probabilities."""
+    cdef Resid a
+    cdef int64_t L = _grid_axis(grid, 0, "grid"), NB = _grid_axis(grid, 1, "grid")
+    cdef int64_t nb = as_int(vocab_num_blocks, "vocab_num_blocks")
+    cdef int64_t padded = as_int(PADDED_VOCAB_NUM_BLOCKS, "PADDED_VOCAB_NUM_BLOCKS")
+    cdef int64_t li, step, rs, cols, P, p
+    cdef Py_ssize_t n_temp, n_ds
+    cdef float* scratch
+    cdef int nt
+    cdef list rows = []
+    if L == 0 or NB == 0:
+        L = NB = 0
+    a.L = L
+    a.NB = NB
+    a.V = as_int(vocab_size, "vocab_size")
+    a.K = as_int(num_speculative_steps, "num_speculative_steps")
+    a.BS = as_int(BLOCK_SIZE, "BLOCK_SIZE")
+    _pow2(a.BS, "BLOCK_SIZE")
+    _pow2(padded, "PADDED_VOCAB_NUM_BLOCKS")
+    a.g.has_draft = True
+    a.g.has_rowmap = False
+    required(draft_logits_ptr, "draft_logits_ptr", "(the kernel reads the draft logits)")
+    a.eim = index_at_least(expanded_idx_mapping_ptr, "expanded_idx_mapping_ptr",
+                           max(L - 1, 0), "one per row of the grid but the last")
+    a.elp = index_at_least(expanded_local_pos_ptr, "expanded_local_pos_ptr", max(L - 1, 0),
+                           "one per row of the grid but the last")
+    n_ds = _numel(draft_sampled_ptr, "draft_sampled_ptr", M_INDEX)
+    a.ds = index_at_least(draft_sampled_ptr, "draft_sampled_ptr", 0)
+    n_temp = _numel(temp_ptr, "temp_ptr", M_REAL)
+    _real(temp_ptr, "temp_ptr", 0, "", &a.temp)
+    _table(target_logits_ptr, "target_logits_ptr", M_LOGITS, 2, target_logits_stride,
+           "target_logits_stride", None, "", &a.g.tgt)
+    _table(draft_logits_ptr, "draft_logits_ptr", M_LOGITS, 3, draft_logits_stride_0,
+           "draft_logits_stride_0", draft_logits_stride_1, "draft_logits_stride_1", &a.g.drf)
+    _lse_tables(&a.g.tl, target_local_max_ptr, "target_local_max_ptr", target_local_max_stride,
+                "target_local_max_stride", target_local_sumexp_ptr, "target_local_sumexp_ptr",
+                target_local_sumexp_stride, "target_local_sumexp_stride", nb, padded)
+    _lse_tables(&a.g.dl, draft_local_max_ptr, "draft_local_max_ptr", draft_local_max_stride,
+                "draft_local_max_stride", draft_local_sumexp_ptr, "draft_local_sumexp_ptr",
+                draft_local_sumexp_stride, "draft_local_sumexp_stride", nb, padded)
+    _table(cumulative_log_p_ptr, "cumulative_log_p_ptr", M_FLOAT32, 1, 1, "", None, "", &a.clp)
+    a.clp.s0 = 0
+    _table(local_residual_mass_ptr, "local_residual_mass_ptr", M_FLOAT32, 2,
+           local_residual_mass_stride, "local_residual_mass_stride", None, "", &a.out)
+    cols = min(a.V, NB * a.BS) if a.V > 0 else 0
+    for li in range(L - 1):
+        step = iget(a.elp, li)
+        if step == 0 or step >= a.K:
+            continue
+        if li + 1 >= n_ds:
+            raise ValueError(expected("draft_sampled_ptr", f"at least {li + 2} elements (the "
+                                      f"token after row {li})", n_ds))
+        if iget(a.ds, li + 1) < 0:
+            continue
+        rs = iget(a.eim, li)
+        if rs < 0 or rs >= n_temp:
+            raise ValueError(expected("expanded_idx_mapping_ptr",
+                                      f"request slots in [0, {n_temp}) (temp_ptr's length)",
+                                      f"[{li}] = {rs}"))
+        if _ldr(a.temp, rs) == 0.0:
+            continue
+        _need(&a.g.tgt, "target_logits_ptr", li, 0, cols, f"row {li}'s {cols} columns")
+        _need(&a.g.drf, "draft_logits_ptr", rs, step, cols,
+              f"request slot {rs}, step {step}: {cols} columns")
+        _need_lse(&a.g.tl, "target_local_max_ptr", "target_local_sumexp_ptr", li)
+        _need_lse(&a.g.dl, "draft_local_max_ptr", "draft_local_sumexp_ptr", li)
+        _need(&a.clp, "cumulative_log_p_ptr", 0, 0, li, f"the value of row {li - 1}")
+        _need(&a.out, "local_residual_mass_ptr", li, 0, NB, f"row {li}'s {NB} blocks")
+        rows.append(li)
+    if len(rows) > 1:
+        _no_overlap_rows(&a.out, "local_residual_mass_ptr", "local_residual_mass_stride", L, NB)
+    P = L * NB
+    if P == 0:
+        return
+    nt = _team(P * a.BS, P)
+    scratch = <float*>malloc(nt * (a.BS + padded) * sizeof(float))
+    if scratch == NULL:
+        raise MemoryError()
+    try:
+        with nogil:
+            if nt == 1:
+                for p in range(P):
+                    _resid_program(&a, p // NB, p % NB, scratch, scratch + a.BS)
+            else:
+                for p in prange(P, num_threads=nt, schedule="static"):
+                    _resid_program(&a, p // NB, p % NB,
+                                   scratch + threadid() * (a.BS + padded),
+                                   scratch + threadid() * (a.BS + padded) + a.BS)
+    finally:
+        free(scratch)
+
+
+# -- _rejection_kernel ----------------------------------------------------------------------------
+
+cdef inline float _tl_rand32(int64_t seed, int64_t offset, bint wide_offset) noexcept nogil:
+    """vLLM's ``tl_rand32(seed, offset, includes_zero=False)``: Triton's ``tl.rand`` -- the
+    first word of Philox-4x32-10 with counter (offset lo, offset hi (0 for an int32 offset), 0,
+    0) and key (seed lo, seed hi) -- as ``uint_to_uniform_float``, floored at 4.6566127342e-10."""
+    cdef uint32_t out[4]
+    cdef uint32_t hi = <uint32_t>((<uint64_t>offset) >> 32) if wide_offset else 0
+    cdef int x
+    cdef float u
+    philox4x32_10(<uint32_t>offset, hi, 0, 0,
+                  <uint32_t>seed, <uint32_t>((<uint64_t>seed) >> 32),
+                  out)
+    x = <int>out[0]
+    if x < 0:
+        x = ~x
+    u = <float>x * <float>4.6566127342e-10
+    if u < <float>4.6566127342e-10:
+        u = <float>4.6566127342e-10
+    return u
+
+
+cdef struct Rej:
+    LogProbs g
+    Tab sampled, tam, resid, clp
+    IBuf rej, ds, cu, idx, seed, pos
+    Real temp, rates
+    Tab trl, drl
+    bint synthetic, block
+
+
+cdef inline int64_t _global_target_argmax(const Rej* a, int64_t li, float* buf) noexcept nogil:
+    """vLLM's ``_compute_global_target_argmax``: the token of the block whose max is the first
+    largest (NaN read as -inf)."""
+    cdef const Lse* l = &a.g.tl
+    cdef int64_t b, n = l.padded, real = l.nb if l.nb < l.padded else l.padded
+    cdef float m, v
+    cdef Py_ssize_t idx
+    cdef Py_ssize_t o = _off(&l.mx, li, 0)
+    for b in range(real):
+        v = _ldf(&l.mx, o + b)
+        buf[b] = -INFINITY if v != v else v
+    for b in range(real, n):
+        buf[b] = -INFINITY
+    idx = _argmax(buf, n, &m)
+    return _ldi(&a.tam, _off(&a.tam, li, 0) + idx)
+
+
+cdef inline float _global_residual_mass(const Rej* a, float pjr, int64_t token, int64_t li,
+                                        float* buf) noexcept nogil:
+    cdef int64_t b, n = a.g.tl.padded, real = a.g.tl.nb if a.g.tl.nb < n else n
+    cdef float tlse, m_b
+    cdef Py_ssize_t o
+    if a.g.has_draft:
+        o = _off(&a.resid, li, 0)
+        for b in range(real):
+            buf[b] = _ldf(&a.resid, o + b)
+        for b in range(real, n):
+            buf[b] = 0.0
+        return _pairwise_sum(buf, n)
+    tlse = _global_lse(&a.g.tl, li, buf)
+    m_b = expf(_ldf(&a.g.tgt, _off(&a.g.tgt, li, 0) + token) - tlse)
+    return pjr * (<float>1.0 - m_b)
+
+
+cdef void _rej_program(const Rej* a, int64_t r, float* buf) noexcept nogil:
+    cdef int64_t rs = iget(a.idx, r), start = iget(a.cu, r), nd, i, li, ds, nxt, ta
+    cdef int64_t seed = iget(a.seed, rs), accepted_length = 0
+    cdef float temp = _ldr(a.temp, rs), target_lse = 0.0, draft_lse = 0.0, u, h, pjr, rm, denom
+    cdef float tlp, dlp
+    cdef bint greedy = temp == 0.0, verifying = True, valid, accepted
+    nd = iget(a.cu, r + 1) - start - 1
+    for i in range(nd):
+        li = start + i
+        ds = iget(a.ds, li + 1)
+        valid = ds >= 0
+        if ds < 0:
+            ds = 0
+        if not greedy:
+            verifying = verifying and valid
+        if not verifying:
+            continue
+        u = _tl_rand32(seed, iget(a.pos, li), a.pos.wide)
+        if greedy:
+            ta = _global_target_argmax(a, li, buf)
+            if a.synthetic:
+                accepted = <double>u < _ldrd(a.rates, i)
+            else:
+                accepted = ta == ds
+            accepted = accepted and valid
+            verifying = accepted
+            accepted_length += accepted
+            _sti(&a.sampled, _off(&a.sampled, r, 0) + i, ds if accepted else ta)
+        elif a.block:
+            pjr = expf(_ldf(&a.clp, li))
+            nxt = iget(a.ds, li + 2) if i < nd - 1 else -1
+            if nxt >= 0:
+                rm = _global_residual_mass(a, pjr, nxt, li + 1, buf)
+                denom = rm + <float>1.0 - pjr
+                h = rm / denom if denom > 0.0 else <float>1.0
+            else:
+                h = pjr
+            if u <= h:
+                accepted_length = i + 1
+            _sti(&a.sampled, _off(&a.sampled, r, 0) + i, ds)
+        else:
+            _logprobs(&a.g, ds, li, rs, i, temp, buf, &tlp, &dlp, &target_lse, &draft_lse)
+            if a.synthetic:
+                accepted = <double>u < _ldrd(a.rates, i)
+            else:
+                accepted = tlp > logf(u) + dlp
+            verifying = accepted
+            accepted_length += accepted
+            _sti(&a.sampled, _off(&a.sampled, r, 0) + i, ds)
+    iset(a.rej, r, accepted_length)
+    if a.block and not greedy and accepted_length < nd:
+        target_lse = _global_lse(&a.g.tl, start + accepted_length, buf)
+        if a.g.has_draft:
+            draft_lse = _global_lse(&a.g.dl, start + accepted_length, buf)
+    _stf(&a.trl, r, target_lse)
+    _stf(&a.drl, r, draft_lse)
+
+
+def rejection_kernel(
+        sampled_ptr, sampled_stride, rejected_steps_ptr, target_rejected_logsumexp_ptr,
+        draft_rejected_logsumexp_ptr, target_logits_ptr, target_logits_stride,
+        target_local_argmax_ptr, target_local_argmax_stride, target_local_max_ptr,
+        target_local_max_stride, target_local_sumexp_ptr, target_local_sumexp_stride,
+        draft_sampled_ptr, draft_logits_ptr, draft_logits_stride_0, draft_logits_stride_1,
+        draft_local_max_ptr, draft_local_max_stride, draft_local_sumexp_ptr,
+        draft_local_sumexp_stride, cu_num_logits_ptr, idx_mapping_ptr, temp_ptr, seed_ptr,
+        pos_ptr, synthetic_conditional_rates_ptr, cumulative_log_p_ptr, local_residual_mass_ptr,
+        local_residual_mass_stride, vocab_num_blocks, PADDED_VOCAB_NUM_BLOCKS,
+        HAS_DRAFT_LOGITS=None, SYNTHETIC_MODE=None, USE_BLOCK_VERIFICATION=None, *, grid):
+    """Program ``r`` of ``grid[0]``: verify request ``r``'s drafts with ``u = tl.rand(seed,
+    pos)`` per position. Greedy (temperature 0): accept while the draft is the target argmax
+    (SYNTHETIC_MODE: ``u < rate[i]``), storing the argmax at the first rejection. Otherwise
+    (a -1 draft ends verification): ``log p(d) > log u + log q(d)`` (SYNTHETIC_MODE: ``u <
+    rate[i]``), or with USE_BLOCK_VERIFICATION the block test ``u <= h`` (Sun et al.), the
+    accepted length the last position passing it. Stores the drafts verified, the accepted
+    count and the log-sum-exps the resampling of the rejected position needs."""
+    cdef Rej a
+    cdef int64_t R = _grid_axis(grid, 0, "grid")
+    cdef int64_t nb = as_int(vocab_num_blocks, "vocab_num_blocks")
+    cdef int64_t padded = as_int(PADDED_VOCAB_NUM_BLOCKS, "PADDED_VOCAB_NUM_BLOCKS")
+    cdef int64_t r, rs, start, end, nd, i, li, tok, most = 0, ds_need = 0
+    cdef Py_ssize_t n_temp, n_seed
+    cdef float* scratch
+    cdef int nt
+    cdef bint greedy
+    _pow2(padded, "PADDED_VOCAB_NUM_BLOCKS")
+    a.g.has_draft = as_flag(HAS_DRAFT_LOGITS, "HAS_DRAFT_LOGITS", not is_none(draft_logits_ptr))
+    a.g.has_rowmap = False
+    a.synthetic = as_flag(SYNTHETIC_MODE, "SYNTHETIC_MODE",
+                          not is_none(synthetic_conditional_rates_ptr))
+    a.block = as_flag(USE_BLOCK_VERIFICATION, "USE_BLOCK_VERIFICATION",
+                      not is_none(cumulative_log_p_ptr))
+    if a.g.has_draft:
+        required(draft_logits_ptr, "draft_logits_ptr", "with HAS_DRAFT_LOGITS")
+    if a.synthetic:
+        required(synthetic_conditional_rates_ptr, "synthetic_conditional_rates_ptr",
+                 "with SYNTHETIC_MODE")
+    if a.block:
+        required(cumulative_log_p_ptr, "cumulative_log_p_ptr", "with USE_BLOCK_VERIFICATION")
+        if a.g.has_draft:
+            required(local_residual_mass_ptr, "local_residual_mass_ptr",
+                     "with USE_BLOCK_VERIFICATION and HAS_DRAFT_LOGITS")
+    if nb < 1:
+        raise ValueError(expected("vocab_num_blocks", ">= 1", nb))
+    a.cu = index_at_least(cu_num_logits_ptr, "cu_num_logits_ptr", R + 1 if R else 0,
+                          "one more than the requests of the grid")
+    a.idx = index_at_least(idx_mapping_ptr, "idx_mapping_ptr", R, "one per request of the grid")
+    n_temp = _numel(temp_ptr, "temp_ptr", M_REAL)
+    _real(temp_ptr, "temp_ptr", 0, "", &a.temp)
+    n_seed = _numel(seed_ptr, "seed_ptr", M_INDEX)
+    a.seed = index_at_least(seed_ptr, "seed_ptr", 0)
+    _request_checks(a.cu, a.idx, R, min(n_temp, n_seed), "idx_mapping_ptr")
+    for r in range(R):
+        end = iget(a.cu, r + 1)
+        nd = end - iget(a.cu, r) - 1
+        if nd > most:
+            most = nd
+        if nd > 0 and end > ds_need:
+            ds_need = end
+    a.ds = index_at_least(draft_sampled_ptr, "draft_sampled_ptr", ds_need,
+                          "the token after each draft row")
+    a.pos = index_at_least(pos_ptr, "pos_ptr", max(ds_need - 1, 0), "one per draft row")
+    if a.synthetic:
+        _real(synthetic_conditional_rates_ptr, "synthetic_conditional_rates_ptr", most,
+              "one per draft position of the longest request", &a.rates)
+    _table(target_logits_ptr, "target_logits_ptr", M_LOGITS, 2, target_logits_stride,
+           "target_logits_stride", None, "", &a.g.tgt)
+    _table(target_local_argmax_ptr, "target_local_argmax_ptr", M_INDEX, 2,
+           target_local_argmax_stride, "target_local_argmax_stride", None, "", &a.tam)
+    _lse_tables(&a.g.tl, target_local_max_ptr, "target_local_max_ptr", target_local_max_stride,
+                "target_local_max_stride", target_local_sumexp_ptr, "target_local_sumexp_ptr",
+                target_local_sumexp_stride, "target_local_sumexp_stride", nb, padded)
+    if a.g.has_draft:
+        _table(draft_logits_ptr, "draft_logits_ptr", M_LOGITS, 3, draft_logits_stride_0,
+               "draft_logits_stride_0", draft_logits_stride_1, "draft_logits_stride_1",
+               &a.g.drf)
+        _lse_tables(&a.g.dl, draft_local_max_ptr, "draft_local_max_ptr",
+                    draft_local_max_stride, "draft_local_max_stride", draft_local_sumexp_ptr,
+                    "draft_local_sumexp_ptr", draft_local_sumexp_stride,
+                    "draft_local_sumexp_stride", nb, padded)
+    if a.block:
+        _table(cumulative_log_p_ptr, "cumulative_log_p_ptr", M_FLOAT32, 1, 1, "", None, "",
+               &a.clp)
+        a.clp.s0 = 0
+        if a.g.has_draft:
+            _table(local_residual_mass_ptr, "local_residual_mass_ptr", M_FLOAT32, 2,
+                   local_residual_mass_stride, "local_residual_mass_stride", None, "",
+                   &a.resid)
+    cdef int64_t real = min(nb, padded)
+    for r in range(R):
+        rs = iget(a.idx, r)
+        start = iget(a.cu, r)
+        nd = iget(a.cu, r + 1) - start - 1
+        greedy = _ldr(a.temp, rs) == 0.0
+        for i in range(nd):
+            li = start + i
+            tok = iget(a.ds, li + 1)
+            if greedy:
+                _need(&a.tam, "target_local_argmax_ptr", li, 0, real,
+                      f"row {li}'s {real} blocks")
+                _need(&a.g.tl.mx, "target_local_max_ptr", li, 0, real,
+                      f"row {li}'s {real} blocks")
+            elif a.block:
+                _need(&a.clp, "cumulative_log_p_ptr", 0, 0, li + 1, f"row {li}'s value")
+                if i < nd - 1 and iget(a.ds, li + 2) >= 0:
+                    if a.g.has_draft:
+                        _need(&a.resid, "local_residual_mass_ptr", li + 1, 0, real,
+                              f"row {li + 1}'s {real} blocks")
+                    else:
+                        _need_lse(&a.g.tl, "target_local_max_ptr", "target_local_sumexp_ptr",
+                                  li + 1)
+                        _token_in(&a.g.tgt, "target_logits_ptr", li + 1, 0, iget(a.ds, li + 2),
+                                  "draft_sampled_ptr", li + 2)
+                _need_lse(&a.g.tl, "target_local_max_ptr", "target_local_sumexp_ptr", li)
+                if a.g.has_draft:
+                    _need_lse(&a.g.dl, "draft_local_max_ptr", "draft_local_sumexp_ptr", li)
+            elif tok >= 0:
+                _token_in(&a.g.tgt, "target_logits_ptr", li, 0, tok, "draft_sampled_ptr", li + 1)
+                _need_lse(&a.g.tl, "target_local_max_ptr", "target_local_sumexp_ptr", li)
+                if a.g.has_draft:
+                    _token_in(&a.g.drf, "draft_logits_ptr", rs, i, tok, "draft_sampled_ptr",
+                              li + 1)
+                    _need_lse(&a.g.dl, "draft_local_max_ptr", "draft_local_sumexp_ptr", li)
+    # outputs
+    a.rej = index_at_least(rejected_steps_ptr, "rejected_steps_ptr", R,
+                           "one per request of the grid")
+    _table(target_rejected_logsumexp_ptr, "target_rejected_logsumexp_ptr", M_FLOAT32, 1, 1, "",
+           None, "", &a.trl)
+    _table(draft_rejected_logsumexp_ptr, "draft_rejected_logsumexp_ptr", M_FLOAT32, 1, 1, "",
+           None, "", &a.drl)
+    a.trl.s0 = a.drl.s0 = 0
+    _need(&a.trl, "target_rejected_logsumexp_ptr", 0, 0, R, "one per request of the grid")
+    _need(&a.drl, "draft_rejected_logsumexp_ptr", 0, 0, R, "one per request of the grid")
+    _table(sampled_ptr, "sampled_ptr", M_INDEX, 2, sampled_stride, "sampled_stride", None, "",
+           &a.sampled)
+    for r in range(R):
+        nd = iget(a.cu, r + 1) - iget(a.cu, r) - 1
+        _need(&a.sampled, "sampled_ptr", r, 0, nd, f"row {r}'s {nd} drafts")
+    if R > 1:
+        _no_overlap_rows(&a.sampled, "sampled_ptr", "sampled_stride", R, most)
+    if R == 0:
+        return
+    nt = _team(R * 256, R)
+    scratch = <float*>malloc(nt * padded * sizeof(float))
+    if scratch == NULL:
+        raise MemoryError()
+    try:
+        with nogil:
+            if nt == 1:
+                for r in range(R):
+                    _rej_program(&a, r, scratch)
+            else:
+                for r in prange(R, num_threads=nt, schedule="static"):
+                    _rej_program(&a, r, scratch + threadid() * padded)
+    finally:
+        free(scratch)
+
+
+# -- _resample_kernel -----------------------------------------------------------------------------
+
+cdef struct Res:
+    Tab out_arg, out_max, tgt, drf, clp, trl, drl, ctx
+    IBuf rej, cu, eim, ds, seed, pos
+    Real temp
+    int64_t V, BS, NB, width
+    bint has_draft, fp64, block, watermark, dedup
+    const unsigned char* wm        # per request slot: watermarked (a bool's byte)
+    const unsigned char* skip      # per row: context seen before (DEDUPLICATE_CONTEXTS)
+    uint32_t key0, key1
+
+
+# vLLM's watermark PRF (vllm/v1/watermarking/prfs/philox.py, the Triton twin in
+# vllm/v1/worker/gpu/sample/watermark.py): Philox-4x32-10 over the row's context, then one
+# Philox call per group of four tokens.
+cdef inline float _uint32_to_uniform(uint32_t value) noexcept nogil:
+    """``_uint32_to_uniform``: the top 24 bits ``m``, ``(m + 1) * 2**-24`` in fp32, then the
+    float just below it (bits - 1): in (0, 1)."""
+    cdef float scaled = <float>((value >> 8) + 1) * <float>5.9604644775390625e-08
+    cdef uint32_t bits
+    memcpy(&bits, &scaled, 4)
+    bits -= 1
+    memcpy(&scaled, &bits, 4)
+    return scaled
+
+
+cdef Py_ssize_t _watermark_argmax(const Res* a, const float* logits, Py_ssize_t nv, int64_t b,
+                                  int64_t row, float* best_out) noexcept nogil:
+    """vLLM's ``philox_gumbel_block_argmax`` over vocabulary block ``b`` of row ``row``: the
+    keyed draw ``logit - log(-log(u))`` (NaN logits as -inf), ``u`` from the context's Philox
+    state and the token's group of four."""
+    cdef uint32_t state[4]
+    cdef uint32_t c[4]
+    cdef uint32_t out[4]
+    cdef int64_t off, i, j, group
+    cdef Py_ssize_t base = _off(&a.ctx, row, 0), idx = 0
+    cdef float best = NAN, x, v
+    state[0] = 0x574D4358         # _CONTEXT_DOMAIN
+    state[1] = <uint32_t>a.width
+    state[2] = 0
+    state[3] = 0
+    off = 0
+    while off < a.width:
+        for i in range(4):
+            if off + i < a.width:       # the first word of each four is always in range
+                c[i] = <uint32_t>_ldi(&a.ctx, base + off + i)
+            else:
+                c[i] = <uint32_t>0xFFFFFFFF - <uint32_t>i
+        philox4x32_10(state[0] ^ c[0], state[1] ^ c[1], state[2] ^ c[2], state[3] ^ c[3],
+                      a.key0 ^ <uint32_t>off, a.key1, out)
+        for i in range(4):
+            state[i] = out[i]
+        off += 4
+    for j in range(nv):
+        if j % 4 == 0:                  # a block starts on a group (BLOCK_SIZE % 4 == 0)
+            group = (b * a.BS + j) // 4
+            philox4x32_10(<uint32_t>group, state[0], state[1], state[2], a.key0 ^ state[3],
+                          a.key1 ^ <uint32_t>0x574D544B, out)       # _TOKEN_DOMAIN
+        x = logits[j]
+        if x != x:
+            x = -INFINITY
+        v = x - logf(-logf(_uint32_to_uniform(out[j % 4])))
+        if best != best or v > best:
+            best = v
+            idx = j
+    if best != best:
+        best = -INFINITY
+        idx = 0
+    best_out[0] = best
+    return idx
+
+
+cdef void _res_program(const Res* a, int64_t r, int64_t b, float* buf) noexcept nogil:
+    cdef int64_t ri = iget(a.rej, r), start = iget(a.cu, r), end = iget(a.cu, r + 1)
+    cdef int64_t rti = start + ri, rs, rdt = 0, j, nv, tb, db
+    cdef float temp, tlse, dlse, tlp, dlp, ratio, lpt, best32
+    cdef double best64
+    cdef bint bonus, valid, noisy
+    cdef Py_ssize_t idx
+    rs = iget(a.eim, rti)
+    temp = _ldr(a.temp, rs)
+    bonus = rti == end - 1
+    if temp == 0.0 and not bonus:
+        return                                  # greedy: the target argmax is already stored
+    if not bonus:
+        rdt = iget(a.ds, rti + 1)
+    valid = rdt >= 0
+    nv = _valid(a.V, b, a.BS)
+    tb = _off(&a.tgt, rti, 0) + b * a.BS
+    for j in range(nv):
+        buf[j] = _ldf(&a.tgt, tb + j)
+    if bonus or not valid:
+        pass                                    # the target logits as they are
+    elif a.has_draft:
+        tlse = _ldf(&a.trl, r)
+        dlse = _ldf(&a.drl, r)
+        lpt = 0.0
+        if a.block and ri > 0:
+            lpt = _ldf(&a.clp, rti - 1)
+        db = _off(&a.drf, rs, ri) + b * a.BS
+        for j in range(nv):
+            tlp = buf[j] - tlse
+            if a.block:
+                tlp = tlp + lpt
+            dlp = _ldf(&a.drf, db + j) / temp - dlse
+            ratio = expf(dlp - tlp)
+            buf[j] = tlp + log1pf(-ratio) if ratio < 1.0 else -INFINITY
+    else:
+        j = rdt - b * a.BS
+        if 0 <= j < nv:
+            buf[j] = -INFINITY
+    if a.watermark and temp != 0.0 and a.wm[rs] != 0 and not (a.dedup and a.skip[rti] != 0):
+        # the keyed draw (fixed at fp32 for detector compatibility, widened with USE_FP64)
+        idx = _watermark_argmax(a, buf, nv, b, rti, &best32)
+        _stf(&a.out_max, _off(&a.out_max, r, 0) + b, best32)
+        _sti(&a.out_arg, _off(&a.out_arg, r, 0) + b, b * a.BS + idx)
+        return
+    # gumbel_block_argmax: the slot's temperature and seed (0 for a slot < 0), no temperature
+    noisy = temp != 0.0
+    if a.fp64:
+        idx = gumbel_block_argmax64(buf, nv, a.BS, b * a.BS, iget(a.seed, rs), iget(a.pos, rti),
+                                    noisy, &best64)
+        _stf(&a.out_max, _off(&a.out_max, r, 0) + b, best64)
+    else:
+        idx = gumbel_block_argmax32(buf, nv, a.BS, b * a.BS, iget(a.seed, rs), iget(a.pos, rti),
+                                    noisy, &best32)
+        _stf(&a.out_max, _off(&a.out_max, r, 0) + b, best32)
+    _sti(&a.out_arg, _off(&a.out_arg, r, 0) + b, b * a.BS + idx)
+
+
+def resample_kernel(
+        resampled_local_argmax_ptr, resampled_local_argmax_stride, resampled_local_max_ptr,
+        resampled_local_max_stride, target_logits_ptr, target_logits_stride,
+        target_rejected_logsumexp_ptr, draft_logits_ptr, draft_logits_stride_0,
+        draft_logits_stride_1, draft_rejected_logsumexp_ptr, rejected_step_ptr,
+        cu_num_logits_ptr, expanded_idx_mapping_ptr, draft_sampled_ptr, temp_ptr, seed_ptr,
+        pos_ptr, cumulative_log_p_ptr, contexts_ptr, contexts_stride, watermarking_ptr,
+        watermarking_skip_mask_ptr, watermark_key_0, watermark_key_1, vocab_size, BLOCK_SIZE,
+        HAS_DRAFT_LOGITS=None, USE_FP64=None, USE_BLOCK_VERIFICATION=None, CONTEXT_WIDTH=None,
+        WATERMARK=None, DEDUPLICATE_CONTEXTS=None, *, grid):
+    """Program ``(r, b)`` of ``grid``: for request ``r``'s rejected (or bonus) row -- unless it
+    is greedy and not the bonus row -- the Gumbel-max draw (seeded by the request, keyed by
+    token, at the row's position; a plain argmax at temperature 0) over vocabulary block ``b``
+    of the residual: ``max(p - q, 0)`` in log space with draft logits (block verification:
+    ``p`` scaled by ``p_tau``), the target without the rejected token for a one-hot draft, the
+    target itself for a bonus row or a -1 placeholder. With WATERMARK, a watermarked non-greedy
+    request (unless DEDUPLICATE_CONTEXTS marks its row's context as seen) draws instead with
+    vLLM's keyed Philox PRF over its row's ``CONTEXT_WIDTH`` context words. Stores the block's
+    token and noised max (fp64 with USE_FP64)."""
+    cdef Res a
+    cdef int64_t R = _grid_axis(grid, 0, "grid"), NB = _grid_axis(grid, 1, "grid")
+    cdef int64_t r, ri, start, end, rti, rs, rdt, cols, P, p
+    cdef Py_ssize_t n_eim, n_temp, n_seed, n_pos, n_ds, n_wm = 0, n_skip = 0
+    cdef Py_ssize_t shp1[1]
+    cdef float* scratch
+    cdef int nt
+    cdef bint bonus
+    if R == 0 or NB == 0:
+        R = NB = 0
+    a.NB = NB
+    a.V = as_int(vocab_size, "vocab_size")
+    a.BS = as_int(BLOCK_SIZE, "BLOCK_SIZE")
+    _pow2(a.BS, "BLOCK_SIZE")
+    a.has_draft = as_flag(HAS_DRAFT_LOGITS, "HAS_DRAFT_LOGITS", not is_none(draft_logits_ptr))
+    a.block = as_flag(USE_BLOCK_VERIFICATION, "USE_BLOCK_VERIFICATION",
+                      not is_none(cumulative_log_p_ptr))
+    a.watermark = as_flag(WATERMARK, "WATERMARK", not is_none(contexts_ptr))
+    a.dedup = as_flag(DEDUPLICATE_CONTEXTS, "DEDUPLICATE_CONTEXTS",
+                      not is_none(watermarking_skip_mask_ptr))
+    a.key0 = <uint32_t>(<uint64_t>as_int(watermark_key_0, "watermark_key_0"))
+    a.key1 = <uint32_t>(<uint64_t>as_int(watermark_key_1, "watermark_key_1"))
+    a.width = 1 if CONTEXT_WIDTH is None else as_int(CONTEXT_WIDTH, "CONTEXT_WIDTH")
+    if a.watermark:
+        need_min("CONTEXT_WIDTH", a.width, 1)
+        required(contexts_ptr, "contexts_ptr", "with WATERMARK")
+        required(watermarking_ptr, "watermarking_ptr", "with WATERMARK")
+        _table(contexts_ptr, "contexts_ptr", M_INDEX, 2, contexts_stride, "contexts_stride",
+               None, "", &a.ctx)
+        a.wm = <const unsigned char*>check_tensor(watermarking_ptr, "watermarking_ptr", M_BYTE,
+                                                  -1, NULL, shp1)
+        n_wm = shp1[0]
+        if a.dedup:
+            required(watermarking_skip_mask_ptr, "watermarking_skip_mask_ptr",
+                     "with DEDUPLICATE_CONTEXTS")
+            a.skip = <const unsigned char*>check_tensor(
+                watermarking_skip_mask_ptr, "watermarking_skip_mask_ptr", M_BYTE, -1, NULL, shp1)
+            n_skip = shp1[0]
+        if a.BS % 4 != 0:
+            raise ValueError(expected("BLOCK_SIZE", "a multiple of 4 with WATERMARK", a.BS))
+    else:
+        as_int(contexts_stride, "contexts_stride")
+    if a.has_draft:
+        required(draft_logits_ptr, "draft_logits_ptr", "with HAS_DRAFT_LOGITS")
+    a.rej = index_at_least(rejected_step_ptr, "rejected_step_ptr", R,
+                           "one per request of the grid")
+    a.cu = index_at_least(cu_num_logits_ptr, "cu_num_logits_ptr", R + 1 if R else 0,
+                          "one more than the requests of the grid")
+    n_eim = _numel(expanded_idx_mapping_ptr, "expanded_idx_mapping_ptr", M_INDEX)
+    a.eim = index_at_least(expanded_idx_mapping_ptr, "expanded_idx_mapping_ptr", 0)
+    n_temp = _numel(temp_ptr, "temp_ptr", M_REAL)
+    _real(temp_ptr, "temp_ptr", 0, "", &a.temp)
+    n_seed = _numel(seed_ptr, "seed_ptr", M_INDEX)
+    a.seed = index_at_least(seed_ptr, "seed_ptr", 0)
+    n_pos = _numel(pos_ptr, "pos_ptr", M_INDEX)
+    a.pos = index_at_least(pos_ptr, "pos_ptr", 0)
+    n_ds = _numel(draft_sampled_ptr, "draft_sampled_ptr", M_INDEX)
+    a.ds = index_at_least(draft_sampled_ptr, "draft_sampled_ptr", 0)
+    _table(target_logits_ptr, "target_logits_ptr", M_LOGITS, 2, target_logits_stride,
+           "target_logits_stride", None, "", &a.tgt)
+    if a.has_draft:
+        _table(draft_logits_ptr, "draft_logits_ptr", M_LOGITS, 3, draft_logits_stride_0,
+               "draft_logits_stride_0", draft_logits_stride_1, "draft_logits_stride_1", &a.drf)
+        _table(target_rejected_logsumexp_ptr, "target_rejected_logsumexp_ptr", M_FLOAT32, 1, 1,
+               "", None, "", &a.trl)
+        _table(draft_rejected_logsumexp_ptr, "draft_rejected_logsumexp_ptr", M_FLOAT32, 1, 1, "",
+               None, "", &a.drl)
+        a.trl.s0 = a.drl.s0 = 0
+    if a.block and a.has_draft:
+        required(cumulative_log_p_ptr, "cumulative_log_p_ptr", "with USE_BLOCK_VERIFICATION")
+        _table(cumulative_log_p_ptr, "cumulative_log_p_ptr", M_FLOAT32, 1, 1, "", None, "",
+               &a.clp)
+        a.clp.s0 = 0
+    cols = min(a.V, NB * a.BS) if a.V > 0 else 0
+    for r in range(R):
+        ri = iget(a.rej, r)
+        start = iget(a.cu, r)
+        end = iget(a.cu, r + 1)
+        rti = start + ri
+        if rti < 0 or rti >= n_eim:
+            raise ValueError(expected("expanded_idx_mapping_ptr", f"an entry for request {r}'s "
+                                      f"resampled row {rti}", f"{n_eim} elements"))
+        rs = iget(a.eim, rti)
+        if rs < 0 or rs >= n_temp or rs >= n_seed:
+            raise ValueError(expected("expanded_idx_mapping_ptr",
+                                      f"request slots in [0, {min(n_temp, n_seed)}) (temp_ptr's "
+                                      f"and seed_ptr's length)", f"[{rti}] = {rs}"))
+        bonus = rti == end - 1
+        if _ldr(a.temp, rs) == 0.0 and not bonus:
+            continue
+        if a.watermark and _ldr(a.temp, rs) != 0.0:
+            if rs >= n_wm:
+                raise ValueError(expected("watermarking_ptr", f"an entry for request slot {rs}",
+                                          f"{n_wm} elements"))
+            if a.dedup and rti >= n_skip:
+                raise ValueError(expected("watermarking_skip_mask_ptr",
+                                          f"an entry for row {rti}", f"{n_skip} elements"))
+            _need(&a.ctx, "contexts_ptr", rti, 0, a.width, f"row {rti}'s {a.width} context words")
+        if rti >= n_pos:
+            raise ValueError(expected("pos_ptr", f"an entry for row {rti}", f"{n_pos} elements"))
+        _need(&a.tgt, "target_logits_ptr", rti, 0, cols, f"row {rti}'s {cols} columns")
+        rdt = 0
+        if not bonus:
+            if rti + 1 >= n_ds:
+                raise ValueError(expected("draft_sampled_ptr", f"an entry for row {rti + 1}",
+                                          f"{n_ds} elements"))
+            rdt = iget(a.ds, rti + 1)
+        if bonus or rdt < 0 or not a.has_draft:
+            continue
+        if ri < 0:
+            raise ValueError(expected("rejected_step_ptr", "steps >= 0", f"[{r}] = {ri}"))
+        _need(&a.drf, "draft_logits_ptr", rs, ri, cols,
+              f"request slot {rs}, step {ri}: {cols} columns")
+        _need(&a.trl, "target_rejected_logsumexp_ptr", 0, 0, r + 1, f"request {r}'s value")
+        _need(&a.drl, "draft_rejected_logsumexp_ptr", 0, 0, r + 1, f"request {r}'s value")
+        if a.block and ri > 0:
+            _need(&a.clp, "cumulative_log_p_ptr", 0, 0, rti, f"row {rti - 1}'s value")
+    _table(resampled_local_argmax_ptr, "resampled_local_argmax_ptr", M_INDEX, 2,
+           resampled_local_argmax_stride, "resampled_local_argmax_stride", None, "",
+           &a.out_arg)
+    _table(resampled_local_max_ptr, "resampled_local_max_ptr", M_REAL, 2,
+           resampled_local_max_stride, "resampled_local_max_stride", None, "", &a.out_max)
+    a.fp64 = as_flag(USE_FP64, "USE_FP64", a.out_max.code == DT_FLOAT64)
+    for r in range(R):
+        rti = iget(a.cu, r) + iget(a.rej, r)
+        if _ldr(a.temp, iget(a.eim, rti)) == 0.0 and rti != iget(a.cu, r + 1) - 1:
+            continue
+        _need(&a.out_arg, "resampled_local_argmax_ptr", r, 0, NB, f"row {r}'s {NB} blocks")
+        _need(&a.out_max, "resampled_local_max_ptr", r, 0, NB, f"row {r}'s {NB} blocks")
+    _no_overlap_rows(&a.out_arg, "resampled_local_argmax_ptr", "resampled_local_argmax_stride",
+                     R, NB)
+    _no_overlap_rows(&a.out_max, "resampled_local_max_ptr", "resampled_local_max_stride", R, NB)
+    P = R * NB
+    if P == 0:
+        return
+    nt = _team(P * a.BS * 8, P)
+    scratch = <float*>malloc(nt * a.BS * sizeof(float))
+    if scratch == NULL:
+        raise MemoryError()
+    try:
+        with nogil:
+            if nt == 1:
+                for p in range(P):
+                    _res_program(&a, p // NB, p % NB, scratch)
+            else:
+                for p in prange(P, num_threads=nt, schedule="static"):
+                    _res_program(&a, p // NB, p % NB, scratch + threadid() * a.BS)
+    finally:
+        free(scratch)
+
+
+# -- _insert_resampled_kernel ---------------------------------------------------------------------
+
+def insert_resampled_kernel(sampled_ptr, sampled_stride, num_sampled_ptr,
+                            resampled_local_argmax_ptr, resampled_local_argmax_stride,
+                            resampled_local_max_ptr, resampled_local_max_stride,
+                            resample_num_blocks, cu_num_logits_ptr, expanded_idx_mapping_ptr,
+                            temp_ptr, PADDED_RESAMPLE_NUM_BLOCKS, *, grid):
+    """Program ``r`` of ``grid[0]``: ``num_sampled[r] += 1`` and -- unless the request is
+    greedy and its resampled row is not the bonus row (the target argmax is in place) -- the
+    token of the block with the first largest max (NaN read as -inf) at ``sampled[r,
+    num_sampled]``."""
+    cdef int64_t R = _grid_axis(grid, 0, "grid")
+    cdef int64_t nb = as_int(resample_num_blocks, "resample_num_blocks")
+    cdef int64_t padded = as_int(PADDED_RESAMPLE_NUM_BLOCKS, "PADDED_RESAMPLE_NUM_BLOCKS")
+    cdef int64_t real, r, ns, start, end, rti, rs, b
+    cdef Tab s, am, mx
+    cdef IBuf num, cu, eim
+    cdef Real temp
+    cdef Py_ssize_t n_eim, n_temp, idx
+    cdef double best, v
+    _pow2(padded, "PADDED_RESAMPLE_NUM_BLOCKS")
+    real = min(nb, padded) if nb > 0 else 0
+    num = index_at_least(num_sampled_ptr, "num_sampled_ptr", R, "one per request of the grid")
+    cu = index_at_least(cu_num_logits_ptr, "cu_num_logits_ptr", R + 1 if R else 0,
+                        "one more than the requests of the grid")
+    n_eim = _numel(expanded_idx_mapping_ptr, "expanded_idx_mapping_ptr", M_INDEX)
+    eim = index_at_least(expanded_idx_mapping_ptr, "expanded_idx_mapping_ptr", 0)
+    n_temp = _numel(temp_ptr, "temp_ptr", M_REAL)
+    _real(temp_ptr, "temp_ptr", 0, "", &temp)
+    _table(sampled_ptr, "sampled_ptr", M_INDEX, 2, sampled_stride, "sampled_stride", None, "", &s)
+    _table(resampled_local_argmax_ptr, "resampled_local_argmax_ptr", M_INDEX, 2,
+           resampled_local_argmax_stride, "resampled_local_argmax_stride", None, "", &am)
+    _table(resampled_local_max_ptr, "resampled_local_max_ptr", M_REAL, 2,
+           resampled_local_max_stride, "resampled_local_max_stride", None, "", &mx)
+    for r in range(R):
+        ns = iget(num, r)
+        start = iget(cu, r)
+        end = iget(cu, r + 1)
+        rti = start + ns
+        if rti < 0 or rti >= n_eim:
+            raise ValueError(expected("expanded_idx_mapping_ptr", f"an entry for request {r}'s "
+                                      f"resampled row {rti}", f"{n_eim} elements"))
+        rs = iget(eim, rti)
+        if rs < 0 or rs >= n_temp:
+            raise ValueError(expected("expanded_idx_mapping_ptr",
+                                      f"request slots in [0, {n_temp}) (temp_ptr's length)",
+                                      f"[{rti}] = {rs}"))
+        if _ldr(temp, rs) == 0.0 and rti != end - 1:
+            continue
+        if ns < 0:
+            raise ValueError(expected("num_sampled_ptr", "counts >= 0", f"[{r}] = {ns}"))
+        _need(&mx, "resampled_local_max_ptr", r, 0, max(real, 1), f"row {r}'s {real} blocks")
+        _need(&am, "resampled_local_argmax_ptr", r, 0, max(real, 1), f"row {r}'s {real} blocks")
+        _need(&s, "sampled_ptr", r, 0, ns + 1, f"row {r}'s slot {ns}")
+    with nogil:
+        for r in range(R):
+            ns = iget(num, r)
+            start = iget(cu, r)
+            end = iget(cu, r + 1)
+            rti = start + ns
+            rs = iget(eim, rti)
+            iset(num, r, ns + 1)
+            if _ldr(temp, rs) == 0.0 and rti != end - 1:
+                continue
+            idx = 0
+            best = -INFINITY
+            for b in range(real):
+                v = _ldd(&mx, _off(&mx, r, 0) + b)
+                if v > best:
+                    best = v
+                    idx = b
+            _sti(&s, _off(&s, r, 0) + ns, _ldi(&am, _off(&am, r, 0) + idx))
+

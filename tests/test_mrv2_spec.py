@@ -1,0 +1,499 @@
+"""``kernels_cpu._mrv2_spec``: Model Runner V2's rejection sampler kernels on CPU.
+
+Parity with vLLM's own Triton kernels is ``tests/test_mrv2_parity.py``'s; here:
+
+* plain-torch references where they are cheap -- the block stats (max, first argmax, sum of
+  exponentials), the greedy verification walk, the gathering, flattening and insertion, the
+  temperature-0 resampling (a plain argmax of the target), the one-hot residual (the rejected
+  draft never drawn) -- over random launches (hypothesis), int32 and int64 index buffers;
+* thread invariance: the per-block kernels give the same bits on one thread as on many (the
+  vocabulary split across threads);
+* every bad argument refused naming it, nothing written (outputs and in-place buffers compared
+  before and after); empty grids touch nothing.
+"""
+
+import random
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+import fdkit.mrv2 as mrv2
+import kernels_cpu
+from kernels_cpu import _mrv2_spec as spec
+from kernels_cpu import contracts
+from tests._fuzz import fuzz_settings
+
+IDX = (torch.int32, torch.int64)
+
+
+def _grid(case):
+    return tuple(case.grid) + (1,) * (3 - len(case.grid))
+
+
+def _find(name, idx, pred, tries=400):
+    """The first random case of ``name`` (from ``fdkit.mrv2``) whose launch kwargs satisfy
+    ``pred``; a case, its kwargs and the buffers a launch writes."""
+    for seed in range(tries):
+        case = mrv2.make_case(name, seed, idx)
+        kw, bufs = case.build()
+        if pred(kw, case):
+            return case, kw, bufs
+    raise AssertionError(f"no case of {name} satisfies the predicate")
+
+
+def _snapshot(kw):
+    return {k: v.clone() for k, v in kw.items() if isinstance(v, torch.Tensor)}
+
+
+def _unchanged(kw, before):
+    for k, v in before.items():
+        assert torch.equal(kw[k], v) or (
+            v.is_floating_point() and torch.equal(kw[k].nan_to_num(), v.nan_to_num())
+        ), f"{k} was written"
+
+
+def _refused(name, kw, grid, arg, exc=ValueError):
+    before = _snapshot(kw)
+    with pytest.raises(exc, match=f"^{arg}: expected"):
+        fn = getattr(spec, name)
+        fn(**kw, grid=grid) if _takes_grid(name) else fn(**kw)
+    _unchanged(kw, before)
+
+
+def _takes_grid(name):
+    return contracts.contract(name).takes_grid
+
+
+def _run(name, kw, grid):
+    fn = getattr(spec, name)
+    return fn(**kw, grid=grid) if _takes_grid(name) else fn(**kw)
+
+
+# -- references --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("idx", IDX)
+@fuzz_settings(25, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_local_stats_match_torch(idx, seed):
+    case = mrv2.make_case("compute_local_logits_stats_kernel", seed, idx)
+    kw, _ = case.build()
+    _run(case.kernel, kw, _grid(case))
+    L, NB = case.grid
+    bs, V, K = kw["BLOCK_SIZE"], kw["vocab_size"], kw["num_speculative_steps"]
+    tgt = kw["target_logits_ptr"]
+    for li in range(L):
+        step = int(kw["expanded_local_pos_ptr"][li])
+        if step >= K:
+            continue
+        slot = int(kw["expanded_idx_mapping_ptr"][li])
+        temp = float(kw["temp_ptr"][slot])
+        for b in range(NB):
+            x = torch.full((bs,), float("-inf"))
+            n = max(0, min(bs, V - b * bs))
+            x[:n] = tgt[li, b * bs : b * bs + n].float()
+            # tl.max skips NaN: the max of the numbers, its first index
+            numbers = x[~x.isnan()]
+            m = numbers.max()
+            assert kw["target_local_max_ptr"][li, b] == m
+            if temp == 0.0:
+                first = int((x == m).nonzero()[0])
+                assert int(kw["target_local_argmax_ptr"][li, b]) == b * bs + first
+            else:
+                want = (x - m).exp().sum() if m > float("-inf") else torch.tensor(0.0)
+                got = kw["target_local_sumexp_ptr"][li, b]
+                torch.testing.assert_close(got, want, rtol=2e-6, atol=1e-6, equal_nan=True)
+
+
+@pytest.mark.parametrize("idx", IDX)
+@fuzz_settings(25, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_greedy_verification_walks_the_target_argmax(idx, seed):
+    """A greedy request (not synthetic) keeps its drafts while they equal the argmax of the block
+    maxima's winner, and stores that argmax at its first mismatch (a -1 draft never matches)."""
+    case = mrv2.make_case("rejection_kernel", seed, idx)
+    if case.args["SYNTHETIC_MODE"]:
+        return
+    kw, _ = case.build()
+    _run(case.kernel, kw, _grid(case))
+    cu = kw["cu_num_logits_ptr"].tolist()
+    for r in range(case.grid[0]):
+        slot = int(kw["idx_mapping_ptr"][r])
+        if float(kw["temp_ptr"][slot]) != 0.0:
+            continue
+        accepted = 0
+        for i in range(cu[r + 1] - cu[r] - 1):
+            li = cu[r] + i
+            mx = kw["target_local_max_ptr"][li]
+            best = int(torch.nan_to_num(mx, nan=float("-inf")).argmax())
+            target = int(kw["target_local_argmax_ptr"][li, best])
+            draft = int(kw["draft_sampled_ptr"][li + 1])
+            ok = draft >= 0 and draft == target
+            assert int(kw["sampled_ptr"][r, i]) == (draft if ok else target)
+            if not ok:
+                break
+            accepted += 1
+        assert int(kw["rejected_steps_ptr"][r]) == accepted
+
+
+@pytest.mark.parametrize("idx", IDX)
+@fuzz_settings(25, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_gather_and_flatten_match_torch(idx, seed):
+    case = mrv2.make_case("gather_draft_sampled_kernel", seed, idx)
+    kw, _ = case.build()
+    _run(case.kernel, kw, None)
+    li = kw["logits_indices_ptr"].long()
+    pos = kw["positions_ptr"].long()[li]
+    lp = kw["expanded_local_pos_ptr"].long()
+    pl = kw["prefill_len_ptr"].long()[kw["expanded_idx_mapping_ptr"].long()]
+    want = torch.where((lp > 0) & (pos - lp < pl), -1, kw["input_ids_ptr"].long()[li])
+    assert torch.equal(kw["draft_sampled_ptr"].long(), want)
+    assert torch.equal(kw["pos_ptr"].long(), pos)
+
+    case = mrv2.make_case("flatten_sampled_kernel", seed, idx)
+    kw, _ = case.build()
+    flat0 = kw["flat_sampled_ptr"].clone()
+    _run(case.kernel, kw, _grid(case))
+    want = flat0
+    for r in range(case.grid[0]):
+        n, start = int(kw["num_sampled_ptr"][r]), int(kw["cu_num_logits_ptr"][r])
+        want[start : start + n] = kw["sampled_ptr"][r, :n]
+    assert torch.equal(kw["flat_sampled_ptr"], want)
+
+
+@pytest.mark.parametrize("idx", IDX)
+@fuzz_settings(25, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_insert_takes_the_first_largest_block(idx, seed):
+    case = mrv2.make_case("insert_resampled_kernel", seed, idx)
+    kw, _ = case.build()
+    sampled0, ns0 = kw["sampled_ptr"].clone(), kw["num_sampled_ptr"].clone()
+    _run(case.kernel, kw, _grid(case))
+    cu = kw["cu_num_logits_ptr"].tolist()
+    want = sampled0
+    for r in range(case.grid[0]):
+        n = int(ns0[r])
+        row = cu[r] + n
+        slot = int(kw["expanded_idx_mapping_ptr"][row])
+        if float(kw["temp_ptr"][slot]) == 0.0 and row != cu[r + 1] - 1:
+            continue
+        mx = torch.nan_to_num(kw["resampled_local_max_ptr"][r], nan=float("-inf"))
+        want[r, n] = kw["resampled_local_argmax_ptr"][r, int(mx.argmax())]
+    assert torch.equal(kw["sampled_ptr"], want)
+    assert torch.equal(kw["num_sampled_ptr"], ns0 + 1)
+
+
+@pytest.mark.parametrize("idx", IDX)
+@fuzz_settings(25, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_resample_draws_from_the_residual(idx, seed):
+    """At temperature 0 (a greedy request's bonus row) the draw is the block's first argmax of
+    the target; a one-hot draft's rejected token is never drawn; every token lies in its
+    block and below vocab_size."""
+    case = mrv2.make_case("resample_kernel", seed, idx)
+    kw, _ = case.build()
+    _run(case.kernel, kw, _grid(case))
+    R, NB = case.grid
+    bs, V = kw["BLOCK_SIZE"], kw["vocab_size"]
+    cu = kw["cu_num_logits_ptr"].tolist()
+    tgt = kw["target_logits_ptr"]
+    for r in range(R):
+        row = cu[r] + int(kw["rejected_step_ptr"][r])
+        slot = int(kw["expanded_idx_mapping_ptr"][row])
+        temp = float(kw["temp_ptr"][slot])
+        bonus = row == cu[r + 1] - 1
+        if temp == 0.0 and not bonus:
+            continue
+        rejected = -1 if bonus else int(kw["draft_sampled_ptr"][row + 1])
+        for b in range(NB):
+            tok = int(kw["resampled_local_argmax_ptr"][r, b])
+            val = float(kw["resampled_local_max_ptr"][r, b])
+            lo, n = b * bs, max(0, min(bs, V - b * bs))
+            assert lo <= tok < lo + bs
+            if val > float("-inf"):
+                assert tok < lo + n
+                if not kw["HAS_DRAFT_LOGITS"] and rejected >= 0:
+                    assert tok != rejected
+            if temp == 0.0 and n:
+                x = tgt[row, lo : lo + n].float()
+                m = x[~x.isnan()].max()  # tl.max skips NaN
+                assert tok == lo + int((x == m).nonzero()[0]) and val == float(m)
+
+
+def test_synthetic_rates_bound_acceptance():
+    """Synthetic acceptance is ``u < rate`` with the uniform in (0, 1): rate 0 rejects the first
+    draft, rate 1 accepts every one (the uniform's bits are the parity tests' to check)."""
+    for rate, want in ((0.0, 0), (1.0, 3)):
+        kw = _one_request(3, synthetic=torch.full((3,), rate))
+        spec.rejection_kernel(**kw, grid=(1, 1, 1))
+        assert int(kw["rejected_steps_ptr"][0]) == want
+
+
+def _one_request(nd, *, V=16, synthetic=None, idx=torch.int64, temp=0.0):
+    """A one-request rejection launch of ``nd`` drafts over a ``V``-token vocabulary (one block)."""
+    L = nd + 1
+    x = torch.randn(L, V, generator=torch.Generator().manual_seed(0))
+    return dict(
+        sampled_ptr=torch.full((1, nd + 1), -5, dtype=idx),
+        sampled_stride=nd + 1,
+        rejected_steps_ptr=torch.full((1,), -5, dtype=idx),
+        target_rejected_logsumexp_ptr=torch.full((1,), 7.0),
+        draft_rejected_logsumexp_ptr=torch.full((1,), 7.0),
+        target_logits_ptr=x,
+        target_logits_stride=V,
+        target_local_argmax_ptr=x.argmax(1, keepdim=True).to(idx),
+        target_local_argmax_stride=1,
+        target_local_max_ptr=x.amax(1, keepdim=True),
+        target_local_max_stride=1,
+        target_local_sumexp_ptr=(x - x.amax(1, keepdim=True)).exp().sum(1, keepdim=True),
+        target_local_sumexp_stride=1,
+        draft_sampled_ptr=torch.arange(L, dtype=idx) % V,
+        draft_logits_ptr=None,
+        draft_logits_stride_0=0,
+        draft_logits_stride_1=0,
+        draft_local_max_ptr=torch.zeros(L, 1),
+        draft_local_max_stride=1,
+        draft_local_sumexp_ptr=torch.zeros(L, 1),
+        draft_local_sumexp_stride=1,
+        cu_num_logits_ptr=torch.tensor([0, L], dtype=idx),
+        idx_mapping_ptr=torch.tensor([0], dtype=idx),
+        temp_ptr=torch.tensor([temp]),
+        seed_ptr=torch.tensor([1234], dtype=idx),
+        pos_ptr=torch.arange(L, dtype=idx) + 100,
+        synthetic_conditional_rates_ptr=synthetic,
+        cumulative_log_p_ptr=None,
+        local_residual_mass_ptr=None,
+        local_residual_mass_stride=0,
+        vocab_num_blocks=1,
+        PADDED_VOCAB_NUM_BLOCKS=1,
+        HAS_DRAFT_LOGITS=False,
+        SYNTHETIC_MODE=synthetic is not None,
+        USE_BLOCK_VERIFICATION=False,
+    )
+
+
+# -- threads -------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def many_threads():
+    before = kernels_cpu.get_num_threads()
+    kernels_cpu.set_num_threads(4)
+    kernels_cpu.set_parallel_threshold(0)
+    yield
+    kernels_cpu.set_parallel_threshold(None)
+    kernels_cpu.set_num_threads(before)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "compute_local_logits_stats_kernel",
+        "compute_local_residual_mass_kernel",
+        "resample_kernel",
+        "rejection_kernel",
+        "compute_cumulative_log_p_kernel",
+    ],
+)
+def test_threads_give_the_same_bits(name, many_threads):
+    for seed in range(12):
+        case = mrv2.make_case(name, seed, torch.int64)
+        kw1, bufs1 = case.build()
+        kw2, bufs2 = case.build()
+        kernels_cpu.set_num_threads(1)
+        _run(name, kw1, _grid(case))
+        kernels_cpu.set_num_threads(4)
+        _run(name, kw2, _grid(case))
+        for k in bufs1:
+            assert torch.equal(bufs1[k].nan_to_num(), bufs2[k].nan_to_num()), (case, k)
+
+
+# -- refusals ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("idx", IDX)
+def test_stats_refusals(idx):
+    name = "compute_local_logits_stats_kernel"
+    case, kw, _ = _find(
+        name,
+        idx,
+        lambda kw, c: (
+            c.grid[0] > 1
+            and kw["HAS_DRAFT_LOGITS"]
+            and kw["target_logits_ptr"].shape[0] > 1
+            and any(float(kw["temp_ptr"][s]) != 0 for s in kw["expanded_idx_mapping_ptr"].tolist())
+        ),
+    )
+    g = _grid(case)
+    _refused(name, dict(kw, target_logits_stride=kw["target_logits_stride"] + 1), g,
+             "target_logits_stride")  # fmt: skip
+    _refused(name, dict(kw, BLOCK_SIZE=24), g, "BLOCK_SIZE")
+    _refused(name, dict(kw, draft_logits_ptr=None), g, "draft_logits_ptr")
+    _refused(name, dict(kw, target_logits_ptr=kw["target_logits_ptr"].double()), g,
+             "target_logits_ptr", TypeError)  # fmt: skip
+    bad = kw["expanded_idx_mapping_ptr"].clone()
+    bad[0] = kw["temp_ptr"].numel()
+    kw2 = dict(kw, expanded_idx_mapping_ptr=bad)
+    kw2["expanded_local_pos_ptr"] = kw["expanded_local_pos_ptr"].clone().zero_()
+    _refused(name, kw2, g, "expanded_idx_mapping_ptr")
+    _refused(name, dict(kw, target_logits_ptr=kw["target_logits_ptr"][:1]), g,
+             "target_logits_ptr")  # fmt: skip
+    _refused(name, dict(kw, HAS_DRAFT_LOGITS="yes"), g, "HAS_DRAFT_LOGITS", TypeError)
+    _refused(name, dict(kw, vocab_size=1.0), g, "vocab_size", TypeError)
+
+
+@pytest.mark.parametrize("idx", IDX)
+def test_rejection_refusals(idx):
+    name = "rejection_kernel"
+
+    def random_with_drafts(kw, c):
+        if kw["SYNTHETIC_MODE"] or kw["USE_BLOCK_VERIFICATION"]:
+            return False
+        cu = kw["cu_num_logits_ptr"].tolist()
+        for r in range(c.grid[0]):
+            nd = cu[r + 1] - cu[r] - 1
+            if float(kw["temp_ptr"][int(kw["idx_mapping_ptr"][r])]) != 0 and nd > 0:
+                return all(int(t) >= 0 for t in kw["draft_sampled_ptr"][cu[r] + 1 : cu[r + 1]])
+        return False
+
+    case, kw, _ = _find(name, idx, random_with_drafts)
+    g = _grid(case)
+    big = kw["draft_sampled_ptr"].clone()
+    big[1:] = 10**6
+    _refused(name, dict(kw, draft_sampled_ptr=big), g, "draft_sampled_ptr")
+    _refused(name, dict(kw, SYNTHETIC_MODE=True), g, "synthetic_conditional_rates_ptr")
+    _refused(name, dict(kw, seed_ptr=kw["seed_ptr"].float()), g, "seed_ptr", TypeError)
+    _refused(name, dict(kw, PADDED_VOCAB_NUM_BLOCKS=3), g, "PADDED_VOCAB_NUM_BLOCKS")
+    _refused(name, dict(kw, cu_num_logits_ptr=kw["cu_num_logits_ptr"][:1]), g,
+             "cu_num_logits_ptr")  # fmt: skip
+    narrow = torch.zeros(case.grid[0], 0, dtype=idx)
+    _refused(name, dict(kw, sampled_ptr=narrow, sampled_stride=0), g, "sampled_ptr")
+    _refused(name, dict(kw, vocab_num_blocks=0), g, "vocab_num_blocks")
+
+
+@pytest.mark.parametrize("idx", IDX)
+def test_resample_and_insert_refusals(idx):
+    case, kw, _ = _find("resample_kernel", idx, lambda kw, c: c.grid[0] > 0)
+    g = _grid(case)
+    _refused("resample_kernel", dict(kw, WATERMARK=True, contexts_ptr=None), g, "contexts_ptr")
+    far = kw["rejected_step_ptr"].clone()
+    far[0] = 10**6
+    _refused("resample_kernel", dict(kw, rejected_step_ptr=far), g, "expanded_idx_mapping_ptr")
+    _refused("resample_kernel", dict(kw, USE_FP64=2), g, "USE_FP64")
+
+    case, kw, _ = _find(
+        "insert_resampled_kernel",
+        idx,
+        lambda kw, c: any(
+            float(kw["temp_ptr"][int(kw["expanded_idx_mapping_ptr"][kw["cu_num_logits_ptr"][r]])])
+            != 0
+            for r in range(c.grid[0])
+        ),
+    )
+    g = _grid(case)
+    narrow = kw["sampled_ptr"][:, :0]
+    _refused("insert_resampled_kernel", dict(kw, sampled_ptr=narrow), g, "sampled_ptr")
+    _refused("insert_resampled_kernel", dict(kw, temp_ptr=kw["temp_ptr"][:0]), g,
+             "expanded_idx_mapping_ptr")  # fmt: skip
+
+
+@pytest.mark.parametrize("idx", IDX)
+def test_gather_and_flatten_refusals(idx):
+    case, kw, _ = _find("gather_draft_sampled_kernel", idx, lambda kw, c: kw["num_logits"] > 0)
+    bad = kw["logits_indices_ptr"].clone()
+    bad[0] = kw["input_ids_ptr"].numel()
+    _refused("gather_draft_sampled_kernel", dict(kw, logits_indices_ptr=bad), None,
+             "logits_indices_ptr")  # fmt: skip
+    _refused("gather_draft_sampled_kernel", dict(kw, num_logits=kw["num_logits"] + 1), None,
+             "logits_indices_ptr")  # fmt: skip
+
+    case, kw, _ = _find(
+        "flatten_sampled_kernel", idx, lambda kw, c: int(kw["num_sampled_ptr"].sum()) > 0
+    )
+    _refused("flatten_sampled_kernel", dict(kw, flat_sampled_ptr=kw["flat_sampled_ptr"][:0]),
+             _grid(case), "flat_sampled_ptr")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "compute_local_logits_stats_kernel",
+        "compute_cumulative_log_p_kernel",
+        "compute_local_residual_mass_kernel",
+        "rejection_kernel",
+        "resample_kernel",
+        "insert_resampled_kernel",
+        "flatten_sampled_kernel",
+    ],
+)
+def test_an_empty_grid_touches_nothing(name):
+    case = mrv2.make_case(name, 3, torch.int32)
+    kw, _ = case.build()
+    before = _snapshot(kw)
+    for grid in ((0, 1, 1), (case.grid[0], 0, 1)):
+        getattr(spec, name)(**kw, grid=grid)
+    _unchanged(kw, before)
+
+
+def test_wide_vocab_splits_across_threads(many_threads):
+    """One decode row over a 128k vocabulary: the stats and the resampling give the same bits
+    on one thread and on four (the programs are the row's vocabulary blocks)."""
+    rng = random.Random(5)
+    V, bs = 128256, 8192
+    x = torch.randn(1, V, generator=torch.Generator().manual_seed(rng.getrandbits(32)))
+    nb = -(-V // bs)
+    outs = []
+    for threads in (1, 4):
+        kernels_cpu.set_num_threads(threads)
+        mx, se = torch.empty(1, nb), torch.empty(1, nb)
+        spec.compute_local_logits_stats_kernel(
+            torch.empty(1, nb, dtype=torch.int64), nb, mx, nb, se, nb, torch.empty(1, nb), nb,
+            torch.empty(1, nb), nb, x, V, None, 0, 0, torch.zeros(1, dtype=torch.int32),
+            torch.zeros(1, dtype=torch.int32), torch.tensor([0.7]), V, 1, bs, grid=(1, nb, 1),
+        )  # fmt: skip
+        nb2 = -(-V // 1024)
+        arg, val = torch.empty(1, nb2, dtype=torch.int64), torch.empty(1, nb2)
+        spec.resample_kernel(
+            arg, nb2, val, nb2, x, V, torch.zeros(1), None, 0, 0, torch.zeros(1),
+            torch.zeros(1, dtype=torch.int32), torch.tensor([0, 1]),
+            torch.zeros(1, dtype=torch.int32), torch.zeros(1, dtype=torch.int32),
+            torch.tensor([0.7]), torch.tensor([99]),
+            torch.tensor([12345]), None, None, 0, None, None, 0, 0, V, 1024, grid=(1, nb2, 1),
+        )  # fmt: skip
+        outs.append((mx, se, arg, val))
+    for a, b in zip(*outs):
+        assert torch.equal(a, b)
+    assert torch.isfinite(outs[0][1]).all() and (outs[0][1] > 0).all()
+
+
+@pytest.mark.parametrize("idx", IDX)
+def test_cumulative_row_mapping(idx):
+    """vLLM 0.34's form reads request slot ``s``'s draft logits from row ``max(map[s], 0)``: the
+    identity mapping (or none) gives 0.32's result, a short mapping is refused naming it."""
+    case, kw, bufs = _find(
+        "compute_cumulative_log_p_kernel",
+        idx,
+        lambda kw, c: (
+            kw["HAS_DRAFT_LOGITS"]
+            and "draft_logits_row_mapping_ptr" not in kw
+            and any(float(kw["temp_ptr"][int(s)]) != 0 for s in kw["idx_mapping_ptr"])
+        ),
+    )
+    g = _grid(case)
+    spec.compute_cumulative_log_p_kernel(**kw, grid=g)
+    for mapping in (None, torch.arange(kw["temp_ptr"].numel(), dtype=idx)):
+        kw2, _ = case.build()
+        spec.compute_cumulative_log_p_row_mapping_kernel(
+            **kw2, draft_logits_row_mapping_ptr=mapping, grid=g
+        )
+        assert torch.equal(kw2["cumulative_log_p_ptr"], kw["cumulative_log_p_ptr"])
+    kw3, _ = case.build()
+    before = _snapshot(kw3)
+    with pytest.raises(ValueError, match="^draft_logits_row_mapping_ptr: expected"):
+        spec.compute_cumulative_log_p_row_mapping_kernel(
+            **kw3, draft_logits_row_mapping_ptr=torch.zeros(0, dtype=idx), grid=g
+        )
+    _unchanged(kw3, before)
