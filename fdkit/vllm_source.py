@@ -105,7 +105,11 @@ class _Loader:
                             ns[alias.asname or alias.name] = __import__(alias.name)
                         except ImportError:
                             pass
-            elif isinstance(node, (ast.Assign, ast.AnnAssign)) or _is_jit(node):
+            elif (
+                isinstance(node, (ast.Assign, ast.AnnAssign))
+                or _is_jit(node)
+                or (isinstance(node, ast.FunctionDef) and not node.decorator_list)
+            ):  # a plain helper is only defined (a jit decorator may name it: launch_metadata)
                 code = compile(ast.Module([node], []), str(path), "exec")
                 try:
                     exec(code, ns)

@@ -73,10 +73,12 @@ def test_the_kernel_table_is_read_from_the_contracts():
     """``VLLM_KERNELS`` (and through it ``kernels_cpu.__all__``, the case builders
     ``fdkit.cases.KERNELS``, the parity tests, the vLLM name list) is derived from the
     contracts' ``vllm``/``serves`` fields: a kernel is added by its contract entry."""
+    tables = {"v1": _overrides.VLLM_KERNELS, "v2": _overrides.MRV2_KERNELS}
     newest = [c for c in contracts.CONTRACTS if c.vllm]
-    assert list(_overrides.VLLM_KERNELS) == [c.name for c in newest]
+    for runner, table in tables.items():
+        assert list(table) == [c.name for c in newest if c.runner == runner]
     for c in newest:
-        entry = _overrides.VLLM_KERNELS[c.name]
+        entry = tables[c.runner][c.name]
         assert entry.names == c.vllm
         assert entry.impls == (c.name,) + tuple(
             o.name for o in contracts.CONTRACTS if o.serves == c.name
@@ -84,7 +86,7 @@ def test_the_kernel_table_is_read_from_the_contracts():
         assert all(n.startswith("vllm.") and n.count(".") >= 2 for n in c.vllm), c.vllm
     assert all(c.vllm or c.serves for c in contracts.CONTRACTS)
     assert not any(c.vllm and c.serves for c in contracts.CONTRACTS)
-    impls = [i for entry in _overrides.VLLM_KERNELS.values() for i in entry.impls]
+    impls = [i for table in tables.values() for entry in table.values() for i in entry.impls]
     assert [n for n in kernels_cpu.__all__ if n.endswith("_kernel")] == impls
     assert all(callable(getattr(kernels_cpu, n)) for n in impls)
     assert set(impls) == set(NAMES)
