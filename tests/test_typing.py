@@ -43,6 +43,7 @@ SHIPPED = [
     "kernels_cpu._sampling",
     "kernels_cpu._spec_decode",
     "kernels_cpu._workers",
+    "kernels_cpu._mrv2_drafts",
     "kernels_cpu._fused",
     "kernels_cpu._race",
     "kernels_cpu._topk_topp",

@@ -1,0 +1,222 @@
+"""Model Runner V2's drafter kernels (``kernels_cpu._mrv2_drafts``) against plain references.
+
+The references below are the Triton kernels read line by line in Python over the same buffers
+(one program at a time); every case of ``fdkit.mrv2.drafts`` (int32 and int64 index buffers,
+guarded outputs) is launched through both and every buffer, guards included, compared bit for
+bit. Then the refusals: a bad argument is named in the error and nothing is written.
+"""
+
+import random
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import kernels_cpu
+from fdkit import mrv2
+from fdkit.cases import guard_violations
+
+IDX = [torch.int32, torch.int64]
+
+
+def _i32(v):
+    """``v`` cast to int32 as Triton's ``.to(tl.int32)`` casts (two's-complement truncation)."""
+    return (int(v) + 2**31) % 2**32 - 2**31
+
+
+def _store(buf, i, v):
+    """``buf.view(-1)[i] = v`` as a Triton store converts an integer to the buffer's width."""
+    if buf.dtype == torch.int32:
+        v = _i32(v)
+    buf.view(-1)[i] = v
+
+
+def _inc(v, dtype):
+    """``v + 1`` in the buffer's width (an int32 buffer's value wraps)."""
+    return _i32(int(v) + 1) if dtype == torch.int32 else int(v) + 1
+
+
+# -- references -------------------------------------------------------------------------------
+
+
+def ref_standalone_ar_prepare_prefill_inputs_kernel(kw, grid):
+    R = grid[0]
+    flat = {k: v.view(-1) for k, v in kw.items() if isinstance(v, torch.Tensor)}
+    qsl, mml = flat["query_start_loc_ptr"], kw["max_model_len"]
+    total_expanded = None
+    for i in range(R):
+        rs = int(flat["idx_mapping_ptr"][i])
+        qs, qn = int(qsl[i]), int(qsl[i + 1])
+        num_valid = qn - qs - int(flat["num_rejected_ptr"][i])
+        corr = _i32(flat["last_sampled_ptr"][rs])
+        start = int(flat["target_positions_ptr"][qs])
+        out_start, total = qs + i, qn - qs + 1
+        for j in range(total):
+            tok = int(flat["target_input_ids_ptr"][qs + j]) if j < num_valid else 0
+            tok = corr if j == num_valid else tok
+            _store(flat["out_input_ids_ptr"], out_start + j, tok)
+            _store(flat["out_positions_ptr"], out_start + j, min(start + j, mml - 1))
+        _store(flat["last_token_indices_ptr"], i, out_start + num_valid)
+        _store(flat["out_query_start_loc_ptr"], i, out_start)
+        seq = _inc(flat["seq_lens_ptr"][i], flat["seq_lens_ptr"].dtype)
+        _store(flat["out_seq_lens_ptr"], i, min(seq, mml))
+        total_expanded = out_start + total
+    if R:
+        mnr = kw["max_num_reqs"]
+        for k in range(R, mnr + 1):
+            _store(flat["out_query_start_loc_ptr"], k, total_expanded)
+        for k in range(R, mnr):
+            _store(flat["out_seq_lens_ptr"], k, 0)
+            _store(flat["last_token_indices_ptr"], k, 0)
+
+
+REFERENCES = {
+    "standalone_ar_prepare_prefill_inputs_kernel": ref_standalone_ar_prepare_prefill_inputs_kernel,
+}
+KERNELS = sorted(REFERENCES)
+
+
+def _run_both(name, seed, idx):
+    case = mrv2.make_case(name, seed, idx)
+    grid = tuple(case.grid) + (1,) * (3 - len(case.grid))
+    ours_kw, ours = case.build()
+    ref_kw, ref = case.build()
+    getattr(kernels_cpu, name)(**ours_kw, grid=grid)
+    REFERENCES[name](ref_kw, grid)
+    for buf in ref:
+        assert torch.equal(ours[buf], ref[buf]), f"{case}: {buf}\n{ours[buf]}\n{ref[buf]}"
+    assert not guard_violations(case, ours), case
+    return case
+
+
+def test_every_drafts_kernel_has_a_reference():
+    assert set(KERNELS) == set(mrv2.drafts.CASES)
+
+
+@pytest.mark.parametrize("idx", IDX)
+@pytest.mark.parametrize("name", KERNELS)
+@settings(max_examples=60, deadline=None, database=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_matches_the_reference(name, idx, seed):
+    _run_both(name, seed, idx)
+
+
+@pytest.mark.parametrize("name", KERNELS)
+def test_launched_through_the_grid_launcher(name):
+    """``GridLauncher`` hands the kernel Triton's grid; without a grid the launch is refused."""
+    case = mrv2.make_case(name, 7, torch.int64)
+    kw, got = case.build()
+    ref_kw, want = case.build()
+    launcher = kernels_cpu.GridLauncher(getattr(kernels_cpu, name))
+    launcher[case.grid](**kw, num_warps=4)
+    REFERENCES[name](ref_kw, tuple(case.grid) + (1,) * (3 - len(case.grid)))
+    for buf in want:
+        assert torch.equal(got[buf], want[buf]), buf
+    with pytest.raises(TypeError, match="grid"):
+        launcher(**kw)
+
+
+# -- refusals ---------------------------------------------------------------------------------
+
+
+def _refused(name, case, exc, match, **changes):
+    """The launch with ``changes`` raises ``exc`` matching ``match``; no buffer changed."""
+    kw, bufs = case.build()
+    grid = changes.pop("grid", tuple(case.grid) + (1,) * (3 - len(case.grid)))
+    kw.update(changes)
+    before = {k: v.clone() for k, v in bufs.items()}
+    with pytest.raises(exc, match=match):
+        getattr(kernels_cpu, name)(**kw, grid=grid)
+    for k, v in bufs.items():
+        assert torch.equal(v, before[k]), f"{k} written by a refused launch"
+
+
+def _case_with(name, pred, idx=torch.int64):
+    for seed in range(500):
+        case = mrv2.make_case(name, seed, idx)
+        if pred(case):
+            return case
+    raise AssertionError(f"no case of {name} fits")
+
+
+SAR = "standalone_ar_prepare_prefill_inputs_kernel"
+
+
+def test_standalone_refusals():
+    case = _case_with(SAR, lambda c: c.grid[0] >= 2)
+    args = case.args
+    R = case.grid[0]
+    qsl = args["query_start_loc_ptr"].clone()
+    qsl[1] = int(qsl[2]) + 1
+    _refused(
+        SAR,
+        case,
+        ValueError,
+        "query_start_loc_ptr: expected non-decreasing",
+        query_start_loc_ptr=qsl,
+    )
+    bad = args["idx_mapping_ptr"].clone()
+    bad[1] = args["last_sampled_ptr"].numel()
+    _refused(SAR, case, IndexError, r"idx_mapping_ptr\[1\]", idx_mapping_ptr=bad)
+    bad[1] = -1
+    _refused(SAR, case, IndexError, r"idx_mapping_ptr\[1\]", idx_mapping_ptr=bad)
+    _refused(
+        SAR,
+        case,
+        ValueError,
+        "out_input_ids_ptr: expected at least",
+        out_input_ids_ptr=torch.zeros(
+            int(args["query_start_loc_ptr"][R]) + R - 1, dtype=torch.int64
+        ),
+    )
+    _refused(
+        SAR,
+        case,
+        ValueError,
+        "out_query_start_loc_ptr: expected at least",
+        out_query_start_loc_ptr=torch.zeros(args["max_num_reqs"], dtype=torch.int64),
+    )
+    _refused(
+        SAR,
+        case,
+        ValueError,
+        "seq_lens_ptr: expected at least",
+        seq_lens_ptr=torch.zeros(R - 1, dtype=torch.int64),
+    )
+    _refused(
+        SAR,
+        case,
+        TypeError,
+        "idx_mapping_ptr: expected dtype",
+        idx_mapping_ptr=args["idx_mapping_ptr"].float(),
+    )
+    _refused(SAR, case, TypeError, "max_model_len: expected an int", max_model_len=8.0)
+    ids = args["target_input_ids_ptr"][: int(args["query_start_loc_ptr"][R - 1])]
+    _refused(SAR, case, ValueError, "target_input_ids_ptr: expected", target_input_ids_ptr=ids)
+    _refused(SAR, case, ValueError, "`grid`", grid=(-1,))
+
+
+def test_standalone_empty_grid_writes_nothing():
+    case = _case_with(SAR, lambda c: c.grid[0] >= 1)
+    kw, bufs = case.build()
+    before = {k: v.clone() for k, v in bufs.items()}
+    kernels_cpu.standalone_ar_prepare_prefill_inputs_kernel(**kw, grid=(0, 1, 1))
+    for k, v in bufs.items():
+        assert torch.equal(v, before[k]), k
+
+
+def test_standalone_mixed_index_dtypes():
+    """Each index buffer is read and written in its own width."""
+    rng = random.Random(3)
+    case = _case_with(SAR, lambda c: c.grid[0] >= 2)
+    grid = tuple(case.grid) + (1,) * (3 - len(case.grid))
+    kw, ours = case.build()
+    ref_kw, ref = case.build()
+    for k in ("target_positions_ptr", "idx_mapping_ptr", "num_rejected_ptr"):
+        if rng.random() < 0.9:
+            kw[k], ref_kw[k] = kw[k].int(), ref_kw[k].int()
+    kernels_cpu.standalone_ar_prepare_prefill_inputs_kernel(**kw, grid=grid)
+    ref_standalone_ar_prepare_prefill_inputs_kernel(ref_kw, grid)
+    for buf in ref:
+        assert torch.equal(ours[buf], ref[buf]), buf
