@@ -8,7 +8,17 @@ kernels share the name ``_prepare_prefill_inputs_kernel``, so every speculator's
 here with its package as prefix (the ngram ones are unique as they are).
 """
 
-from .contracts import Contract, _a, _constexpr, _flag, _in_index, _int, _out_index, _stride
+from .contracts import (
+    Contract,
+    _a,
+    _constexpr,
+    _flag,
+    _in_index,
+    _in_table,
+    _int,
+    _out_index,
+    _stride,
+)
 
 _GPU = "vllm.v1.worker.gpu.spec_decode"
 _SAR = f"{_GPU}.standalone_ar.speculator"
@@ -51,6 +61,68 @@ CONTRACTS: tuple[Contract, ...] = (
             _constexpr("BLOCK_SIZE"),
         ),
         vllm=(f"{_SAR}._prepare_prefill_inputs_kernel",),
+        runner="v2",
+        takes_grid=True,
+    ),
+    Contract(
+        "ngram_scan_kernel",
+        "_mrv2_drafts",
+        "(B, n_blocks): one program per request and block of ``BLOCK_L`` candidate positions; "
+        "both counts come only from the grid (the CPU kernel's ``grid``)",
+        "per (request, block): the largest packed score n * (L + 1) + pos + 1 over the block's "
+        "positions pos whose n-gram equals the request's last n tokens (compared as int32; the "
+        "longest n in [MIN_N, MAX_N] per position), 0 without a match, for an ineligible "
+        "request (nothing sampled, fewer than MIN_N tokens) or a block past the last candidate",
+        (
+            _in_table(
+                "token_ids_ptr", "rows named by ``idx_mapping_ptr``, ``total_len`` columns each"
+            ),
+            _stride("token_ids_stride"),
+            _in_index("idx_mapping_ptr", "``B``; request-state indices"),
+            _in_index("total_len_ptr", "rows named by ``idx_mapping_ptr``"),
+            _in_index("num_sampled_ptr", "``B``"),
+            _a(
+                "scratch_ptr",
+                "out",
+                _INDEX,
+                "table",
+                "``B`` rows of ``n_blocks`` scores (the grid's second axis)",
+            ),
+            _stride("scratch_stride"),
+            _int("L", "``max_model_len``: the score's packing base ``L + 1``"),
+            _int("MIN_N", ">= 0"),
+            _int("MAX_N", ">= 0"),
+            _int("MAX_N_PO2", ">= max(MAX_N, 1): the suffix register's lanes"),
+            _int("BLOCK_L", ">= 1: candidate positions per program"),
+        ),
+        vllm=(f"{_NGRAM}._ngram_scan_kernel",),
+        runner="v2",
+        takes_grid=True,
+    ),
+    Contract(
+        "ngram_finalize_kernel",
+        "_mrv2_drafts",
+        _GRID_REQS,
+        "per request: the best of its N_BLOCKS scratch scores decodes to (n, pos); draft k is "
+        "token[min(pos + n + k, L - 1)] while pos + n + k < total_len, else (and for a request "
+        "without a match or a sampled token) its last sampled token",
+        (
+            _in_table("token_ids_ptr", "rows named by ``idx_mapping_ptr``, the gathered columns"),
+            _stride("token_ids_stride"),
+            _in_index("idx_mapping_ptr", "``B``; request-state indices"),
+            _in_index("total_len_ptr", "rows named by ``idx_mapping_ptr``"),
+            _in_index("num_sampled_ptr", "``B``"),
+            _in_index("last_sampled_ptr", "rows named by ``idx_mapping_ptr``"),
+            _in_table("scratch_ptr", "``B`` rows of ``N_BLOCKS`` scores"),
+            _stride("scratch_stride"),
+            _out_index("drafts_ptr", "``B * K``, flat"),
+            _int("L", ">= 0: ``max_model_len``"),
+            _int("N_BLOCKS", ">= 0"),
+            _int("K", ">= 0: drafts per request"),
+            _int("K_PO2", ">= max(K, 1)"),
+            _int("N_BLOCKS_PO2", ">= max(N_BLOCKS, 1); > N_BLOCKS lets a masked 0 in the max"),
+        ),
+        vllm=(f"{_NGRAM}._ngram_finalize_kernel",),
         runner="v2",
         takes_grid=True,
     ),

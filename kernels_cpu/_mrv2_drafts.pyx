@@ -1,4 +1,4 @@
-# cython: language_level=3
+# cython: language_level=3, cdivision=True
 """CPU versions of Model Runner V2's drafter kernels (``vllm/v1/worker/gpu/spec_decode/``).
 
 * ``standalone_ar_prepare_prefill_inputs_kernel`` -- the ``draft_model`` speculator's
@@ -231,3 +231,305 @@ def standalone_ar_prepare_prefill_inputs_kernel(
     for k in range(R, mnr):
         iset(a.osl, k, 0)
         iset(a.lti, k, 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# ngram_scan_kernel
+# ---------------------------------------------------------------------------------------------
+
+cdef struct ScanArgs:
+    Rows tok
+    IBuf idx
+    IBuf tlen
+    IBuf nsam
+    Rows scratch
+    int64_t Lp1
+    int64_t min_n
+    int64_t max_n
+    int64_t block_l
+    Py_ssize_t n_blocks
+
+
+cdef inline bint _scanned(int64_t ns, int64_t seq, int64_t min_n, int64_t blk,
+                          int64_t block_l) noexcept nogil:
+    """Whether program (request, ``blk``) searches: an eligible row (a token was sampled, the
+    sequence holds ``MIN_N`` tokens) and a block that starts at or before the last candidate
+    match position ``seq - MIN_N - 1``."""
+    return ns > 0 and seq >= min_n and blk * block_l <= seq - min_n - 1
+
+
+cdef void _scan_block(const void* p, Py_ssize_t k) noexcept nogil:
+    cdef const ScanArgs* a = <const ScanArgs*>p
+    cdef Py_ssize_t b = k // a.n_blocks
+    cdef int64_t blk = k % a.n_blocks
+    cdef int64_t rs = iget(a.idx, b)
+    cdef int64_t seq = iget(a.tlen, rs)
+    cdef int64_t ns = iget(a.nsam, b)
+    cdef Py_ssize_t off = b * a.scratch.stride + blk
+    cdef int64_t pos, last, n, j, best, block_best = 0
+    cdef Py_ssize_t row
+    cdef bint match
+    if not _scanned(ns, seq, a.min_n, blk, a.block_l):
+        iset(a.scratch.buf, off, 0)
+        return
+    row = rs * a.tok.stride
+    # Per position, the longest n whose n-gram there equals the sequence's last n tokens
+    # (vLLM packs (n, pos) as n * (L + 1) + pos + 1 and keeps the last n that matched, i.e. the
+    # longest: searched from the longest down). Tokens compare as int32 (``.to(tl.int32)``).
+    # The suffix tokens a match compares sit at seq - n + j >= pos + 1 >= 1, never at the
+    # masked -1 slots of vLLM's suffix register.
+    for pos in range(blk * a.block_l, blk * a.block_l + a.block_l):
+        best = 0
+        n = a.max_n
+        while n >= a.min_n:
+            last = seq - n - 1
+            if pos >= 0 and pos <= last:
+                match = True
+                for j in range(n):
+                    if <int32_t>iget(a.tok.buf, row + pos + j) != \
+                            <int32_t>iget(a.tok.buf, row + seq - n + j):
+                        match = False
+                        break
+                if match:
+                    best = n * a.Lp1 + pos + 1
+                    break
+            n -= 1
+        if best > block_best:
+            block_best = best
+    iset(a.scratch.buf, off, block_best)
+
+
+cdef Py_ssize_t _scan_check(const ScanArgs* a, Py_ssize_t B, Py_ssize_t n_tlen,
+                            int* what) noexcept nogil:
+    """First request whose launch would read out of bounds (``what``: 1 its request-state
+    index is outside total_len, 2 outside the token table, 3 its sequence is longer than a
+    token row), else -1."""
+    cdef Py_ssize_t b
+    cdef int64_t rs, seq
+    for b in range(B):
+        rs = iget(a.idx, b)
+        if rs < 0 or rs >= n_tlen:
+            what[0] = 1
+            return b
+        seq = iget(a.tlen, rs)
+        if a.n_blocks > 0 and a.max_n >= 1 and _scanned(iget(a.nsam, b), seq, a.min_n, 0,
+                                                         a.block_l):
+            if rs >= a.tok.rows:
+                what[0] = 2
+                return b
+            if seq > a.tok.cols:
+                what[0] = 3
+                return b
+    return -1
+
+
+def ngram_scan_kernel(
+    token_ids_ptr, token_ids_stride, idx_mapping_ptr, total_len_ptr, num_sampled_ptr,
+    scratch_ptr, scratch_stride, L, MIN_N, MAX_N, MAX_N_PO2, BLOCK_L, *, grid,
+):
+    """The ngram drafter's search: per (request, block of ``BLOCK_L`` candidate positions),
+    the best packed score ``n * (L + 1) + pos + 1`` of a position ``pos`` whose n-gram equals
+    the request's last ``n`` tokens (``MIN_N <= n <= MAX_N``, the longest n per position, the
+    largest score per block), 0 for no match, an ineligible request (nothing sampled, fewer
+    than ``MIN_N`` tokens) or a block past the last candidate. Written to
+    ``scratch[b, blk]``.
+
+    The grid is ``(B, n_blocks)``: one scratch slot per program, so the scratch table needs
+    ``B`` rows of at least ``n_blocks`` columns. A searched request's state index must be a
+    row of the token table and its ``total_len`` at most the row's length.
+    """
+    cdef ScanArgs a
+    cdef Py_ssize_t B = _programs(grid, 0)
+    cdef Py_ssize_t NB = _programs(grid, 1)
+    cdef Py_ssize_t shp[1]
+    cdef Py_ssize_t n_tlen, bad
+    cdef int what = 0
+    cdef int64_t max_n_po2
+    cdef int64_t L64 = as_int(L, "L")
+    a.min_n = as_int(MIN_N, "MIN_N")
+    a.max_n = as_int(MAX_N, "MAX_N")
+    max_n_po2 = as_int(MAX_N_PO2, "MAX_N_PO2")
+    a.block_l = as_int(BLOCK_L, "BLOCK_L")
+    need_min("MIN_N", a.min_n, 0)
+    need_min("MAX_N", a.max_n, 0)
+    need_min("MAX_N_PO2", max_n_po2, max(a.max_n, 1), "max(MAX_N, 1)")
+    need_min("BLOCK_L", a.block_l, 1)
+    a.Lp1 = L64 + 1
+    a.n_blocks = NB
+    a.tok = check_rows(token_ids_ptr, "token_ids_ptr", token_ids_stride, "token_ids_stride")
+    a.idx = index_at_least(idx_mapping_ptr, "idx_mapping_ptr", B, "one per request")
+    a.tlen = check_index(total_len_ptr, "total_len_ptr", -1, shp)
+    n_tlen = shp[0]
+    a.nsam = index_at_least(num_sampled_ptr, "num_sampled_ptr", B, "one per request")
+    a.scratch = check_rows(scratch_ptr, "scratch_ptr", scratch_stride, "scratch_stride")
+    if B == 0 or NB == 0:
+        return
+    need_table_rows("scratch_ptr", a.scratch.rows, B, "one per request")
+    if a.scratch.cols < NB:
+        raise ValueError(expected("scratch_ptr", f"rows of at least n_blocks = {NB} columns "
+                                  "(the grid's second axis)", f"{a.scratch.cols}"))
+    with nogil:
+        bad = _scan_check(&a, B, n_tlen, &what)
+    if bad >= 0:
+        _ngram_row_error(what, bad, &a.idx, &a.tlen, n_tlen, a.tok)
+    run_rows_for(_scan_block, &a, B * NB, B * NB * a.block_l * (a.max_n + 1))
+
+
+cdef int _ngram_row_error(int what, Py_ssize_t b, IBuf* idx, IBuf* tlen, Py_ssize_t n_tlen,
+                          Rows tok) except -1:
+    cdef int64_t rs = iget(idx[0], b)
+    if what == 1:
+        _state_error("idx_mapping_ptr", b, rs, "total_len_ptr", n_tlen)
+    if what == 2:
+        raise IndexError(expected(f"idx_mapping_ptr[{b}]", f"a row of token_ids_ptr, in "
+                                  f"[0, {tok.rows})", rs))
+    raise ValueError(expected(f"total_len_ptr[{rs}]", f"at most the token row's length "
+                              f"{tok.cols} (request {b} reads that many tokens)",
+                              iget(tlen[0], rs)))
+
+
+# ---------------------------------------------------------------------------------------------
+# ngram_finalize_kernel
+# ---------------------------------------------------------------------------------------------
+
+cdef struct FinArgs:
+    Rows tok
+    IBuf idx
+    IBuf tlen
+    IBuf nsam
+    IBuf last
+    Rows scratch
+    IBuf drafts
+    int64_t L
+    int64_t n_blocks
+    bint pad_zero       # N_BLOCKS < N_BLOCKS_PO2: the masked lanes' 0 joins the max
+    int64_t K
+
+
+cdef inline void _fin_plan(const FinArgs* a, Py_ssize_t b, int64_t* start,
+                           int64_t* valid) noexcept nogil:
+    """Request ``b``'s draft start and how many of its K slots gather a token (the rest take
+    the last sampled token)."""
+    cdef Py_ssize_t base = b * a.scratch.stride
+    cdef int64_t score = 0, v, k, s1, best_n, best_pos, avail
+    cdef int64_t rs = iget(a.idx, b)
+    cdef bint first = not a.pad_zero
+    for k in range(a.n_blocks):
+        v = iget(a.scratch.buf, base + k)
+        if first or v > score:
+            score = v
+            first = False
+    if score > 0 and iget(a.nsam, b) > 0:
+        s1 = score - 1
+        best_n = s1 // (a.L + 1)
+        best_pos = s1 - best_n * (a.L + 1)
+        start[0] = best_pos + best_n
+        avail = iget(a.tlen, rs) - start[0]
+        valid[0] = _max(_min(avail, a.K), 0)
+    else:
+        start[0] = 0
+        valid[0] = 0
+
+
+cdef void _fin_row(const void* p, Py_ssize_t b) noexcept nogil:
+    cdef const FinArgs* a = <const FinArgs*>p
+    cdef int64_t rs = iget(a.idx, b)
+    cdef int64_t last_tok = iget(a.last, rs)
+    cdef int64_t start, valid, k
+    cdef Py_ssize_t row = rs * a.tok.stride
+    _fin_plan(a, b, &start, &valid)
+    for k in range(a.K):
+        if k < valid:
+            iset(a.drafts, b * a.K + k, iget(a.tok.buf, row + _min(start + k, a.L - 1)))
+        else:
+            iset(a.drafts, b * a.K + k, last_tok)
+
+
+cdef Py_ssize_t _fin_check(const FinArgs* a, Py_ssize_t B, Py_ssize_t n_tlen,
+                           Py_ssize_t n_last, int* what, int64_t* at) noexcept nogil:
+    """First request whose launch would read out of bounds (``what``: 1 state index outside
+    total_len, 4 outside last_sampled, 2 outside the token table, 3 a gathered token outside
+    its row, at ``at``), else -1."""
+    cdef Py_ssize_t b
+    cdef int64_t rs, start, valid, lo, hi
+    for b in range(B):
+        rs = iget(a.idx, b)
+        if rs < 0 or rs >= n_tlen:
+            what[0] = 1
+            return b
+        if rs >= n_last:
+            what[0] = 4
+            return b
+        _fin_plan(a, b, &start, &valid)
+        if valid > 0:
+            if rs >= a.tok.rows:
+                what[0] = 2
+                return b
+            lo = _min(start, a.L - 1)
+            hi = _min(start + valid - 1, a.L - 1)
+            if lo < 0 or hi >= a.tok.cols:
+                what[0] = 3
+                at[0] = lo if lo < 0 else hi
+                return b
+    return -1
+
+
+def ngram_finalize_kernel(
+    token_ids_ptr, token_ids_stride, idx_mapping_ptr, total_len_ptr, num_sampled_ptr,
+    last_sampled_ptr, scratch_ptr, scratch_stride, drafts_ptr, L, N_BLOCKS, K, K_PO2,
+    N_BLOCKS_PO2, *, grid,
+):
+    """The ngram drafter's drafts: per request, the best score over its ``N_BLOCKS`` scratch
+    slots decodes to (n, pos); the ``K`` tokens after the match, ``token[min(pos + n + k,
+    L - 1)]`` while ``pos + n + k < total_len``, the rest (and every slot of a request without
+    a match or without a sampled token) the request's last sampled token. Written flat to
+    ``drafts[b * K + k]``.
+
+    The grid is ``(B,)``. ``K_PO2``/``N_BLOCKS_PO2`` are the kernel's lane counts: they must
+    cover ``K``/``N_BLOCKS`` (vLLM's next powers of two); where ``N_BLOCKS_PO2`` exceeds
+    ``N_BLOCKS`` the masked lanes' 0 takes part in the maximum, as in the kernel.
+    """
+    cdef FinArgs a
+    cdef Py_ssize_t B = _programs(grid, 0)
+    cdef Py_ssize_t shp[1]
+    cdef Py_ssize_t n_tlen, n_last, bad
+    cdef int what = 0
+    cdef int64_t at = 0, k_po2, nb_po2
+    a.L = as_int(L, "L")
+    a.n_blocks = as_int(N_BLOCKS, "N_BLOCKS")
+    a.K = as_int(K, "K")
+    k_po2 = as_int(K_PO2, "K_PO2")
+    nb_po2 = as_int(N_BLOCKS_PO2, "N_BLOCKS_PO2")
+    need_min("L", a.L, 0)
+    need_min("N_BLOCKS", a.n_blocks, 0)
+    need_min("K", a.K, 0)
+    need_min("K_PO2", k_po2, max(a.K, 1), "max(K, 1)")
+    need_min("N_BLOCKS_PO2", nb_po2, max(a.n_blocks, 1), "max(N_BLOCKS, 1)")
+    a.pad_zero = a.n_blocks < nb_po2
+    a.tok = check_rows(token_ids_ptr, "token_ids_ptr", token_ids_stride, "token_ids_stride")
+    a.idx = index_at_least(idx_mapping_ptr, "idx_mapping_ptr", B, "one per request")
+    a.tlen = check_index(total_len_ptr, "total_len_ptr", -1, shp)
+    n_tlen = shp[0]
+    a.nsam = index_at_least(num_sampled_ptr, "num_sampled_ptr", B, "one per request")
+    a.last = check_index(last_sampled_ptr, "last_sampled_ptr", -1, shp)
+    n_last = shp[0]
+    a.scratch = check_rows(scratch_ptr, "scratch_ptr", scratch_stride, "scratch_stride")
+    a.drafts = index_at_least(drafts_ptr, "drafts_ptr", B * a.K, "num_reqs * K")
+    if B == 0:
+        return
+    if a.n_blocks > 0:
+        need_table_rows("scratch_ptr", a.scratch.rows, B, "one per request")
+        if a.scratch.cols < a.n_blocks:
+            raise ValueError(expected("scratch_ptr", f"rows of at least N_BLOCKS = "
+                                      f"{a.n_blocks} columns", f"{a.scratch.cols}"))
+    with nogil:
+        bad = _fin_check(&a, B, n_tlen, n_last, &what, &at)
+    if bad >= 0:
+        if what == 4:
+            _state_error("idx_mapping_ptr", bad, iget(a.idx, bad), "last_sampled_ptr", n_last)
+        if what == 3:
+            raise IndexError(expected("token_ids_ptr", f"a token row holding column {at} "
+                                      f"(request {bad}'s draft; L = {a.L})",
+                                      f"rows of {a.tok.cols}"))
+        _ngram_row_error(what, bad, &a.idx, &a.tlen, n_tlen, a.tok)
+    run_rows_for(_fin_row, &a, B, B * (a.K + a.n_blocks))

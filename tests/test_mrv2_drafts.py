@@ -71,8 +71,66 @@ def ref_standalone_ar_prepare_prefill_inputs_kernel(kw, grid):
             _store(flat["last_token_indices_ptr"], k, 0)
 
 
+def _row(kw, name, stride_name, r):
+    """Row ``r`` of a table argument as the kernel addresses it: ``ptr + r * stride``."""
+    t = kw[name]
+    return torch.as_strided(
+        t,
+        (t.numel() if t.dim() < 2 else t.shape[1],),
+        (1,),
+        t.storage_offset() + r * kw[stride_name],
+    )
+
+
+def ref_ngram_scan_kernel(kw, grid):
+    B, NB = grid[0], grid[1]
+    L1, lo, hi, BL = kw["L"] + 1, kw["MIN_N"], kw["MAX_N"], kw["BLOCK_L"]
+    for b in range(B):
+        rs = int(kw["idx_mapping_ptr"].view(-1)[b])
+        seq = int(kw["total_len_ptr"].view(-1)[rs])
+        ns = int(kw["num_sampled_ptr"].view(-1)[b])
+        out = _row(kw, "scratch_ptr", "scratch_stride", b)
+        toks = [_i32(t) for t in _row(kw, "token_ids_ptr", "token_ids_stride", rs)[:seq]]
+        for blk in range(NB):
+            if not (ns > 0 and seq >= lo and blk * BL <= seq - lo - 1):
+                out[blk] = 0
+                continue
+            block_best = 0
+            for pos in range(blk * BL, (blk + 1) * BL):
+                best = 0
+                for n in range(lo, hi + 1):  # the last n that matches wins, as in the kernel
+                    if 0 <= pos <= seq - n - 1 and toks[pos : pos + n] == toks[seq - n : seq]:
+                        best = n * L1 + pos + 1
+                block_best = max(block_best, best)
+            out[blk] = block_best
+
+
+def ref_ngram_finalize_kernel(kw, grid):
+    L, NB, K = kw["L"], kw["N_BLOCKS"], kw["K"]
+    drafts = kw["drafts_ptr"].view(-1)
+    for b in range(grid[0]):
+        rs = int(kw["idx_mapping_ptr"].view(-1)[b])
+        lanes = [int(v) for v in _row(kw, "scratch_ptr", "scratch_stride", b)[:NB]]
+        if NB < kw["N_BLOCKS_PO2"]:
+            lanes.append(0)  # a masked lane's ``other``
+        score = max(lanes)
+        seq = int(kw["total_len_ptr"].view(-1)[rs])
+        ok = score > 0 and int(kw["num_sampled_ptr"].view(-1)[b]) > 0
+        n = (score - 1) // (L + 1) if score > 0 else 0
+        start = (score - 1 - n * (L + 1)) + n if score > 0 else 0
+        row = _row(kw, "token_ids_ptr", "token_ids_stride", rs)
+        for k in range(K):
+            if ok and k < max(seq - start, 0):
+                v = int(row[min(start + k, L - 1)])
+            else:
+                v = int(kw["last_sampled_ptr"].view(-1)[rs])
+            _store(drafts, b * K + k, v)
+
+
 REFERENCES = {
     "standalone_ar_prepare_prefill_inputs_kernel": ref_standalone_ar_prepare_prefill_inputs_kernel,
+    "ngram_scan_kernel": ref_ngram_scan_kernel,
+    "ngram_finalize_kernel": ref_ngram_finalize_kernel,
 }
 KERNELS = sorted(REFERENCES)
 
@@ -220,3 +278,117 @@ def test_standalone_mixed_index_dtypes():
     ref_standalone_ar_prepare_prefill_inputs_kernel(ref_kw, grid)
     for buf in ref:
         assert torch.equal(ours[buf], ref[buf]), buf
+
+
+SCAN, FIN = "ngram_scan_kernel", "ngram_finalize_kernel"
+
+
+def _searched(case):
+    """A scan case where some request is searched (something sampled, long enough)."""
+    a = case.args
+    if case.grid[0] < 1:
+        return False
+    rs = int(a["idx_mapping_ptr"][0])
+    seq = int(a["total_len_ptr"][rs])
+    return int(a["num_sampled_ptr"][0]) > 0 and seq >= a["MIN_N"] + 1
+
+
+def test_ngram_scan_refusals():
+    case = _case_with(SCAN, _searched)
+    a = case.args
+    B, NB = case.grid
+    tl = a["total_len_ptr"].clone()
+    tl[int(a["idx_mapping_ptr"][0])] = 10**6
+    _refused(SCAN, case, ValueError, r"total_len_ptr\[\d+\]: expected at most", total_len_ptr=tl)
+    idx = a["idx_mapping_ptr"].clone()
+    idx[0] = a["total_len_ptr"].numel()
+    _refused(SCAN, case, IndexError, r"idx_mapping_ptr\[0\]", idx_mapping_ptr=idx)
+    _refused(SCAN, case, ValueError, "MAX_N_PO2: expected >=", MAX_N_PO2=a["MAX_N"] - 1 or 0)
+    _refused(SCAN, case, ValueError, "BLOCK_L: expected >= 1", BLOCK_L=0)
+    _refused(SCAN, case, ValueError, "scratch_ptr: expected rows of at least", grid=(B, NB + 100))
+    short = torch.zeros(B - 1, NB, dtype=torch.int64)
+    _refused(
+        SCAN,
+        case,
+        ValueError,
+        "scratch_ptr: expected at least",
+        scratch_ptr=short,
+        scratch_stride=max(NB, 1),
+    )
+    _refused(SCAN, case, ValueError, "token_ids_stride: expected", token_ids_stride=-1)
+
+
+def test_ngram_finalize_refusals():
+    case = _case_with(FIN, lambda c: c.grid[0] >= 1)
+    a = case.args
+    B = case.grid[0]
+    _refused(
+        FIN,
+        case,
+        ValueError,
+        "drafts_ptr: expected at least",
+        drafts_ptr=torch.zeros(B * a["K"] - 1, dtype=torch.int64),
+    )
+    _refused(FIN, case, ValueError, "K_PO2: expected >=", K_PO2=a["K"] + 1, K=a["K"] + 2)
+    _refused(
+        FIN,
+        case,
+        ValueError,
+        "N_BLOCKS_PO2: expected >=",
+        N_BLOCKS_PO2=a["N_BLOCKS"] - 1 if a["N_BLOCKS"] > 1 else 0,
+    )
+    last = a["last_sampled_ptr"].view(-1)[: int(a["idx_mapping_ptr"].max())]
+    _refused(FIN, case, IndexError, "last_sampled_ptr", last_sampled_ptr=last)
+    _refused(FIN, case, ValueError, "L: expected >= 0", L=-1)
+    _refused(
+        FIN,
+        case,
+        TypeError,
+        "scratch_ptr: expected dtype",
+        scratch_ptr=torch.zeros(B, a["N_BLOCKS"]),
+    )
+
+
+def test_ngram_finalize_gathers_past_the_row_refused():
+    """A score whose draft start lies beyond a short token row: refused naming the table."""
+    case = _case_with(FIN, lambda c: c.grid[0] >= 1 and c.args["N_BLOCKS"] >= 1)
+    a = dict(case.args)
+    kw, bufs = case.build()
+    L = a["L"]
+    rs = int(a["idx_mapping_ptr"][0])
+    tl = kw["total_len_ptr"].clone()
+    tl[rs] = L
+    scratch = torch.zeros(case.grid[0], a["N_BLOCKS"], dtype=torch.int64)
+    scratch[0, 0] = 1 * (L + 1) + (L - 3) + 1  # n = 1 at pos L - 3: gathers L - 2, L - 1
+    ns = torch.ones(case.grid[0], dtype=torch.int64)
+    tokens = kw["token_ids_ptr"][:, : L - 2]
+    with pytest.raises(IndexError, match="token_ids_ptr: expected a token row holding"):
+        kernels_cpu.ngram_finalize_kernel(
+            **{
+                **kw,
+                "token_ids_ptr": tokens,
+                "total_len_ptr": tl,
+                "scratch_ptr": scratch,
+                "scratch_stride": scratch.stride(0),
+                "num_sampled_ptr": ns,
+            },
+            grid=(case.grid[0], 1, 1),
+        )
+
+
+def test_ngram_scan_matches_across_a_block_boundary_and_int32_cast():
+    """A hand-made row: the longest match wins per position, the best block score is kept,
+    and tokens equal only as int32 match (the kernel compares ``.to(tl.int32)`` values)."""
+    L, BL = 16, 4
+    # the sequence (12 tokens) ends with 1, 2, 3: matches of n = 3 at pos 1 and 5 (n = 2 at
+    # pos 2 and 6 score less); pos 9 is the suffix itself, past the last candidate
+    tokens = torch.tensor([[7, 1, 2, 3, 9, 1, 2, 3, 5, 1, 2, 3, 0, 0, 0, 0]], dtype=torch.int64)
+    scratch = torch.full((1, 4), -1, dtype=torch.int64)
+    args = (tokens, L, torch.tensor([0]), torch.tensor([12]), torch.tensor([1]), scratch, 4, L)
+    kernels_cpu.ngram_scan_kernel(*args, 2, 3, 4, BL, grid=(1, 4))
+    assert scratch.tolist() == [[3 * 17 + 1 + 1, 3 * 17 + 5 + 1, 0, 0]]
+    # a last token equal to 3 only as int32: the same matches
+    tokens[0, 11] = 2**32 + 3
+    scratch.fill_(-1)
+    kernels_cpu.ngram_scan_kernel(*args, 2, 3, 4, BL, grid=(1, 4))
+    assert scratch.tolist() == [[3 * 17 + 1 + 1, 3 * 17 + 5 + 1, 0, 0]]

@@ -8,7 +8,7 @@ rejected) beside chunked-prefill ones.
 
 import torch
 
-from fdkit._case import Case, Out, batch, gen, next_pow2
+from fdkit._case import Case, Out, Slice, batch, gen, next_pow2
 
 
 def _ints(rng, n, low, high, dtype):
@@ -77,11 +77,117 @@ def case_standalone_ar_prepare_prefill_inputs_kernel(rng, idx, scale):
     )
 
 
+def _ngram_layout(rng, idx):
+    """The ngram drafter's state: a token table (rows = request states, ``L`` columns, maybe a
+    column slice of a wider one), total lengths, the batch's states, and the block size vLLM's
+    formula picks for ``L`` -- or a smaller power of two, for more blocks in a small case."""
+    B = batch(rng, 4)
+    states, n_states = _states(rng, B)
+    L = rng.randint(4, 90)
+    if L >= 64:
+        block_l = 64
+    else:
+        block_l = max(16, next_pow2(L))
+    if rng.random() < 0.6:
+        block_l = rng.choice([4, 8, 16, 32])
+    n_blocks = -(-L // block_l)
+    vocab = rng.choice([2, 3, 5, 300])  # a small vocabulary repeats n-grams
+    extra = rng.choice([0, 0, 3])
+    base = _tokens(rng, n_states * (L + extra), idx, vocab).view(n_states, L + extra)
+    if idx == torch.int64 and rng.random() < 0.3:  # equal as int32 (the scan's cast), not as int64
+        base[rng.randrange(n_states), rng.randrange(L)] += 2**32
+    tokens = Slice(base, L) if extra else base
+    total_len = [rng.choice([0, 1, rng.randint(0, L), L, L]) for _ in range(n_states)]
+    num_sampled = [rng.choice([0, 1, 1, 2, 3]) for _ in range(B)]
+    return B, states, n_states, L, block_l, n_blocks, tokens, base.stride(0), total_len, num_sampled
+
+
+def _lookup_sizes(rng):
+    min_n = rng.randint(1, 4)
+    return min_n, rng.randint(min_n, 5)
+
+
+def case_ngram_scan_kernel(rng, idx, scale):
+    B, states, n_states, L, block_l, n_blocks, tokens, stride, total_len, num_sampled = (
+        _ngram_layout(rng, idx)
+    )
+    min_n, max_n = _lookup_sizes(rng)
+    rows = B + rng.randint(0, 2)
+    row_stride = n_blocks + rng.choice([0, 0, 2])
+    return Case(
+        "ngram_scan_kernel",
+        (B, n_blocks),
+        dict(
+            token_ids_ptr=tokens,
+            token_ids_stride=stride,
+            idx_mapping_ptr=torch.tensor(states, dtype=idx),
+            total_len_ptr=torch.tensor(total_len, dtype=idx),
+            num_sampled_ptr=torch.tensor(num_sampled, dtype=idx),
+            scratch_ptr=Out((rows, n_blocks), idx, row_stride=row_stride),
+            scratch_stride=row_stride,
+            L=L,
+            MIN_N=min_n,
+            MAX_N=max_n,
+            MAX_N_PO2=max(1, next_pow2(max_n)),
+            BLOCK_L=block_l,
+        ),
+        note=f"B={B} L={L} BLOCK_L={block_l} n={min_n}..{max_n} lens={total_len}",
+    )
+
+
+def case_ngram_finalize_kernel(rng, idx, scale):
+    B, states, n_states, L, block_l, n_blocks, tokens, stride, total_len, num_sampled = (
+        _ngram_layout(rng, idx)
+    )
+    K = rng.randint(1, 5)
+    rows = B + rng.randint(0, 2)
+    extra = rng.choice([0, 0, 2])
+    scores = []
+    for r in range(rows):  # packed (n, pos) scores as the scan writes them, 0, or noise
+        row = []
+        for _ in range(n_blocks):
+            seq = total_len[states[r]] if r < B else L
+            n = rng.randint(1, 5)
+            kind = rng.random()
+            if kind < 0.5 and seq > n:
+                row.append(n * (L + 1) + rng.randint(0, seq - n - 1) + 1)
+            elif kind < 0.9:
+                row.append(0)
+            else:
+                row.append(rng.randint(-5, 3 * (L + 1)))
+        scores.append(row + [0] * extra)
+    scratch = torch.tensor(scores, dtype=idx).view(rows, n_blocks + extra)
+    last = _tokens(rng, n_states, idx)
+    return Case(
+        "ngram_finalize_kernel",
+        (B,),
+        dict(
+            token_ids_ptr=tokens,
+            token_ids_stride=stride,
+            idx_mapping_ptr=torch.tensor(states, dtype=idx),
+            total_len_ptr=torch.tensor(total_len, dtype=idx),
+            num_sampled_ptr=torch.tensor(num_sampled, dtype=idx),
+            last_sampled_ptr=last.view(-1, 1),
+            scratch_ptr=Slice(scratch, n_blocks) if extra else scratch,
+            scratch_stride=scratch.stride(0),
+            drafts_ptr=Out(B * K + rng.randint(0, 3), idx),
+            L=L,
+            N_BLOCKS=n_blocks,
+            K=K,
+            K_PO2=next_pow2(K),
+            N_BLOCKS_PO2=next_pow2(n_blocks),
+        ),
+        note=f"B={B} L={L} K={K} n_blocks={n_blocks} lens={total_len} scores={scores}",
+    )
+
+
 #: contract name -> case(rng, idx, scale)
 CASES = {
     "standalone_ar_prepare_prefill_inputs_kernel": (
         case_standalone_ar_prepare_prefill_inputs_kernel
     ),
+    "ngram_scan_kernel": case_ngram_scan_kernel,
+    "ngram_finalize_kernel": case_ngram_finalize_kernel,
 }
 
 _UNUSED = gen
