@@ -26,6 +26,7 @@ _NGRAM = f"{_GPU}.ngram.speculator"
 _TDAR = f"{_GPU}.target_dependent_ar.speculator"
 
 _INDEX = ("int32", "int64")
+_HIDDEN = ("float32", "float16", "bfloat16", "float64")
 _GRID_REQS = (
     "(R,): one program per request; ``R`` comes only from the grid (the CPU kernel's ``grid``)"
 )
@@ -126,7 +127,124 @@ CONTRACTS: tuple[Contract, ...] = (
         runner="v2",
         takes_grid=True,
     ),
+    Contract(
+        "target_dependent_ar_prepare_prefill_inputs_kernel",
+        "_mrv2_drafts",
+        _GRID_REQS,
+        "the EAGLE/MTP drafter's prefill inputs in the target's layout: per request, the "
+        "target's ids over its query_len - num_rejected kept tokens shifted left by one, the "
+        "next token (last sampled, cast to int32, or the next prompt token of a chunked "
+        "prefill) in the last kept slot, the target's positions, that slot's index, qsl[i] and "
+        "seq_len; the last request resets the draft step to 0 and pads query starts (its query "
+        "end), seq_lens and last-token indices (0) to max_num_reqs",
+        (
+            _out_index("last_token_indices_ptr", "``max(R, max_num_reqs)``"),
+            _out_index("draft_current_step_ptr", "1"),
+            _out_index("draft_input_ids_ptr", "the kept tokens' slots"),
+            _out_index("draft_positions_ptr", "the kept tokens' slots"),
+            _out_index("draft_query_start_loc_ptr", "``max(R, max_num_reqs + 1)``"),
+            _out_index("draft_seq_lens_ptr", "``max(R, max_num_reqs)``"),
+            _in_index("target_input_ids_ptr", "the kept tokens"),
+            _in_index("target_positions_ptr", "the kept tokens"),
+            _in_index("idx_mapping_ptr", "``R``; request-state indices"),
+            _in_index("last_sampled_ptr", "rows named by ``idx_mapping_ptr`` (sampled requests)"),
+            _in_index(
+                "next_prefill_tokens_ptr",
+                "rows named by ``idx_mapping_ptr`` (chunked prefills), read flat",
+            ),
+            _in_index("num_sampled_ptr", "``R``"),
+            _in_index("num_rejected_ptr", "``R``; in [0, query_len - 1]"),
+            _in_index("query_start_loc_ptr", "``R + 1``; non-negative, non-decreasing"),
+            _in_index("seq_lens_ptr", "``R``"),
+            _int("max_num_reqs", "padding bound"),
+            _constexpr("BLOCK_SIZE"),
+        ),
+        vllm=(f"{_TDAR}._prepare_prefill_inputs_kernel",),
+        runner="v2",
+        takes_grid=True,
+    ),
+    Contract(
+        "target_dependent_ar_prepare_decode_inputs_kernel",
+        "_mrv2_drafts",
+        "(R + 1,): one program per request and one for the padding; ``R`` comes only from "
+        "the grid (the CPU kernel's ``grid``)",
+        "the EAGLE/MTP drafter's first decode step: per request the first draft token becomes "
+        "the input id, the sampling position advances, seq_len = target_seq_len - num_rejected "
+        "(+ 1 and the position + 1 under ADVANCE_DRAFT_POSITIONS, capped at max_model_len and "
+        "max_model_len - 1); the extra program writes query starts min(b, R) up to "
+        "max_num_reqs and zeroes seq_lens from R",
+        (
+            _a(
+                "draft_tokens_ptr",
+                "in",
+                _INDEX,
+                "strided",
+                "``R`` elements ``draft_tokens_stride`` apart (a column of the drafts table)",
+            ),
+            _stride("draft_tokens_stride"),
+            _in_index("target_seq_lens_ptr", "``R``"),
+            _in_index("num_rejected_ptr", "``R``"),
+            _out_index("input_ids_ptr", "``R``"),
+            _a("positions_ptr", "inout", _INDEX, "flat", "``R`` (ADVANCE_DRAFT_POSITIONS)"),
+            _a("sample_src_positions_ptr", "inout", _INDEX, "flat", "``R``"),
+            _out_index("query_start_loc_ptr", "``max_num_reqs + 1``"),
+            _out_index("seq_lens_ptr", "``max(R, max_num_reqs)``"),
+            _int("max_model_len", "the caps"),
+            _int("max_num_reqs", "padding bound"),
+            _constexpr("BLOCK_SIZE"),
+            _flag("ADVANCE_DRAFT_POSITIONS", "default True", optional=True),
+        ),
+        vllm=(f"{_TDAR}._prepare_decode_inputs_kernel",),
+        runner="v2",
+        takes_grid=True,
+    ),
+    Contract(
+        "target_dependent_ar_update_draft_inputs_kernel",
+        "_mrv2_drafts",
+        _GRID_REQS,
+        "one EAGLE/MTP draft step: the sampled token to output[i, step] (step read from "
+        "current_draft_step_ptr); unless it was the last step, also the next input id, the "
+        "sampling position + 1, the hidden-state row copied (converted as a store converts), "
+        "and under ADVANCE_DRAFT_POSITIONS position + 1 and seq_len + 1 (capped)",
+        (
+            _a(
+                "output_draft_tokens_ptr",
+                "out",
+                _INDEX,
+                "table",
+                "``R`` rows, column ``step``",
+            ),
+            _stride("output_draft_tokens_stride"),
+            _a(
+                "next_input_hidden_states_ptr",
+                "out",
+                _HIDDEN,
+                "table",
+                "``R`` rows of ``hidden_size`` (not the last step); rows may not overlap",
+            ),
+            _stride("next_input_hidden_states_stride"),
+            _out_index("input_ids_ptr", "``R`` (not the last step)"),
+            _a("positions_ptr", "inout", _INDEX, "flat", "``R`` (advancing, not the last step)"),
+            _a("sample_src_positions_ptr", "inout", _INDEX, "flat", "``R`` (not the last step)"),
+            _a("seq_lens_ptr", "inout", _INDEX, "flat", "``R`` (advancing, not the last step)"),
+            _in_index("draft_tokens_ptr", "``R``"),
+            _in_index("current_draft_step_ptr", "1: ``step``, a column of the output rows"),
+            _a(
+                "hidden_states_ptr",
+                "in",
+                _HIDDEN,
+                "table",
+                "``R`` rows of ``hidden_size`` (not the last step)",
+            ),
+            _stride("hidden_states_stride"),
+            _int("hidden_size", ">= 0"),
+            _int("max_model_len", "the caps"),
+            _int("num_speculative_steps", "the last step writes the output only"),
+            _constexpr("BLOCK_SIZE"),
+            _flag("ADVANCE_DRAFT_POSITIONS", "default True", optional=True),
+        ),
+        vllm=(f"{_TDAR}._update_draft_inputs_kernel",),
+        runner="v2",
+        takes_grid=True,
+    ),
 )
-
-# names the helpers above keep for the rows still to come
-_UNUSED = (_a, _flag, _stride, _INDEX, _NGRAM, _TDAR)

@@ -533,3 +533,421 @@ def ngram_finalize_kernel(
                                       f"rows of {a.tok.cols}"))
         _ngram_row_error(what, bad, &a.idx, &a.tlen, n_tlen, a.tok)
     run_rows_for(_fin_row, &a, B, B * (a.K + a.n_blocks))
+
+
+# ---------------------------------------------------------------------------------------------
+# target_dependent_ar_prepare_prefill_inputs_kernel (EAGLE, EAGLE3, MTP)
+# ---------------------------------------------------------------------------------------------
+
+cdef struct TpfArgs:
+    IBuf lti
+    IBuf step
+    IBuf din
+    IBuf dpos
+    IBuf dqsl
+    IBuf dsl
+    IBuf tin
+    IBuf tpos
+    IBuf idx
+    IBuf last
+    IBuf nxt
+    IBuf nsam
+    IBuf rej
+    IBuf qsl
+    IBuf sl
+
+
+cdef void _tpf_row(const void* p, Py_ssize_t i) noexcept nogil:
+    cdef const TpfArgs* a = <const TpfArgs*>p
+    cdef int64_t rs = iget(a.idx, i)
+    cdef int64_t qs = iget(a.qsl, i)
+    cdef int64_t ql = iget(a.qsl, i + 1) - qs - iget(a.rej, i)
+    cdef int64_t nxt, j
+    if iget(a.nsam, i) > 0:
+        nxt = <int32_t>iget(a.last, rs)      # ``.to(tl.int32)``
+    else:
+        nxt = iget(a.nxt, rs)                # chunked prefill: the next prompt token
+    for j in range(1, ql):                   # the target's tokens shifted left by one
+        iset(a.din, qs + j - 1, iget(a.tin, qs + j))
+    iset(a.lti, i, qs + ql - 1)
+    iset(a.din, qs + ql - 1, nxt)
+    for j in range(ql):
+        iset(a.dpos, qs + j, iget(a.tpos, qs + j))
+    iset(a.dqsl, i, qs)
+    iset(a.dsl, i, iget(a.sl, i))
+
+
+cdef enum TpfBad:
+    TPF_OK = 0
+    TPF_REJ = 1         # num_rejected outside [0, query_len - 1]
+    TPF_LAST = 2        # state index outside last_sampled (a request that sampled)
+    TPF_NEXT = 3        # state index outside next_prefill_tokens (a chunked prefill)
+
+
+cdef int _tpf_check(const TpfArgs* a, Py_ssize_t R, Py_ssize_t n_last, Py_ssize_t n_next,
+                    Py_ssize_t* at) noexcept nogil:
+    cdef Py_ssize_t i
+    cdef int64_t rs, q, r
+    for i in range(R):
+        q = iget(a.qsl, i + 1) - iget(a.qsl, i)
+        r = iget(a.rej, i)
+        if r < 0 or r > q - 1:
+            at[0] = i
+            return TPF_REJ
+        rs = iget(a.idx, i)
+        if iget(a.nsam, i) > 0:
+            if rs < 0 or rs >= n_last:
+                at[0] = i
+                return TPF_LAST
+        elif rs < 0 or rs >= n_next:
+            at[0] = i
+            return TPF_NEXT
+    return TPF_OK
+
+
+def target_dependent_ar_prepare_prefill_inputs_kernel(
+    last_token_indices_ptr, draft_current_step_ptr, draft_input_ids_ptr, draft_positions_ptr,
+    draft_query_start_loc_ptr, draft_seq_lens_ptr, target_input_ids_ptr, target_positions_ptr,
+    idx_mapping_ptr, last_sampled_ptr, next_prefill_tokens_ptr, num_sampled_ptr,
+    num_rejected_ptr, query_start_loc_ptr, seq_lens_ptr, max_num_reqs, BLOCK_SIZE=None, *,
+    grid,
+):
+    """The EAGLE/MTP drafter's prefill inputs, in the target's own layout.
+
+    Per request ``i`` (of ``R`` = the grid's programs), over its ``query_len - num_rejected``
+    kept tokens from ``qsl[i]``: the target's input ids shifted left by one, then the next
+    token in the last kept slot -- the last sampled token (cast to int32) when the request
+    sampled one, else the next prompt token of a chunked prefill (``next_prefill_tokens``,
+    read flat: row 0 of vLLM's ``[lookahead, max_num_reqs]`` table); the target's positions;
+    the last kept slot (``last_token_indices``), ``qsl[i]`` and ``seq_len``. The last request
+    resets ``draft_current_step`` to 0 and pads the query starts (with its query end), the
+    seq_lens and last-token indices (with 0) up to ``max_num_reqs``.
+
+    ``query_start_loc_ptr`` must be non-negative and non-decreasing and each request keep at
+    least one token (``0 <= num_rejected <= query_len - 1``): otherwise the last-token write
+    lands in another request's slots (or before the buffer). ``BLOCK_SIZE`` does not change
+    the result.
+    """
+    cdef TpfArgs a
+    cdef Py_ssize_t R = _programs(grid, 0)
+    cdef Py_ssize_t mnr, n_last, n_next, at, bad, k, end
+    cdef Py_ssize_t shp[1]
+    cdef int64_t q_end
+    mnr = as_int(max_num_reqs, "max_num_reqs")
+    a.lti = check_index(last_token_indices_ptr, "last_token_indices_ptr", -1, shp)
+    a.step = check_index(draft_current_step_ptr, "draft_current_step_ptr", -1, shp)
+    a.din = check_index(draft_input_ids_ptr, "draft_input_ids_ptr", -1, shp)
+    a.dpos = check_index(draft_positions_ptr, "draft_positions_ptr", -1, shp)
+    a.dqsl = check_index(draft_query_start_loc_ptr, "draft_query_start_loc_ptr", -1, shp)
+    a.dsl = check_index(draft_seq_lens_ptr, "draft_seq_lens_ptr", -1, shp)
+    a.tin = check_index(target_input_ids_ptr, "target_input_ids_ptr", -1, shp)
+    a.tpos = check_index(target_positions_ptr, "target_positions_ptr", -1, shp)
+    a.idx = index_at_least(idx_mapping_ptr, "idx_mapping_ptr", R, "one per request")
+    a.last = check_index(last_sampled_ptr, "last_sampled_ptr", -1, shp)
+    n_last = shp[0]
+    a.nxt = check_index(next_prefill_tokens_ptr, "next_prefill_tokens_ptr", -1, shp)
+    n_next = shp[0]
+    a.nsam = index_at_least(num_sampled_ptr, "num_sampled_ptr", R, "one per request")
+    a.rej = index_at_least(num_rejected_ptr, "num_rejected_ptr", R, "one per request")
+    a.qsl = index_at_least(query_start_loc_ptr, "query_start_loc_ptr", R + 1 if R else 0,
+                           "num_reqs + 1")
+    a.sl = index_at_least(seq_lens_ptr, "seq_lens_ptr", R, "one per request")
+    if R == 0:                      # no program: nothing is read or written
+        return
+    with nogil:
+        bad = first_decrease(a.qsl, R + 1)
+    if bad >= 0:
+        order_error("query_start_loc_ptr", a.qsl, bad)
+    with nogil:
+        bad = _tpf_check(&a, R, n_last, n_next, &at)
+    if bad == TPF_REJ:
+        raise ValueError(expected(f"num_rejected_ptr[{at}]", f"a count in [0, query_len - 1 = "
+                                  f"{iget(a.qsl, at + 1) - iget(a.qsl, at) - 1}] (a request "
+                                  "keeps at least one token)", iget(a.rej, at)))
+    if bad == TPF_LAST:
+        _state_error("idx_mapping_ptr", at, iget(a.idx, at), "last_sampled_ptr", n_last)
+    if bad == TPF_NEXT:
+        _state_error("idx_mapping_ptr", at, iget(a.idx, at), "next_prefill_tokens_ptr", n_next)
+    # the kept tokens end where the last request's do (offsets are non-decreasing)
+    end = iget(a.qsl, R) - iget(a.rej, R - 1)
+    for name, t in (("target_input_ids_ptr", target_input_ids_ptr),
+                    ("target_positions_ptr", target_positions_ptr),
+                    ("draft_input_ids_ptr", draft_input_ids_ptr),
+                    ("draft_positions_ptr", draft_positions_ptr)):
+        index_at_least(t, name, end, "the last request's kept tokens")
+    index_at_least(last_token_indices_ptr, "last_token_indices_ptr", max(R, mnr),
+                   "max(num_reqs, max_num_reqs)")
+    index_at_least(draft_seq_lens_ptr, "draft_seq_lens_ptr", max(R, mnr),
+                   "max(num_reqs, max_num_reqs)")
+    index_at_least(draft_query_start_loc_ptr, "draft_query_start_loc_ptr", max(R, mnr + 1),
+                   "max(num_reqs, max_num_reqs + 1)")
+    index_at_least(draft_current_step_ptr, "draft_current_step_ptr", 1)
+    run_rows_for(_tpf_row, &a, R, end * 2)
+    # the last program's reset and padding (for CUDA graphs)
+    iset(a.step, 0, 0)
+    q_end = iget(a.qsl, R)
+    for k in range(R, mnr + 1):
+        iset(a.dqsl, k, q_end)
+    for k in range(R, mnr):
+        iset(a.dsl, k, 0)
+        iset(a.lti, k, 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# target_dependent_ar_prepare_decode_inputs_kernel
+# ---------------------------------------------------------------------------------------------
+
+cdef IBuf _strided_rows(object t, str name, object stride, str stride_name, Py_ssize_t need,
+                        Py_ssize_t* stride_out) except *:
+    """An int32/int64 buffer read at ``ptr + i * stride`` for ``i < need``: a 1-D view of any
+    stride (a column of a wider table, as vLLM's ``draft_tokens[:, 0]``; ``stride`` its
+    ``stride(0)``), or a table/flat buffer as ``check_rows`` reads one."""
+    cdef IBuf b
+    cdef Rows r
+    cdef int64_t st
+    cdef Py_ssize_t shp[1]
+    if isinstance(t, torch.Tensor) and t.dim() == 1 and not t.is_contiguous():
+        st = as_int(stride, stride_name)
+        b = check_index(t.as_strided((1,), (1,)), name, -1, shp)   # its dtype and device
+        if t.shape[0] > 1 and st != t.stride(0):
+            raise ValueError(expected(stride_name, f"{name}.stride(0) = {t.stride(0)}", st))
+        need_count(name, t.shape[0], need, "one per request")
+        stride_out[0] = st
+        return b
+    r = check_rows(t, name, stride, stride_name)
+    if need > 0:
+        need_table_rows(name, r.rows, need, "one per request")
+        if r.cols < 1:
+            raise ValueError(expected(name, "rows of at least one element", "empty rows"))
+    stride_out[0] = r.stride
+    return r.buf
+
+
+cdef struct TdcArgs:
+    IBuf drafts
+    Py_ssize_t dstride
+    IBuf tsl
+    IBuf rej
+    IBuf ids
+    IBuf pos
+    IBuf ssp
+    IBuf sl
+    int64_t mml
+    bint advance
+
+
+cdef void _tdc_row(const void* p, Py_ssize_t i) noexcept nogil:
+    cdef const TdcArgs* a = <const TdcArgs*>p
+    cdef int64_t seq
+    iset(a.ids, i, iget(a.drafts, i * a.dstride))
+    iset(a.ssp, i, _wrap_inc(iget(a.ssp, i), a.ssp.wide))
+    seq = iget(a.tsl, i) - iget(a.rej, i)
+    if a.advance:
+        iset(a.pos, i, _min(_wrap_inc(iget(a.pos, i), a.pos.wide), a.mml - 1))
+        seq = _min(seq + 1, a.mml)
+    iset(a.sl, i, seq)
+
+
+def target_dependent_ar_prepare_decode_inputs_kernel(
+    draft_tokens_ptr, draft_tokens_stride, target_seq_lens_ptr, num_rejected_ptr, input_ids_ptr,
+    positions_ptr, sample_src_positions_ptr, query_start_loc_ptr, seq_lens_ptr, max_model_len,
+    max_num_reqs, BLOCK_SIZE=None, ADVANCE_DRAFT_POSITIONS=None, *, grid,
+):
+    """The EAGLE/MTP drafter's first decode step: per request ``i`` (the grid is ``R + 1``
+    programs), the first draft token (``draft_tokens[i * stride]``) becomes its input id, its
+    sampling position advances by one, and its seq_len is ``target_seq_len - num_rejected``
+    -- under ``ADVANCE_DRAFT_POSITIONS`` (default True) plus one, capped at ``max_model_len``,
+    with its position advanced and capped at ``max_model_len - 1``. The extra program writes
+    the one-token query starts ``min(b, R)`` for ``b <= max_num_reqs`` and zeroes seq_lens
+    from ``R`` to ``max_num_reqs``. ``BLOCK_SIZE`` does not change the result.
+    """
+    cdef TdcArgs a
+    cdef IBuf qsl
+    cdef Py_ssize_t G = _programs(grid, 0)
+    cdef Py_ssize_t R = G - 1 if G > 0 else 0
+    cdef Py_ssize_t mnr, k
+    a.mml = as_int(max_model_len, "max_model_len")
+    mnr = as_int(max_num_reqs, "max_num_reqs")
+    a.advance = as_flag(ADVANCE_DRAFT_POSITIONS, "ADVANCE_DRAFT_POSITIONS", 1)
+    a.drafts = _strided_rows(draft_tokens_ptr, "draft_tokens_ptr", draft_tokens_stride,
+                             "draft_tokens_stride", R, &a.dstride)
+    a.tsl = index_at_least(target_seq_lens_ptr, "target_seq_lens_ptr", R, "one per request")
+    a.rej = index_at_least(num_rejected_ptr, "num_rejected_ptr", R, "one per request")
+    a.ids = index_at_least(input_ids_ptr, "input_ids_ptr", R, "one per request")
+    a.pos = index_at_least(positions_ptr, "positions_ptr", R if a.advance else 0,
+                           "one per request")
+    a.ssp = index_at_least(sample_src_positions_ptr, "sample_src_positions_ptr", R,
+                           "one per request")
+    a.sl = index_at_least(seq_lens_ptr, "seq_lens_ptr", max(R, mnr) if G else 0,
+                          "max(num_reqs, max_num_reqs)")
+    qsl = index_at_least(query_start_loc_ptr, "query_start_loc_ptr", mnr + 1 if G else 0,
+                         "max_num_reqs + 1")
+    if G == 0:
+        return
+    run_rows_for(_tdc_row, &a, R, R * 4)
+    for k in range(mnr + 1):
+        iset(qsl, k, k if k < R else R)
+    for k in range(R, mnr):
+        iset(a.sl, k, 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# target_dependent_ar_update_draft_inputs_kernel
+# ---------------------------------------------------------------------------------------------
+
+cdef enum:
+    M_HIDDEN = (1 << 3) | (1 << 4) | (1 << 8) | (1 << 9)   # float32/64, float16, bfloat16
+
+
+cdef struct FRows:
+    char* ptr
+    Py_ssize_t rows       # rows of ``width`` elements the launch may address
+    Py_ssize_t stride     # elements between rows
+    Py_ssize_t itemsize
+    int code
+
+
+cdef int _float_rows(object t, str name, object stride, str stride_name, int64_t width,
+                     FRows* f) except -1:
+    """A float table read or written at ``ptr + i * stride + [0, width)``: a 2-D tensor of its
+    own rows (columns unit-stride, ``stride`` its ``stride(0)`` when it has more than one row,
+    at least ``width`` columns), or a contiguous buffer of any other shape holding the rows
+    that fit."""
+    cdef Py_ssize_t shp[2]
+    cdef Py_ssize_t st0, n
+    cdef int64_t st = as_int(stride, stride_name)
+    need_min(stride_name, st, 0)
+    if isinstance(t, torch.Tensor) and t.dim() == 2:
+        f.ptr = check_table(t, name, M_HIDDEN, shp, &st0, &f.code)
+        if shp[0] > 1 and shp[1] > 0 and st != st0:
+            raise ValueError(expected(stride_name, f"{name}.stride(0) = {st0}", st))
+        if shp[1] < width:
+            raise ValueError(expected(name, f"rows of at least hidden_size = {width} elements",
+                                      f"shape {tuple(t.shape)}"))
+        f.rows = shp[0]
+    else:
+        f.ptr = check_tensor(t, name, M_HIDDEN, -1, &f.code, shp)
+        n = shp[0]
+        if n < width:
+            f.rows = 0
+        elif st == 0:
+            f.rows = PY_SSIZE_T_MAX
+        else:
+            f.rows = (n - width) // st + 1
+    f.stride = st
+    f.itemsize = 4 if f.code == 3 else 8 if f.code == 4 else 2
+    return 0
+
+
+cdef struct TudArgs:
+    IBuf out
+    Py_ssize_t ostride
+    IBuf ids
+    IBuf pos
+    IBuf ssp
+    IBuf sl
+    IBuf drafts
+    int64_t step
+    char* dst
+    const char* src
+    Py_ssize_t dst_stride       # bytes
+    Py_ssize_t src_stride       # bytes
+    Py_ssize_t row_bytes        # 0: rows are copied (converted) outside the loop
+    int64_t mml
+    bint more                   # not the last step: update the next forward's inputs
+    bint advance
+
+
+cdef void _tud_row(const void* p, Py_ssize_t i) noexcept nogil:
+    cdef const TudArgs* a = <const TudArgs*>p
+    cdef int64_t tok = iget(a.drafts, i)
+    iset(a.out, i * a.ostride + a.step, tok)
+    if not a.more:
+        return
+    iset(a.ssp, i, _wrap_inc(iget(a.ssp, i), a.ssp.wide))
+    iset(a.ids, i, tok)
+    if a.row_bytes > 0:
+        memcpy(a.dst + i * a.dst_stride, a.src + i * a.src_stride, a.row_bytes)
+    if a.advance:
+        iset(a.pos, i, _min(_wrap_inc(iget(a.pos, i), a.pos.wide), a.mml - 1))
+        iset(a.sl, i, _min(_wrap_inc(iget(a.sl, i), a.sl.wide), a.mml))
+
+
+def target_dependent_ar_update_draft_inputs_kernel(
+    output_draft_tokens_ptr, output_draft_tokens_stride, next_input_hidden_states_ptr,
+    next_input_hidden_states_stride, input_ids_ptr, positions_ptr, sample_src_positions_ptr,
+    seq_lens_ptr, draft_tokens_ptr, current_draft_step_ptr, hidden_states_ptr,
+    hidden_states_stride, hidden_size, max_model_len, num_speculative_steps, BLOCK_SIZE=None,
+    ADVANCE_DRAFT_POSITIONS=None, *, grid,
+):
+    """One EAGLE/MTP draft step's bookkeeping, per request ``i`` (of ``R`` = the grid): the
+    sampled token goes to ``output_draft_tokens[i, step]`` (``step`` read from
+    ``current_draft_step_ptr``); unless this was the last step (``step >= num_speculative_steps
+    - 1``) it also becomes the next input id, the sampling position advances, the request's
+    hidden-state row (``hidden_size`` elements) is copied to the next input's -- converted as a
+    store converts when the dtypes differ -- and under ``ADVANCE_DRAFT_POSITIONS`` (default
+    True) position and seq_len advance, capped at ``max_model_len - 1`` and ``max_model_len``.
+
+    ``step`` must address a column of the output table's rows (0 <= step, and below its
+    width for a 2-D table). The next input's rows may not overlap each other (a stride below
+    ``hidden_size``). ``BLOCK_SIZE`` does not change the result.
+    """
+    cdef TudArgs a
+    cdef IBuf step_buf
+    cdef Rows out
+    cdef FRows dst, src
+    cdef Py_ssize_t R = _programs(grid, 0)
+    cdef Py_ssize_t shp[1]
+    cdef int64_t H, nsteps
+    H = as_int(hidden_size, "hidden_size")
+    need_min("hidden_size", H, 0)
+    a.mml = as_int(max_model_len, "max_model_len")
+    nsteps = as_int(num_speculative_steps, "num_speculative_steps")
+    a.advance = as_flag(ADVANCE_DRAFT_POSITIONS, "ADVANCE_DRAFT_POSITIONS", 1)
+    out = check_rows(output_draft_tokens_ptr, "output_draft_tokens_ptr",
+                     output_draft_tokens_stride, "output_draft_tokens_stride")
+    a.out = out.buf
+    a.ostride = out.stride
+    a.drafts = index_at_least(draft_tokens_ptr, "draft_tokens_ptr", R, "one per request")
+    a.ids = check_index(input_ids_ptr, "input_ids_ptr", -1, shp)
+    a.pos = check_index(positions_ptr, "positions_ptr", -1, shp)
+    a.ssp = check_index(sample_src_positions_ptr, "sample_src_positions_ptr", -1, shp)
+    a.sl = check_index(seq_lens_ptr, "seq_lens_ptr", -1, shp)
+    step_buf = index_at_least(current_draft_step_ptr, "current_draft_step_ptr", 1)
+    _float_rows(next_input_hidden_states_ptr, "next_input_hidden_states_ptr",
+                next_input_hidden_states_stride, "next_input_hidden_states_stride", H, &dst)
+    _float_rows(hidden_states_ptr, "hidden_states_ptr", hidden_states_stride,
+                "hidden_states_stride", H, &src)
+    if R == 0:
+        return
+    a.step = iget(step_buf, 0)
+    need_table_rows("output_draft_tokens_ptr", out.rows, R, "one per request")
+    if a.step < 0 or a.step >= out.cols:
+        raise IndexError(expected("current_draft_step_ptr", f"a step in [0, {out.cols}) (a "
+                                  "column of output_draft_tokens_ptr)", a.step))
+    a.more = a.step < nsteps - 1
+    a.row_bytes = 0
+    if a.more:
+        index_at_least(input_ids_ptr, "input_ids_ptr", R, "one per request")
+        index_at_least(sample_src_positions_ptr, "sample_src_positions_ptr", R,
+                       "one per request")
+        if a.advance:
+            index_at_least(positions_ptr, "positions_ptr", R, "one per request")
+            index_at_least(seq_lens_ptr, "seq_lens_ptr", R, "one per request")
+        if H > 0:
+            need_table_rows("hidden_states_ptr", src.rows, R, "one per request")
+            need_table_rows("next_input_hidden_states_ptr", dst.rows, R, "one per request")
+            if R > 1 and dst.stride < H:
+                raise ValueError(expected("next_input_hidden_states_stride",
+                                          f">= hidden_size = {H} (rows written may not "
+                                          "overlap)", dst.stride))
+            if dst.code == src.code:
+                a.dst = dst.ptr
+                a.src = src.ptr
+                a.dst_stride = dst.stride * dst.itemsize
+                a.src_stride = src.stride * src.itemsize
+                a.row_bytes = H * dst.itemsize
+            else:                   # another dtype: converted as ``tl.store`` converts
+                torch.as_strided(next_input_hidden_states_ptr, (R, H), (dst.stride, 1)).copy_(
+                    torch.as_strided(hidden_states_ptr, (R, H), (src.stride, 1)))
+    run_rows_for(_tud_row, &a, R, R * (4 + (a.row_bytes >> 3)))

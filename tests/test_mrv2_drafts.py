@@ -127,10 +127,92 @@ def ref_ngram_finalize_kernel(kw, grid):
             _store(drafts, b * K + k, v)
 
 
+def ref_target_dependent_ar_prepare_prefill_inputs_kernel(kw, grid):
+    R = grid[0]
+    f = {k: v.view(-1) for k, v in kw.items() if isinstance(v, torch.Tensor)}
+    qsl = f["query_start_loc_ptr"]
+    for i in range(R):
+        rs = int(f["idx_mapping_ptr"][i])
+        qs, qe = int(qsl[i]), int(qsl[i + 1])
+        ql = qe - qs - int(f["num_rejected_ptr"][i])
+        if int(f["num_sampled_ptr"][i]) > 0:
+            nxt = _i32(f["last_sampled_ptr"][rs])
+        else:
+            nxt = int(f["next_prefill_tokens_ptr"][rs])
+        for j in range(1, ql):
+            _store(f["draft_input_ids_ptr"], qs + j - 1, int(f["target_input_ids_ptr"][qs + j]))
+        _store(f["last_token_indices_ptr"], i, qs + ql - 1)
+        _store(f["draft_input_ids_ptr"], qs + ql - 1, nxt)
+        for j in range(ql):
+            _store(f["draft_positions_ptr"], qs + j, int(f["target_positions_ptr"][qs + j]))
+        _store(f["draft_query_start_loc_ptr"], i, qs)
+        _store(f["draft_seq_lens_ptr"], i, int(f["seq_lens_ptr"][i]))
+    if R:
+        mnr = kw["max_num_reqs"]
+        _store(f["draft_current_step_ptr"], 0, 0)
+        for k in range(R, mnr + 1):
+            _store(f["draft_query_start_loc_ptr"], k, int(qsl[R]))
+        for k in range(R, mnr):
+            _store(f["draft_seq_lens_ptr"], k, 0)
+            _store(f["last_token_indices_ptr"], k, 0)
+
+
+def ref_target_dependent_ar_prepare_decode_inputs_kernel(kw, grid):
+    R = grid[0] - 1
+    f = {k: v.view(-1) for k, v in kw.items() if isinstance(v, torch.Tensor) and v.dim() < 2}
+    drafts = kw["draft_tokens_ptr"]
+    drafts = torch.as_strided(drafts, (max(R, 0),), (kw["draft_tokens_stride"],))
+    mml, advance = kw["max_model_len"], kw["ADVANCE_DRAFT_POSITIONS"]
+    for i in range(R):
+        _store(f["input_ids_ptr"], i, int(drafts[i]))
+        ssp = f["sample_src_positions_ptr"]
+        _store(ssp, i, _inc(ssp[i], ssp.dtype))
+        seq = int(f["target_seq_lens_ptr"][i]) - int(f["num_rejected_ptr"][i])
+        if advance:
+            pos = f["positions_ptr"]
+            _store(pos, i, min(_inc(pos[i], pos.dtype), mml - 1))
+            seq = min(seq + 1, mml)
+        _store(f["seq_lens_ptr"], i, seq)
+    if R >= 0:
+        for b in range(kw["max_num_reqs"] + 1):
+            _store(f["query_start_loc_ptr"], b, min(b, R))
+        for b in range(R, kw["max_num_reqs"]):
+            _store(f["seq_lens_ptr"], b, 0)
+
+
+def ref_target_dependent_ar_update_draft_inputs_kernel(kw, grid):
+    f = {k: v.view(-1) for k, v in kw.items() if isinstance(v, torch.Tensor) and v.dim() < 2}
+    step = int(kw["current_draft_step_ptr"])
+    mml, advance, H = kw["max_model_len"], kw["ADVANCE_DRAFT_POSITIONS"], kw["hidden_size"]
+    for i in range(grid[0]):
+        tok = int(f["draft_tokens_ptr"][i])
+        _row(kw, "output_draft_tokens_ptr", "output_draft_tokens_stride", i)[step] = tok
+        if step >= kw["num_speculative_steps"] - 1:
+            continue
+        ssp = f["sample_src_positions_ptr"]
+        _store(ssp, i, _inc(ssp[i], ssp.dtype))
+        _store(f["input_ids_ptr"], i, tok)
+        dst = _row(kw, "next_input_hidden_states_ptr", "next_input_hidden_states_stride", i)
+        dst[:H] = _row(kw, "hidden_states_ptr", "hidden_states_stride", i)[:H]
+        if advance:
+            pos, seq = f["positions_ptr"], f["seq_lens_ptr"]
+            _store(pos, i, min(_inc(pos[i], pos.dtype), mml - 1))
+            _store(seq, i, min(_inc(seq[i], seq.dtype), mml))
+
+
 REFERENCES = {
     "standalone_ar_prepare_prefill_inputs_kernel": ref_standalone_ar_prepare_prefill_inputs_kernel,
     "ngram_scan_kernel": ref_ngram_scan_kernel,
     "ngram_finalize_kernel": ref_ngram_finalize_kernel,
+    "target_dependent_ar_prepare_prefill_inputs_kernel": (
+        ref_target_dependent_ar_prepare_prefill_inputs_kernel
+    ),
+    "target_dependent_ar_prepare_decode_inputs_kernel": (
+        ref_target_dependent_ar_prepare_decode_inputs_kernel
+    ),
+    "target_dependent_ar_update_draft_inputs_kernel": (
+        ref_target_dependent_ar_update_draft_inputs_kernel
+    ),
 }
 KERNELS = sorted(REFERENCES)
 
@@ -392,3 +474,197 @@ def test_ngram_scan_matches_across_a_block_boundary_and_int32_cast():
     scratch.fill_(-1)
     kernels_cpu.ngram_scan_kernel(*args, 2, 3, 4, BL, grid=(1, 4))
     assert scratch.tolist() == [[3 * 17 + 1 + 1, 3 * 17 + 5 + 1, 0, 0]]
+
+
+TPF = "target_dependent_ar_prepare_prefill_inputs_kernel"
+TDC = "target_dependent_ar_prepare_decode_inputs_kernel"
+TUD = "target_dependent_ar_update_draft_inputs_kernel"
+
+
+def test_target_dependent_prefill_refusals():
+    case = _case_with(TPF, lambda c: c.grid[0] >= 2)
+    a = case.args
+    R = case.grid[0]
+    qsl = a["query_start_loc_ptr"]
+    rej = a["num_rejected_ptr"].clone()
+    rej[1] = int(qsl[2]) - int(qsl[1])  # no token kept: the last-token write leaves the request
+    _refused(TPF, case, ValueError, r"num_rejected_ptr\[1\]: expected", num_rejected_ptr=rej)
+    rej[1] = -1
+    _refused(TPF, case, ValueError, r"num_rejected_ptr\[1\]: expected", num_rejected_ptr=rej)
+    bad = qsl.clone()
+    bad[1] = int(qsl[2]) + 1
+    _refused(
+        TPF,
+        case,
+        ValueError,
+        "query_start_loc_ptr: expected non-decreasing",
+        query_start_loc_ptr=bad,
+    )
+    idx = a["idx_mapping_ptr"].clone()
+    idx[0] = 10**6
+    name = "last_sampled_ptr" if int(a["num_sampled_ptr"][0]) > 0 else "next_prefill_tokens_ptr"
+    _refused(
+        TPF, case, IndexError, f"idx_mapping_ptr\\[0\\]: expected .*{name}", idx_mapping_ptr=idx
+    )
+    end = int(qsl[R]) - int(a["num_rejected_ptr"][R - 1])
+    _refused(
+        TPF,
+        case,
+        ValueError,
+        "draft_positions_ptr: expected at least",
+        draft_positions_ptr=torch.zeros(end - 1, dtype=torch.int64),
+    )
+    _refused(
+        TPF,
+        case,
+        ValueError,
+        "draft_current_step_ptr: expected at least 1",
+        draft_current_step_ptr=torch.zeros(0, dtype=torch.int64),
+    )
+    _refused(
+        TPF,
+        case,
+        ValueError,
+        "draft_query_start_loc_ptr: expected at least",
+        draft_query_start_loc_ptr=torch.zeros(a["max_num_reqs"], dtype=torch.int64),
+    )
+
+
+def test_target_dependent_decode_reads_a_column_view():
+    """vLLM passes ``draft_tokens[:num_reqs, 0]``: a 1-D view whose elements are a row apart."""
+    case = _case_with(TDC, lambda c: c.grid[0] >= 3)
+    kw, ours = case.build()
+    ref_kw, ref = case.build()
+    K = kw["draft_tokens_stride"]
+    R = case.grid[0] - 1
+    table = kw["draft_tokens_ptr"].as_strided((R, K), (K, 1))
+    kw["draft_tokens_ptr"] = table[:, 0]
+    assert not kw["draft_tokens_ptr"].is_contiguous()
+    kernels_cpu.target_dependent_ar_prepare_decode_inputs_kernel(**kw, grid=(R + 1, 1, 1))
+    ref_target_dependent_ar_prepare_decode_inputs_kernel(ref_kw, (R + 1, 1, 1))
+    for buf in ref:
+        assert torch.equal(ours[buf], ref[buf]), buf
+    _refused(
+        TDC,
+        case,
+        ValueError,
+        "draft_tokens_stride: expected draft_tokens_ptr.stride",
+        draft_tokens_ptr=table[:, 0],
+        draft_tokens_stride=K + 1,
+    )
+
+
+def test_target_dependent_decode_refusals():
+    case = _case_with(TDC, lambda c: c.grid[0] >= 3)
+    a = case.args
+    R = case.grid[0] - 1
+    _refused(
+        TDC,
+        case,
+        ValueError,
+        "input_ids_ptr: expected at least",
+        input_ids_ptr=torch.zeros(R - 1, dtype=torch.int64),
+    )
+    _refused(
+        TDC,
+        case,
+        ValueError,
+        "query_start_loc_ptr: expected at least",
+        query_start_loc_ptr=torch.zeros(a["max_num_reqs"], dtype=torch.int64),
+    )
+    _refused(
+        TDC, case, ValueError, "ADVANCE_DRAFT_POSITIONS: expected a bool", ADVANCE_DRAFT_POSITIONS=2
+    )
+    _refused(
+        TDC,
+        case,
+        ValueError,
+        "draft_tokens_ptr: expected at least",
+        draft_tokens_ptr=torch.zeros(R - 1, 1, dtype=torch.int64),
+        draft_tokens_stride=1,
+    )
+
+
+def test_target_dependent_update_refusals():
+    case = _case_with(
+        TUD,
+        lambda c: (
+            c.grid[0] >= 2
+            and int(c.args["current_draft_step_ptr"]) < c.args["num_speculative_steps"] - 1
+        ),
+    )
+    a = case.args
+    R = case.grid[0]
+    steps = a["num_speculative_steps"]
+    _refused(
+        TUD,
+        case,
+        IndexError,
+        "current_draft_step_ptr: expected a step in",
+        current_draft_step_ptr=torch.tensor(steps, dtype=torch.int64),
+    )
+    _refused(
+        TUD,
+        case,
+        IndexError,
+        "current_draft_step_ptr: expected a step in",
+        current_draft_step_ptr=torch.tensor(-1, dtype=torch.int64),
+    )
+    H = a["hidden_size"]
+    _refused(
+        TUD,
+        case,
+        ValueError,
+        "hidden_states_ptr: expected at least",
+        hidden_states_ptr=torch.zeros(R - 1, H),
+        hidden_states_stride=H,
+    )
+    _refused(
+        TUD,
+        case,
+        ValueError,
+        "next_input_hidden_states_ptr: expected rows of at least",
+        next_input_hidden_states_ptr=torch.zeros(R, H - 1 if H > 1 else 0),
+        next_input_hidden_states_stride=max(H - 1, 1),
+    )
+    _refused(
+        TUD,
+        case,
+        TypeError,
+        "hidden_states_ptr: expected dtype",
+        hidden_states_ptr=torch.zeros(R, H, dtype=torch.int32),
+        hidden_states_stride=H,
+    )
+    flat = torch.zeros(R * H, dtype=torch.float32)
+    if H > 1:
+        _refused(
+            TUD,
+            case,
+            ValueError,
+            "next_input_hidden_states_stride: expected >=",
+            next_input_hidden_states_ptr=flat,
+            next_input_hidden_states_stride=H - 1,
+        )
+    _refused(
+        TUD,
+        case,
+        ValueError,
+        "seq_lens_ptr: expected at least",
+        seq_lens_ptr=torch.zeros(R - 1, dtype=torch.int64),
+        ADVANCE_DRAFT_POSITIONS=True,
+    )
+
+
+def test_target_dependent_update_last_step_writes_only_the_output():
+    case = _case_with(
+        TUD,
+        lambda c: (
+            c.grid[0] >= 1
+            and int(c.args["current_draft_step_ptr"]) == c.args["num_speculative_steps"] - 1
+        ),
+    )
+    kw, bufs = case.build()
+    before = {k: v.clone() for k, v in bufs.items()}
+    kernels_cpu.target_dependent_ar_update_draft_inputs_kernel(**kw, grid=(case.grid[0], 1, 1))
+    changed = {k for k in bufs if not torch.equal(bufs[k], before[k])}
+    assert changed == {"output_draft_tokens_ptr"}

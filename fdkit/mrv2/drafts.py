@@ -181,6 +181,116 @@ def case_ngram_finalize_kernel(rng, idx, scale):
     )
 
 
+def case_target_dependent_ar_prepare_prefill_inputs_kernel(rng, idx, scale):
+    R = batch(rng, 6)
+    lens, qsl = _queries(rng, R)
+    states, n_states = _states(rng, R)
+    num_tokens, pad = qsl[-1], rng.randint(0, 3)
+    max_num_reqs = R + rng.randint(0, 4)
+    rejected = [rng.randint(0, n - 1) for n in lens]
+    sampled = [rng.choice([0, 1, 1, 2]) for _ in range(R)]  # 0: a chunked prefill
+    last = _tokens(rng, n_states, idx)
+    if idx == torch.int64 and rng.random() < 0.3:
+        last[rng.randrange(n_states)] = 2**33 + rng.randint(0, 9)  # cast to int32
+    lookahead = rng.randint(1, 2)  # vLLM's [num_prefill_lookahead, max_num_reqs], read flat
+    seq_lens = [rng.randint(n, 100) for n in lens]
+    return Case(
+        "target_dependent_ar_prepare_prefill_inputs_kernel",
+        (R,),
+        dict(
+            last_token_indices_ptr=Out(max(R, max_num_reqs) + rng.randint(0, 2), idx),
+            draft_current_step_ptr=Out(1, idx),
+            draft_input_ids_ptr=Out(num_tokens + pad, idx),
+            draft_positions_ptr=Out(num_tokens + pad, idx),
+            draft_query_start_loc_ptr=Out(max_num_reqs + 1 + rng.randint(0, 2), idx),
+            draft_seq_lens_ptr=Out(max(R, max_num_reqs) + rng.randint(0, 2), idx),
+            target_input_ids_ptr=_tokens(rng, num_tokens + pad, idx),
+            target_positions_ptr=_ints(rng, num_tokens + pad, 0, 1000, idx),
+            idx_mapping_ptr=torch.tensor(states, dtype=idx),
+            last_sampled_ptr=last.view(-1, 1),
+            next_prefill_tokens_ptr=_tokens(rng, lookahead * n_states, idx).view(lookahead, -1),
+            num_sampled_ptr=torch.tensor(sampled, dtype=idx),
+            num_rejected_ptr=torch.tensor(rejected, dtype=idx),
+            query_start_loc_ptr=torch.tensor(qsl + [qsl[-1]] * pad, dtype=idx),
+            seq_lens_ptr=torch.tensor(seq_lens + [0] * pad, dtype=idx),
+            max_num_reqs=max_num_reqs,
+            BLOCK_SIZE=rng.choice([1024, 4]),
+        ),
+        note=f"R={R} lens={lens} rejected={rejected} sampled={sampled}",
+    )
+
+
+def case_target_dependent_ar_prepare_decode_inputs_kernel(rng, idx, scale):
+    R = batch(rng, 6)
+    K = rng.randint(2, 4)
+    max_num_reqs = R + rng.randint(0, 4)
+    max_model_len = rng.randint(8, 40)
+    extra = rng.randint(0, 2)
+    table = _tokens(rng, (R + extra) * K, idx).view(R + extra, K)
+    rejected = [rng.randint(0, K) for _ in range(R)]
+    target_seq_lens = [rng.randint(r + 1, max_model_len + 1) for r in rejected]
+    return Case(
+        "target_dependent_ar_prepare_decode_inputs_kernel",
+        (R + 1,),
+        dict(
+            draft_tokens_ptr=Slice(table, 1),  # column 0 of the drafts table, rows K apart
+            draft_tokens_stride=K,
+            target_seq_lens_ptr=torch.tensor(target_seq_lens, dtype=idx),
+            num_rejected_ptr=torch.tensor(rejected, dtype=idx),
+            input_ids_ptr=Out(R + extra, idx),
+            positions_ptr=_ints(rng, R + extra, 0, max_model_len, idx),
+            sample_src_positions_ptr=_ints(rng, R + extra, 0, 100, idx),
+            query_start_loc_ptr=Out(max_num_reqs + 1 + extra, idx),
+            seq_lens_ptr=Out(max(R, max_num_reqs) + extra, idx),
+            max_model_len=max_model_len,
+            max_num_reqs=max_num_reqs,
+            BLOCK_SIZE=rng.choice([1024, 4]),
+            ADVANCE_DRAFT_POSITIONS=rng.random() < 0.7,
+        ),
+        inplace=("positions_ptr", "sample_src_positions_ptr"),
+        note=f"R={R} K={K} rejected={rejected}",
+    )
+
+
+def case_target_dependent_ar_update_draft_inputs_kernel(rng, idx, scale):
+    R = batch(rng, 5)
+    steps = rng.randint(1, 4)
+    step = rng.randrange(steps) if rng.random() < 0.3 else rng.randrange(max(steps - 1, 1))
+    rows = R + rng.randint(0, 2)
+    H = rng.randint(1, 40)
+    dtype = rng.choice([torch.float32, torch.float32, torch.bfloat16, torch.float16])
+    src_dtype = dtype if rng.random() < 0.8 else torch.float32
+    max_model_len = rng.randint(8, 40)
+    out_stride = steps + rng.choice([0, 0, 2])
+    hid_stride = H + rng.choice([0, 0, 3])
+    src = torch.randn(rows, H + rng.choice([0, 0, 5]), generator=gen(rng)).to(src_dtype)
+    return Case(
+        "target_dependent_ar_update_draft_inputs_kernel",
+        (R,),
+        dict(
+            output_draft_tokens_ptr=Out((rows, steps), idx, row_stride=out_stride),
+            output_draft_tokens_stride=out_stride,
+            next_input_hidden_states_ptr=Out((rows, H), dtype, row_stride=hid_stride),
+            next_input_hidden_states_stride=hid_stride,
+            input_ids_ptr=Out(rows, idx),
+            positions_ptr=_ints(rng, rows, 0, max_model_len, idx),
+            sample_src_positions_ptr=_ints(rng, rows, 0, 100, idx),
+            seq_lens_ptr=_ints(rng, rows, 1, max_model_len, idx),
+            draft_tokens_ptr=_tokens(rng, R, idx),
+            current_draft_step_ptr=torch.tensor(step, dtype=idx),
+            hidden_states_ptr=Slice(src, H) if src.shape[1] > H else src,
+            hidden_states_stride=src.stride(0),
+            hidden_size=H,
+            max_model_len=max_model_len,
+            num_speculative_steps=steps,
+            BLOCK_SIZE=rng.choice([1024, 16]),
+            ADVANCE_DRAFT_POSITIONS=rng.random() < 0.7,
+        ),
+        inplace=("positions_ptr", "sample_src_positions_ptr", "seq_lens_ptr"),
+        note=f"R={R} step={step}/{steps} H={H} {src_dtype}->{dtype}",
+    )
+
+
 #: contract name -> case(rng, idx, scale)
 CASES = {
     "standalone_ar_prepare_prefill_inputs_kernel": (
@@ -188,6 +298,13 @@ CASES = {
     ),
     "ngram_scan_kernel": case_ngram_scan_kernel,
     "ngram_finalize_kernel": case_ngram_finalize_kernel,
+    "target_dependent_ar_prepare_prefill_inputs_kernel": (
+        case_target_dependent_ar_prepare_prefill_inputs_kernel
+    ),
+    "target_dependent_ar_prepare_decode_inputs_kernel": (
+        case_target_dependent_ar_prepare_decode_inputs_kernel
+    ),
+    "target_dependent_ar_update_draft_inputs_kernel": (
+        case_target_dependent_ar_update_draft_inputs_kernel
+    ),
 }
-
-_UNUSED = gen
