@@ -668,3 +668,21 @@ def test_target_dependent_update_last_step_writes_only_the_output():
     kernels_cpu.target_dependent_ar_update_draft_inputs_kernel(**kw, grid=(case.grid[0], 1, 1))
     changed = {k for k in bufs if not torch.equal(bufs[k], before[k])}
     assert changed == {"output_draft_tokens_ptr"}
+
+
+def test_target_dependent_update_rounds_a_converted_row_to_nearest_even():
+    """float32 hidden states into a bfloat16 input row round as the compiled kernel's store
+    does (to nearest even, torch's conversion) -- not as Triton's interpreter, which truncates
+    this one conversion, so the parity cases leave it out."""
+    R, H = 3, 64
+    src = torch.randn(R, H, generator=torch.Generator().manual_seed(5))
+    src[0, :4] = torch.tensor([1.00390625, 1.01171875, -1.00390625, 3.0e38])  # ties, overflow
+    dst = torch.zeros(R, H, dtype=torch.bfloat16)
+    out = torch.zeros(R, 2, dtype=torch.int64)
+    ints = [torch.zeros(R, dtype=torch.int64) for _ in range(4)]
+    kernels_cpu.target_dependent_ar_update_draft_inputs_kernel(
+        out, 2, dst, H, *ints, torch.arange(R), torch.tensor(0), src, H, H, 100, 2, grid=(R,)
+    )
+    assert torch.equal(dst, src.to(torch.bfloat16))
+    truncated = (src.view(torch.int32) & ~0xFFFF).view(torch.float32).to(torch.bfloat16)
+    assert not torch.equal(dst, truncated)
