@@ -31,6 +31,39 @@ _GRID_REQS = (
     "(R,): one program per request; ``R`` comes only from the grid (the CPU kernel's ``grid``)"
 )
 
+_UPDATE_DRAFT_ARGS = (
+    _a("output_draft_tokens_ptr", "out", _INDEX, "table", "``R`` rows, column ``step``"),
+    _stride("output_draft_tokens_stride"),
+    _a(
+        "next_input_hidden_states_ptr",
+        "out",
+        _HIDDEN,
+        "table",
+        "``R`` rows of ``hidden_size`` (not the last step); rows may not overlap",
+    ),
+    _stride("next_input_hidden_states_stride"),
+    _out_index("input_ids_ptr", "``R`` (not the last step)"),
+    _a("positions_ptr", "inout", _INDEX, "flat", "``R`` (advancing, not the last step)"),
+    _a("sample_src_positions_ptr", "inout", _INDEX, "flat", "``R`` (not the last step)"),
+    _a("seq_lens_ptr", "inout", _INDEX, "flat", "``R`` (advancing, not the last step)"),
+    _in_index("draft_tokens_ptr", "``R``"),
+    _in_index("current_draft_step_ptr", "1: ``step``, a column of the output rows"),
+    _a(
+        "hidden_states_ptr",
+        "in",
+        _HIDDEN,
+        "table",
+        "``R`` rows of ``hidden_size`` (not the last step)",
+    ),
+    _stride("hidden_states_stride"),
+    _int("hidden_size", ">= 0"),
+    _int("max_model_len", "the caps"),
+    _int("num_speculative_steps", "the last step writes the output only"),
+    _constexpr("BLOCK_SIZE"),
+    _flag("ADVANCE_DRAFT_POSITIONS", "default True", optional=True),
+)
+_MML = [a.name for a in _UPDATE_DRAFT_ARGS].index("max_model_len")
+
 CONTRACTS: tuple[Contract, ...] = (
     Contract(
         "standalone_ar_prepare_prefill_inputs_kernel",
@@ -206,44 +239,21 @@ CONTRACTS: tuple[Contract, ...] = (
         "current_draft_step_ptr); unless it was the last step, also the next input id, the "
         "sampling position + 1, the hidden-state row copied (converted as a store converts), "
         "and under ADVANCE_DRAFT_POSITIONS position + 1 and seq_len + 1 (capped)",
-        (
-            _a(
-                "output_draft_tokens_ptr",
-                "out",
-                _INDEX,
-                "table",
-                "``R`` rows, column ``step``",
-            ),
-            _stride("output_draft_tokens_stride"),
-            _a(
-                "next_input_hidden_states_ptr",
-                "out",
-                _HIDDEN,
-                "table",
-                "``R`` rows of ``hidden_size`` (not the last step); rows may not overlap",
-            ),
-            _stride("next_input_hidden_states_stride"),
-            _out_index("input_ids_ptr", "``R`` (not the last step)"),
-            _a("positions_ptr", "inout", _INDEX, "flat", "``R`` (advancing, not the last step)"),
-            _a("sample_src_positions_ptr", "inout", _INDEX, "flat", "``R`` (not the last step)"),
-            _a("seq_lens_ptr", "inout", _INDEX, "flat", "``R`` (advancing, not the last step)"),
-            _in_index("draft_tokens_ptr", "``R``"),
-            _in_index("current_draft_step_ptr", "1: ``step``, a column of the output rows"),
-            _a(
-                "hidden_states_ptr",
-                "in",
-                _HIDDEN,
-                "table",
-                "``R`` rows of ``hidden_size`` (not the last step)",
-            ),
-            _stride("hidden_states_stride"),
-            _int("hidden_size", ">= 0"),
-            _int("max_model_len", "the caps"),
-            _int("num_speculative_steps", "the last step writes the output only"),
-            _constexpr("BLOCK_SIZE"),
-            _flag("ADVANCE_DRAFT_POSITIONS", "default True", optional=True),
-        ),
+        _UPDATE_DRAFT_ARGS,
         vllm=(f"{_TDAR}._update_draft_inputs_kernel",),
+        runner="v2",
+        takes_grid=True,
+    ),
+    Contract(
+        "target_dependent_ar_update_draft_inputs_mml_ptr_kernel",
+        "_mrv2_drafts",
+        _GRID_REQS,
+        "vLLM 0.34's form of target_dependent_ar_update_draft_inputs_kernel: the length cap "
+        "read from a one-element tensor (max_model_len_ptr) where a position advances",
+        _UPDATE_DRAFT_ARGS[:_MML]
+        + (_in_index("max_model_len_ptr", "1 (advancing, not the last step)"),)
+        + _UPDATE_DRAFT_ARGS[_MML + 1 :],
+        serves="target_dependent_ar_update_draft_inputs_kernel",
         runner="v2",
         takes_grid=True,
     ),

@@ -892,16 +892,58 @@ def target_dependent_ar_update_draft_inputs_kernel(
     width for a 2-D table). The next input's rows may not overlap each other (a stride below
     ``hidden_size``). ``BLOCK_SIZE`` does not change the result.
     """
+    _update_draft_inputs(
+        output_draft_tokens_ptr, output_draft_tokens_stride, next_input_hidden_states_ptr,
+        next_input_hidden_states_stride, input_ids_ptr, positions_ptr, sample_src_positions_ptr,
+        seq_lens_ptr, draft_tokens_ptr, current_draft_step_ptr, hidden_states_ptr,
+        hidden_states_stride, hidden_size, max_model_len, False, num_speculative_steps,
+        ADVANCE_DRAFT_POSITIONS, grid)
+
+
+def target_dependent_ar_update_draft_inputs_mml_ptr_kernel(
+    output_draft_tokens_ptr, output_draft_tokens_stride, next_input_hidden_states_ptr,
+    next_input_hidden_states_stride, input_ids_ptr, positions_ptr, sample_src_positions_ptr,
+    seq_lens_ptr, draft_tokens_ptr, current_draft_step_ptr, hidden_states_ptr,
+    hidden_states_stride, hidden_size, max_model_len_ptr, num_speculative_steps,
+    BLOCK_SIZE=None, ADVANCE_DRAFT_POSITIONS=None, *, grid,
+):
+    """vLLM 0.34's form of ``target_dependent_ar_update_draft_inputs_kernel``: the length cap
+    is read from a one-element tensor (``max_model_len_ptr``, read only where a position
+    advances), so that a CUDA graph need not bake it in. Otherwise the same kernel."""
+    _update_draft_inputs(
+        output_draft_tokens_ptr, output_draft_tokens_stride, next_input_hidden_states_ptr,
+        next_input_hidden_states_stride, input_ids_ptr, positions_ptr, sample_src_positions_ptr,
+        seq_lens_ptr, draft_tokens_ptr, current_draft_step_ptr, hidden_states_ptr,
+        hidden_states_stride, hidden_size, max_model_len_ptr, True, num_speculative_steps,
+        ADVANCE_DRAFT_POSITIONS, grid)
+
+
+cdef int _update_draft_inputs(
+    object output_draft_tokens_ptr, object output_draft_tokens_stride,
+    object next_input_hidden_states_ptr, object next_input_hidden_states_stride,
+    object input_ids_ptr, object positions_ptr, object sample_src_positions_ptr,
+    object seq_lens_ptr, object draft_tokens_ptr, object current_draft_step_ptr,
+    object hidden_states_ptr, object hidden_states_stride, object hidden_size,
+    object max_model_len, bint mml_in_tensor, object num_speculative_steps,
+    object ADVANCE_DRAFT_POSITIONS, object grid,
+) except -1:
+    """Both forms: ``max_model_len`` is the int, or (``mml_in_tensor``) the tensor holding it."""
     cdef TudArgs a
-    cdef IBuf step_buf
+    cdef IBuf step_buf, mml_buf
     cdef Rows out
     cdef FRows dst, src
     cdef Py_ssize_t R = _programs(grid, 0)
     cdef Py_ssize_t shp[1]
+    cdef Py_ssize_t n_mml = 0
     cdef int64_t H, nsteps
     H = as_int(hidden_size, "hidden_size")
     need_min("hidden_size", H, 0)
-    a.mml = as_int(max_model_len, "max_model_len")
+    if mml_in_tensor:
+        mml_buf = check_index(max_model_len, "max_model_len_ptr", -1, shp)
+        n_mml = shp[0]
+        a.mml = 0
+    else:
+        a.mml = as_int(max_model_len, "max_model_len")
     nsteps = as_int(num_speculative_steps, "num_speculative_steps")
     a.advance = as_flag(ADVANCE_DRAFT_POSITIONS, "ADVANCE_DRAFT_POSITIONS", 1)
     out = check_rows(output_draft_tokens_ptr, "output_draft_tokens_ptr",
@@ -919,7 +961,7 @@ def target_dependent_ar_update_draft_inputs_kernel(
     _float_rows(hidden_states_ptr, "hidden_states_ptr", hidden_states_stride,
                 "hidden_states_stride", H, &src)
     if R == 0:
-        return
+        return 0
     a.step = iget(step_buf, 0)
     need_table_rows("output_draft_tokens_ptr", out.rows, R, "one per request")
     if a.step < 0 or a.step >= out.cols:
@@ -934,6 +976,9 @@ def target_dependent_ar_update_draft_inputs_kernel(
         if a.advance:
             index_at_least(positions_ptr, "positions_ptr", R, "one per request")
             index_at_least(seq_lens_ptr, "seq_lens_ptr", R, "one per request")
+            if mml_in_tensor:
+                need_count("max_model_len_ptr", n_mml, 1)
+                a.mml = iget(mml_buf, 0)
         if H > 0:
             need_table_rows("hidden_states_ptr", src.rows, R, "one per request")
             need_table_rows("next_input_hidden_states_ptr", dst.rows, R, "one per request")
@@ -951,3 +996,4 @@ def target_dependent_ar_update_draft_inputs_kernel(
                 torch.as_strided(next_input_hidden_states_ptr, (R, H), (dst.stride, 1)).copy_(
                     torch.as_strided(hidden_states_ptr, (R, H), (src.stride, 1)))
     run_rows_for(_tud_row, &a, R, R * (4 + (a.row_bytes >> 3)))
+    return 0

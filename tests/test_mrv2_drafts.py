@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 import kernels_cpu
 from fdkit import mrv2
 from fdkit.cases import guard_violations
+from kernels_cpu import contracts
 
 IDX = [torch.int32, torch.int64]
 
@@ -686,3 +687,44 @@ def test_target_dependent_update_rounds_a_converted_row_to_nearest_even():
     assert torch.equal(dst, src.to(torch.bfloat16))
     truncated = (src.view(torch.int32) & ~0xFFFF).view(torch.float32).to(torch.bfloat16)
     assert not torch.equal(dst, truncated)
+
+
+def test_the_max_model_len_ptr_form_reads_the_cap_from_a_tensor():
+    """vLLM 0.34's signature: the same kernel, with the cap in a one-element tensor (read only
+    where a position advances: a last step or ADVANCE_DRAFT_POSITIONS=False needs none)."""
+    for seed in range(40):
+        case = mrv2.make_case(TUD, seed, torch.int64)
+        grid = tuple(case.grid) + (1,) * (3 - len(case.grid))
+        kw, ours = case.build()
+        ref_kw, ref = case.build()
+        kw["max_model_len_ptr"] = torch.tensor([kw.pop("max_model_len")], dtype=torch.int32)
+        kernels_cpu.target_dependent_ar_update_draft_inputs_mml_ptr_kernel(**kw, grid=grid)
+        ref_target_dependent_ar_update_draft_inputs_kernel(ref_kw, grid)
+        for buf in ref:
+            assert torch.equal(ours[buf], ref[buf]), (case, buf)
+    case = _case_with(
+        TUD,
+        lambda c: (
+            c.grid[0] >= 1
+            and c.args["ADVANCE_DRAFT_POSITIONS"]
+            and int(c.args["current_draft_step_ptr"]) < c.args["num_speculative_steps"] - 1
+        ),
+    )
+    kw, bufs = case.build()
+    del kw["max_model_len"]
+    before = {k: v.clone() for k, v in bufs.items()}
+    with pytest.raises(ValueError, match="max_model_len_ptr: expected at least 1"):
+        kernels_cpu.target_dependent_ar_update_draft_inputs_mml_ptr_kernel(
+            **kw, max_model_len_ptr=torch.zeros(0, dtype=torch.int32), grid=(case.grid[0],)
+        )
+    for k, v in bufs.items():
+        assert torch.equal(v, before[k]), k
+    assert (
+        kernels_cpu.impl_for(
+            TUD,
+            [a.name for a in contracts.contract(TUD).args][:13]
+            + ["max_model_len_ptr"]
+            + [a.name for a in contracts.contract(TUD).args][14:],
+        )
+        is kernels_cpu.target_dependent_ar_update_draft_inputs_mml_ptr_kernel
+    )

@@ -6,9 +6,25 @@ subset of the states in random order, queries of a decode step (one token plus d
 rejected) beside chunked-prefill ones.
 """
 
+import functools
+
 import torch
 
+from fdkit import vllm_source
 from fdkit._case import Case, Out, Slice, batch, gen, next_pow2
+
+_TDAR = "vllm.v1.worker.gpu.spec_decode.target_dependent_ar.speculator"
+
+
+@functools.lru_cache(maxsize=None)
+def _standing(qualname):
+    """The argument names of vLLM's kernel in the sources under test (``()`` without any):
+    a case is built for the signature that stands there (vLLM 0.34 reads some scalars from
+    tensors)."""
+    try:
+        return vllm_source.arg_names(qualname) or ()
+    except FileNotFoundError:
+        return ()
 
 
 def _ints(rng, n, low, high, dtype):
@@ -288,7 +304,12 @@ def case_target_dependent_ar_update_draft_inputs_kernel(rng, idx, scale):
             hidden_states_ptr=Slice(src, H) if src.shape[1] > H else src,
             hidden_states_stride=src.stride(0),
             hidden_size=H,
-            max_model_len=max_model_len,
+            **(
+                # vLLM 0.34: a one-element int32 tensor (its max_model_len_gpu)
+                {"max_model_len_ptr": torch.tensor([max_model_len], dtype=torch.int32)}
+                if "max_model_len_ptr" in _standing(f"{_TDAR}._update_draft_inputs_kernel")
+                else {"max_model_len": max_model_len}
+            ),
             num_speculative_steps=steps,
             BLOCK_SIZE=rng.choice([1024, 16]),
             ADVANCE_DRAFT_POSITIONS=rng.random() < 0.7,
