@@ -10,6 +10,7 @@ import random
 
 import pytest
 import torch
+from _spec_helpers import threads
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -728,3 +729,40 @@ def test_the_max_model_len_ptr_form_reads_the_cap_from_a_tensor():
         )
         is kernels_cpu.target_dependent_ar_update_draft_inputs_mml_ptr_kernel
     )
+
+
+@pytest.mark.parametrize("name", KERNELS)
+def test_an_openmp_team_gives_the_serial_result(name):
+    """Every launch on a team of 4 (parallel threshold 0): requests, and the ngram scan's
+    (request, block) programs, are independent, so any schedule gives the reference's result."""
+    with threads(4):
+        for seed in range(12):
+            _run_both(name, seed, IDX[seed % 2])
+
+
+def test_ngram_scan_of_a_long_row_on_a_team():
+    """One request of a few thousand tokens split into many blocks across threads."""
+    g = torch.Generator().manual_seed(11)
+    L, BL = 3000, 128
+    tokens = torch.randint(0, 4, (2, L), generator=g, dtype=torch.int32)
+    NB = -(-L // BL)
+    kw = dict(
+        token_ids_ptr=tokens,
+        token_ids_stride=L,
+        idx_mapping_ptr=torch.tensor([1, 0]),
+        total_len_ptr=torch.tensor([L - 7, L], dtype=torch.int32),
+        num_sampled_ptr=torch.tensor([1, 2], dtype=torch.int32),
+        scratch_ptr=torch.full((2, NB), -1, dtype=torch.int64),
+        scratch_stride=NB,
+        L=L,
+        MIN_N=2,
+        MAX_N=5,
+        MAX_N_PO2=8,
+        BLOCK_L=BL,
+    )
+    ref_kw = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in kw.items()}
+    with threads(4):
+        kernels_cpu.ngram_scan_kernel(**kw, grid=(2, NB))
+    ref_ngram_scan_kernel(ref_kw, (2, NB, 1))
+    assert torch.equal(kw["scratch_ptr"], ref_kw["scratch_ptr"])
+    assert (kw["scratch_ptr"] > 0).any()
