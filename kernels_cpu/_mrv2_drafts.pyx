@@ -33,7 +33,6 @@ from kernels_cpu._checks cimport (
     as_flag, as_int, expected, first_decrease, index_at_least, need_count, need_min,
     need_table_rows, order_error,
 )
-from kernels_cpu._parallel cimport threads_for
 from kernels_cpu._tables cimport Rows, check_rows, run_rows_for
 
 from kernels_cpu._grid import normalize_grid
@@ -63,15 +62,6 @@ cdef Py_ssize_t _programs(object grid, int axis) except -1:
             if g[0] >= 0 and g[1] >= 0 and g[2] >= 0:
                 return g[axis]
     return normalize_grid(grid, {})[axis]
-
-
-cdef IBuf _state_rows(object t, str name, int64_t most, Py_ssize_t* have) except *:
-    """A buffer indexed by request-state index (``idx_mapping``'s values): ``most`` is the
-    largest index the launch reads (-1: none)."""
-    cdef Py_ssize_t shp[1]
-    cdef IBuf b = check_index(t, name, -1, shp)
-    have[0] = shp[0]
-    return b
 
 
 cdef int _state_error(str map_name, Py_ssize_t at, int64_t v, str name, Py_ssize_t have) except -1:
@@ -176,7 +166,7 @@ def standalone_ar_prepare_prefill_inputs_kernel(
     """
     cdef SarArgs a
     cdef Py_ssize_t R = _programs(grid, 0)
-    cdef Py_ssize_t mnr, n_last, n_tin, at, bad, k
+    cdef Py_ssize_t mnr, n_last, n_tin, n_tpos, at, bad, k
     cdef Py_ssize_t shp[1]
     cdef int64_t total_expanded
     mnr = as_int(max_num_reqs, "max_num_reqs")
@@ -184,7 +174,9 @@ def standalone_ar_prepare_prefill_inputs_kernel(
     a.tin = check_index(target_input_ids_ptr, "target_input_ids_ptr", -1, shp)
     n_tin = shp[0]
     a.tpos = check_index(target_positions_ptr, "target_positions_ptr", -1, shp)
-    a.last = _state_rows(last_sampled_ptr, "last_sampled_ptr", -1, &n_last)
+    n_tpos = shp[0]
+    a.last = check_index(last_sampled_ptr, "last_sampled_ptr", -1, shp)
+    n_last = shp[0]
     a.idx = index_at_least(idx_mapping_ptr, "idx_mapping_ptr", R, "one per request")
     a.qsl = index_at_least(query_start_loc_ptr, "query_start_loc_ptr", R + 1 if R else 0,
                            "num_reqs + 1")
@@ -202,7 +194,7 @@ def standalone_ar_prepare_prefill_inputs_kernel(
         bad = first_decrease(a.qsl, R + 1)
     if bad >= 0:
         order_error("query_start_loc_ptr", a.qsl, bad)
-    need_count("target_positions_ptr", shp[0], iget(a.qsl, R - 1) + 1,
+    need_count("target_positions_ptr", n_tpos, iget(a.qsl, R - 1) + 1,
                "each request's first position, at query_start_loc")
     total_expanded = iget(a.qsl, R) + R
     a.oin = index_at_least(out_input_ids_ptr, "out_input_ids_ptr", total_expanded,

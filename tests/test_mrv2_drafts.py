@@ -336,6 +336,10 @@ def test_standalone_refusals():
     _refused(SAR, case, TypeError, "max_model_len: expected an int", max_model_len=8.0)
     ids = args["target_input_ids_ptr"][: int(args["query_start_loc_ptr"][R - 1])]
     _refused(SAR, case, ValueError, "target_input_ids_ptr: expected", target_input_ids_ptr=ids)
+    pos = args["target_positions_ptr"][: int(args["query_start_loc_ptr"][R - 1])]
+    _refused(
+        SAR, case, ValueError, "target_positions_ptr: expected at least", target_positions_ptr=pos
+    )
     _refused(SAR, case, ValueError, "`grid`", grid=(-1,))
 
 
