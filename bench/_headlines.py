@@ -283,6 +283,24 @@ def headlines(doc: dict) -> list:
             st + "onepass",
             "context",
         )
+    for B in (16, 1):
+        run = f"engine/V128256-B{B}-k4-runners/"
+        for setting, what, goal in (
+            ("random", "T0.8", "no slower (≥ 1x)"),
+            ("defaults", "a model's defaults", "context"),
+        ):
+            add(
+                f"engine V128256·B{B}·k4, {what}: Model Runner V2 + plugin vs V1 + one-pass step",
+                run + f"onepass-{setting}",
+                run + f"v2-{setting}",
+                goal,
+            )
+            add(
+                f"engine V128256·B{B}·k4, {what}: Model Runner V2 + plugin vs stock V1",
+                run + f"stock-{setting}",
+                run + f"v2-{setting}",
+                "context: stock samples the wrong law at T0.8",
+            )
     plain = "engine/V128256-B16-plain-sampling/"
     for setting, what in (
         ("random", "T0.8"),

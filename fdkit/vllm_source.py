@@ -131,9 +131,25 @@ class _Loader:
         }
         self.modules[name] = ns
         tree = ast.parse(path.read_text(), str(path))
+        # Only the names the kernels use are followed into other modules (a module's other
+        # imports would pull in the rest of vLLM).
+        used = {
+            n.id
+            for node in tree.body
+            if _is_jit(node)
+            for n in ast.walk(node)
+            if isinstance(n, ast.Name)
+        }
+        used |= {  # and the constants those kernels read, one level down
+            n.id
+            for node in tree.body
+            if isinstance(node, (ast.Assign, ast.AnnAssign))
+            for n in ast.walk(node)
+            if isinstance(n, ast.Name)
+        }
         for node in tree.body:
             if isinstance(node, ast.ImportFrom) and node.module:
-                self._import_from(node, ns)
+                self._import_from(node, ns, used)
             elif isinstance(node, ast.Import):
                 for alias in node.names:
                     if alias.name in ("math", "torch", "triton", "numpy"):
@@ -154,7 +170,7 @@ class _Loader:
                         raise
         return ns
 
-    def _import_from(self, node: ast.ImportFrom, ns: dict[str, Any]) -> None:
+    def _import_from(self, node: ast.ImportFrom, ns: dict[str, Any], used: set[str]) -> None:
         if node.module == "vllm.triton_utils":
             import triton
             import triton.language as tl
@@ -167,6 +183,8 @@ class _Loader:
         if not node.module.startswith("vllm") or self.path_of(node.module) is None:
             return
         for alias in node.names:
+            if (alias.asname or alias.name) not in used:
+                continue
             try:
                 other = self.module(node.module)
             except SyntaxError:

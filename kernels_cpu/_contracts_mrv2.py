@@ -6,6 +6,9 @@
   logit bias, bad words, logprobs, the structured-output bitmask;
 * ``_contracts_mrv2_spec`` -- the rejection sampler (``rejection_sampler_utils``, the flattening
   and gathering of ``spec_decode/rejection_sampler.py``);
+* ``_contracts_mrv2_outputs`` -- what the sampler reports besides tokens: NaN counts, the
+  compacted sampling masks;
+* ``_contracts_mrv2_memory`` -- the KV cache's block zeroing;
 * ``_contracts_mrv2_drafts`` -- the drafters: each speculator's input kernels, the ngram scan.
 
 Every contract here has ``runner="v2"``: vLLM launches the kernel directly (``kernel[grid]``),
@@ -15,11 +18,13 @@ reference is vLLM's own Triton kernel under the interpreter (``tests/test_mrv2_p
 
 from ._contracts_mrv2_drafts import CONTRACTS as _DRAFTS
 from ._contracts_mrv2_inputs import CONTRACTS as _INPUTS
+from ._contracts_mrv2_memory import CONTRACTS as _MEMORY
+from ._contracts_mrv2_outputs import CONTRACTS as _OUTPUTS
 from ._contracts_mrv2_sample import CONTRACTS as _SAMPLE
 from ._contracts_mrv2_spec import CONTRACTS as _SPEC
 from .contracts import Contract
 
-MRV2_CONTRACTS: tuple[Contract, ...] = _INPUTS + _SAMPLE + _SPEC + _DRAFTS
+MRV2_CONTRACTS: tuple[Contract, ...] = _INPUTS + _SAMPLE + _OUTPUTS + _SPEC + _DRAFTS + _MEMORY
 
 for _c in MRV2_CONTRACTS:  # noqa: B007
     if _c.runner != "v2":

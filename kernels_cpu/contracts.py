@@ -640,7 +640,9 @@ def markdown() -> str:
             "",
             f"{c.summary[0].upper()}{c.summary[1:]}.",
             "",
-            f"Grid: {c.grid}. Implementation: `kernels_cpu.{c.module}.{c.name}`.",
+            f"Grid: {c.grid}. Implementation: `kernels_cpu.{c.module}.{c.name}`"
+            + (" (keyword-only `grid`)" if c.takes_grid else "")
+            + (". Launched by Model Runner V2." if c.runner == "v2" else "."),
             "",
             "| # | argument | role | dtypes | rule | touches |",
             "|---|---|---|---|---|---|",

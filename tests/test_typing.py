@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pytest
 
+from kernels_cpu.contracts import CONTRACTS
+
 ROOT = Path(__file__).resolve().parent.parent
 USAGE = "tests/typing/public_api_usage.py"
 
@@ -43,12 +45,13 @@ SHIPPED = [
     "kernels_cpu._sampling",
     "kernels_cpu._spec_decode",
     "kernels_cpu._workers",
-    "kernels_cpu._mrv2_drafts",
     "kernels_cpu._fused",
     "kernels_cpu._race",
     "kernels_cpu._topk_topp",
     "kernels_cpu._topk_topp_rows",
 ]
+# every kernel module the contract table names (Model Runner V2's among them)
+SHIPPED += sorted({f"kernels_cpu.{c.module}" for c in CONTRACTS} - set(SHIPPED))
 #: Every compiled module with a stub: the shipped ones and the dev kit's (``fdkit``, built in
 #: place only, never in the wheel).
 COMPILED = SHIPPED + ["fdkit._floor"]

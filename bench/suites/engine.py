@@ -50,8 +50,9 @@ STOCK = "stock vLLM (uninstall())"
 PLUGIN = "plugin (install())"
 FUSED = "plugin + fused noise"
 ONE_PASS = "plugin + one-pass step"
-#: row name -> state (and slug)
-STATES = {STOCK: "stock", PLUGIN: "plugin", FUSED: "fused", ONE_PASS: "onepass"}
+MRV2 = "Model Runner V2 + plugin"
+#: row name -> state (and slug); "v2" is an engine of its own (the runner is chosen at start)
+STATES = {STOCK: "stock", PLUGIN: "plugin", FUSED: "fused", ONE_PASS: "onepass", MRV2: "v2"}
 ROW_OF = {state: row for row, state in STATES.items()}
 
 VOCABS = (32000, 128256)
@@ -72,8 +73,16 @@ SETTINGS = {
         {"temperature": TEMPERATURE, "top_k": 50, "top_p": 0.9},
     ),
 }
+SETTINGS["defaults"] = (
+    "T0.7 + top-k 20 + top-p 0.8 + repetition penalty 1.05 (Qwen2.5's generation_config)",
+    {"temperature": 0.7, "top_k": 20, "top_p": 0.8, "repetition_penalty": 1.05},
+)
 #: the settings of the sampling groups (one row per state and setting)
 SAMPLING = ("random", "topp", "topk", "topkp")
+#: the runner groups: the V1 runner (stock, and the plugin's one-pass step) beside Model Runner
+#: V2 with the plugin, per batch size, at temperature 0.8 and at a model's shipped defaults
+RUNNER_STATES = ("stock", "onepass", "v2")
+RUNNER_SETTINGS = ("random", "defaults")
 SAMPLING_V, SAMPLING_B = 128256, 16
 
 
@@ -101,7 +110,10 @@ _WRAPPED = []  # (object, attribute) the profile wrappers were set on
 
 def _w_state(worker=None):
     """This worker's launch path: ``"stock"``, ``"plugin"``, ``"fused"`` or ``"onepass"`` (else
-    raise)."""
+    raise); ``"v2"`` for Model Runner V2 on our kernels."""
+    runner = getattr(worker, "model_runner", None)
+    if type(runner).__module__.startswith(("vllm.v1.worker.cpu.", "vllm.v1.worker.gpu.")):
+        return _w_state_v2(worker)
     import vllm.v1.sample.rejection_sampler as rs
 
     import fastdispatch
@@ -132,6 +144,22 @@ def _w_state(worker=None):
     )
 
 
+def _w_state_v2(worker):
+    """``"v2"`` when this Model Runner V2 worker launches our kernel wherever vLLM holds one of
+    the runner's kernels (else raise)."""
+    import fastdispatch
+    from fastdispatch.vllm import _installation
+
+    state = _installation._state
+    if state is None or not state.mrv2:
+        raise RuntimeError("Model Runner V2 worker without fastdispatch's kernels")
+    off = [n for n, impl in state.mrv2.items() if not state.standing(n, impl)]
+    left = [n for n, holders in fastdispatch.verify().items() if holders]
+    if off or left:
+        raise RuntimeError(f"Model Runner V2 worker: not ours at {off + left}")
+    return "v2"
+
+
 def _w_switch(worker, state):
     import warnings
 
@@ -157,6 +185,9 @@ def _w_profile(worker, on):
     while _WRAPPED:
         obj, attr = _WRAPPED.pop()
         delattr(obj, attr)  # the instance attribute shadowed the class's method
+    while _UNWRAP:
+        owner, attr, obj = _UNWRAP.pop()
+        setattr(owner, attr, obj)
     if on:
         runner = worker.model_runner
         targets = [
@@ -165,11 +196,53 @@ def _w_profile(worker, on):
             ("RejectionSampler.forward", getattr(runner, "rejection_sampler", None), "forward"),
             ("Sampler.forward", getattr(runner, "sampler", None), "forward"),
             ("drafter.propose", getattr(runner, "drafter", None), "propose"),
+            # Model Runner V2: its samplers are called objects, its drafter a speculator
+            ("drafter.propose", getattr(runner, "speculator", None), "propose"),
         ]
         for label, obj, attr in targets:
-            if obj is not None:  # a plain-decoding engine has no rejection sampler or drafter
+            # a plain-decoding engine has no rejection sampler or drafter
+            if obj is not None and callable(getattr(obj, attr, None)):
                 _wrap(label, obj, attr)
+        for label, attr in (
+            ("RejectionSampler.forward", "rejection_sampler"),
+            ("Sampler.forward", "sampler"),
+        ):
+            obj = getattr(runner, attr, None)
+            if obj is not None and not callable(getattr(obj, "forward", None)):
+                _wrap_called(label, runner, attr)
     return out
+
+
+class _Timed:
+    """A called object (Model Runner V2's ``Sampler``, ``RejectionSampler``: their owner calls
+    them, ``self.sampler(...)``, and ``__call__`` is looked up on the type) behind a timer; every
+    other attribute is the object's own."""
+
+    def __init__(self, obj, slot):
+        self.__dict__["_obj"], self.__dict__["_slot"] = obj, slot
+
+    def __call__(self, *args, **kwargs):
+        t = time.perf_counter_ns()
+        try:
+            return self._obj(*args, **kwargs)
+        finally:
+            self._slot[0] += 1
+            self._slot[1] += time.perf_counter_ns() - t
+
+    def __getattr__(self, name):
+        return getattr(self._obj, name)
+
+    def __setattr__(self, name, value):
+        setattr(self._obj, name, value)
+
+
+def _wrap_called(label, owner, attr):
+    obj = getattr(owner, attr)
+    setattr(owner, attr, _Timed(obj, _TIMED.setdefault(label, [0, 0])))
+    _UNWRAP.append((owner, attr, obj))
+
+
+_UNWRAP = []  # (owner, attribute, object) the called-object timers replaced
 
 
 def _wrap(label, obj, attr):
@@ -200,9 +273,10 @@ class _Engine:
 
     live = {}
 
-    def __init__(self, V, spec=True):
+    def __init__(self, V, spec=True, runner="v1"):
         self.V = V
         self.spec = spec
+        self.runner = runner
         self.users = 0
         self.state = None
         self.dir = tempfile.TemporaryDirectory(prefix=f"bench-engine-V{V}-")
@@ -243,17 +317,27 @@ class _Engine:
                 "num_speculative_tokens": K,
             }
         t0 = time.perf_counter()
-        self.llm = LLM(
-            model=self.dir.name,
-            load_format="dummy",
-            skip_tokenizer_init=True,
-            dtype="float32",
-            enforce_eager=True,
-            max_model_len=256,
-            max_num_seqs=16,
-            seed=0,
-            **spec_kw,
-        )
+        # the runner is chosen when the engine's configuration is built (its processes inherit
+        # the environment as it is then)
+        saved = os.environ.get("VLLM_USE_V2_MODEL_RUNNER")
+        os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "1" if runner == "v2" else "0"
+        try:
+            self.llm = LLM(
+                model=self.dir.name,
+                load_format="dummy",
+                skip_tokenizer_init=True,
+                dtype="float32",
+                enforce_eager=True,
+                max_model_len=256,
+                max_num_seqs=16,
+                seed=0,
+                **spec_kw,
+            )
+        finally:
+            if saved is None:
+                os.environ.pop("VLLM_USE_V2_MODEL_RUNNER", None)
+            else:
+                os.environ["VLLM_USE_V2_MODEL_RUNNER"] = saved
         self.start_s = time.perf_counter() - t0
         self.state = self.rpc(_w_state)
 
@@ -266,10 +350,10 @@ class _Engine:
             self.state = self.rpc(_w_switch, state)
 
     @classmethod
-    def get(cls, V, spec=True):
-        eng = cls.live.get((V, spec))
+    def get(cls, V, spec=True, runner="v1"):
+        eng = cls.live.get((V, spec, runner))
         if eng is None:
-            eng = cls.live[(V, spec)] = cls(V, spec)
+            eng = cls.live[(V, spec, runner)] = cls(V, spec, runner)
         eng.users += 1
         return eng
 
@@ -277,9 +361,10 @@ class _Engine:
         self.users -= 1
         if self.users > 0:
             return
-        self.live.pop((self.V, self.spec), None)
+        self.live.pop((self.V, self.spec, self.runner), None)
         try:
-            self.switch("plugin")
+            if self.runner == "v1":
+                self.switch("plugin")
             self.llm.llm_engine.engine_core.shutdown()
         finally:
             self.llm = None
@@ -308,15 +393,24 @@ def _build(V, B, plan, spec=True, verify_greedy=False):
 
     def build(ctx) -> Built:
         ctx.vllm.require()
+        # a row's state picks its engine: "v2" is Model Runner V2's, every other the V1 runner's
+        runners = sorted({"v2" if state == "v2" else "v1" for _, state, _ in plan})
+        engines = {}
         try:
-            eng = _Engine.get(V, spec)
+            for runner in runners:
+                engines[runner] = _Engine.get(V, spec, runner)
         except Exception as exc:
+            for eng in engines.values():
+                eng.release()
             raise Unavailable(f"vllm.LLM did not start: {type(exc).__name__}: {exc}") from exc
         prompts = _prompts(V, B)
-        llm = eng.llm
 
-        def generator(setting):
+        def engine(state):
+            return engines["v2" if state == "v2" else "v1"]
+
+        def generator(state, setting):
             params = _params(setting)
+            llm = engine(state).llm
 
             def generate():
                 outs = llm.generate(prompts, params, use_tqdm=False)
@@ -324,11 +418,17 @@ def _build(V, B, plan, spec=True, verify_greedy=False):
 
             return generate
 
-        gens = {row: generator(setting) for row, _, setting in plan}
-        b = Built(info={"engine_start_s": round(eng.start_s, 2), "tokens_per_call": B * NEW_TOKENS})
+        gens = {row: generator(state, setting) for row, state, setting in plan}
+        b = Built(
+            info={
+                "engine_start_s": round(max(e.start_s for e in engines.values()), 2),
+                "tokens_per_call": B * NEW_TOKENS,
+            }
+        )
         # profile pass: one warm call per row, then one call under the timing wrappers
         profile = {}
         for row, state, _ in plan:
+            eng = engine(state)
             eng.switch(state)
             gens[row]()
             eng.rpc(_w_profile, True)
@@ -353,9 +453,14 @@ def _build(V, B, plan, spec=True, verify_greedy=False):
                     },
                 ),
             )
-        b.switch = eng.switch
+        b.switch = lambda state: engine(state).switch(state)
         b.state_order = tuple(dict.fromkeys(state for _, state, _ in plan))
-        b.cleanup = eng.release
+
+        def cleanup():
+            for eng in engines.values():
+                eng.release()
+
+        b.cleanup = cleanup
         if verify_greedy:
             b.verify = _verify_greedy
         return b
@@ -433,6 +538,32 @@ def groups(ctx):
         )
     if ctx.preset == "quick":
         return specs
+    for B in (1, 16):
+        V = SAMPLING_V
+        plan = [(_row(st, s)[1], st, s) for s in RUNNER_SETTINGS for st in RUNNER_STATES]
+        specs.append(
+            GroupSpec(
+                id=f"engine/V{V}-B{B}-k{K}-runners",
+                suite="engine",
+                title=(
+                    f"vllm.LLM.generate, draft_model k={K}, V={V}, B={B}, {NEW_TOKENS} new "
+                    "tokens: the V1 runner and Model Runner V2 (ns per call)"
+                ),
+                rows=tuple(RowDef(*_row(st, s)) for s in RUNNER_SETTINGS for st in RUNNER_STATES),
+                anchor=(_row("onepass", "random")[1],),
+                build=_build(V, B, plan),
+                needs_vllm=True,
+                params={
+                    "V": V,
+                    "B": B,
+                    "k": K,
+                    "settings": {s: SETTINGS[s][1] for s in RUNNER_SETTINGS},
+                    "new_tokens": NEW_TOKENS,
+                },
+                max_repeats={"default": 7, "full": 11}.get(ctx.preset),
+                family=f"engine-V{V}-runners",
+            )
+        )
     V, B = SAMPLING_V, SAMPLING_B
     for spec, states in ((True, ("plugin", "fused", "onepass")), (False, ("stock", "plugin"))):
         plan = [(_row(st, s)[1], st, s) for st in states for s in SAMPLING]

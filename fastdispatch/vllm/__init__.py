@@ -43,7 +43,9 @@ One module per concern, each with the why of its part:
   replace;
 * ``_reports`` -- who launches what now (:func:`kernel_report`, :func:`step_report`);
 * ``_plugin`` -- the ``vllm.general_plugins`` entry point, :func:`plugin`;
-* ``_fast_launch`` -- GPU workers: vLLM's Triton kernels through :func:`fastdispatch.fast_launch`.
+* ``_fast_launch`` -- GPU workers: vLLM's Triton kernels through :func:`fastdispatch.fast_launch`;
+* ``_mrv2`` (over ``_mrv2_scan``) -- Model Runner V2 on a CPU without Triton: its kernels ours,
+  the runner let in where every kernel a configuration can launch is ours (:func:`mrv2_report`).
 """
 
 from ._fast_launch import (
@@ -56,6 +58,7 @@ from ._fused_noise import FLY_REFUSAL
 from ._install import install, uninstall
 from ._kernels import KERNEL_NAMES
 from ._kernels import NO_STOCK_CPU as NO_STOCK_CPU  # public, though not in __all__ (as before)
+from ._mrv2 import MRV2_ENV, mrv2_report
 from ._plugin import FUSED_NOISE_ENV, ONE_PASS_ENV, plugin
 from ._plugin import PLUGIN_ENV as PLUGIN_ENV  # public, though not in __all__ (as before)
 from ._reports import installed, kernel_names, kernel_report, step_report
@@ -68,6 +71,7 @@ __all__ = [
     "installed",
     "kernel_names",
     "kernel_report",
+    "mrv2_report",
     "step_report",
     "plugin",
     "uninstall",
@@ -75,6 +79,7 @@ __all__ = [
     "FAST_LAUNCH_ENV",
     "FLY_REFUSAL",
     "FUSED_NOISE_ENV",
+    "MRV2_ENV",
     "ONE_PASS_ENV",
     "KERNEL_NAMES",
     "SAMPLING_NAMES",

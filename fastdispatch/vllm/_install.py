@@ -22,6 +22,7 @@ from ._legacy import (
     _restore_displaced,
     _wrap_runner_hook,
 )
+from ._mrv2 import install_mrv2
 from ._owners import _patch_owners
 from ._sampler import _install_sampling, _set_one_pass
 
@@ -48,6 +49,7 @@ def install(fused_noise=False, one_pass=None):
         if current is not None:
             current.register(current.ours)
             current.register(current.sampling)
+            current.register(current.mrv2)
             _set_fused_noise(current, fused_noise)
             _set_one_pass(current, bool(fused_noise and one_pass))
             return
@@ -89,6 +91,7 @@ def install(fused_noise=False, one_pass=None):
             _patch_owners(state)
             state.cpu_specs_left = install_cpu_specs(state)
             _install_sampling(state)
+            install_mrv2(state)
             _set_fused_noise(state, fused_noise)
             _set_one_pass(state, bool(fused_noise and one_pass))
         except BaseException:

@@ -96,6 +96,9 @@ class _Installation:
         self.step_patches = _Patches()  # RejectionSampler.forward, while the step stands
         self.step_left = None  # why the one-pass step is not installed (None: not asked for)
         self.plan_caches = {}  # id(owner) -> (owner, PlanCache)
+        self.mrv2 = {}  # Model Runner V2: qualified name -> what replaces it (see _mrv2)
+        self.mrv2_missing = {}  # its launched kernels we lack: name -> (feature, why)
+        self.mrv2_left = None  # why Model Runner V2 support is not installed (None: it is)
 
     # -- registration ----------------------------------------------------------------------
 

@@ -1,10 +1,10 @@
 """Random launch cases for Model Runner V2's kernels (``kernels_cpu.MRV2_KERNELS``).
 
-One module per family, as the contracts are (``kernels_cpu._contracts_mrv2``): ``inputs``,
-``sample``, ``spec``, ``drafts``, each with ``CASES = {contract name: case(rng, idx, scale)}``
-returning an :class:`fdkit._case.Case` whose ``grid`` is the grid vLLM launches that shape with.
-The parity reference is vLLM's own Triton kernel (``fdkit.vllm_source``), so a case must be a
-launch that vLLM's kernel handles correctly: its buffers cover what the grid's programs touch.
+One module per family, as the contracts are (``kernels_cpu._contracts_mrv2``), each with
+``CASES = {contract name: case(rng, idx, scale)}`` returning an :class:`fdkit._case.Case` whose
+``grid`` is the grid vLLM launches that shape with. The parity reference is vLLM's own Triton
+kernel (``fdkit.vllm_source``), so a case must be a launch that vLLM's kernel handles correctly:
+its buffers cover what the grid's programs touch.
 """
 
 import random
@@ -13,14 +13,21 @@ import torch
 
 from kernels_cpu import MRV2_KERNELS
 
-from . import drafts, inputs, sample, spec
+from . import drafts, inputs, memory, outputs, sample, spec
 
 __all__ = ["KERNELS", "make_case"]
 
 #: Model Runner V2's kernels (contract names), in the kernel table's order.
 KERNELS = tuple(MRV2_KERNELS)
 
-_GENERATORS = {**inputs.CASES, **sample.CASES, **spec.CASES, **drafts.CASES}
+_GENERATORS = {
+    **inputs.CASES,
+    **sample.CASES,
+    **outputs.CASES,
+    **spec.CASES,
+    **drafts.CASES,
+    **memory.CASES,
+}
 
 if set(_GENERATORS) != set(KERNELS):  # a kernel added to the table needs a case generator
     raise ImportError(

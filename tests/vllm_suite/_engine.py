@@ -368,6 +368,53 @@ def worker_report(worker=None):
     return report
 
 
+def mrv2_worker_report(worker=None):
+    """Which runner this worker runs and who launches Model Runner V2's kernels. Raises inside
+    the worker unless it runs Model Runner V2 with every kernel it can launch held as a
+    fastdispatch override of its ``kernels_cpu`` implementation wherever vLLM holds it.
+
+    With fastdispatch not installed (a stock worker) the runner is reported as it is and
+    nothing is checked: without Triton vLLM does not build Model Runner V2 at all.
+    """
+    import os
+
+    import torch
+
+    import fastdispatch
+    import fastdispatch.vllm as fv
+    from fastdispatch.vllm import _installation
+
+    runner = getattr(worker, "model_runner", None)
+    cls = type(runner)
+    report = {
+        "pid": os.getpid(),
+        "rank": getattr(worker, "rank", None),
+        "runner": f"{cls.__module__}.{cls.__qualname__}",
+        "v2": any(
+            c.__module__.startswith("vllm.v1.worker.gpu.") and c.__name__ == "GPUModelRunner"
+            for c in cls.__mro__
+        ),
+        "installed": fv.installed(),
+        "torch_threads": torch.get_num_threads(),
+        "backend": fastdispatch.BACKEND,
+    }
+    state = _installation._state
+    if state is None:
+        return report
+    not_standing = sorted(n for n, impl in state.mrv2.items() if not state.standing(n, impl))
+    left_on_original = sorted(n for n, holders in fastdispatch.verify().items() if holders)
+    report.update(
+        ours=len(state.mrv2),
+        missing=sorted(state.mrv2_missing),
+        mrv2_left=state.mrv2_left,
+        not_standing=not_standing,
+        left_on_original=left_on_original,
+    )
+    if not report["v2"] or not state.mrv2 or not_standing or left_on_original:
+        raise AssertionError(f"worker is not Model Runner V2 on our kernels: {report}")
+    return report
+
+
 # --------------------------------------------------------------------------------------------
 # One engine run (this module as a script)
 # --------------------------------------------------------------------------------------------
@@ -467,14 +514,16 @@ def serve(spec):
     from vllm import LLM
 
     t0 = time.perf_counter()
-    sc = {"method": spec["method"], "num_speculative_tokens": spec["k"]}
-    if spec["method"] == "ngram":
-        sc.update(prompt_lookup_min=2, prompt_lookup_max=4)
-    else:
-        sc["model"] = spec["draft"]
-        if spec.get("draft_tp"):
-            sc["draft_tensor_parallel_size"] = spec["draft_tp"]
-    sc.update(spec.get("speculative", {}))
+    sc = None  # "method": None is plain decoding
+    if spec["method"] is not None:
+        sc = {"method": spec["method"], "num_speculative_tokens": spec["k"]}
+        if spec["method"] == "ngram":
+            sc.update(prompt_lookup_min=2, prompt_lookup_max=4)
+        else:
+            sc["model"] = spec["draft"]
+            if spec.get("draft_tp"):
+                sc["draft_tensor_parallel_size"] = spec["draft_tp"]
+        sc.update(spec.get("speculative", {}))
     kwargs = dict(
         model=spec["model"],
         load_format=spec.get("load_format", "dummy"),
@@ -485,9 +534,10 @@ def serve(spec):
         max_model_len=512,
         speculative_config=sc,
         disable_log_stats=False,
-        per_request_spec_decode_metrics="summary",
         seed=spec.get("seed", 0),
     )
+    if sc is not None:
+        kwargs["per_request_spec_decode_metrics"] = "summary"
     if spec.get("tp", 1) > 1:
         # one worker process per rank (gloo between them)
         kwargs.update(tensor_parallel_size=spec["tp"], distributed_executor_backend="mp")
@@ -496,10 +546,12 @@ def serve(spec):
         kwargs.update(distributed_executor_backend="uni")
     kwargs.update(spec.get("llm", {}))
     llm = LLM(**kwargs)
-    result = {"start_s": time.perf_counter() - t0, "workers": llm.collective_rpc(worker_report)}
+    # the V1 runner's kernels, or Model Runner V2's ("report": "mrv2")
+    report = mrv2_worker_report if spec.get("report") == "mrv2" else worker_report
+    result = {"start_s": time.perf_counter() - t0, "workers": llm.collective_rpc(report)}
     result.update(_serve_batches(llm, spec["batches"]))
     # after serving: still the same side (nothing re-registered vLLM's shims mid-run)
-    result["workers_after"] = llm.collective_rpc(worker_report)
+    result["workers_after"] = llm.collective_rpc(report)
     # "then": the same batches again after switching every worker to another fastdispatch
     # state (a name of STATES), one engine start serving them all
     result["then"] = {}
