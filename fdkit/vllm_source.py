@@ -75,6 +75,40 @@ def _with_triton(body: list[ast.stmt]) -> list[ast.stmt]:
     return out
 
 
+class _BoolMasks:
+    """Triton's interpreter (3.9) can hand its C ``load``/``store`` a mask whose data is int32
+    -- an int1 tensor ``&`` an int1 scalar computed from a loaded value, as in vLLM's
+    ``_ngram_finalize_kernel`` -- which they refuse ("mask has unsupported dtype"). The
+    compiled kernel reads any such mask as i1, so the mask is passed on as bool (non-zero is
+    true); everything else goes to the interpreter's own functions."""
+
+    def __init__(self, inner: Any):
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def load(self, ptrs: Any, mask: Any, other: Any, dtype: Any) -> Any:
+        if mask.dtype != bool:
+            mask = mask.astype(bool)
+        return self.inner.load(ptrs, mask, other, dtype)
+
+    def store(self, ptrs: Any, value: Any, mask: Any) -> Any:
+        if mask.dtype != bool:
+            mask = mask.astype(bool)
+        return self.inner.store(ptrs, value, mask)
+
+
+def _bool_masks_in_the_interpreter() -> None:
+    try:
+        from triton.runtime import interpreter
+    except ImportError:  # no interpreter in this Triton: nothing to mend
+        return
+    inner = getattr(interpreter, "_interpreter", None)
+    if inner is not None and not isinstance(inner, _BoolMasks):
+        interpreter._interpreter = _BoolMasks(inner)
+
+
 class _Loader:
     def __init__(self, root: Path):
         self.root = root
@@ -95,6 +129,8 @@ class _Loader:
         import triton
         import triton.language as tl
 
+        if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+            _bool_masks_in_the_interpreter()
         path = self.path_of(name)
         if path is None:
             raise FileNotFoundError(f"{name}: no source under {self.root}")
@@ -133,7 +169,11 @@ class _Loader:
                             ns[alias.asname or alias.name] = __import__(alias.name)
                         except ImportError:
                             pass
-            elif isinstance(node, (ast.Assign, ast.AnnAssign)) or _is_jit(node):
+            elif (
+                isinstance(node, (ast.Assign, ast.AnnAssign))
+                or _is_jit(node)
+                or (isinstance(node, ast.FunctionDef) and not node.decorator_list)
+            ):  # a plain helper is only defined (a jit decorator may name it: launch_metadata)
                 code = compile(ast.Module([node], []), str(path), "exec")
                 try:
                     exec(code, ns)
