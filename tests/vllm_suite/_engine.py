@@ -501,6 +501,8 @@ def _params(p):
     from vllm import SamplingParams
 
     p = dict(p)
+    if "logit_bias" in p:  # JSON made its token ids strings
+        p["logit_bias"] = {int(t): b for t, b in p["logit_bias"].items()}
     p.setdefault("ignore_eos", True)
     p.setdefault("detokenize", False)
     return SamplingParams(**p)
