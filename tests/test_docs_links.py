@@ -1,4 +1,4 @@
-"""The documentation's links resolve, and its figures are the benchmark's own.
+"""The documentation's links resolve, the README stays short, and its figures are the benchmark's.
 
 * Every relative link and image of README.md and docs/*.md names a file of the repository, and an
   ``#anchor`` names a heading of the markdown file it points into, by GitHub's rule for heading
@@ -92,6 +92,13 @@ def test_slugs_follow_githubs_rule():
     assert _slug("Top-k / top-p") == "top-k--top-p"
     assert _slug("`fast_launch` on a GPU") == "fast_launch-on-a-gpu"
     assert _slug("Results on the H200") == "results-on-the-h200"
+
+
+def test_the_readme_reads_in_five_minutes():
+    # the README says what, who, install, the two commands, one example per use, the headline
+    # figures and where the rest is; everything else belongs to a page of docs/
+    lines = (REPO / "README.md").read_text("utf-8").splitlines()
+    assert len(lines) <= 250, f"README.md has {len(lines)} lines: move detail into docs/"
 
 
 def test_the_docs_have_links():
