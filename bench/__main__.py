@@ -5,6 +5,7 @@
     python -m bench --full --filter spec_decode/random
     python -m bench --filter launch/override --repeats 31 --min-time 0.05
     python -m bench --filter fused/ --threads 1 --clock cpu --draft-noise 0.5
+    python -m bench --from-json out.json --markdown out.md   # re-render a saved run
 
 Groups with vLLM rows run where vLLM is: in this process when ``import vllm`` works here,
 otherwise in a vLLM worker subprocess (``$FASTDISPATCH_VLLM_PYTHON`` or ``.venv-vllm/bin/python``;
@@ -46,6 +47,11 @@ def _parse(argv):
     )
     p.add_argument(
         "--markdown", metavar="PATH", help="write the run as Markdown tables with machine facts"
+    )
+    p.add_argument(
+        "--from-json",
+        metavar="PATH",
+        help="measure nothing: write --markdown/--plot from the JSON of an earlier run",
     )
     p.add_argument(
         "--filter",
@@ -286,6 +292,8 @@ def main(argv=None) -> int:
     args = _parse(argv)
     if args.worker:
         return worker_main(args)
+    if args.from_json:
+        return render_main(args)
     t0 = time.perf_counter()
     _apply_threads(args.threads)
     preset = _preset(args)
@@ -438,6 +446,13 @@ def main(argv=None) -> int:
     if args.json:
         _report.write_json(args.json, doc)
         print(f"JSON: {args.json}")
+    _write_views(doc, args)
+    return 0 if measured else 2
+
+
+def _write_views(doc, args) -> None:
+    """``--markdown`` and ``--plot`` of a run's document: one code path for a run that has just
+    measured and for ``--from-json``, so a page rendered later is the page the run wrote."""
     if args.markdown:
         from pathlib import Path
 
@@ -452,7 +467,22 @@ def main(argv=None) -> int:
             print(f"plot: {args.plot}")
         except Exception as exc:  # a missing matplotlib must not lose the measurements
             print(f"plot not written: {type(exc).__name__}: {exc}", file=sys.stderr)
-    return 0 if measured else 2
+
+
+def render_main(args) -> int:
+    """``--from-json PATH``: the Markdown and plot of a saved run, measuring nothing. A file that
+    does not follow the schema is refused (exit 2) rather than rendered half."""
+    if not (args.markdown or args.plot):
+        print("--from-json writes --markdown and/or --plot: name at least one", file=sys.stderr)
+        return 2
+    with open(args.from_json, encoding="utf-8") as f:
+        doc = json.load(f)
+    errs = _report.validate(doc)
+    if errs:
+        print(f"{args.from_json}: not a bench JSON: " + "; ".join(errs[:5]), file=sys.stderr)
+        return 2
+    _write_views(doc, args)
+    return 0
 
 
 if __name__ == "__main__":

@@ -74,8 +74,8 @@ def headlines(doc: dict) -> list:
     ov, ch = "launch/override/", "launch/owner_chain/"
     for label, num, den, goal, kind in (
         # No goal against the direct call: the floor below (a C launcher doing no binding work)
-        # already costs ~2.4x it on CPython 3.11 (README, "Launch overhead"), so the goal on our
-        # launcher is stated against the floor (the runtime-keys row).
+        # already costs ~2.4x it on CPython 3.11 (docs/benchmark.md, "The launch floor"), so the
+        # goal on our launcher is stated against the floor (the runtime-keys row).
         (
             "compiled override[grid](**kw) vs direct call",
             "compiled",

@@ -298,6 +298,12 @@ class Table:
         self.out.flush()
 
 
+def _md(text) -> str:
+    """Free text in Markdown: brackets escaped, so that ``override[grid](**kw)`` stays text
+    instead of becoming a link to ``**kw``."""
+    return str(text).replace("[", "\\[").replace("]", "\\]")
+
+
 def markdown(doc: dict, group_filter=None) -> str:
     """The run as Markdown: machine facts, then one table per group (for docs and READMEs)."""
     m, i = doc["machine"], doc["interpreters"]["main"]
@@ -337,11 +343,14 @@ def markdown(doc: dict, group_filter=None) -> str:
             "| headline (two rows of one group, same run) | measured | goal |",
             "|---|---:|---|",
         ]
-        out += [f"| {h['label']} | {fmt_headline(h)} | {h['goal']} |" for h in doc["headlines"]]
+        out += [
+            f"| {_md(h['label'])} | {fmt_headline(h)} | {_md(h['goal'])} |"
+            for h in doc["headlines"]
+        ]
     for g in doc["groups"]:
         if group_filter and not group_filter(g):
             continue
-        out += ["", f"**{g['id']}** — {g['title']} (measured in: {g['interpreter']})", ""]
+        out += ["", f"**{g['id']}** — {_md(g['title'])} (measured in: {g['interpreter']})", ""]
         if g["status"] != "ok":
             out.append(f"{g['status']}: {g['reason']}")
             continue
@@ -359,7 +368,7 @@ def markdown(doc: dict, group_filter=None) -> str:
         )
         out.append("|---|---:|---:|---:|" + "---:|" * len(vs) + "---|")
         for r in rows_of(g):
-            name = r.name + (" (anchor)" if r.anchor else "")
+            name = _md(r.name) + (" (anchor)" if r.anchor else "")
             if not r.ok:
                 out.append(
                     f"| {name} | – | – | – |" + " – |" * len(vs) + f" {r.status}: {r.reason} |"

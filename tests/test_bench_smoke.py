@@ -56,7 +56,10 @@ def _load_png(path):
 
 
 def test_quick_filter_one_small_case_writes_valid_json_and_png(tmp_path):
-    proc, out_json, out_png = _run_bench(tmp_path, "--filter", "launch/override", "--no-vllm")
+    out_md = tmp_path / "run.md"
+    proc, out_json, out_png = _run_bench(
+        tmp_path, "--filter", "launch/override", "--no-vllm", "--markdown", str(out_md)
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     doc = json.loads(out_json.read_text())
     assert _report.validate(doc) == []
@@ -87,6 +90,18 @@ def test_quick_filter_one_small_case_writes_valid_json_and_png(tmp_path):
     # the table names the group, its interpreter and the anchor
     assert "launch/override" in proc.stdout and "(anchor)" in proc.stdout
     _load_png(out_png)
+    # the saved JSON renders the page the run wrote (docs/bench_figures.md is made this way)
+    rendered = tmp_path / "again.md"
+    again = subprocess.run(
+        [sys.executable, "-m", "bench", "--from-json", str(out_json), "--markdown", str(rendered)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert rendered.read_text() == out_md.read_text()
+    assert r"override\[grid\](**kw)" in rendered.read_text()  # text, not a link to **kw
 
 
 def test_filter_that_matches_nothing_exits_2(tmp_path):
@@ -184,10 +199,11 @@ def test_headlines_do_not_depend_on_the_report():
 
 
 def test_no_headline_sets_a_goal_below_the_launch_floor():
-    """A launcher of the ``override[grid](**kw)`` form cannot beat the floor row (README,
-    "Launch overhead"): its ratio to a direct call, and the compiled launcher's gain over the
-    twin (bounded by the twin's ratio to the floor), carry no goal, only context; nor does the
-    owner chain against a direct call (its dispatch fn plus a launch's floor exceed any goal)."""
+    """A launcher of the ``override[grid](**kw)`` form cannot beat the floor row
+    (docs/benchmark.md, "The launch floor"): its ratio to a direct call, and the compiled
+    launcher's gain over the twin (bounded by the twin's ratio to the floor), carry no goal, only
+    context; nor does the owner chain against a direct call (its dispatch fn plus a launch's
+    floor exceed any goal)."""
     rows = [
         _row(f"launch/override/{slug}", slug, ns, ratio=ns / 50.0, anchor=slug == "direct")
         for slug, ns in (("direct", 50.0), ("floor", 120.0), ("compiled", 140.0), ("twin", 1800.0))

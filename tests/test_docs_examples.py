@@ -67,8 +67,10 @@ EXAMPLES = [
 
 def test_the_docs_have_python_examples():
     # a fence the parser missed would silently drop every block after it
+    # the README has one per use (the runtime, the vLLM plugin, fast_launch); docs/ the rest
     readme = [p for p in EXAMPLES if p.values[0].name == "README.md"]
-    assert len(readme) >= 5, [p.id for p in EXAMPLES]
+    assert len(readme) >= 3, [p.id for p in EXAMPLES]
+    assert len(EXAMPLES) - len(readme) >= 5, [p.id for p in EXAMPLES]
 
 
 def test_every_fence_names_its_language():
