@@ -128,16 +128,21 @@ def test_ngram_greedy_tokens_are_the_v1_runners(bigram, tmp_path_factory):
     assert v2["batches"]["ngram"]["spec"]["accepted"] > 0
 
 
-def test_tensor_parallel_2_gives_the_single_workers_tokens(tiny, tmp_path_factory):
+def test_tensor_parallel_2_gives_the_v1_runners_tokens(tiny, tmp_path_factory):
+    """Both ranks on our kernels, and the V1 runner's tokens at tensor parallel 2 (dummy weights
+    are drawn per shard, so a TP-2 model is not the TP-1 one: the comparison is at TP 2)."""
     batches = [{"name": "greedy", "requests": _tiny_batch()}]
     tmp = tmp_path_factory.mktemp("tp2")
     env = dict(V2_ENV, VLLM_CPU_OMP_THREADS_BIND="0|1")
     env.pop("VLLM_ENABLE_V1_MULTIPROCESSING")
-    tp2 = _engine("v2-tp2", tmp, tiny, "draft_model", batches, env, tp=2, draft_tp=2)
-    tp1 = _engine("v2-tp1", tmp, tiny, "draft_model", batches, V2_ENV)
+    kw = dict(tp=2, draft_tp=2)
+    tp2 = _engine("v2-tp2", tmp, tiny, "draft_model", batches, env, **kw)
+    v1 = _engine(
+        "v1-tp2", tmp, tiny, "draft_model", batches, dict(env, VLLM_USE_V2_MODEL_RUNNER="0"), **kw
+    )
     _assert_ours(tp2)
     assert len({r["rank"] for r in tp2["workers"]}) == 2
-    assert tp2["batches"]["greedy"]["tokens"] == tp1["batches"]["greedy"]["tokens"]
+    assert tp2["batches"]["greedy"]["tokens"] == v1["batches"]["greedy"]["tokens"]
 
 
 # -- random sampling: the laws ----------------------------------------------------------------
