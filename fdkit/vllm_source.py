@@ -129,7 +129,7 @@ class _Loader:
         import triton
         import triton.language as tl
 
-        if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+        if _interpreted():
             _bool_masks_in_the_interpreter()
         path = self.path_of(name)
         if path is None:
@@ -238,39 +238,6 @@ def _interpreted_libdevice() -> Any:
     return importlib.import_module("fdkit._interpreted_libdevice")
 
 
-def _interpreter_int1_masks() -> None:
-    """Let Triton's interpreter take an ``int1`` mask whose numpy data is not ``bool``.
-
-    Its masked loads and stores insist on a numpy ``bool`` mask, but ``a & b`` of a scalar
-    ``int1`` (``req_state_idx >= 0``) and an ``int1`` block comes out as ``int64`` data, so
-    vLLM's ``mask=mask & is_valid_req`` (the Gumbel kernel's logits cache, the grammar
-    bitmask's ``position_is_active & ...``) stops the interpreter with "mask has unsupported
-    dtype". The values are 0/1 either way; the mask is handed on as ``bool``. Applied once, only
-    where the interpreter is in use.
-    """
-    from triton.runtime import interpreter
-
-    builder = interpreter.InterpreterBuilder
-    if getattr(builder, "_fdkit_int1_masks", False):
-        return
-    load, store = builder.create_masked_load, builder.create_masked_store
-
-    def as_bool(mask):
-        if mask.data.dtype != bool:
-            return interpreter.TensorHandle(mask.data.astype(bool), mask.dtype)
-        return mask
-
-    def create_masked_load(self, ptrs, mask, other, cache_policy, is_volatile):
-        return load(self, ptrs, as_bool(mask), other, cache_policy, is_volatile)
-
-    def create_masked_store(self, ptrs, value, mask, cache_policy):
-        return store(self, ptrs, value, as_bool(mask), cache_policy)
-
-    builder.create_masked_load = create_masked_load
-    builder.create_masked_store = create_masked_store
-    builder._fdkit_int1_masks = True
-
-
 class _InterpretedLibdevice:
     """``tldevice`` (Triton's libdevice stubs) under the interpreter, which has no libdevice:
     each function is numpy's function of the same name on the tensor's data, in its dtype
@@ -309,8 +276,6 @@ def load(module: str, root: Path | None = None) -> dict[str, Any]:
         raise FileNotFoundError(
             f"no vLLM sources: set {SOURCE_ENV} or FASTDISPATCH_VLLM_PYTHON, or install vllm"
         )
-    if _interpreted():
-        _interpreter_int1_masks()
     return _loader(Path(root)).module(module)
 
 
