@@ -327,6 +327,8 @@ def _vllm_report(platform):
         "why": why,
         # the speculative step (RejectionSampler.forward): one pass, or vLLM's and why
         "step": fv.step_report() if installed else {},
+        # Model Runner V2 (vllm/v1/worker/gpu): its kernels ours, or vLLM's and why
+        "mrv2": fv.mrv2_report() if installed else {},
     }
 
 
@@ -421,6 +423,33 @@ _VLLM_KERNEL_TEXT = {
 }
 
 
+def _format_mrv2(mrv2):
+    """Model Runner V2's lines of ``verify --vllm``: whether the runner may run without Triton,
+    and each kernel it can launch that is not ours, filed by the feature that launches it (a
+    configuration using that feature keeps vLLM's "Model Runner V2 requires Triton.")."""
+    if not mrv2:
+        return []
+    kernels = mrv2["kernels"]
+    ours = sorted(n for n, k in kernels.items() if k["who"] == "ours")
+    if mrv2["installed"]:
+        head = f"{len(ours)}/{len(kernels)} of its kernels launch kernels_cpu"
+    else:
+        head = f"left to vLLM ({mrv2['reason']})"
+    lines = [f"  Model Runner V2: {head}"]
+    by_feature = {}
+    for name, item in sorted(kernels.items()):
+        if item["who"] != "ours":
+            by_feature.setdefault(item["feature"], []).append((name, item))
+    for feature, items in sorted(by_feature.items()):
+        lines.append(
+            f"    {feature}: kept on vLLM's refusal without Triton ({len(items)} kernel(s))"
+        )
+        for name, item in items:
+            who = "STALE   " if item["who"] == "stale" else "NOT OURS"
+            lines.append(f"      {who} {name} ({item['reason']})")
+    return lines
+
+
 def format_verify(report):
     lines = [f"fastdispatch verify (backend {report['backend']})"]
     if report["imported"]:
@@ -454,6 +483,7 @@ def format_verify(report):
             )
         elif step:
             lines.append(f"  speculative step: vLLM's RejectionSampler.forward ({step['reason']})")
+        lines += _format_mrv2(vl.get("mrv2") or {})
     lines += _format_overrides(report["overrides"], with_stale=True)
     n = len(report["overrides"])
     if report["status"] == EXIT_OK:

@@ -22,7 +22,7 @@ are persistent and longer), the vocabulary blocks from ``grid[1]`` with the kern
 a row or column outside a table, is refused (naming the argument) before anything is written.
 """
 from cython.parallel cimport prange
-from libc.math cimport INFINITY, NAN, log, logf, fmaxf
+from libc.math cimport INFINITY, NAN, fabs, fabsf, fmaxf, log, logf
 from libc.stdint cimport int32_t, int64_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy
@@ -605,6 +605,82 @@ cdef inline double _noise64(int64_t seed, int64_t pos, uint32_t key) noexcept no
     return -log(-log(murmur3_uniform64(seed, pos, key)))
 
 
+# -- noise bounds by uniform bucket -------------------------------------------------------------
+# A lane's score is its logit plus its noise, and the noise is a monotone function of its
+# uniform u: float32 noise ``-log(-log1p(-u))`` falls as u grows, float64 noise
+# ``-log(-log(u))`` rises. So the uniform alone -- a hash and two conversions, no logarithm --
+# bounds the noise: with u in bucket ``k = floor(u * NOISE_BUCKETS)``, the noise is at most the
+# noise at the bucket's edge on the large-noise side (plus a margin far above the few ulps by
+# which the float32 series/logf composition can stray from monotone). A lane whose logit plus
+# that bound does not beat the block's best score so far cannot win the block (float addition
+# rounds monotonically: ``fl(x + g) <= fl(x + G)`` for ``g <= G``), and its two logarithms are
+# skipped. Scores of the lanes that are computed are the kernel's, bit for bit; the block's
+# winner and its score are exactly those of the dense draw. With a block's best score near
+# log(1024) above the typical lane, about one lane in a hundred is computed.
+
+cdef enum:
+    NOISE_BUCKETS = 4096
+
+cdef float _NOISE32_UP[NOISE_BUCKETS + 1]     # u == 1.0 (the largest hash rounds up) included
+cdef double _NOISE64_UP[NOISE_BUCKETS + 1]
+
+
+cdef inline float _noise32_of(float u) noexcept nogil:
+    return -logf(-_log1p_neg_stable(u))
+
+
+cdef void _fill_noise_bounds() noexcept nogil:
+    cdef int k
+    cdef float g32
+    cdef double g64
+    _NOISE32_UP[0] = INFINITY              # u -> 0: the unbounded tail
+    for k in range(1, NOISE_BUCKETS + 1):
+        g32 = _noise32_of(<float>k / <float>NOISE_BUCKETS)
+        _NOISE32_UP[k] = g32 + <float>1e-3 + <float>1e-4 * fabsf(g32)
+    for k in range(NOISE_BUCKETS - 1):
+        g64 = -log(-log(<double>(k + 1) / <double>NOISE_BUCKETS))
+        _NOISE64_UP[k] = g64 + 1e-9 + 1e-10 * fabs(g64)
+    _NOISE64_UP[NOISE_BUCKETS - 1] = INFINITY   # u -> 1: the unbounded tail
+    _NOISE64_UP[NOISE_BUCKETS] = INFINITY
+
+
+_fill_noise_bounds()
+
+
+cdef inline int _bucket(double u) noexcept nogil:
+    """``floor(u * NOISE_BUCKETS)``: exact (a power-of-two scaling), so ``k / NOISE_BUCKETS
+    <= u`` always holds."""
+    return <int>(u * NOISE_BUCKETS)
+
+
+def noise_bound_slack(Py_ssize_t first, Py_ssize_t count, Py_ssize_t step):
+    """Self-check of the bound tables over the hash values ``first, first + step, ...``
+    (``count`` of them): the largest ``noise - bound`` in float32 and float64 (both must be
+    negative; the float64 one over the 53-bit draws ``(r << 21) | 0x1FFFFF`` and ``r << 21``,
+    the ends of each value's 2**21 neighbours)."""
+    cdef Py_ssize_t i
+    cdef uint32_t r
+    cdef uint64_t r53
+    cdef float u32, worst32 = -INFINITY
+    cdef double u64, worst64 = -INFINITY, d
+    cdef int side
+    with nogil:
+        for i in range(count):
+            r = <uint32_t>(first + i * step)
+            u32 = (<float><int>(r >> 16) * <float>1.52587890625e-05
+                   + (<float><int>(r & 0xFFFF) + <float>0.5) * <float>2.3283064365386963e-10)
+            worst32 = fmaxf(worst32, _noise32_of(u32) - _NOISE32_UP[_bucket(u32)])
+            for side in range(2):
+                r53 = (<uint64_t>r << 21) | (<uint64_t>0x1FFFFF if side else 0)
+                u64 = (<double>r53 + 0.5) * 1.1102230246251565e-16
+                if u64 == 1.0:
+                    u64 = u64 - 1.1102230246251565e-16
+                d = -log(-log(u64)) - _NOISE64_UP[_bucket(u64)]
+                if d > worst64:
+                    worst64 = d
+    return worst32, worst64
+
+
 cdef struct GumbelArgs:
     IBuf local_argmax
     Py_ssize_t argmax_stride
@@ -643,6 +719,65 @@ cdef struct GumbelArgs:
     bint step_seed
 
 
+cdef Py_ssize_t _draw32(const GumbelArgs* a, const char* row, const float* bias, Py_ssize_t c0,
+                        Py_ssize_t n, float temp, bint scale, uint32_t prefix, float low,
+                        bint* seen_out, float* best_out) noexcept nogil:
+    """The float32 Gumbel-max draw over lanes ``c0 .. c0 + n - 1`` of ``row``: index (from
+    ``c0``) and score of the winner, as the dense per-lane loop of :func:`_gumbel_tile` finds
+    them. ``low`` is a score the block's winner reaches for sure (its largest logit plus the
+    smallest noise). Chunk by chunk: the scores before noise, the uniforms and each lane's
+    noise bound in branch-free loops the compiler vectorises; then the logarithms of only
+    the lanes whose bound beats the best score so far (module notes on the bucket bounds)."""
+    cdef float xs[UNIFORM_CHUNK]
+    cdef float u[UNIFORM_CHUNK]
+    cdef float bnd[UNIFORM_CHUNK]
+    cdef float best = -INFINITY, x, v
+    cdef Py_ssize_t best_j = -1, s, m, i
+    cdef bint seen = False
+    cdef const float* src
+    s = -UNIFORM_CHUNK
+    while s + UNIFORM_CHUNK < n:
+        s += UNIFORM_CHUNK
+        m = n - s if n - s < UNIFORM_CHUNK else UNIFORM_CHUNK
+        if a.logits_code == DT_FLOAT32:
+            src = (<const float*>row) + c0 + s
+            if bias != NULL:
+                for i in range(m):
+                    xs[i] = src[i] + bias[c0 + s + i]
+            else:
+                memcpy(xs, src, m * sizeof(float))
+        else:
+            for i in range(m):
+                xs[i] = load_f32(row, a.logits_code, c0 + s + i)
+        if scale:
+            for i in range(m):
+                xs[i] = xs[i] / temp
+        if low > -INFINITY and _max_ignoring_nan(xs, m) + <float>G32_HIGH < low:
+            continue    # no lane here reaches the block's sure score (NaN/-inf lanes win nothing)
+        _uniforms32(prefix, <uint32_t>(c0 + s), m, u)
+        for i in range(m):
+            bnd[i] = xs[i] + _NOISE32_UP[_bucket(u[i])]
+        for i in range(m):
+            if seen and bnd[i] <= best:
+                continue        # cannot beat the best score so far (a NaN bound falls through)
+            x = xs[i]
+            v = x
+            if x == x and x != -INFINITY:
+                if x + <float>G32_HIGH < low:
+                    continue
+                v = x + _noise32_of(u[i])
+            if v != v:          # the index reduction counts a NaN as -inf
+                v = -INFINITY
+            else:
+                seen = True
+            if v > best or best_j < 0:
+                best = v
+                best_j = s + i
+    seen_out[0] = seen
+    best_out[0] = best
+    return best_j
+
+
 cdef inline void _gumbel_tile(const GumbelArgs* a, Py_ssize_t tile) noexcept nogil:
     cdef Py_ssize_t t = tile // a.nb, b = tile % a.nb, j, c0, n, best_j = -1
     cdef bint seen = False       # a lane that is not NaN
@@ -652,11 +787,9 @@ cdef inline void _gumbel_tile(const GumbelArgs* a, Py_ssize_t tile) noexcept nog
     cdef const char* row = a.logits + t * a.logits_stride * (
         4 if a.logits_code == DT_FLOAT32 else 2)
     cdef float x, m32 = -INFINITY, best32 = -INFINITY, low32 = -INFINITY, v32
-    cdef double m64 = -INFINITY, best64 = -INFINITY, low64 = -INFINITY, v64
+    cdef double m64 = -INFINITY, best64 = -INFINITY, low64 = -INFINITY, v64, u64
     cdef bint noisy = temp != <float>0.0
     cdef bint scale = noisy and a.apply_temp
-    cdef float u[UNIFORM_CHUNK]
-    cdef Py_ssize_t u_start = 0, u_end = 0
     cdef uint32_t prefix
     c0 = b * a.bs
     n = a.V - c0 if a.V - c0 < a.bs else a.bs       # valid lanes of this block (may be <= 0)
@@ -697,8 +830,13 @@ cdef inline void _gumbel_tile(const GumbelArgs* a, Py_ssize_t tile) noexcept nog
     if noisy:
         # Only a lane whose logit plus the largest noise reaches the block's largest logit
         # plus the smallest noise can win: the others' scores are computed for nothing.
-        if a.logits_code == DT_FLOAT32 and not scale and bias == NULL:
+        if (a.logits_code == DT_FLOAT32 and bias == NULL
+                and (not scale or (temp > 0 and temp < INFINITY))):
+            # dividing by a positive temperature rounds monotonically: the largest quotient
+            # is the largest logit's
             m32 = _max_ignoring_nan((<const float*>row) + c0, n)
+            if scale:
+                m32 = m32 / temp
         else:
             for j in range(n):
                 x = load_f32(row, a.logits_code, c0 + j)
@@ -711,6 +849,9 @@ cdef inline void _gumbel_tile(const GumbelArgs* a, Py_ssize_t tile) noexcept nog
             low64 = <double>m32 + G64_LOW
         else:
             low32 = m32 + <float>G32_LOW
+    if noisy and not a.fp64:
+        best_j = _draw32(a, row, bias, c0, n, temp, scale, prefix, low32, &seen, &best32)
+        n = 0
     for j in range(n):
         x = load_f32(row, a.logits_code, c0 + j)
         if bias != NULL:
@@ -722,7 +863,10 @@ cdef inline void _gumbel_tile(const GumbelArgs* a, Py_ssize_t tile) noexcept nog
             if noisy and x == x and x != -INFINITY:
                 if v64 + G64_HIGH < low64:
                     continue
-                v64 = v64 + _noise64(seed, pos, <uint32_t>(c0 + j))
+                u64 = murmur3_uniform64(seed, pos, <uint32_t>(c0 + j))
+                if best_j >= 0 and v64 + _NOISE64_UP[_bucket(u64)] <= best64:
+                    continue            # cannot beat the block's best (bucket bound, above)
+                v64 = v64 + -log(-log(u64))
             if v64 != v64:              # the index reduction counts a NaN as -inf
                 v64 = -INFINITY
             else:
@@ -730,16 +874,8 @@ cdef inline void _gumbel_tile(const GumbelArgs* a, Py_ssize_t tile) noexcept nog
             if v64 > best64 or best_j < 0:
                 best64 = v64
                 best_j = j
-        else:
+        else:                           # temperature 0: the plain argmax
             v32 = x
-            if noisy and x == x and x != -INFINITY:
-                if x + <float>G32_HIGH < low32:
-                    continue
-                if j >= u_end:          # the uniforms of the next lanes, in one loop
-                    u_start = j
-                    u_end = j + UNIFORM_CHUNK if j + UNIFORM_CHUNK < n else n
-                    _uniforms32(prefix, <uint32_t>(c0 + j), u_end - u_start, u)
-                v32 = x + -logf(-_log1p_neg_stable(u[j - u_start]))
             if v32 != v32:
                 v32 = -INFINITY
             else:

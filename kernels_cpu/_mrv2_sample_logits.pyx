@@ -451,10 +451,21 @@ def apply_grammar_bitmask_kernel(logits_ptr, logits_stride, logits_indices_ptr,
 # -- logprob.py: _topk_log_softmax_kernel, _ranks_kernel, _fill_logprob_token_ids_kernel ---------
 
 cdef inline float _row_max(const char* p, int code, Py_ssize_t base, Py_ssize_t V) noexcept nogil:
-    cdef float m = -INFINITY
+    """The row's largest logit, NaN ignored. One loop per dtype, not one ``fmaxf`` reduction
+    over ``load_f32``: GCC 12 for aarch64 stops with an internal error vectorising that
+    reduction of a per-element dtype switch (the float32 loop is a plain vector reduction)."""
+    cdef float m = -INFINITY, x
     cdef Py_ssize_t c
+    cdef const float* row
+    if code == DT_FLOAT32:
+        row = (<const float*>p) + base
+        for c in range(V):
+            m = fmaxf(row[c], m)
+        return m
     for c in range(V):
-        m = fmaxf(load_f32(p, code, base + c), m)
+        x = load_f32(p, code, base + c)
+        if x > m:
+            m = x
     return m
 
 

@@ -471,3 +471,19 @@ def test_gumbel_nan_counts_as_minus_inf_for_the_index(idx):
     )  # fmt: skip
     assert la.view(-1).tolist() == [0, 3, 0]
     assert lm[0, 0] == inf and lm[1, 0] == 5.0 and lm[2, 0].isnan()
+
+
+def test_the_noise_bounds_hold_over_the_hash_range():
+    """The Gumbel draw skips a lane when its logit plus the noise bound of its uniform's bucket
+    cannot beat the block's best: each bound must be at least every noise its bucket can give.
+    Checked over a stride of the 2**32 hash values (the first and last 2**16 whole: the
+    unbounded tails and the u == 1.0 rounding), in float32 and float64."""
+    from kernels_cpu._mrv2_sample import noise_bound_slack
+
+    for first, count, step in (
+        (0, 1 << 16, 1),
+        ((1 << 32) - (1 << 16), 1 << 16, 1),
+        (12345, 1 << 20, 4093),
+    ):
+        slack32, slack64 = noise_bound_slack(first, count, step)
+        assert slack32 < 0 and slack64 < 0, (first, step, slack32, slack64)

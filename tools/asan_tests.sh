@@ -62,6 +62,12 @@ DEFAULT_TESTS=(
     'tests/test_ops*.py'
     tests/test_triton_parity.py
     'tests/test_runtime_*.py'
+    tests/test_mrv2_memory.py
+    tests/test_mrv2_inputs.py
+    tests/test_mrv2_outputs.py
+    tests/test_mrv2_sample.py
+    tests/test_mrv2_spec.py
+    tests/test_mrv2_drafts.py
 )
 EXCLUDED_TESTS=(tests/test_runtime_vllm_dropin.py)
 

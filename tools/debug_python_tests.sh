@@ -59,6 +59,11 @@ DEFAULT_TESTS=(
     tests/test_fused_op.py
     tests/test_fused_philox.py
     tests/test_fused_sampling.py
+    tests/test_mrv2_memory.py
+    tests/test_mrv2_inputs.py
+    tests/test_mrv2_outputs.py
+    tests/test_mrv2_spec.py
+    tests/test_mrv2_drafts.py
 )
 
 keep=0

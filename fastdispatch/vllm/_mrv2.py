@@ -42,16 +42,17 @@ MRV2_ENV = "FASTDISPATCH_VLLM_MRV2"
 _CONFIG_MODULE = "vllm.config.vllm"
 _VALIDATE = "_validate_v2_model_runner"
 
-#: ``speculative_config.method`` -> the feature of the speculator it builds in the V2 runner.
+#: ``speculative_config.method`` -> the features of the speculator it builds in the V2 runner
+#: (EAGLE's and MTP's speculators are autoregressive drafters over a shared input stage).
 _SPEC_METHODS = {
-    "draft_model": "draft_model",
-    "ngram": "ngram",
-    "ngram_gpu": "ngram",
-    "suffix": "suffix",
-    "eagle": "eagle",
-    "eagle3": "eagle",
-    "mtp": "mtp",
-    "dflash": "dflash",
+    "draft_model": ("draft_model",),
+    "ngram": ("ngram",),
+    "ngram_gpu": ("ngram",),
+    "suffix": ("suffix",),
+    "eagle": ("eagle", "autoregressive drafting"),
+    "eagle3": ("eagle", "autoregressive drafting"),
+    "mtp": ("mtp", "autoregressive drafting"),
+    "dflash": ("dflash",),
 }
 
 _launchers: dict = {}  # kernels_cpu function -> its GridLauncher (one per function: identity)
@@ -117,10 +118,10 @@ def needed_features(config) -> set[str] | None:
     spec = getattr(config, "speculative_config", None)
     if spec is not None:
         method = getattr(spec, "method", None)
-        feature = _SPEC_METHODS.get(str(method))
-        if feature is None:
+        features = _SPEC_METHODS.get(str(method))
+        if features is None:
             return None
-        needed |= {"speculative decoding", feature}
+        needed |= {"speculative decoding", *features}
         if getattr(spec, "enable_adaptive_verification", False):
             needed.add("adaptive verification")
     model = getattr(config, "model_config", None)

@@ -34,10 +34,19 @@ _FEATURES = (
     ("spec_decode.draft_logits", "speculative decoding"),
     ("spec_decode.adaptive_verification", "adaptive verification"),
     ("spec_decode.acceptance_estimator", "adaptive verification"),
-    ("spec_decode.standalone_ar", "draft_model"),
+    ("spec_decode.standalone_ar", "draft_model"),  # 0.32-0.34
+    ("spec_decode.draft_model", "draft_model"),  # 0.31
     ("spec_decode.ngram", "ngram"),
     ("spec_decode.suffix", "suffix"),
-    ("spec_decode.target_dependent_ar", "eagle"),
+    # the autoregressive drafters' shared input kernels: EAGLE's, MTP's and Gemma 4's speculators
+    # all build on them (0.32: target_dependent_ar; 0.31 and 0.34: autoregressive)
+    ("spec_decode.target_dependent_ar", "autoregressive drafting"),
+    ("spec_decode.autoregressive", "autoregressive drafting"),
+    ("spec_decode.eagle", "eagle"),
+    ("spec_decode.mtp", "mtp"),
+    ("spec_decode.gemma4", "gemma4"),
+    ("spec_decode.dspark", "dspark"),
+    ("spec_decode.lilicorr", "lilicorr"),
     ("spec_decode.multi_module_mtp", "mtp"),
     ("spec_decode.dflash", "dflash"),
     ("spec_decode.dflash2", "dflash"),
