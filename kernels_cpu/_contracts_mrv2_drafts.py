@@ -18,6 +18,7 @@ from .contracts import (
     _int,
     _out_index,
     _stride,
+    span,
 )
 
 _GPU = "vllm.v1.worker.gpu.spec_decode"
@@ -96,6 +97,7 @@ CONTRACTS: tuple[Contract, ...] = (
         ),
         vllm=(f"{_SAR}._prepare_prefill_inputs_kernel",),
         runner="v2",
+        releases=span("0.32", "0.34"),
         takes_grid=True,
     ),
     Contract(
@@ -131,6 +133,7 @@ CONTRACTS: tuple[Contract, ...] = (
         ),
         vllm=(f"{_NGRAM}._ngram_scan_kernel",),
         runner="v2",
+        releases=span("0.32", "0.34"),
         takes_grid=True,
     ),
     Contract(
@@ -158,6 +161,7 @@ CONTRACTS: tuple[Contract, ...] = (
         ),
         vllm=(f"{_NGRAM}._ngram_finalize_kernel",),
         runner="v2",
+        releases=span("0.32", "0.34"),
         takes_grid=True,
     ),
     Contract(
@@ -194,6 +198,7 @@ CONTRACTS: tuple[Contract, ...] = (
         ),
         vllm=(f"{_TDAR}._prepare_prefill_inputs_kernel",),
         runner="v2",
+        releases=span("0.32", "0.34"),
         takes_grid=True,
     ),
     Contract(
@@ -229,6 +234,7 @@ CONTRACTS: tuple[Contract, ...] = (
         ),
         vllm=(f"{_TDAR}._prepare_decode_inputs_kernel",),
         runner="v2",
+        releases=span("0.32", "0.34"),
         takes_grid=True,
     ),
     Contract(
@@ -242,6 +248,7 @@ CONTRACTS: tuple[Contract, ...] = (
         _UPDATE_DRAFT_ARGS,
         vllm=(f"{_TDAR}._update_draft_inputs_kernel",),
         runner="v2",
+        releases=span("0.32", "0.33"),
         takes_grid=True,
     ),
     Contract(
@@ -255,6 +262,7 @@ CONTRACTS: tuple[Contract, ...] = (
         + _UPDATE_DRAFT_ARGS[_MML + 1 :],
         serves="target_dependent_ar_update_draft_inputs_kernel",
         runner="v2",
+        releases=span("0.34", "0.34"),
         takes_grid=True,
     ),
 )

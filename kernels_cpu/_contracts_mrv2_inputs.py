@@ -19,6 +19,7 @@ from .contracts import (
     _int,
     _out_index,
     _stride,
+    span,
 )
 
 _BATCH = "vllm.v1.worker.gpu.input_batch"
@@ -151,6 +152,7 @@ CONTRACTS: tuple[Contract, ...] = (
         ),
         vllm=(f"{_BATCH}._prepare_prefill_inputs_kernel",),
         runner="v2",
+        releases=span("0.27", "0.34"),
         takes_grid=True,
     ),
     Contract(
@@ -170,6 +172,7 @@ CONTRACTS: tuple[Contract, ...] = (
         ),
         vllm=(f"{_BATCH}._prepare_pos_seq_lens_kernel",),
         runner="v2",
+        releases=span("0.27", "0.34"),
         takes_grid=True,
     ),
     Contract(
@@ -197,6 +200,7 @@ CONTRACTS: tuple[Contract, ...] = (
         ),
         vllm=(f"{_BATCH}._combine_sampled_and_draft_tokens_kernel",),
         runner="v2",
+        releases=span("0.27", "0.34"),
         takes_grid=True,
     ),
     Contract(
@@ -215,6 +219,7 @@ CONTRACTS: tuple[Contract, ...] = (
         ),
         vllm=(f"{_BATCH}._get_num_sampled_and_rejected_kernel",),
         runner="v2",
+        releases=span("0.27", "0.34"),
         takes_grid=True,
     ),
     Contract(
@@ -228,6 +233,7 @@ CONTRACTS: tuple[Contract, ...] = (
         _POST_UPDATE_ARGS,
         vllm=(f"{_BATCH}._post_update_kernel",),
         runner="v2",
+        releases=span("0.27", "0.32"),
         takes_grid=True,
     ),
     Contract(
@@ -243,6 +249,7 @@ CONTRACTS: tuple[Contract, ...] = (
         ),
         vllm=(f"{_BATCH}._post_update_num_computed_tokens_kernel",),
         runner="v2",
+        releases=span("0.27", "0.34"),
         takes_grid=True,
     ),
     Contract(
@@ -260,6 +267,7 @@ CONTRACTS: tuple[Contract, ...] = (
         ),
         vllm=(f"{_BATCH}._expand_idx_mapping_kernel",),
         runner="v2",
+        releases=span("0.27", "0.34"),
         takes_grid=True,
     ),
     Contract(
@@ -272,6 +280,7 @@ CONTRACTS: tuple[Contract, ...] = (
         _GATHER_ARGS,
         vllm=(f"{_BLOCKS}._gather_block_tables_kernel",),
         runner="v2",
+        releases=span("0.27", "0.32"),
         takes_grid=True,
     ),
     Contract(
@@ -314,6 +323,7 @@ CONTRACTS: tuple[Contract, ...] = (
         ),
         vllm=(f"{_BLOCKS}._compute_slot_mappings_kernel",),
         runner="v2",
+        releases=span("0.32", "0.34"),
         takes_grid=True,
     ),
     Contract(
@@ -350,6 +360,7 @@ CONTRACTS: tuple[Contract, ...] = (
         ),
         vllm=("vllm.v1.worker.gpu.buffer_utils._apply_write_kernel",),
         runner="v2",
+        releases=span("0.27", "0.34"),
         takes_grid=True,
     ),
     Contract(
@@ -373,6 +384,7 @@ CONTRACTS: tuple[Contract, ...] = (
         ),
         vllm=("vllm.v1.worker.gpu.sample.prompt_logprob._prompt_logprobs_token_ids_kernel",),
         runner="v2",
+        releases=span("0.27", "0.34"),
         takes_grid=True,
     ),
     # vLLM 0.34's signatures of two of the kernels above (its _apply_write_kernel keeps 0.32's
@@ -400,6 +412,7 @@ CONTRACTS: tuple[Contract, ...] = (
         ),
         serves="post_update_kernel",
         runner="v2",
+        releases=span("0.33", "0.34"),
         takes_grid=True,
     ),
     Contract(
@@ -419,6 +432,7 @@ CONTRACTS: tuple[Contract, ...] = (
         + _GATHER_ARGS[7:],
         serves="gather_block_tables_kernel",
         runner="v2",
+        releases=span("0.33", "0.34"),
         takes_grid=True,
     ),
 )

@@ -1,6 +1,6 @@
 """Model Runner V2's memory kernels: their contracts (see ``kernels_cpu._contracts_mrv2``)."""
 
-from .contracts import _IN, Contract, _a, _constexpr, _in_index
+from .contracts import _IN, Contract, _a, _constexpr, _in_index, span
 
 CONTRACTS: tuple[Contract, ...] = (
     Contract(
@@ -21,6 +21,7 @@ CONTRACTS: tuple[Contract, ...] = (
         ),
         vllm=("vllm.v1.worker.utils._zero_kv_blocks_kernel",),
         runner="v2",
+        releases=span("0.28", "0.34"),
         takes_grid=True,
     ),
 )

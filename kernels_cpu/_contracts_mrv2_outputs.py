@@ -13,7 +13,7 @@ What the sampler reports besides tokens, read from ``[tokens, V]`` logits rows:
 vLLM 0.34.0 has both kernels unchanged (same source), so no ``serves`` form is needed.
 """
 
-from .contracts import Contract, _a, _constexpr, _in_index, _int, _stride
+from .contracts import Contract, _a, _constexpr, _in_index, _int, _stride, span
 
 _FLOATS = ("float32", "float16", "bfloat16", "float64")
 _INDEX = ("int32", "int64")
@@ -40,6 +40,7 @@ CONTRACTS: tuple[Contract, ...] = (
         ),
         vllm=("vllm.v1.worker.gpu.metrics.logits._num_nans_kernel",),
         runner="v2",
+        releases=span("0.27", "0.34"),
         takes_grid=True,
     ),
     Contract(
@@ -95,6 +96,7 @@ CONTRACTS: tuple[Contract, ...] = (
         ),
         vllm=("vllm.v1.worker.gpu.sample.output._compact_sampling_mask_kernel",),
         runner="v2",
+        releases=span("0.32", "0.34"),
         takes_grid=True,
     ),
 )

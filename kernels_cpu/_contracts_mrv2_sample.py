@@ -5,7 +5,7 @@ and longer, so the count is the grid's), ``NB`` = ``grid[1]`` vocabulary blocks 
 ``BLOCK_SIZE``, ``r`` = ``expanded_idx_mapping[t]`` the request state of token ``t``.
 """
 
-from .contracts import Contract, _a, _constexpr, _flag, _in_index, _int, _stride
+from .contracts import Contract, _a, _constexpr, _flag, _in_index, _int, _stride, span
 
 _GUMBEL = "vllm.v1.worker.gpu.sample.gumbel"
 _MIN_P = "vllm.v1.worker.gpu.sample.min_p"
@@ -119,6 +119,7 @@ CONTRACTS: tuple[Contract, ...] = (
         ),
         vllm=(f"{_GUMBEL}._temperature_kernel",),
         runner="v2",
+        releases=span("0.27", "0.34"),
         takes_grid=True,
     ),
     Contract(
@@ -134,6 +135,7 @@ CONTRACTS: tuple[Contract, ...] = (
         (*_GUMBEL_ARGS,),
         vllm=(f"{_GUMBEL}._gumbel_sample_kernel",),
         runner="v2",
+        releases=span("0.32", "0.33"),
         takes_grid=True,
     ),
     Contract(
@@ -170,6 +172,7 @@ CONTRACTS: tuple[Contract, ...] = (
         ),
         serves="gumbel_sample_kernel",
         runner="v2",
+        releases=span("0.34", "0.34"),
         takes_grid=True,
     ),
     Contract(
@@ -188,6 +191,7 @@ CONTRACTS: tuple[Contract, ...] = (
         ),
         vllm=(f"{_MIN_P}._min_p_kernel",),
         runner="v2",
+        releases=span("0.27", "0.34"),
         takes_grid=True,
     ),
     Contract(
@@ -232,6 +236,7 @@ CONTRACTS: tuple[Contract, ...] = (
         ),
         vllm=(f"{_PENALTIES}._penalties_kernel",),
         runner="v2",
+        releases=span("0.27", "0.34"),
         takes_grid=True,
     ),
     Contract(
@@ -273,6 +278,7 @@ CONTRACTS: tuple[Contract, ...] = (
         ),
         vllm=(f"{_PENALTIES}._bincount_kernel",),
         runner="v2",
+        releases=span("0.27", "0.34"),
         takes_grid=True,
     ),
     Contract(
@@ -313,6 +319,7 @@ CONTRACTS: tuple[Contract, ...] = (
         ),
         vllm=(f"{_BIAS}._bias_kernel",),
         runner="v2",
+        releases=span("0.29", "0.34"),
         takes_grid=True,
     ),
     Contract(
@@ -351,6 +358,7 @@ CONTRACTS: tuple[Contract, ...] = (
         ),
         vllm=(f"{_BAD_WORDS}._bad_words_kernel",),
         runner="v2",
+        releases=span("0.27", "0.34"),
         takes_grid=True,
     ),
     Contract(
@@ -371,6 +379,7 @@ CONTRACTS: tuple[Contract, ...] = (
         ),
         vllm=(f"{_LOGPROB}._topk_log_softmax_kernel",),
         runner="v2",
+        releases=span("0.31", "0.34"),
         takes_grid=True,
     ),
     Contract(
@@ -389,6 +398,7 @@ CONTRACTS: tuple[Contract, ...] = (
         ),
         vllm=(f"{_LOGPROB}._ranks_kernel",),
         runner="v2",
+        releases=span("0.27", "0.34"),
         takes_grid=True,
     ),
     Contract(
@@ -420,6 +430,7 @@ CONTRACTS: tuple[Contract, ...] = (
         ),
         vllm=(f"{_LOGPROB}._fill_logprob_token_ids_kernel",),
         runner="v2",
+        releases=span("0.27", "0.34"),
         takes_grid=True,
     ),
     Contract(
@@ -448,6 +459,7 @@ CONTRACTS: tuple[Contract, ...] = (
         ),
         vllm=(f"{_STRUCTURED}._apply_grammar_bitmask_kernel",),
         runner="v2",
+        releases=span("0.28", "0.34"),
         takes_grid=True,
     ),
 )

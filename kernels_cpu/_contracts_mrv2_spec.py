@@ -8,7 +8,7 @@ row), ``R`` requests, ``NB`` vocabulary blocks of the grid's second axis, ``V`` 
 ``cu[r]:cu[r + 1]``, ``n_r = cu[r + 1] - cu[r] - 1`` drafts).
 """
 
-from .contracts import Contract, _a, _constexpr, _flag, _in_index, _int, _out_index, _stride
+from .contracts import Contract, _a, _constexpr, _flag, _in_index, _int, _out_index, _stride, span
 
 _UTILS = "vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils"
 _SAMPLER = "vllm.v1.worker.gpu.spec_decode.rejection_sampler"
@@ -102,6 +102,7 @@ CONTRACTS: tuple[Contract, ...] = (
         ),
         vllm=(f"{_UTILS}._compute_local_logits_stats_kernel",),
         runner="v2",
+        releases=span("0.27", "0.32"),
         takes_grid=True,
     ),
     Contract(
@@ -134,6 +135,7 @@ CONTRACTS: tuple[Contract, ...] = (
         ),
         vllm=(f"{_UTILS}._compute_cumulative_log_p_kernel",),
         runner="v2",
+        releases=span("0.27", "0.33"),
         takes_grid=True,
     ),
     Contract(
@@ -170,6 +172,7 @@ CONTRACTS: tuple[Contract, ...] = (
         ),
         serves="compute_cumulative_log_p_kernel",
         runner="v2",
+        releases=span("0.34", "0.34"),
         takes_grid=True,
     ),
     Contract(
@@ -208,6 +211,7 @@ CONTRACTS: tuple[Contract, ...] = (
         ),
         vllm=(f"{_UTILS}._compute_local_residual_mass_kernel",),
         runner="v2",
+        releases=span("0.28", "0.32"),
         takes_grid=True,
     ),
     Contract(
@@ -287,6 +291,7 @@ CONTRACTS: tuple[Contract, ...] = (
         ),
         vllm=(f"{_UTILS}._rejection_kernel",),
         runner="v2",
+        releases=span("0.27", "0.32"),
         takes_grid=True,
     ),
     Contract(
@@ -380,6 +385,7 @@ CONTRACTS: tuple[Contract, ...] = (
         ),
         vllm=(f"{_UTILS}._resample_kernel",),
         runner="v2",
+        releases=span("0.32", "0.33"),
         takes_grid=True,
     ),
     Contract(
@@ -405,6 +411,7 @@ CONTRACTS: tuple[Contract, ...] = (
         ),
         vllm=(f"{_UTILS}._insert_resampled_kernel",),
         runner="v2",
+        releases=span("0.27", "0.34"),
         takes_grid=True,
     ),
     Contract(
@@ -428,6 +435,7 @@ CONTRACTS: tuple[Contract, ...] = (
         ),
         vllm=(f"{_SAMPLER}._gather_draft_sampled_kernel",),
         runner="v2",
+        releases=span("0.31", "0.34"),
     ),
     Contract(
         "flatten_sampled_kernel",
@@ -444,6 +452,7 @@ CONTRACTS: tuple[Contract, ...] = (
         ),
         vllm=(f"{_SAMPLER}._flatten_sampled_kernel",),
         runner="v2",
+        releases=span("0.27", "0.34"),
         takes_grid=True,
     ),
 )

@@ -184,3 +184,37 @@ def test_verify_says_what_holds_for_an_absent_kernel():
     assert f"  absent   {name}: not in this release (removed in 0.34)" in text
     assert "  1/2 of vLLM's kernels launch kernels_cpu through fastdispatch" in text
     assert "  NOT OURS k.theirs: left to vLLM (signature (a, b) is not one" in text
+
+
+@pytest.fixture(scope="module")
+def runner_sources(tmp_path_factory):
+    """Per release read: its ``vllm/v1/worker`` files unpacked from the wheel (the scan of
+    Model Runner V2's launched kernels reads a directory, as it reads an installed vLLM)."""
+    from _wheels import require_wheel
+
+    def unpack(release):
+        archive = require_wheel(release)
+        root = tmp_path_factory.mktemp(f"vllm-{release}")
+        members = [n for n in archive.namelist() if n.startswith("vllm/v1/worker/")]
+        archive.extractall(root, members)
+        return root / "vllm" / "v1" / "worker" / "gpu"
+
+    return unpack
+
+
+@pytest.mark.parametrize("release", READ)
+def test_model_runner_v2_signatures_are_the_wheels(release, runner_sources):
+    """Each Model Runner V2 kernel the release launches (read as the plugin reads it) is ours
+    there exactly when one of its contracts lists the release, and by that contract."""
+    from fastdispatch.vllm._mrv2_scan import launched_kernels
+
+    launched = launched_kernels(runner_sources(release))
+    for kernel, entry in kernels_cpu.MRV2_KERNELS.items():
+        listed = [fn for fn in entry.impls if release in contract(fn).releases]
+        name = next((n for n in entry.names if n in launched), None)
+        impl = kernels_cpu.impl_for(kernel, launched[name][1]) if name else None
+        matched = [impl.__name__] if impl is not None else []
+        assert matched == listed, (
+            f"{kernel} in {release}: launched as {name} "
+            f"({launched[name][1] if name else 'absent'}); the contracts list {listed}"
+        )

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import sys
 
-__all__ = ["RELEASES", "absent_reason", "kernel_cells", "markdown", "row_cells"]
+__all__ = ["RELEASES", "absent_reason", "kernel_cells", "markdown", "mrv2_cells", "row_cells"]
 
 
 def _releases() -> tuple[str, ...]:
@@ -78,6 +78,24 @@ def kernel_cells(kernel: str) -> dict[str, tuple[str, str]]:
         r: ("ours", by_release[r]) if r in by_release else ("absent", _absent_text(r, present))
         for r in RELEASES
     }
+
+
+def mrv2_cells(kernel: str) -> dict[str, str | None]:
+    """Per release: ``"<n> args"`` (with the ``kernels_cpu`` function's name when it is not
+    ``kernel`` itself) where one of the Model Runner V2 kernel ``kernel``'s contracts (a
+    ``kernels_cpu.MRV2_KERNELS`` key) lists the release, else None."""
+    import kernels_cpu
+    from kernels_cpu.contracts import contract
+
+    cells: dict[str, str | None] = dict.fromkeys(RELEASES)
+    for fn in kernels_cpu.MRV2_KERNELS[kernel].impls:
+        c = contract(fn)
+        for release in c.releases:
+            if cells.get(release) is None:
+                cells[release] = (
+                    f"{len(c.args)} args" if fn == kernel else f"`{fn}`, {len(c.args)} args"
+                )
+    return cells
 
 
 def absent_reason(kernel: str, version: str | None) -> str:
@@ -201,6 +219,28 @@ def markdown() -> str:
         cells = kernel_cells(kernel)
         lines.append(
             f"| `{kernel}` | " + " | ".join(cell(*cells[r], kernel, r) for r in RELEASES) + " |"
+        )
+    lines += [
+        "",
+        "## Model Runner V2 kernels",
+        "",
+        "The kernels Model Runner V2 (`vllm/v1/worker/gpu/`) launches that `kernels_cpu`",
+        "implements, by vLLM's qualified name under `vllm.v1.worker`; a cell names our function",
+        "when it is not the row's first. **-**: that release launches another signature of the",
+        "kernel, or none. Which kernels a release launches, and which of them are ours, is read",
+        "from the installed vLLM's sources at install (`verify --vllm` lists them; a",
+        "configuration that needs a kernel that is not ours keeps vLLM's refusal without Triton).",
+        "",
+        head,
+        rule,
+    ]
+    for kernel, entry in kernels_cpu.MRV2_KERNELS.items():
+        v2 = mrv2_cells(kernel)
+        where = entry.names[0].removeprefix("vllm.v1.worker.")
+        lines.append(
+            f"| `{where}` | "
+            + " | ".join(f"ours: {v2[r]}" if v2[r] else "-" for r in RELEASES)
+            + " |"
         )
     lines += ["", "## Samplers and runners", "", head, rule]
     for name, cells in row_cells().items():
