@@ -13,10 +13,10 @@
 # libm's ``logf``/``log`` may differ in the last ulp from the library a GPU or numpy uses.
 # The argmax is ``tl.max(..., return_indices=True)``: NaN is ignored, ties go to the first index,
 # masked entries are -inf.
-from libc.math cimport log, logf, INFINITY, NAN
-from libc.stdint cimport int64_t, uint32_t
+from libc.math cimport fabs, fabsf, log, logf, INFINITY, NAN
+from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 
-from kernels_cpu._murmur3 cimport murmur3_uniform32, murmur3_uniform64
+from kernels_cpu._murmur3 cimport _fmix32, _mix, murmur3_uniform32, murmur3_uniform64
 
 
 # Upper bounds of the noise, so a logit that cannot win is skipped without hashing: fp32 noise
@@ -60,6 +60,82 @@ cdef inline double gumbel_noise64(int64_t seed, int64_t pos, uint32_t key) noexc
     return -log(-log(u))
 
 
+# -- noise bounds by uniform bucket ---------------------------------------------------------------
+# A lane's score is its logit plus its noise, and the noise is a monotone function of its uniform
+# u: fp32 noise ``-log(-log1p(-u))`` falls as u grows, fp64 noise ``-log(-log(u))`` rises. So the
+# uniform alone -- a hash and two conversions, no logarithm -- bounds the noise: with u in bucket
+# ``k = floor(u * NOISE_BUCKETS)`` the noise is at most the noise at the bucket's edge on the
+# large-noise side (plus a margin far above the few ulps by which the fp32 series/logf
+# composition can stray from monotone). A lane whose logit plus that bound does not beat the
+# block's best score so far cannot win the block (float addition rounds monotonically:
+# ``fl(x + g) <= fl(x + G)`` for ``g <= G``), and its logarithms are skipped. The scores that are
+# computed are the dense draw's, bit for bit, so the winner and its score are the dense draw's.
+# Each module that cimports this file has its own copy of the tables and fills it at import
+# (``fill_noise_bounds()``); ``kernels_cpu._mrv2_sample.noise_bound_slack`` checks them.
+
+cdef extern from *:
+    """
+    enum { FD_NOISE_BUCKETS = 4096 };
+    static float fd_noise32_up[FD_NOISE_BUCKETS + 1];  /* u == 1.0 (largest hash rounds up) */
+    static double fd_noise64_up[FD_NOISE_BUCKETS + 1];
+    """
+    enum: NOISE_BUCKETS "FD_NOISE_BUCKETS"
+    float NOISE32_UP "fd_noise32_up"[]
+    double NOISE64_UP "fd_noise64_up"[]
+
+cdef inline float noise32_of(float u) noexcept nogil:
+    """The fp32 noise of uniform ``u``: ``-log(-log1p_neg_stable(u))``."""
+    return -logf(-log1p_neg_stable(u))
+
+
+cdef inline int noise_bucket(double u) noexcept nogil:
+    """``floor(u * NOISE_BUCKETS)``: exact (a power-of-two scaling), so ``k / NOISE_BUCKETS <=
+    u`` always holds."""
+    return <int>(u * NOISE_BUCKETS)
+
+
+cdef inline void fill_noise_bounds() noexcept nogil:
+    cdef int k
+    cdef float g32
+    cdef double g64
+    NOISE32_UP[0] = INFINITY               # u -> 0: the unbounded tail
+    for k in range(1, NOISE_BUCKETS + 1):
+        g32 = noise32_of(<float>k / <float>NOISE_BUCKETS)
+        NOISE32_UP[k] = g32 + <float>1e-3 + <float>1e-4 * fabsf(g32)
+    for k in range(NOISE_BUCKETS - 1):
+        g64 = -log(-log(<double>(k + 1) / <double>NOISE_BUCKETS))
+        NOISE64_UP[k] = g64 + 1e-9 + 1e-10 * fabs(g64)
+    NOISE64_UP[NOISE_BUCKETS - 1] = INFINITY    # u -> 1: the unbounded tail
+    NOISE64_UP[NOISE_BUCKETS] = INFINITY
+
+
+cdef inline uint32_t murmur3_prefix(int64_t seed, int64_t pos) noexcept nogil:
+    """``murmur3_hash32``'s state after the domain (0), the seed and the position: the same for
+    every key of a (request, position), so a block hashes it once and mixes each key into it."""
+    cdef uint64_t s = <uint64_t>seed
+    cdef uint32_t h = 0
+    h = _mix(h, <uint32_t>(s & <uint64_t>0xFFFFFFFFU))
+    h = _mix(h, <uint32_t>((s >> 32) & <uint64_t>0xFFFFFFFFU))
+    return _mix(h, <uint32_t>(<uint64_t>pos & <uint64_t>0xFFFFFFFFU))
+
+
+cdef inline void uniforms32_at(uint32_t prefix, uint32_t key0, const int32_t* lanes,
+                               Py_ssize_t n, float* u) noexcept nogil:
+    """``murmur3_uniform32`` for the keys ``key0 + lanes[q]``, ``q < n``, from the hashed
+    prefix -- the last mix and the finaliser per key, then ``(r + 0.5) * 2**-32`` rounded as
+    ``_murmur3.pxd`` rounds it -- for only the lanes a draw still has to look at (``u[q]`` is
+    lane ``lanes[q]``'s): a branch-free loop the compiler vectorises."""
+    cdef Py_ssize_t q
+    cdef uint32_t r
+    for q in range(n):
+        r = _fmix32(_mix(prefix, key0 + <uint32_t>lanes[q]) ^ <uint32_t>16)
+        u[q] = (<float><int>(r >> 16) * <float>1.52587890625e-05
+                + (<float><int>(r & 0xFFFF) + <float>0.5) * <float>2.3283064365386963e-10)
+
+
+DEF DRAW_CHUNK = 256
+
+
 cdef inline Py_ssize_t gumbel_block_argmax32(const float* logits, Py_ssize_t n_valid,
                                              Py_ssize_t block_size, int64_t first_key,
                                              int64_t seed, int64_t pos, bint noisy,
@@ -67,20 +143,45 @@ cdef inline Py_ssize_t gumbel_block_argmax32(const float* logits, Py_ssize_t n_v
     """Index (within the block) and value of the max of ``logits[j] + noise(first_key + j)``
     over the block's ``n_valid`` unmasked entries of ``block_size`` (masked ones are -inf; a
     block of no number at all gives NaN at index 0). ``noisy`` False (temperature 0): the plain
-    argmax of the logits. NaN is skipped, ties keep the first index."""
-    cdef Py_ssize_t j, idx = 0
-    cdef float best = NAN, v
-    for j in range(n_valid):
-        v = logits[j]
-        if noisy:
-            if <float>(v + <float>NOISE32_BOUND) < best:
-                continue        # cannot win whatever its noise (rounding is monotone)
-            v = v + gumbel_noise32(seed, pos, <uint32_t>(first_key + j))
-        if v != v:
-            continue
-        if best != best or v > best:
-            best = v
-            idx = j
+    argmax of the logits. NaN is skipped, ties keep the first index. Chunk by chunk, only the
+    lanes whose logit plus the largest noise can still beat the best score are hashed, and of
+    those only the ones whose bucket bound can are scored (notes above)."""
+    cdef Py_ssize_t j, idx = 0, s, m, q, k
+    cdef float best = NAN, v, thr
+    cdef int32_t lanes[DRAW_CHUNK]
+    cdef float u[DRAW_CHUNK]
+    cdef uint32_t prefix
+    if not noisy:
+        for j in range(n_valid):
+            v = logits[j]
+            if v != v:
+                continue
+            if best != best or v > best:
+                best = v
+                idx = j
+    else:
+        prefix = murmur3_prefix(seed, pos)
+        s = 0
+        while s < n_valid:
+            m = n_valid - s if n_valid - s < DRAW_CHUNK else DRAW_CHUNK
+            thr = best if best == best else -INFINITY
+            k = 0
+            for j in range(m):          # NaN lanes drop out: they never win
+                lanes[k] = <int32_t>j
+                k += logits[s + j] + <float>NOISE32_BOUND >= thr
+            if k > 0:
+                uniforms32_at(prefix, <uint32_t>(first_key + s), lanes, k, u)
+                for q in range(k):
+                    j = s + lanes[q]
+                    if best == best and logits[j] + NOISE32_UP[noise_bucket(u[q])] <= best:
+                        continue        # cannot beat the best score so far
+                    v = logits[j] + noise32_of(u[q])
+                    if v != v:
+                        continue
+                    if best != best or v > best:
+                        best = v
+                        idx = j
+            s += m
     if best != best and n_valid < block_size:
         # no number among the unmasked entries: the masked -inf (at their first index) win,
         # as nanmax over the whole block finds them

@@ -34,8 +34,10 @@ from kernels_cpu._buffers cimport (
 from kernels_cpu._checks cimport (
     as_flag, as_int, expected, index_at_least, need_count, need_min,
 )
-from kernels_cpu._murmur3 cimport (
-    _fmix32, _mix, murmur3_hash32, murmur3_uniform32, murmur3_uniform64,
+from kernels_cpu._murmur3 cimport murmur3_hash32, murmur3_uniform32, murmur3_uniform64
+from kernels_cpu._mrv2_gumbel_argmax cimport (
+    NOISE32_UP, NOISE64_UP, fill_noise_bounds, murmur3_prefix, noise32_of, noise_bucket,
+    uniforms32_at,
 )
 from kernels_cpu._mrv2_rows cimport (
     M_BFLOAT16, M_FLOAT16, M_LOGITS, FRows, _block_size, _cdiv, _cols, _request, check_frows,
@@ -555,102 +557,16 @@ cdef enum:
     G64_HIGH = 40
 
 
-cdef inline float _log1p_neg_stable(float v) noexcept nogil:
-    """vLLM's ``_log1p_neg_stable``: ``log(1 - v)``, a degree-8 series below 0.25, in float32
-    (each Python constant rounded to float32 as Triton materialises it)."""
-    cdef float p = <float>0.125
-    p = <float>(1.0 / 7.0) + v * p
-    p = <float>(1.0 / 6.0) + v * p
-    p = <float>(1.0 / 5.0) + v * p
-    p = <float>(1.0 / 4.0) + v * p
-    p = <float>(1.0 / 3.0) + v * p
-    p = <float>(1.0 / 2.0) + v * p
-    p = <float>1.0 + v * p
-    if v < <float>0.25:
-        return -v * p
-    return logf(fmaxf(<float>1.0 - v, <float>5.960464477539063e-08))
-
-
-cdef inline float _noise32(int64_t seed, int64_t pos, uint32_t key) noexcept nogil:
-    return -logf(-_log1p_neg_stable(murmur3_uniform32(seed, pos, key)))
-
-
-cdef inline uint32_t _prefix(int64_t seed, int64_t pos) noexcept nogil:
-    """``murmur3_hash32``'s state after the domain (0), the seed and the position: the same for
-    every key of a (request, position), so a block hashes it once and mixes each key into it."""
-    cdef uint64_t s = <uint64_t>seed
-    cdef uint32_t h = 0
-    h = _mix(h, <uint32_t>(s & <uint64_t>0xFFFFFFFFU))
-    h = _mix(h, <uint32_t>((s >> 32) & <uint64_t>0xFFFFFFFFU))
-    return _mix(h, <uint32_t>(<uint64_t>pos & <uint64_t>0xFFFFFFFFU))
-
-
 cdef enum:
     UNIFORM_CHUNK = 256          # lanes whose uniforms one loop computes (vectorises)
-
-
-cdef void _uniforms32(uint32_t prefix, uint32_t key0, Py_ssize_t n, float* u) noexcept nogil:
-    """``murmur3_uniform32`` for keys ``key0 .. key0 + n - 1`` from the hashed prefix: the last
-    mix and the finaliser per key, then ``(r + 0.5) * 2**-32`` as ``_murmur3.pxd`` rounds it --
-    a branch-free loop the compiler vectorises."""
-    cdef Py_ssize_t j
-    cdef uint32_t r
-    for j in range(n):
-        r = _fmix32(_mix(prefix, key0 + <uint32_t>j) ^ <uint32_t>16)
-        u[j] = (<float><int>(r >> 16) * <float>1.52587890625e-05
-                + (<float><int>(r & 0xFFFF) + <float>0.5) * <float>2.3283064365386963e-10)
 
 
 cdef inline double _noise64(int64_t seed, int64_t pos, uint32_t key) noexcept nogil:
     return -log(-log(murmur3_uniform64(seed, pos, key)))
 
 
-# -- noise bounds by uniform bucket -------------------------------------------------------------
-# A lane's score is its logit plus its noise, and the noise is a monotone function of its
-# uniform u: float32 noise ``-log(-log1p(-u))`` falls as u grows, float64 noise
-# ``-log(-log(u))`` rises. So the uniform alone -- a hash and two conversions, no logarithm --
-# bounds the noise: with u in bucket ``k = floor(u * NOISE_BUCKETS)``, the noise is at most the
-# noise at the bucket's edge on the large-noise side (plus a margin far above the few ulps by
-# which the float32 series/logf composition can stray from monotone). A lane whose logit plus
-# that bound does not beat the block's best score so far cannot win the block (float addition
-# rounds monotonically: ``fl(x + g) <= fl(x + G)`` for ``g <= G``), and its two logarithms are
-# skipped. Scores of the lanes that are computed are the kernel's, bit for bit; the block's
-# winner and its score are exactly those of the dense draw. With a block's best score near
-# log(1024) above the typical lane, about one lane in a hundred is computed.
-
-cdef enum:
-    NOISE_BUCKETS = 4096
-
-cdef float _NOISE32_UP[NOISE_BUCKETS + 1]     # u == 1.0 (the largest hash rounds up) included
-cdef double _NOISE64_UP[NOISE_BUCKETS + 1]
-
-
-cdef inline float _noise32_of(float u) noexcept nogil:
-    return -logf(-_log1p_neg_stable(u))
-
-
-cdef void _fill_noise_bounds() noexcept nogil:
-    cdef int k
-    cdef float g32
-    cdef double g64
-    _NOISE32_UP[0] = INFINITY              # u -> 0: the unbounded tail
-    for k in range(1, NOISE_BUCKETS + 1):
-        g32 = _noise32_of(<float>k / <float>NOISE_BUCKETS)
-        _NOISE32_UP[k] = g32 + <float>1e-3 + <float>1e-4 * fabsf(g32)
-    for k in range(NOISE_BUCKETS - 1):
-        g64 = -log(-log(<double>(k + 1) / <double>NOISE_BUCKETS))
-        _NOISE64_UP[k] = g64 + 1e-9 + 1e-10 * fabs(g64)
-    _NOISE64_UP[NOISE_BUCKETS - 1] = INFINITY   # u -> 1: the unbounded tail
-    _NOISE64_UP[NOISE_BUCKETS] = INFINITY
-
-
-_fill_noise_bounds()
-
-
-cdef inline int _bucket(double u) noexcept nogil:
-    """``floor(u * NOISE_BUCKETS)``: exact (a power-of-two scaling), so ``k / NOISE_BUCKETS
-    <= u`` always holds."""
-    return <int>(u * NOISE_BUCKETS)
+# The noise bound tables (``_mrv2_gumbel_argmax.pxd``: why a lane's uniform bounds its noise).
+fill_noise_bounds()
 
 
 def noise_bound_slack(Py_ssize_t first, Py_ssize_t count, Py_ssize_t step):
@@ -669,13 +585,13 @@ def noise_bound_slack(Py_ssize_t first, Py_ssize_t count, Py_ssize_t step):
             r = <uint32_t>(first + i * step)
             u32 = (<float><int>(r >> 16) * <float>1.52587890625e-05
                    + (<float><int>(r & 0xFFFF) + <float>0.5) * <float>2.3283064365386963e-10)
-            worst32 = fmaxf(worst32, _noise32_of(u32) - _NOISE32_UP[_bucket(u32)])
+            worst32 = fmaxf(worst32, noise32_of(u32) - NOISE32_UP[noise_bucket(u32)])
             for side in range(2):
                 r53 = (<uint64_t>r << 21) | (<uint64_t>0x1FFFFF if side else 0)
                 u64 = (<double>r53 + 0.5) * 1.1102230246251565e-16
                 if u64 == 1.0:
                     u64 = u64 - 1.1102230246251565e-16
-                d = -log(-log(u64)) - _NOISE64_UP[_bucket(u64)]
+                d = -log(-log(u64)) - NOISE64_UP[noise_bucket(u64)]
                 if d > worst64:
                     worst64 = d
     return worst32, worst64
@@ -731,8 +647,9 @@ cdef Py_ssize_t _draw32(const GumbelArgs* a, const char* row, const float* bias,
     cdef float xs[UNIFORM_CHUNK]
     cdef float u[UNIFORM_CHUNK]
     cdef float bnd[UNIFORM_CHUNK]
-    cdef float best = -INFINITY, x, v
-    cdef Py_ssize_t best_j = -1, s, m, i
+    cdef int32_t lanes[UNIFORM_CHUNK]
+    cdef float best = -INFINITY, x, v, thr
+    cdef Py_ssize_t best_j = -1, s, m, i, q, k
     cdef bint seen = False
     cdef const float* src
     s = -UNIFORM_CHUNK
@@ -752,20 +669,30 @@ cdef Py_ssize_t _draw32(const GumbelArgs* a, const char* row, const float* bias,
         if scale:
             for i in range(m):
                 xs[i] = xs[i] / temp
-        if low > -INFINITY and _max_ignoring_nan(xs, m) + <float>G32_HIGH < low:
-            continue    # no lane here reaches the block's sure score (NaN/-inf lanes win nothing)
-        _uniforms32(prefix, <uint32_t>(c0 + s), m, u)
+        # The lanes that can still win: logit plus the largest noise reaching the block's sure
+        # score and, once a number was seen, the best score so far. The rest (a top-k/top-p
+        # row's -inf lanes, a real model's long tail) are neither hashed nor scored. NaN lanes
+        # stay (their comparison is false): they score as -inf, as the dense loop scores them.
+        thr = low
+        if seen and best > thr:
+            thr = best
+        k = 0
         for i in range(m):
-            bnd[i] = xs[i] + _NOISE32_UP[_bucket(u[i])]
-        for i in range(m):
-            if seen and bnd[i] <= best:
+            lanes[k] = <int32_t>i
+            k += not (xs[i] + <float>G32_HIGH < thr)
+        if k == 0:
+            continue
+        uniforms32_at(prefix, <uint32_t>(c0 + s), lanes, k, u)
+        for q in range(k):
+            bnd[q] = xs[lanes[q]] + NOISE32_UP[noise_bucket(u[q])]
+        for q in range(k):
+            if seen and bnd[q] <= best:
                 continue        # cannot beat the best score so far (a NaN bound falls through)
+            i = lanes[q]
             x = xs[i]
             v = x
             if x == x and x != -INFINITY:
-                if x + <float>G32_HIGH < low:
-                    continue
-                v = x + _noise32_of(u[i])
+                v = x + noise32_of(u[q])
             if v != v:          # the index reduction counts a NaN as -inf
                 v = -INFINITY
             else:
@@ -826,7 +753,7 @@ cdef inline void _gumbel_tile(const GumbelArgs* a, Py_ssize_t tile) noexcept nog
     pos = iget(a.pos, t)
     if a.drafting:
         pos = <int64_t>(<uint64_t>pos + (<uint64_t>1 << 30))    # _DRAFT_NOISE_SALT
-    prefix = _prefix(seed, pos)
+    prefix = murmur3_prefix(seed, pos)
     if noisy:
         # Only a lane whose logit plus the largest noise reaches the block's largest logit
         # plus the smallest noise can win: the others' scores are computed for nothing.
@@ -864,7 +791,7 @@ cdef inline void _gumbel_tile(const GumbelArgs* a, Py_ssize_t tile) noexcept nog
                 if v64 + G64_HIGH < low64:
                     continue
                 u64 = murmur3_uniform64(seed, pos, <uint32_t>(c0 + j))
-                if best_j >= 0 and v64 + _NOISE64_UP[_bucket(u64)] <= best64:
+                if best_j >= 0 and v64 + NOISE64_UP[noise_bucket(u64)] <= best64:
                     continue            # cannot beat the block's best (bucket bound, above)
                 v64 = v64 + -log(-log(u64))
             if v64 != v64:              # the index reduction counts a NaN as -inf

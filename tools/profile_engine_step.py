@@ -1,7 +1,8 @@
 """Where a speculative-decoding step's time goes inside a vLLM CPU worker (cProfile in the worker).
 
-    .venv-vllm/bin/python tools/profile_engine_step.py --vocab 128256 --batch 16 --mode random \
+    .venv-vllm/bin/python tools/profile_engine_step.py --vocab 128256 --batch 16 --setting random \
         --state fused --top 25
+    .venv-vllm/bin/python tools/profile_engine_step.py --runner v2 --state plugin --top 25
 
 Starts the engine of ``bench/suites/engine.py`` (same model, draft, batch and sampling), puts the
 worker in the asked state (``stock``, ``plugin``, ``fused``), runs one warm ``generate``, then one
@@ -45,38 +46,87 @@ def w_cprofile(worker, on, top=25):
     return buf.getvalue()
 
 
+_KERNEL_TIMES: dict = {}
+
+
+def w_kernel_times(worker, on):
+    """Time every launch of a ``kernels_cpu`` kernel behind a ``GridLauncher`` in the worker
+    (Model Runner V2's grid-taking kernels), per kernel: ``{name: (calls, ms)}``."""
+    from fastdispatch.vllm import _mrv2
+
+    launchers = list(_mrv2._launchers.values())
+    if on:
+        _KERNEL_TIMES.clear()
+        for launcher in launchers:
+            fn = launcher.fn
+            name = launcher.__name__
+
+            def timed(*args, _fn=fn, _name=name, **kwargs):
+                t = time.perf_counter()
+                try:
+                    return _fn(*args, **kwargs)
+                finally:
+                    calls, ms = _KERNEL_TIMES.get(_name, (0, 0.0))
+                    _KERNEL_TIMES[_name] = (calls + 1, ms + (time.perf_counter() - t) * 1e3)
+
+            timed.__wrapped__ = fn
+            launcher.fn = timed
+        return None
+    for launcher in launchers:
+        launcher.fn = getattr(launcher.fn, "__wrapped__", launcher.fn)
+    return dict(sorted(_KERNEL_TIMES.items(), key=lambda kv: -kv[1][1]))
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--vocab", type=int, default=128256)
     p.add_argument("--batch", type=int, default=16)
-    p.add_argument("--mode", choices=("greedy", "random"), default="random")
+    p.add_argument(
+        "--setting",
+        default="random",
+        help="a key of bench.suites.engine.SETTINGS (random: T0.8; defaults: a model's)",
+    )
     p.add_argument("--state", choices=("stock", "plugin", "fused"), default="fused")
     p.add_argument("--top", type=int, default=25)
+    p.add_argument(
+        "--runner",
+        choices=("v1", "v2"),
+        default="v1",
+        help="v2: Model Runner V2 (VLLM_USE_V2_MODEL_RUNNER=1) with the plugin; --state plugin",
+    )
     p.add_argument("--json", help="write the step split as JSON here")
     args = p.parse_args(argv)
 
     import tools.profile_engine_step as me  # the worker imports this module by this name
     from bench.suites import engine as E
 
-    eng = E._Engine(args.vocab)
+    eng = E._Engine(args.vocab, runner=args.runner)
     try:
-        prompts, params = E._requests(args.vocab, args.batch, args.mode)
-        eng.switch(args.state)
+        prompts, params = E._prompts(args.vocab, args.batch), E._params(args.setting)
+        if args.runner == "v1":
+            eng.switch(args.state)
         eng.llm.generate(prompts, params, use_tqdm=False)  # warm
         eng.rpc(E._w_profile, True)
         eng.rpc(me.w_cprofile, True)
+        eng.rpc(me.w_kernel_times, True)
         t = time.perf_counter()
         eng.llm.generate(prompts, params, use_tqdm=False)
         wall_ms = (time.perf_counter() - t) * 1e3
+        kernels = eng.rpc(me.w_kernel_times, False)
         table = eng.rpc(me.w_cprofile, False, args.top)
         split = E._summarise(eng.rpc(E._w_profile, False), wall_ms)
     finally:
         eng.users = 1
         eng.release()
     print(
-        f"V={args.vocab} B={args.batch} k={E.K} {args.mode} state={args.state}: "
+        f"V={args.vocab} B={args.batch} k={E.K} {args.setting} runner={args.runner} "
+        f"state={args.state}: "
         f"{json.dumps(split, indent=1)}"
     )
+    if kernels:
+        print("kernels_cpu grid launches (calls, ms in all):")
+        for name, (calls, ms) in kernels.items():
+            print(f"  {name:55s} {calls:6d} {ms:10.1f}")
     print(table)
     if args.json:
         Path(args.json).write_text(json.dumps(split, indent=1))

@@ -1,0 +1,120 @@
+"""Model Runner V2's sampling step on CPU, on our kernels, against one read of its rows, 1-N threads.
+
+``python tools/mrv2_step_scaling.py [--threads 1,2,4,8,16] [--batches 1,64]`` (after
+``python setup.py build_ext --inplace``; torch only, no vLLM) prints, per batch ``B`` (each
+request with ``k = 4`` drafts: ``B * 5`` target rows of V = 128256 float32 logits, temperature
+0.8, top-p 0.9) and team size, the median of several steps and of one read of the same rows.
+
+The step is what V2's ``Sampler`` does with those rows when a request has top-k/top-p
+(vllm/v1/worker/gpu/sample/sampler.py, 0.32-0.34): the temperature kernel in place,
+``apply_top_k_top_p`` (ours: ``kernels_cpu.top_k_top_p``), the Gumbel kernel without
+temperature, and the winner of each row's blocks (``local_max.argmax`` + gather, as vLLM's host
+code does). The read is ``torch.amax`` over the rows at the same thread count: the floor a
+pass over the logits cannot beat. Reported: step, read, step / read, and the step's speed-up
+from one thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+import kernels_cpu as K
+
+V = 128256
+DRAFTS = 4
+TEMPERATURE = 0.8
+TOP_P = 0.9
+
+
+def _cdiv(a, b):
+    return -(-a // b)
+
+
+def _median_ms(fn, reps=15):
+    fn()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e3
+
+
+def make_step(batch):
+    """The step over ``batch * (DRAFTS + 1)`` rows, and the read of the same rows."""
+    rows = batch * (DRAFTS + 1)
+    g = torch.Generator().manual_seed(rows)
+    base = torch.randn(rows, V, generator=g) * 3
+    logits = base.clone()
+    mapping = torch.arange(rows, dtype=torch.int32)
+    temps = torch.full((rows,), TEMPERATURE)
+    seeds = torch.arange(rows, dtype=torch.int64) + 1
+    pos = torch.arange(rows, dtype=torch.int64)
+    p = torch.full((rows,), TOP_P)
+    nb = _cdiv(V, 1024)
+    local_argmax = torch.empty(rows, nb, dtype=torch.int64)
+    local_max = torch.empty(rows, nb)
+
+    def step():
+        logits.copy_(base)  # the step runs in place; each sample starts from the same logits
+        K.temperature_kernel(logits, V, mapping, temps, V, 8192, grid=(rows, _cdiv(V, 8192)))
+        K.top_k_top_p(logits, None, p)  # in place: the rows outside top-p become -inf
+        K.gumbel_sample_kernel(
+            local_argmax, nb, local_max, nb, None, 0, 0, None, None, 0, logits, V, mapping,
+            seeds, pos, temps, V, 1024, False, False, False, False, grid=(rows, nb),
+        )  # fmt: skip
+        return local_argmax.gather(1, local_max.argmax(1, keepdim=True)).view(-1)
+
+    def copy_only():
+        logits.copy_(base)
+
+    def read():
+        return torch.amax(base, dim=1)
+
+    return step, copy_only, read, base
+
+
+def check(step, base):
+    """The sampled tokens are inside each row's top-p set (the step is a step, not a no-op)."""
+    tokens = step()
+    probs = torch.softmax(base / TEMPERATURE, dim=1)
+    sorted_p, order = probs.sort(dim=1, descending=True)
+    inside = (sorted_p.cumsum(1) - sorted_p) < TOP_P
+    for r, tok in enumerate(tokens.tolist()):
+        rank = (order[r] == tok).nonzero().item()
+        assert inside[r, rank], f"row {r}: token {tok} (rank {rank}) is outside the top-p set"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--threads", default="1,2,4,8,16")
+    ap.add_argument("--batches", default="1,64")
+    args = ap.parse_args(argv)
+    threads = [int(t) for t in args.threads.split(",")]
+    print(f"kernels_cpu OpenMP: {K.openmp_available() if hasattr(K, 'openmp_available') else '?'}")
+    print("| B | rows | threads | step ms | copy ms | read ms | (step - copy) / read | speed-up |")
+    print("|---|---|---|---|---|---|---|---|")
+    for batch in (int(b) for b in args.batches.split(",")):
+        step, copy_only, read, base = make_step(batch)
+        check(step, base)
+        first = None
+        for n in threads:
+            K.set_num_threads(n)
+            torch.set_num_threads(n)
+            s = _median_ms(step)
+            c = _median_ms(copy_only)
+            r = _median_ms(read)
+            net = s - c
+            first = first or net
+            print(
+                f"| {batch} | {batch * (DRAFTS + 1)} | {n} | {s:.3f} | {c:.3f} | {r:.3f} | "
+                f"{net / r:.1f} | {first / net:.1f}x |"
+            )
+
+
+if __name__ == "__main__":
+    main()
