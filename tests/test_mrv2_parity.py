@@ -13,11 +13,13 @@ transcendental), and no guard may change.
 As in ``test_triton_parity.py``, the module re-runs itself once under ``TRITON_INTERPRET=1``
 and each outer test reports one kernel's result from that run.
 
-A kernel whose contracts do not list the release of the sources under test (vLLM 0.34's split
-argmax in 0.32's) is missing from them by design: there it is skipped, saying why, and
-``test_mrv2_parity_in_its_release`` compares it instead with the kernel of the newest release
-that has it, read from that release's wheel (``tests/_wheels.py``; skipped, saying so, where
-the wheel is not cached, failed under CI) in one more interpreted run of this module.
+The sources under test stand in for one release; the contracts say which releases have each
+signature. A kernel they lack by its dates (vLLM 0.34's split argmax in 0.32's sources) is
+skipped there, saying why; and ``test_mrv2_parity_in_its_release`` compares every signature the
+sources under test do not have (that kernel, and 0.34's forms of 0.32's kernels) with the kernel
+of the newest release that has it, read from that release's wheel (``tests/_wheels.py``;
+skipped, saying so, where the wheel is not cached, failed under CI), in one more interpreted run
+of this module per release (the case generators follow the signature standing there).
 """
 
 import os
@@ -112,18 +114,31 @@ if INTERPRETED:
         _both_ways(name, idx, seed)
 
 else:
+    from _wheels import WHEELS
+
     import fdkit.mrv2 as mrv2
+    from kernels_cpu.contracts import contract
 
-    def _dated(name):
-        """The releases of a kernel that some release the tests read lacks (the sources under
-        test may be that release's), else None (every such release has it)."""
-        from _wheels import WHEELS
+    def _elsewhere(name, standing):
+        """The releases to compare kernel ``name`` with beyond the sources under test (vLLM
+        ``standing``): for each of its signatures that release does not have, the newest
+        release having it whose wheel the tests read (``tests/_wheels.py``)."""
+        found = set()
+        for impl in MRV2_KERNELS[name].impls:
+            releases = contract(impl).releases
+            readable = [r for r in releases if r in WHEELS]
+            if standing not in releases and readable:
+                found.add(readable[-1])
+        return sorted(found)
 
-        releases = mrv2.releases_of(name)
-        return releases if releases and not set(WHEELS) <= set(releases) else None
-
-    #: The kernels some release lacks, and the releases that have them.
-    DATED = {name: _dated(name) for name in KERNELS if _dated(name)}
+    #: The kernels with a signature some release read lacks (vLLM 0.34's split argmax, the
+    #: forms 0.34 changed): where the sources under test are such a release, those signatures
+    #: are compared with a release that has them.
+    ELSEWHERE = tuple(
+        name
+        for name in KERNELS
+        if any(not set(WHEELS) <= set(contract(impl).releases) for impl in MRV2_KERNELS[name].impls)
+    )
 
     @pytest.fixture(scope="module")
     def interpreter_run(tmp_path_factory):
@@ -149,22 +164,25 @@ else:
     @pytest.fixture(scope="module")
     def release_runs(tmp_path_factory):
         """``run(release)``: this module under the interpreter against ``release``'s sources,
-        unpacked from its wheel, for the dated kernels of that release (once per release)."""
+        unpacked from its wheel, for the kernels that need it (once per release)."""
         require_triton()
         pytest.importorskip("hypothesis")
         from _wheels import unpack_sources
 
+        from fdkit import vllm_source
+
+        standing = vllm_source.release()
         runs = {}
 
         def run(release):
             if release not in runs:
                 root = unpack_sources(release, tmp_path_factory.mktemp(f"vllm-{release}"))
-                names = " or ".join(n for n, dated in DATED.items() if release in dated)
+                names = [n for n in ELSEWHERE if release in _elsewhere(n, standing)]
                 runs[release] = interpreted_run(
                     __file__,
                     root / "junit.xml",
                     "-k",
-                    names,
+                    " or ".join(names),
                     env={"FASTDISPATCH_VLLM_SOURCE": str(root)},
                 )
             return runs[release]
@@ -172,21 +190,20 @@ else:
         return run
 
     @pytest.mark.parametrize("idx", ["int32", "int64"])
-    @pytest.mark.parametrize("name", tuple(DATED))
+    @pytest.mark.parametrize("name", ELSEWHERE)
     def test_mrv2_parity_in_its_release(release_runs, name, idx):
-        """A kernel the sources under test lack by its dates, against the kernel of the newest
-        of its releases whose wheel the tests read."""
-        from _wheels import WHEELS
-
+        """Each signature of the kernel that the sources under test lack, against vLLM's
+        kernel in a release that has it (its case generator follows the signature there)."""
         from fdkit import vllm_source
 
         standing = vllm_source.release()
-        if standing in DATED[name]:
+        releases = _elsewhere(name, standing)
+        if not releases:
             pytest.skip(
-                f"{name}: the sources under test (vLLM {standing}) have it, and "
-                f"test_mrv2_parity[{name}-{idx}] compares it"
+                f"{name}: every signature of it stands in the sources under test (vLLM "
+                f"{standing}) or in no release whose wheel is read; test_mrv2_parity[{name}-"
+                f"{idx}] compares it"
             )
-        readable = [r for r in DATED[name] if r in WHEELS]
-        assert readable, f"{name}: no release of {DATED[name]} has a wheel in tests/_wheels.py"
-        run = release_runs(readable[-1])
-        assert_interpreted_passed(run, f"test_mrv2_parity[{name}-{idx}]")
+        for release in releases:
+            key = f"test_mrv2_parity[{name}-{idx}]"
+            assert_interpreted_passed(release_runs(release), key)
