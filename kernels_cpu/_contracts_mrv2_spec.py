@@ -12,6 +12,7 @@ from .contracts import Contract, _a, _constexpr, _flag, _in_index, _int, _out_in
 
 _UTILS = "vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils"
 _SAMPLER = "vllm.v1.worker.gpu.spec_decode.rejection_sampler"
+_DRAFT_LOGITS = "vllm.v1.worker.gpu.spec_decode.draft_logits"
 _LOGITS = ("float32", "float16", "bfloat16")
 _F32 = ("float32",)
 _REAL = ("float32", "float64")
@@ -453,6 +454,62 @@ CONTRACTS: tuple[Contract, ...] = (
         vllm=(f"{_SAMPLER}._flatten_sampled_kernel",),
         runner="v2",
         releases=span("0.27", "0.34"),
+        takes_grid=True,
+    ),
+    Contract(
+        "assign_rows_kernel",
+        "_mrv2_spec",
+        "(G,): programs of ``BLOCK_SIZE`` batch positions; ``n`` = min(num_reqs, G * "
+        "BLOCK_SIZE) of them, from the grid",
+        "a batch-sharded draft logits cache's rows, per batch position b < n: slot s = "
+        "idx_mapping[b] goes to rank b % NUM_SHARDS, row b // NUM_SHARDS -- shard_mapping[s] = "
+        "the rank, row_mapping[s] = the row on rank SHARD_IDX (else -1), inverse_row_mapping"
+        "[row] = s for SHARD_IDX's rows",
+        (
+            _in_index("idx_mapping_ptr", "``n``: distinct request slots"),
+            _a("shard_mapping_ptr", "inout", _INDEX, "flat", "the entries of the slots named"),
+            _a("row_mapping_ptr", "inout", _INDEX, "flat", "the entries of the slots named"),
+            _a(
+                "inverse_row_mapping_ptr",
+                "inout",
+                _INDEX,
+                "flat",
+                "the rows of ``SHARD_IDX``'s batch positions",
+            ),
+            _int("num_reqs", "batch positions (<= 0: none)"),
+            _int("NUM_SHARDS", ">= 1: TP ranks"),
+            _int("SHARD_IDX", "this rank"),
+            _int("BLOCK_SIZE", "a power of two: batch positions per program"),
+        ),
+        vllm=(f"{_DRAFT_LOGITS}._assign_rows_kernel",),
+        runner="v2",
+        releases=span("0.34", "0.34"),
+        takes_grid=True,
+    ),
+    Contract(
+        "stale_drafts_kernel",
+        "_mrv2_spec",
+        "(G,): programs of ``BLOCK_SIZE`` logits rows; ``n`` = min(num_logits, G * "
+        "BLOCK_SIZE) of them, from the grid",
+        "per logits row t < n: stale[t] = a draft row (local position > 0) whose request slot s "
+        "has no cache row on this rank (row_mapping[s] < 0) or whose row was given to another "
+        "slot since (inverse_row_mapping[row] != s)",
+        (
+            _a("stale_ptr", "out", ("bool", "uint8"), "flat", "``n``"),
+            _in_index("expanded_idx_mapping_ptr", "``n``: request slots"),
+            _in_index("expanded_local_pos_ptr", "``n``"),
+            _in_index(
+                "row_mapping_ptr",
+                "each slot >= 0 named; ``None``: the slot is its row (a replicated cache)",
+                optional=True,
+            ),
+            _in_index("inverse_row_mapping_ptr", "each row >= 0 reached"),
+            _int("num_logits", "logits rows (<= 0: none)"),
+            _int("BLOCK_SIZE", "a power of two: logits rows per program"),
+        ),
+        vllm=(f"{_DRAFT_LOGITS}._stale_drafts_kernel",),
+        runner="v2",
+        releases=span("0.34", "0.34"),
         takes_grid=True,
     ),
 )

@@ -18,6 +18,8 @@ __all__ = [
     "rejection_kernel",
     "resample_kernel",
     "insert_resampled_kernel",
+    "assign_rows_kernel",
+    "stale_drafts_kernel",
 ]
 
 def flatten_sampled_kernel(
@@ -236,6 +238,29 @@ def insert_resampled_kernel(
     expanded_idx_mapping_ptr: Tensor,
     temp_ptr: Tensor,
     PADDED_RESAMPLE_NUM_BLOCKS: SupportsIndex,
+    *,
+    grid: tuple[int, int, int],
+) -> None: ...
+def assign_rows_kernel(
+    idx_mapping_ptr: Tensor,
+    shard_mapping_ptr: Tensor,
+    row_mapping_ptr: Tensor,
+    inverse_row_mapping_ptr: Tensor,
+    num_reqs: SupportsIndex,
+    NUM_SHARDS: SupportsIndex,
+    SHARD_IDX: SupportsIndex,
+    BLOCK_SIZE: SupportsIndex,
+    *,
+    grid: tuple[int, int, int],
+) -> None: ...
+def stale_drafts_kernel(
+    stale_ptr: Tensor,
+    expanded_idx_mapping_ptr: Tensor,
+    expanded_local_pos_ptr: Tensor,
+    row_mapping_ptr: Tensor | None,
+    inverse_row_mapping_ptr: Tensor,
+    num_logits: SupportsIndex,
+    BLOCK_SIZE: SupportsIndex,
     *,
     grid: tuple[int, int, int],
 ) -> None: ...

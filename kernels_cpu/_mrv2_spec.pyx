@@ -30,7 +30,7 @@ the last ulp; every token id is decided by the same comparisons as the kernel's.
 from cython.parallel cimport prange, threadid
 from libc.math cimport expf, logf, log1pf, INFINITY, NAN
 from libc.stdint cimport int64_t, uint16_t, uint32_t, uint64_t
-from libc.stdlib cimport free, malloc
+from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy
 
 from kernels_cpu._buffers cimport (
@@ -38,7 +38,7 @@ from kernels_cpu._buffers cimport (
     DT_BOOL, DT_FLOAT32, DT_FLOAT16, DT_BFLOAT16, DT_FLOAT64, DT_INT32, DT_INT64, DT_UINT8,
     M_FLOAT32, M_FLOAT64, M_INDEX,
 )
-from kernels_cpu._checks cimport as_flag, as_int, index_at_least, need_min, required
+from kernels_cpu._checks cimport as_flag, as_int, index_at_least, need_min, no_overlap, required
 from kernels_cpu._philox cimport philox4x32_10
 from kernels_cpu._parallel cimport threads_for
 from kernels_cpu._mrv2_gumbel_argmax cimport gumbel_block_argmax32, gumbel_block_argmax64
@@ -53,6 +53,8 @@ __all__ = [
     "rejection_kernel",
     "resample_kernel",
     "insert_resampled_kernel",
+    "assign_rows_kernel",
+    "stale_drafts_kernel",
 ]
 
 cdef extern from *:
@@ -1688,3 +1690,168 @@ def insert_resampled_kernel(sampled_ptr, sampled_stride, num_sampled_ptr,
                     idx = b
             _sti(&s, _off(&s, r, 0) + ns, _ldi(&am, _off(&am, r, 0) + idx))
 
+
+
+# -- vLLM 0.34's draft logits cache (``draft_logits.py``) -----------------------------------------
+#
+# A batch-sharded draft logits cache (``DraftLogitsCache(sharded=True)``: each TP rank verifies
+# and caches only the requests at batch positions ``b`` with ``b % NUM_SHARDS`` its rank, at
+# row ``b // NUM_SHARDS``) is laid out by ``_assign_rows_kernel`` before a draft step writes it,
+# and ``_stale_drafts_kernel`` marks the drafts whose row was given to another request since.
+
+cdef int64_t _covered(object count, str name, int64_t programs, int64_t block) except? -1:
+    """The entries a 1-D launch of ``programs`` blocks of ``block`` lanes handles below
+    ``count``: ``min(count, programs * block)``, 0 when negative."""
+    cdef int64_t n = as_int(count, name)
+    if n > programs * block:
+        n = programs * block
+    return n if n > 0 else 0
+
+
+def assign_rows_kernel(idx_mapping_ptr, shard_mapping_ptr, row_mapping_ptr,
+                       inverse_row_mapping_ptr, num_reqs, NUM_SHARDS, SHARD_IDX, BLOCK_SIZE,
+                       *, grid):
+    """For each batch position ``b`` the grid's programs cover (``BLOCK_SIZE`` each, below
+    ``num_reqs``), request slot ``s = idx_mapping[b]`` goes to rank ``b % NUM_SHARDS`` at its
+    row ``b // NUM_SHARDS``: ``shard_mapping[s]`` = that rank, ``row_mapping[s]`` = the row
+    where the rank is ``SHARD_IDX`` (else -1), and ``inverse_row_mapping[row] = s`` for the
+    rows of ``SHARD_IDX``. A slot named twice is refused: its entries would be the last
+    program's to store, in no defined order."""
+    cdef int64_t G = _grid_axis(grid, 0, "grid")
+    cdef int64_t shards = as_int(NUM_SHARDS, "NUM_SHARDS")
+    cdef int64_t me = as_int(SHARD_IDX, "SHARD_IDX")
+    cdef int64_t bs = as_int(BLOCK_SIZE, "BLOCK_SIZE")
+    cdef int64_t n, b, s, most = -1, rows = 0
+    cdef Py_ssize_t n_shard, n_row, n_inv, slots
+    cdef IBuf idx, shard, row, inv
+    cdef unsigned char* seen
+    _pow2(bs, "BLOCK_SIZE")
+    need_min("NUM_SHARDS", shards, 1)
+    n = _covered(num_reqs, "num_reqs", G, bs)
+    idx = index_at_least(idx_mapping_ptr, "idx_mapping_ptr", n,
+                         "one per batch position the grid covers")
+    n_shard = _numel(shard_mapping_ptr, "shard_mapping_ptr", M_INDEX)
+    n_row = _numel(row_mapping_ptr, "row_mapping_ptr", M_INDEX)
+    n_inv = _numel(inverse_row_mapping_ptr, "inverse_row_mapping_ptr", M_INDEX)
+    shard = index_at_least(shard_mapping_ptr, "shard_mapping_ptr", 0)
+    row = index_at_least(row_mapping_ptr, "row_mapping_ptr", 0)
+    inv = index_at_least(inverse_row_mapping_ptr, "inverse_row_mapping_ptr", 0)
+    slots = min(n_shard, n_row)
+    seen = <unsigned char*>calloc(slots if slots > 0 else 1, 1)
+    if seen == NULL:
+        raise MemoryError()
+    try:
+        for b in range(n):
+            s = iget(idx, b)
+            if s < 0 or s >= slots:
+                raise ValueError(expected(f"idx_mapping_ptr[{b}]", f"a request slot in [0, "
+                                          f"{slots}) (shard_mapping_ptr and row_mapping_ptr "
+                                          f"hold {n_shard} and {n_row})", s))
+            if seen[s]:
+                raise ValueError(expected(f"idx_mapping_ptr[{b}]", "a slot no other batch "
+                                          "position names", f"slot {s} again"))
+            seen[s] = 1
+            most = s if s > most else most
+            if b % shards == me:
+                rows = b // shards + 1
+    finally:
+        free(seen)
+    if rows > n_inv:
+        raise ValueError(expected("inverse_row_mapping_ptr", f"at least {rows} elements (a row "
+                                  f"per batch position of rank {me})", n_inv))
+    _disjoint(shard, row, inv, most + 1, rows, idx, n)
+    with nogil:
+        for b in range(n):
+            s = iget(idx, b)
+            iset(shard, s, b % shards)
+            if b % shards == me:
+                iset(row, s, b // shards)
+                iset(inv, b // shards, s)
+            else:
+                iset(row, s, -1)
+
+
+cdef inline Py_ssize_t _bytes(IBuf b, int64_t count) noexcept:
+    return count * (8 if b.wide else 4) if count > 0 else 0
+
+
+cdef int _disjoint(IBuf shard, IBuf row, IBuf inv, int64_t slots, int64_t rows, IBuf idx,
+                   int64_t n) except -1:
+    """The three tables written may not overlap one another nor the request slots read: what
+    a program reads or stores would depend on the order the programs ran in."""
+    no_overlap("shard_mapping_ptr", shard.ptr, _bytes(shard, slots), "idx_mapping_ptr", idx.ptr,
+               _bytes(idx, n))
+    no_overlap("row_mapping_ptr", row.ptr, _bytes(row, slots), "idx_mapping_ptr", idx.ptr,
+               _bytes(idx, n))
+    no_overlap("inverse_row_mapping_ptr", inv.ptr, _bytes(inv, rows), "idx_mapping_ptr", idx.ptr,
+               _bytes(idx, n))
+    no_overlap("row_mapping_ptr", row.ptr, _bytes(row, slots), "shard_mapping_ptr", shard.ptr,
+               _bytes(shard, slots))
+    no_overlap("inverse_row_mapping_ptr", inv.ptr, _bytes(inv, rows), "shard_mapping_ptr",
+               shard.ptr, _bytes(shard, slots))
+    no_overlap("inverse_row_mapping_ptr", inv.ptr, _bytes(inv, rows), "row_mapping_ptr", row.ptr,
+               _bytes(row, slots))
+    return 0
+
+
+cdef inline int64_t _cache_row(IBuf rowmap, bint mapped, int64_t s) noexcept nogil:
+    """vLLM's ``draft_logits_row``: request slot ``s``'s row of the draft logits cache -- the
+    slot itself (a replicated cache), else ``row_mapping[s]``, -1 for a slot < 0."""
+    if not mapped:
+        return s
+    return iget(rowmap, s) if s >= 0 else -1
+
+
+def stale_drafts_kernel(stale_ptr, expanded_idx_mapping_ptr, expanded_local_pos_ptr,
+                        row_mapping_ptr, inverse_row_mapping_ptr, num_logits, BLOCK_SIZE, *,
+                        grid):
+    """For each logits row ``t`` the grid's programs cover (``BLOCK_SIZE`` each, below
+    ``num_logits``): ``stale[t]`` = a draft row (local position > 0) whose request slot ``s``
+    has no cache row here, or whose row was last given to another slot
+    (``inverse_row_mapping[row] != s``). ``row_mapping_ptr`` None: the slot is its row."""
+    cdef int64_t G = _grid_axis(grid, 0, "grid")
+    cdef int64_t bs = as_int(BLOCK_SIZE, "BLOCK_SIZE")
+    cdef int64_t n, t, s, r, holder
+    cdef Py_ssize_t n_map = 0, n_inv
+    cdef Py_ssize_t shp[1]
+    cdef IBuf eim, elp, rowmap, inv
+    cdef bint mapped = not is_none(row_mapping_ptr)
+    cdef char* stale
+    _pow2(bs, "BLOCK_SIZE")
+    n = _covered(num_logits, "num_logits", G, bs)
+    eim = index_at_least(expanded_idx_mapping_ptr, "expanded_idx_mapping_ptr", n,
+                         "one per logits row the grid covers")
+    elp = index_at_least(expanded_local_pos_ptr, "expanded_local_pos_ptr", n,
+                         "one per logits row the grid covers")
+    rowmap.ptr = NULL
+    rowmap.wide = False
+    if mapped:
+        n_map = _numel(row_mapping_ptr, "row_mapping_ptr", M_INDEX)
+        rowmap = index_at_least(row_mapping_ptr, "row_mapping_ptr", 0)
+    n_inv = _numel(inverse_row_mapping_ptr, "inverse_row_mapping_ptr", M_INDEX)
+    inv = index_at_least(inverse_row_mapping_ptr, "inverse_row_mapping_ptr", 0)
+    for t in range(n):
+        s = iget(eim, t)
+        if mapped and s >= n_map:
+            raise ValueError(expected(f"expanded_idx_mapping_ptr[{t}]", f"a request slot below "
+                                      f"{n_map} (row_mapping_ptr's length)", s))
+        r = _cache_row(rowmap, mapped, s)
+        if r >= n_inv:
+            raise ValueError(expected(f"row_mapping_ptr[{s}]" if mapped
+                                      else f"expanded_idx_mapping_ptr[{t}]",
+                                      f"a cache row below {n_inv} (inverse_row_mapping_ptr's "
+                                      f"length)", r))
+    stale = check_tensor(stale_ptr, "stale_ptr", M_BYTE, -1, NULL, shp)
+    if shp[0] < n:
+        raise ValueError(expected("stale_ptr", f"at least {n} elements (one per logits row the "
+                                  f"grid covers)", shp[0]))
+    no_overlap("stale_ptr", stale, n, "expanded_idx_mapping_ptr", eim.ptr, _bytes(eim, n))
+    no_overlap("stale_ptr", stale, n, "expanded_local_pos_ptr", elp.ptr, _bytes(elp, n))
+    no_overlap("stale_ptr", stale, n, "row_mapping_ptr", rowmap.ptr, _bytes(rowmap, n_map))
+    no_overlap("stale_ptr", stale, n, "inverse_row_mapping_ptr", inv.ptr, _bytes(inv, n_inv))
+    with nogil:
+        for t in range(n):
+            s = iget(eim, t)
+            r = _cache_row(rowmap, mapped, s)
+            holder = iget(inv, r) if r >= 0 else -1
+            stale[t] = iget(elp, t) > 0 and (r < 0 or holder != s)

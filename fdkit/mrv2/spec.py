@@ -571,6 +571,88 @@ def flatten_sampled(rng, idx, scale):
     return Case("flatten_sampled_kernel", (st.R,), args, note=f"R={st.R}")
 
 
+def _slot_tables(rng, idx, slots):
+    """Index tables of vLLM's int32 or of ``idx``, one entry per request slot, holding what an
+    earlier step left there."""
+    dtype = torch.int32 if rng.random() < 0.6 else idx
+    return torch.randint(-1, slots + 2, (slots,), generator=gen(rng)).to(dtype)
+
+
+def assign_rows(rng, idx, scale):
+    """``DraftLogitsCache.assign``: a batch of distinct request slots given out over 1-4 TP
+    ranks (this one any of them, or none now and then); the tables are persistent, compared
+    whole. The request slots past the batch are -3: reading them would show."""
+    n = batch(rng, 6)
+    slots = n + rng.randint(0, 3)
+    shards = rng.randint(1, 4)
+    me = rng.randrange(shards) if rng.random() < 0.9 else shards
+    bs = rng.choice([1, 2, 4, 1024])
+    g = gen(rng)
+    mapping = torch.randperm(max(slots, 1), generator=g)[:n].tolist()
+    args = dict(
+        idx_mapping_ptr=torch.tensor(mapping + [-3] * rng.randint(0, 2), dtype=idx),
+        shard_mapping_ptr=_slot_tables(rng, idx, slots),
+        row_mapping_ptr=_slot_tables(rng, idx, slots),
+        inverse_row_mapping_ptr=_slot_tables(rng, idx, _cdiv(slots, shards)),
+        num_reqs=n,
+        NUM_SHARDS=shards,
+        SHARD_IDX=me,
+        BLOCK_SIZE=bs,
+    )
+    return Case(
+        "assign_rows_kernel",
+        (_cdiv(n, bs),),
+        args,
+        inplace=("shard_mapping_ptr", "row_mapping_ptr", "inverse_row_mapping_ptr"),
+        note=f"n={n} shards={shards} me={me} bs={bs}",
+    )
+
+
+def stale_drafts(rng, idx, scale):
+    """``DraftLogitsCache.stale_drafts``: a verification step's rows (a bonus row and up to
+    three drafts per request) against a sharded cache's row tables, rows held by the slot,
+    by another slot or by none, slots without a row here; now and then a replicated cache
+    (no row mapping) and a -1 slot (a padded row)."""
+    slots = rng.randint(1, 6)
+    g = gen(rng)
+    eim, elp = [], []
+    for _ in range(batch(rng, 4)):
+        s = rng.randrange(slots) if rng.random() < 0.9 else -1
+        k = rng.randint(0, 3)
+        eim += [s] * (k + 1)
+        elp += list(range(k + 1))
+    n = len(eim)
+    sharded = rng.random() < 0.8
+    rows = slots if not sharded else rng.randint(1, slots)
+    mapping = None
+    if sharded:
+        mapping = torch.randint(-1, rows, (slots,), generator=g).to(
+            torch.int32 if rng.random() < 0.6 else idx
+        )
+    holders = torch.randint(-1, slots, (rows,), generator=g)
+    if mapping is not None:  # most rows held by the slot mapped to them
+        for s in range(slots):
+            r = int(mapping[s])
+            if r >= 0 and rng.random() < 0.7:
+                holders[r] = s
+    bs = rng.choice([1, 4, 1024])
+    args = dict(
+        stale_ptr=Out(n, torch.bool),
+        expanded_idx_mapping_ptr=torch.tensor(eim + [0], dtype=idx),
+        expanded_local_pos_ptr=torch.tensor(elp + [0], dtype=idx),
+        row_mapping_ptr=mapping,
+        inverse_row_mapping_ptr=holders.to(torch.int32),
+        num_logits=n,
+        BLOCK_SIZE=bs,
+    )
+    return Case(
+        "stale_drafts_kernel",
+        (_cdiv(n, bs),),
+        args,
+        note=f"n={n} slots={slots} rows={rows} sharded={sharded} bs={bs}",
+    )
+
+
 #: contract name -> case(rng, idx, scale)
 CASES = {
     "compute_local_logits_stats_kernel": local_logits_stats,
@@ -581,4 +663,6 @@ CASES = {
     "insert_resampled_kernel": insert_resampled,
     "gather_draft_sampled_kernel": gather_draft_sampled,
     "flatten_sampled_kernel": flatten_sampled,
+    "assign_rows_kernel": assign_rows,
+    "stale_drafts_kernel": stale_drafts,
 }
