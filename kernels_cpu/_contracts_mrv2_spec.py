@@ -513,3 +513,83 @@ CONTRACTS: tuple[Contract, ...] = (
         takes_grid=True,
     ),
 )
+
+
+# -- the later releases' forms of the stats and residual kernels ----------------------------------
+
+_NUM_LOGITS = _int(
+    "num_logits",
+    "rows: a row whose next row is at or past it, or at local position 0, is a bonus row (skipped)",
+)
+_ROW_MAPPING = _in_index(
+    "draft_logits_row_mapping_ptr",
+    "each non-greedy request slot whose draft logits are read: its cache row (< 0: row 0 is "
+    "read); ``None``: the slot is its row",
+    optional=True,
+)
+
+
+def _later_form(base, name, release, summary, row_mapping):
+    """``base``'s contract as a later release has it: ``num_logits`` for
+    ``num_speculative_steps`` (vLLM 0.33), and with ``row_mapping`` the draft logits cache's row
+    mapping after ``draft_logits_stride_1`` (0.34)."""
+    (c,) = [c for c in CONTRACTS if c.name == base]
+    args = []
+    for a in c.args:
+        args.append(_NUM_LOGITS if a.name == "num_speculative_steps" else a)
+        if row_mapping and a.name == "draft_logits_stride_1":
+            args.append(_ROW_MAPPING)
+    return c._replace(
+        name=name,
+        summary=summary,
+        args=tuple(args),
+        vllm=(),
+        serves=base,
+        releases=span(release, release),
+    )
+
+
+_BONUS_033 = (
+    "a bonus row is one whose next row starts a request or lies at or past num_logits "
+    "(adaptive verification may end a request before num_speculative_steps)"
+)
+_ROWS_034 = (
+    "the draft logits of request slot s read from cache row max(row_mapping[s], 0) when "
+    "draft_logits_row_mapping_ptr is given (a sharded draft logits cache), from row s when None"
+)
+_LATER = (
+    _later_form(
+        "compute_local_logits_stats_kernel",
+        "compute_local_logits_stats_num_logits_kernel",
+        "0.33",
+        f"vLLM 0.33's form of compute_local_logits_stats_kernel: {_BONUS_033}",
+        False,
+    ),
+    _later_form(
+        "compute_local_logits_stats_kernel",
+        "compute_local_logits_stats_row_mapping_kernel",
+        "0.34",
+        f"vLLM 0.34's form of compute_local_logits_stats_kernel: 0.33's, {_ROWS_034}",
+        True,
+    ),
+    _later_form(
+        "compute_local_residual_mass_kernel",
+        "compute_local_residual_mass_num_logits_kernel",
+        "0.33",
+        f"vLLM 0.33's form of compute_local_residual_mass_kernel: {_BONUS_033}; the grid's "
+        "last row is not skipped by itself",
+        False,
+    ),
+    _later_form(
+        "compute_local_residual_mass_kernel",
+        "compute_local_residual_mass_row_mapping_kernel",
+        "0.34",
+        f"vLLM 0.34's form of compute_local_residual_mass_kernel: 0.33's, {_ROWS_034}",
+        True,
+    ),
+)
+
+#: each later form beside the kernel it serves
+CONTRACTS = tuple(
+    form for c in CONTRACTS for form in (c, *(f for f in _LATER if f.serves == c.name))
+)

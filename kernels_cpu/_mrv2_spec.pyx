@@ -47,9 +47,13 @@ __all__ = [
     "flatten_sampled_kernel",
     "gather_draft_sampled_kernel",
     "compute_local_logits_stats_kernel",
+    "compute_local_logits_stats_num_logits_kernel",
+    "compute_local_logits_stats_row_mapping_kernel",
     "compute_cumulative_log_p_kernel",
     "compute_cumulative_log_p_row_mapping_kernel",
     "compute_local_residual_mass_kernel",
+    "compute_local_residual_mass_num_logits_kernel",
+    "compute_local_residual_mass_row_mapping_kernel",
     "rejection_kernel",
     "resample_kernel",
     "insert_resampled_kernel",
@@ -457,12 +461,72 @@ def gather_draft_sampled_kernel(draft_sampled_ptr, pos_ptr, input_ids_ptr, posit
 
 # -- _compute_local_logits_stats_kernel -----------------------------------------------------------
 
+cdef inline int64_t _mapped_row(bint has_rowmap, IBuf rowmap, int64_t rs) noexcept nogil:
+    """The draft logits row of request slot ``rs``: the slot itself, or (0.34's row mapping,
+    a sharded cache) ``max(row_mapping[rs], 0)`` -- a slot without a row reads row 0, as the
+    kernels' ``tl.maximum(draft_logits_row(...), 0)`` does."""
+    cdef int64_t row
+    if not has_rowmap:
+        return rs
+    row = iget(rowmap, rs)
+    return row if row > 0 else 0
+
+
+cdef struct Bonus:
+    # Which rows are bonus rows (no stats, no residual): 0.27-0.32, a local position at or
+    # past ``num_speculative_steps``; 0.33+, a row whose next row starts a request (local
+    # position 0) or is past ``num_logits`` -- adaptive verification can end a request early
+    bint by_next
+    int64_t K                   # num_speculative_steps (0.27-0.32)
+    int64_t num_logits          # 0.33+
+    IBuf elp
+
+
+cdef inline bint _is_bonus(const Bonus* b, int64_t li) noexcept nogil:
+    if b.by_next:
+        return li + 1 >= b.num_logits or iget(b.elp, li + 1) == 0
+    return iget(b.elp, li) >= b.K
+
+
+cdef int _bonus_rule(Bonus* b, object expanded_local_pos_ptr, object count, bint by_next,
+                     int64_t L, int64_t own) except -1:
+    """Parse the bonus rule's count (``num_speculative_steps``, or 0.33+'s ``num_logits``) and
+    check the local positions the launch reads: the first ``own`` rows' own, and with 0.33+'s
+    rule each row's next one below ``num_logits``."""
+    cdef int64_t need = own
+    b.by_next = by_next
+    b.K = 0
+    b.num_logits = 0
+    if by_next:
+        b.num_logits = as_int(count, "num_logits")
+        if b.num_logits > 1 and min(L + 1, b.num_logits) > need:
+            need = min(L + 1, b.num_logits)
+    else:
+        b.K = as_int(count, "num_speculative_steps")
+    b.elp = index_at_least(expanded_local_pos_ptr, "expanded_local_pos_ptr", need,
+                           "the local positions of the grid's rows" if by_next else
+                           "one per row of the grid" if own == L else
+                           "one per row of the grid but the last")
+    return 0
+
+
+cdef int _need_row_mapping(bint has_rowmap, Py_ssize_t n_map, int64_t rs) except -1:
+    """A request slot whose draft logits are read has an entry in the row mapping."""
+    if has_rowmap and rs >= n_map:
+        raise ValueError(expected("draft_logits_row_mapping_ptr",
+                                  f"an entry for request slot {rs}", f"{n_map} elements"))
+    return 0
+
+
 cdef struct Stats:
     Tab tam, tmax, tsum, dmax, dsum, tgt, drf
-    IBuf eim, elp
+    IBuf eim
+    Bonus bonus
     Real temp
-    int64_t V, K, BS, NB
+    int64_t V, BS, NB
     bint has_draft
+    bint has_rowmap
+    IBuf rowmap
 
 
 cdef inline Py_ssize_t _valid(int64_t V, int64_t block, int64_t BS) noexcept nogil:
@@ -474,11 +538,12 @@ cdef inline Py_ssize_t _valid(int64_t V, int64_t block, int64_t BS) noexcept nog
 
 
 cdef void _stats_program(const Stats* a, int64_t li, int64_t b, float* buf) noexcept nogil:
-    cdef int64_t step = iget(a.elp, li), rs, j, nv, base
+    cdef int64_t step, rs, j, nv, base
     cdef float temp, m, s
     cdef Py_ssize_t idx
-    if step >= a.K:
+    if _is_bonus(&a.bonus, li):
         return                                  # bonus token: no stats needed
+    step = iget(a.bonus.elp, li)
     rs = iget(a.eim, li)
     temp = _ldr(a.temp, rs)
     nv = _valid(a.V, b, a.BS)
@@ -496,7 +561,7 @@ cdef void _stats_program(const Stats* a, int64_t li, int64_t b, float* buf) noex
     _stf(&a.tmax, _off(&a.tmax, li, 0) + b, m)
     _stf(&a.tsum, _off(&a.tsum, li, 0) + b, s)
     if a.has_draft:
-        base = _off(&a.drf, rs, step) + b * a.BS
+        base = _off(&a.drf, _mapped_row(a.has_rowmap, a.rowmap, rs), step) + b * a.BS
         for j in range(nv):
             buf[j] = _ldf(&a.drf, base + j) / temp
         for j in range(nv, a.BS):
@@ -520,10 +585,72 @@ def compute_local_logits_stats_kernel(
     argmax, any other row its max and ``sum(exp(x - max))`` (0 when the max is -inf), and with
     HAS_DRAFT_LOGITS (default: draft logits given) the same of the request's draft logits at
     that step divided by the temperature."""
+    _local_logits_stats(
+        target_local_argmax_ptr, target_local_argmax_stride, target_local_max_ptr,
+        target_local_max_stride, target_local_sumexp_ptr, target_local_sumexp_stride,
+        draft_local_max_ptr, draft_local_max_stride, draft_local_sumexp_ptr,
+        draft_local_sumexp_stride, target_logits_ptr, target_logits_stride, draft_logits_ptr,
+        draft_logits_stride_0, draft_logits_stride_1, None, expanded_idx_mapping_ptr,
+        expanded_local_pos_ptr, temp_ptr, vocab_size, num_speculative_steps, False,
+        BLOCK_SIZE, HAS_DRAFT_LOGITS, grid)
+
+
+def compute_local_logits_stats_num_logits_kernel(
+        target_local_argmax_ptr, target_local_argmax_stride, target_local_max_ptr,
+        target_local_max_stride, target_local_sumexp_ptr, target_local_sumexp_stride,
+        draft_local_max_ptr, draft_local_max_stride, draft_local_sumexp_ptr,
+        draft_local_sumexp_stride, target_logits_ptr, target_logits_stride, draft_logits_ptr,
+        draft_logits_stride_0, draft_logits_stride_1, expanded_idx_mapping_ptr,
+        expanded_local_pos_ptr, temp_ptr, vocab_size, num_logits, BLOCK_SIZE,
+        HAS_DRAFT_LOGITS=None, *, grid):
+    """vLLM 0.33's ``_compute_local_logits_stats_kernel``: as
+    ``compute_local_logits_stats_kernel``, a bonus row being one whose next row starts a
+    request (local position 0) or lies at or past ``num_logits`` (adaptive verification may
+    end a request before ``num_speculative_steps``)."""
+    _local_logits_stats(
+        target_local_argmax_ptr, target_local_argmax_stride, target_local_max_ptr,
+        target_local_max_stride, target_local_sumexp_ptr, target_local_sumexp_stride,
+        draft_local_max_ptr, draft_local_max_stride, draft_local_sumexp_ptr,
+        draft_local_sumexp_stride, target_logits_ptr, target_logits_stride, draft_logits_ptr,
+        draft_logits_stride_0, draft_logits_stride_1, None, expanded_idx_mapping_ptr,
+        expanded_local_pos_ptr, temp_ptr, vocab_size, num_logits, True, BLOCK_SIZE,
+        HAS_DRAFT_LOGITS, grid)
+
+
+def compute_local_logits_stats_row_mapping_kernel(
+        target_local_argmax_ptr, target_local_argmax_stride, target_local_max_ptr,
+        target_local_max_stride, target_local_sumexp_ptr, target_local_sumexp_stride,
+        draft_local_max_ptr, draft_local_max_stride, draft_local_sumexp_ptr,
+        draft_local_sumexp_stride, target_logits_ptr, target_logits_stride, draft_logits_ptr,
+        draft_logits_stride_0, draft_logits_stride_1, draft_logits_row_mapping_ptr,
+        expanded_idx_mapping_ptr, expanded_local_pos_ptr, temp_ptr, vocab_size, num_logits,
+        BLOCK_SIZE, HAS_DRAFT_LOGITS=None, *, grid):
+    """vLLM 0.34's ``_compute_local_logits_stats_kernel``: 0.33's
+    (``compute_local_logits_stats_num_logits_kernel``), the draft logits of request slot ``s``
+    read from cache row ``max(row_mapping[s], 0)`` when ``draft_logits_row_mapping_ptr`` is
+    given (a sharded cache), from row ``s`` when None."""
+    _local_logits_stats(
+        target_local_argmax_ptr, target_local_argmax_stride, target_local_max_ptr,
+        target_local_max_stride, target_local_sumexp_ptr, target_local_sumexp_stride,
+        draft_local_max_ptr, draft_local_max_stride, draft_local_sumexp_ptr,
+        draft_local_sumexp_stride, target_logits_ptr, target_logits_stride, draft_logits_ptr,
+        draft_logits_stride_0, draft_logits_stride_1, draft_logits_row_mapping_ptr,
+        expanded_idx_mapping_ptr, expanded_local_pos_ptr, temp_ptr, vocab_size, num_logits,
+        True, BLOCK_SIZE, HAS_DRAFT_LOGITS, grid)
+
+
+cdef _local_logits_stats(
+        target_local_argmax_ptr, target_local_argmax_stride, target_local_max_ptr,
+        target_local_max_stride, target_local_sumexp_ptr, target_local_sumexp_stride,
+        draft_local_max_ptr, draft_local_max_stride, draft_local_sumexp_ptr,
+        draft_local_sumexp_stride, target_logits_ptr, target_logits_stride, draft_logits_ptr,
+        draft_logits_stride_0, draft_logits_stride_1, draft_logits_row_mapping_ptr,
+        expanded_idx_mapping_ptr, expanded_local_pos_ptr, temp_ptr, vocab_size, bonus_count,
+        bint by_next, BLOCK_SIZE, HAS_DRAFT_LOGITS, grid):
     cdef Stats a
     cdef int64_t L = _grid_axis(grid, 0, "grid"), NB = _grid_axis(grid, 1, "grid")
     cdef int64_t li, step, rs, P, p
-    cdef Py_ssize_t n_temp
+    cdef Py_ssize_t n_temp, n_map = 0
     cdef float temp
     cdef bint any_greedy = False, any_random = False
     cdef float* scratch
@@ -531,16 +658,21 @@ def compute_local_logits_stats_kernel(
     if L == 0 or NB == 0:
         L = NB = 0
     a.V = as_int(vocab_size, "vocab_size")
-    a.K = as_int(num_speculative_steps, "num_speculative_steps")
+    _bonus_rule(&a.bonus, expanded_local_pos_ptr, bonus_count, by_next, L, 0 if by_next else L)
     a.BS = as_int(BLOCK_SIZE, "BLOCK_SIZE")
     _pow2(a.BS, "BLOCK_SIZE")
     a.NB = NB
     a.has_draft = as_flag(HAS_DRAFT_LOGITS, "HAS_DRAFT_LOGITS", not is_none(draft_logits_ptr))
     if a.has_draft:
         required(draft_logits_ptr, "draft_logits_ptr", "with HAS_DRAFT_LOGITS")
+    a.has_rowmap = a.has_draft and not is_none(draft_logits_row_mapping_ptr)
+    a.rowmap.ptr = NULL
+    a.rowmap.wide = False
+    if a.has_rowmap:
+        n_map = _numel(draft_logits_row_mapping_ptr, "draft_logits_row_mapping_ptr", M_INDEX)
+        a.rowmap = index_at_least(draft_logits_row_mapping_ptr, "draft_logits_row_mapping_ptr",
+                                  0)
     a.eim = index_at_least(expanded_idx_mapping_ptr, "expanded_idx_mapping_ptr", L,
-                           "one per row of the grid")
-    a.elp = index_at_least(expanded_local_pos_ptr, "expanded_local_pos_ptr", L,
                            "one per row of the grid")
     n_temp = _numel(temp_ptr, "temp_ptr", M_REAL)
     _real(temp_ptr, "temp_ptr", 0, "", &a.temp)
@@ -552,9 +684,9 @@ def compute_local_logits_stats_kernel(
     # the columns a row's blocks read: up to vocab_size, within the grid's blocks
     cdef int64_t cols = min(a.V, NB * a.BS) if a.V > 0 else 0
     for li in range(L):
-        step = iget(a.elp, li)
-        if step >= a.K:
+        if _is_bonus(&a.bonus, li):
             continue
+        step = iget(a.bonus.elp, li)
         rs = iget(a.eim, li)
         if rs < 0 or rs >= n_temp:
             raise ValueError(expected("expanded_idx_mapping_ptr",
@@ -567,8 +699,9 @@ def compute_local_logits_stats_kernel(
         else:
             any_random = True
             if a.has_draft:
-                _need(&a.drf, "draft_logits_ptr", rs, step, cols,
-                      f"request slot {rs}, step {step}: {cols} columns")
+                _need_row_mapping(a.has_rowmap, n_map, rs)
+                _need(&a.drf, "draft_logits_ptr", _mapped_row(a.has_rowmap, a.rowmap, rs), step,
+                      cols, f"request slot {rs}, step {step}: {cols} columns")
     # outputs: rows of the grid's blocks
     _table(target_local_max_ptr, "target_local_max_ptr", M_FLOAT32, 2, target_local_max_stride,
            "target_local_max_stride", None, "", &a.tmax)
@@ -582,7 +715,7 @@ def compute_local_logits_stats_kernel(
         _table(draft_local_sumexp_ptr, "draft_local_sumexp_ptr", M_FLOAT32, 2,
                draft_local_sumexp_stride, "draft_local_sumexp_stride", None, "", &a.dsum)
     for li in range(L):
-        if iget(a.elp, li) >= a.K:
+        if _is_bonus(&a.bonus, li):
             continue
         temp = _ldr(a.temp, iget(a.eim, li))
         _need(&a.tmax, "target_local_max_ptr", li, 0, NB, f"row {li}'s {NB} blocks")
@@ -672,13 +805,8 @@ cdef struct LogProbs:
 
 
 cdef inline int64_t _draft_row(const LogProbs* g, int64_t rs) noexcept nogil:
-    """The draft logits row of request slot ``rs``: the slot itself, or (0.34's row mapping)
-    ``max(row_mapping[rs], 0)`` -- a slot without a row reads row 0, as the kernel does."""
-    cdef int64_t row
-    if not g.has_rowmap:
-        return rs
-    row = iget(g.rowmap, rs)
-    return row if row > 0 else 0
+    """The draft logits row of request slot ``rs`` (``_mapped_row``)."""
+    return _mapped_row(g.has_rowmap, g.rowmap, rs)
 
 
 cdef inline void _logprobs(const LogProbs* g, int64_t token, int64_t li, int64_t rs,
@@ -890,20 +1018,29 @@ cdef _cumulative_log_p(
 cdef struct Resid:
     LogProbs g
     Tab out, clp
-    IBuf ds, eim, elp
+    IBuf ds, eim
+    Bonus bonus
     Real temp
-    int64_t V, K, BS, NB, L
+    int64_t V, BS, NB, L
+
+
+cdef inline bint _resid_row(const Resid* a, int64_t li) noexcept nogil:
+    """Whether row ``li`` has a residual mass: not its request's first row nor its bonus row
+    (0.27-0.32: nor the grid's last row)."""
+    cdef int64_t step
+    if not a.bonus.by_next and li + 1 >= a.L:
+        return False
+    step = iget(a.bonus.elp, li)
+    return step != 0 and not _is_bonus(&a.bonus, li)
 
 
 cdef void _resid_program(const Resid* a, int64_t li, int64_t b, float* buf,
                          float* small) noexcept nogil:
     cdef int64_t step, rs, j, nv, tb, db
     cdef float temp, tlse, dlse, p, mb, ms, x
-    if li + 1 >= a.L:
+    if not _resid_row(a, li):
         return
-    step = iget(a.elp, li)
-    if step == 0 or step >= a.K:
-        return
+    step = iget(a.bonus.elp, li)
     if iget(a.ds, li + 1) < 0:
         return
     rs = iget(a.eim, li)
@@ -915,7 +1052,7 @@ cdef void _resid_program(const Resid* a, int64_t li, int64_t b, float* buf,
     dlse = _global_lse(&a.g.dl, li, small)
     p = expf(_ldf(&a.clp, li - 1))
     tb = _off(&a.g.tgt, li, 0) + b * a.BS
-    db = _off(&a.g.drf, rs, step) + b * a.BS
+    db = _off(&a.g.drf, _draft_row(&a.g, rs), step) + b * a.BS
     for j in range(a.BS):
         if j < nv:
             mb = expf(_ldf(&a.g.tgt, tb + j) - tlse)
@@ -942,12 +1079,80 @@ def compute_local_residual_mass_kernel(
     non-greedy request: ``sum(max(p * M_b(x) - M_s(x), 0))`` over vocabulary block ``b``, with
     ``p = exp(cumulative_log_p[t - 1])`` and ``M_b``, ``M_s`` the target and draft
     probabilities."""
+    _local_residual_mass(
+        local_residual_mass_ptr, local_residual_mass_stride, cumulative_log_p_ptr,
+        target_logits_ptr, target_logits_stride, target_local_max_ptr, target_local_max_stride,
+        target_local_sumexp_ptr, target_local_sumexp_stride, draft_logits_ptr,
+        draft_logits_stride_0, draft_logits_stride_1, None, draft_local_max_ptr,
+        draft_local_max_stride, draft_local_sumexp_ptr, draft_local_sumexp_stride,
+        draft_sampled_ptr, expanded_idx_mapping_ptr, expanded_local_pos_ptr, temp_ptr,
+        vocab_size, num_speculative_steps, False, vocab_num_blocks, BLOCK_SIZE,
+        PADDED_VOCAB_NUM_BLOCKS, grid)
+
+
+def compute_local_residual_mass_num_logits_kernel(
+        local_residual_mass_ptr, local_residual_mass_stride, cumulative_log_p_ptr,
+        target_logits_ptr, target_logits_stride, target_local_max_ptr, target_local_max_stride,
+        target_local_sumexp_ptr, target_local_sumexp_stride, draft_logits_ptr,
+        draft_logits_stride_0, draft_logits_stride_1, draft_local_max_ptr,
+        draft_local_max_stride, draft_local_sumexp_ptr, draft_local_sumexp_stride,
+        draft_sampled_ptr, expanded_idx_mapping_ptr, expanded_local_pos_ptr, temp_ptr,
+        vocab_size, num_logits, vocab_num_blocks, BLOCK_SIZE, PADDED_VOCAB_NUM_BLOCKS, *,
+        grid):
+    """vLLM 0.33's ``_compute_local_residual_mass_kernel``: as
+    ``compute_local_residual_mass_kernel``, a bonus row being one whose next row starts a
+    request or lies at or past ``num_logits`` (the grid's last row is no longer skipped by
+    itself)."""
+    _local_residual_mass(
+        local_residual_mass_ptr, local_residual_mass_stride, cumulative_log_p_ptr,
+        target_logits_ptr, target_logits_stride, target_local_max_ptr, target_local_max_stride,
+        target_local_sumexp_ptr, target_local_sumexp_stride, draft_logits_ptr,
+        draft_logits_stride_0, draft_logits_stride_1, None, draft_local_max_ptr,
+        draft_local_max_stride, draft_local_sumexp_ptr, draft_local_sumexp_stride,
+        draft_sampled_ptr, expanded_idx_mapping_ptr, expanded_local_pos_ptr, temp_ptr,
+        vocab_size, num_logits, True, vocab_num_blocks, BLOCK_SIZE, PADDED_VOCAB_NUM_BLOCKS,
+        grid)
+
+
+def compute_local_residual_mass_row_mapping_kernel(
+        local_residual_mass_ptr, local_residual_mass_stride, cumulative_log_p_ptr,
+        target_logits_ptr, target_logits_stride, target_local_max_ptr, target_local_max_stride,
+        target_local_sumexp_ptr, target_local_sumexp_stride, draft_logits_ptr,
+        draft_logits_stride_0, draft_logits_stride_1, draft_logits_row_mapping_ptr,
+        draft_local_max_ptr, draft_local_max_stride, draft_local_sumexp_ptr,
+        draft_local_sumexp_stride, draft_sampled_ptr, expanded_idx_mapping_ptr,
+        expanded_local_pos_ptr, temp_ptr, vocab_size, num_logits, vocab_num_blocks, BLOCK_SIZE,
+        PADDED_VOCAB_NUM_BLOCKS, *, grid):
+    """vLLM 0.34's ``_compute_local_residual_mass_kernel``: 0.33's
+    (``compute_local_residual_mass_num_logits_kernel``), the draft logits of request slot
+    ``s`` read from cache row ``max(row_mapping[s], 0)`` when ``draft_logits_row_mapping_ptr``
+    is given, from row ``s`` when None."""
+    _local_residual_mass(
+        local_residual_mass_ptr, local_residual_mass_stride, cumulative_log_p_ptr,
+        target_logits_ptr, target_logits_stride, target_local_max_ptr, target_local_max_stride,
+        target_local_sumexp_ptr, target_local_sumexp_stride, draft_logits_ptr,
+        draft_logits_stride_0, draft_logits_stride_1, draft_logits_row_mapping_ptr,
+        draft_local_max_ptr, draft_local_max_stride, draft_local_sumexp_ptr,
+        draft_local_sumexp_stride, draft_sampled_ptr, expanded_idx_mapping_ptr,
+        expanded_local_pos_ptr, temp_ptr, vocab_size, num_logits, True, vocab_num_blocks,
+        BLOCK_SIZE, PADDED_VOCAB_NUM_BLOCKS, grid)
+
+
+cdef _local_residual_mass(
+        local_residual_mass_ptr, local_residual_mass_stride, cumulative_log_p_ptr,
+        target_logits_ptr, target_logits_stride, target_local_max_ptr, target_local_max_stride,
+        target_local_sumexp_ptr, target_local_sumexp_stride, draft_logits_ptr,
+        draft_logits_stride_0, draft_logits_stride_1, draft_logits_row_mapping_ptr,
+        draft_local_max_ptr, draft_local_max_stride, draft_local_sumexp_ptr,
+        draft_local_sumexp_stride, draft_sampled_ptr, expanded_idx_mapping_ptr,
+        expanded_local_pos_ptr, temp_ptr, vocab_size, bonus_count, bint by_next,
+        vocab_num_blocks, BLOCK_SIZE, PADDED_VOCAB_NUM_BLOCKS, grid):
     cdef Resid a
     cdef int64_t L = _grid_axis(grid, 0, "grid"), NB = _grid_axis(grid, 1, "grid")
     cdef int64_t nb = as_int(vocab_num_blocks, "vocab_num_blocks")
     cdef int64_t padded = as_int(PADDED_VOCAB_NUM_BLOCKS, "PADDED_VOCAB_NUM_BLOCKS")
     cdef int64_t li, step, rs, cols, P, p
-    cdef Py_ssize_t n_temp, n_ds
+    cdef Py_ssize_t n_temp, n_ds, n_map = 0
     cdef float* scratch
     cdef int nt
     cdef list rows = []
@@ -956,17 +1161,24 @@ def compute_local_residual_mass_kernel(
     a.L = L
     a.NB = NB
     a.V = as_int(vocab_size, "vocab_size")
-    a.K = as_int(num_speculative_steps, "num_speculative_steps")
+    _bonus_rule(&a.bonus, expanded_local_pos_ptr, bonus_count, by_next, L,
+                L if by_next else max(L - 1, 0))
     a.BS = as_int(BLOCK_SIZE, "BLOCK_SIZE")
     _pow2(a.BS, "BLOCK_SIZE")
     _pow2(padded, "PADDED_VOCAB_NUM_BLOCKS")
     a.g.has_draft = True
-    a.g.has_rowmap = False
     required(draft_logits_ptr, "draft_logits_ptr", "(the kernel reads the draft logits)")
+    a.g.has_rowmap = not is_none(draft_logits_row_mapping_ptr)
+    a.g.rowmap.ptr = NULL
+    a.g.rowmap.wide = False
+    if a.g.has_rowmap:
+        n_map = _numel(draft_logits_row_mapping_ptr, "draft_logits_row_mapping_ptr", M_INDEX)
+        a.g.rowmap = index_at_least(draft_logits_row_mapping_ptr,
+                                    "draft_logits_row_mapping_ptr", 0)
     a.eim = index_at_least(expanded_idx_mapping_ptr, "expanded_idx_mapping_ptr",
-                           max(L - 1, 0), "one per row of the grid but the last")
-    a.elp = index_at_least(expanded_local_pos_ptr, "expanded_local_pos_ptr", max(L - 1, 0),
-                           "one per row of the grid but the last")
+                           L if by_next else max(L - 1, 0),
+                           "one per row of the grid" if by_next
+                           else "one per row of the grid but the last")
     n_ds = _numel(draft_sampled_ptr, "draft_sampled_ptr", M_INDEX)
     a.ds = index_at_least(draft_sampled_ptr, "draft_sampled_ptr", 0)
     n_temp = _numel(temp_ptr, "temp_ptr", M_REAL)
@@ -986,10 +1198,10 @@ def compute_local_residual_mass_kernel(
     _table(local_residual_mass_ptr, "local_residual_mass_ptr", M_FLOAT32, 2,
            local_residual_mass_stride, "local_residual_mass_stride", None, "", &a.out)
     cols = min(a.V, NB * a.BS) if a.V > 0 else 0
-    for li in range(L - 1):
-        step = iget(a.elp, li)
-        if step == 0 or step >= a.K:
+    for li in range(L):
+        if not _resid_row(&a, li):
             continue
+        step = iget(a.bonus.elp, li)
         if li + 1 >= n_ds:
             raise ValueError(expected("draft_sampled_ptr", f"at least {li + 2} elements (the "
                                       f"token after row {li})", n_ds))
@@ -1003,10 +1215,15 @@ def compute_local_residual_mass_kernel(
         if _ldr(a.temp, rs) == 0.0:
             continue
         _need(&a.g.tgt, "target_logits_ptr", li, 0, cols, f"row {li}'s {cols} columns")
-        _need(&a.g.drf, "draft_logits_ptr", rs, step, cols,
+        _need_row_mapping(a.g.has_rowmap, n_map, rs)
+        _need(&a.g.drf, "draft_logits_ptr", _draft_row(&a.g, rs), step, cols,
               f"request slot {rs}, step {step}: {cols} columns")
         _need_lse(&a.g.tl, "target_local_max_ptr", "target_local_sumexp_ptr", li)
         _need_lse(&a.g.dl, "draft_local_max_ptr", "draft_local_sumexp_ptr", li)
+        if li == 0:     # the kernel would read cumulative_log_p[-1]
+            raise ValueError(expected("expanded_local_pos_ptr", "local position 0 at row 0 (a "
+                                      "draft row reads the row before it of "
+                                      "cumulative_log_p_ptr)", f"[0] = {step}"))
         _need(&a.clp, "cumulative_log_p_ptr", 0, 0, li, f"the value of row {li - 1}")
         _need(&a.out, "local_residual_mass_ptr", li, 0, NB, f"row {li}'s {NB} blocks")
         rows.append(li)

@@ -188,6 +188,29 @@ def _bs(rng, choices=(16, 32, 64, 128)):
     return rng.choice(choices)
 
 
+def _row_mapping(rng, st, idx):
+    """A sharded draft logits cache's rows of the request slots (-1: none, row 0 is read), or
+    None (a replicated cache: the slot is its row)."""
+    if rng.random() < 0.4:
+        return None
+    mapping = torch.randperm(st.S, generator=gen(rng))
+    mapping[torch.rand(st.S, generator=gen(rng)) < 0.2] = -1
+    return mapping.to(idx)
+
+
+def _standing_form(kernel, args, rng, st, idx):
+    """``args`` in the signature of ``kernel`` standing in the sources under test: vLLM 0.33's
+    ``num_logits`` for ``num_speculative_steps`` (the step's rows, now and then one fewer),
+    0.34's draft logits row mapping; 0.32's signature where the sources have neither."""
+    names = _standing_args(kernel)
+    if "num_logits" not in names:
+        return args
+    args = dict(args)
+    args["num_logits"] = st.L - (1 if st.L and rng.random() < 0.2 else 0)
+    args["draft_logits_row_mapping_ptr"] = _row_mapping(rng, st, idx)
+    return {name: args[name] for name in names}
+
+
 # -- the kernels ----------------------------------------------------------------------------------
 
 
@@ -226,6 +249,7 @@ def local_logits_stats(rng, idx, scale):
         BLOCK_SIZE=bs,
         HAS_DRAFT_LOGITS=st.has_draft,
     )
+    args = _standing_form("_compute_local_logits_stats_kernel", args, rng, st, idx)
     return Case(
         "compute_local_logits_stats_kernel",
         (st.L, nb),
@@ -344,6 +368,7 @@ def local_residual_mass(rng, idx, scale):
         BLOCK_SIZE=bs,
         PADDED_VOCAB_NUM_BLOCKS=next_pow2(nb),
     )
+    args = _standing_form("_compute_local_residual_mass_kernel", args, rng, st, idx)
     return Case(
         "compute_local_residual_mass_kernel",
         (st.L, nb),
