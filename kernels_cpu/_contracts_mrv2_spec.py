@@ -529,10 +529,10 @@ _ROW_MAPPING = _in_index(
 )
 
 
-def _later_form(base, name, release, summary, row_mapping):
+def _later_form(base, name, release, summary, row_mapping, appended=()):
     """``base``'s contract as a later release has it: ``num_logits`` for
-    ``num_speculative_steps`` (vLLM 0.33), and with ``row_mapping`` the draft logits cache's row
-    mapping after ``draft_logits_stride_1`` (0.34)."""
+    ``num_speculative_steps`` (vLLM 0.33), with ``row_mapping`` the draft logits cache's row
+    mapping after ``draft_logits_stride_1`` (0.34), then the ``appended`` arguments."""
     (c,) = [c for c in CONTRACTS if c.name == base]
     args = []
     for a in c.args:
@@ -542,7 +542,7 @@ def _later_form(base, name, release, summary, row_mapping):
     return c._replace(
         name=name,
         summary=summary,
-        args=tuple(args),
+        args=(*args, *appended),
         vllm=(),
         serves=base,
         releases=span(release, release),
@@ -586,6 +586,16 @@ _LATER = (
         "0.34",
         f"vLLM 0.34's form of compute_local_residual_mass_kernel: 0.33's, {_ROWS_034}",
         True,
+    ),
+    _later_form(
+        "resample_kernel",
+        "resample_row_mapping_kernel",
+        "0.34",
+        f"vLLM 0.34's form of resample_kernel: {_ROWS_034}; with SKIP_MASKED_BLOCKS a block "
+        "whose target logits are all -inf (NaN ignored) stores token b * BLOCK_SIZE and max -inf "
+        "without a draw",
+        True,
+        (_flag("SKIP_MASKED_BLOCKS", "default False: draw every block", optional=True),),
     ),
 )
 

@@ -56,6 +56,7 @@ __all__ = [
     "compute_local_residual_mass_row_mapping_kernel",
     "rejection_kernel",
     "resample_kernel",
+    "resample_row_mapping_kernel",
     "insert_resampled_kernel",
     "assign_rows_kernel",
     "stale_drafts_kernel",
@@ -1544,6 +1545,23 @@ cdef struct Res:
     const unsigned char* wm        # per request slot: watermarked (a bool's byte)
     const unsigned char* skip      # per row: context seen before (DEDUPLICATE_CONTEXTS)
     uint32_t key0, key1
+    # vLLM 0.34: the draft logits cache's row of a request slot, and SKIP_MASKED_BLOCKS
+    bint has_rowmap, skip_masked
+    IBuf rowmap
+
+
+cdef inline bint _masked_block(const float* x, Py_ssize_t nv, Py_ssize_t bs) noexcept nogil:
+    """SKIP_MASKED_BLOCKS' test, ``tl.max(target block) == -inf``: the max ignores NaN, the
+    block's ``bs - nv`` lanes past the vocabulary are -inf, and a block of NaN only has max
+    NaN (not skipped)."""
+    cdef Py_ssize_t j
+    cdef bint number = nv < bs
+    for j in range(nv):
+        if x[j] > -INFINITY:
+            return False
+        if x[j] == x[j]:
+            number = True
+    return number
 
 
 # vLLM's watermark PRF (vllm/v1/watermarking/prfs/philox.py, the Triton twin in
@@ -1625,6 +1643,11 @@ cdef void _res_program(const Res* a, int64_t r, int64_t b, float* buf) noexcept 
     tb = _off(&a.tgt, rti, 0) + b * a.BS
     for j in range(nv):
         buf[j] = _ldf(&a.tgt, tb + j)
+    if a.skip_masked and _masked_block(buf, nv, a.BS):
+        # no target token survives the block, nor does the residual: no draw
+        _stf(&a.out_max, _off(&a.out_max, r, 0) + b, -INFINITY)
+        _sti(&a.out_arg, _off(&a.out_arg, r, 0) + b, b * a.BS)
+        return
     if bonus or not valid:
         pass                                    # the target logits as they are
     elif a.has_draft:
@@ -1633,7 +1656,7 @@ cdef void _res_program(const Res* a, int64_t r, int64_t b, float* buf) noexcept 
         lpt = 0.0
         if a.block and ri > 0:
             lpt = _ldf(&a.clp, rti - 1)
-        db = _off(&a.drf, rs, ri) + b * a.BS
+        db = _off(&a.drf, _mapped_row(a.has_rowmap, a.rowmap, rs), ri) + b * a.BS
         for j in range(nv):
             tlp = buf[j] - tlse
             if a.block:
@@ -1683,10 +1706,62 @@ def resample_kernel(
     request (unless DEDUPLICATE_CONTEXTS marks its row's context as seen) draws instead with
     vLLM's keyed Philox PRF over its row's ``CONTEXT_WIDTH`` context words. Stores the block's
     token and noised max (fp64 with USE_FP64)."""
+    _resample(
+        resampled_local_argmax_ptr, resampled_local_argmax_stride, resampled_local_max_ptr,
+        resampled_local_max_stride, target_logits_ptr, target_logits_stride,
+        target_rejected_logsumexp_ptr, draft_logits_ptr, draft_logits_stride_0,
+        draft_logits_stride_1, None, draft_rejected_logsumexp_ptr, rejected_step_ptr,
+        cu_num_logits_ptr, expanded_idx_mapping_ptr, draft_sampled_ptr, temp_ptr, seed_ptr,
+        pos_ptr, cumulative_log_p_ptr, contexts_ptr, contexts_stride, watermarking_ptr,
+        watermarking_skip_mask_ptr, watermark_key_0, watermark_key_1, vocab_size, BLOCK_SIZE,
+        HAS_DRAFT_LOGITS, USE_FP64, USE_BLOCK_VERIFICATION, CONTEXT_WIDTH, WATERMARK,
+        DEDUPLICATE_CONTEXTS, False, grid)
+
+
+def resample_row_mapping_kernel(
+        resampled_local_argmax_ptr, resampled_local_argmax_stride, resampled_local_max_ptr,
+        resampled_local_max_stride, target_logits_ptr, target_logits_stride,
+        target_rejected_logsumexp_ptr, draft_logits_ptr, draft_logits_stride_0,
+        draft_logits_stride_1, draft_logits_row_mapping_ptr, draft_rejected_logsumexp_ptr,
+        rejected_step_ptr, cu_num_logits_ptr, expanded_idx_mapping_ptr, draft_sampled_ptr,
+        temp_ptr, seed_ptr, pos_ptr, cumulative_log_p_ptr, contexts_ptr, contexts_stride,
+        watermarking_ptr, watermarking_skip_mask_ptr, watermark_key_0, watermark_key_1,
+        vocab_size, BLOCK_SIZE, HAS_DRAFT_LOGITS=None, USE_FP64=None,
+        USE_BLOCK_VERIFICATION=None, CONTEXT_WIDTH=None, WATERMARK=None,
+        DEDUPLICATE_CONTEXTS=None, SKIP_MASKED_BLOCKS=None, *, grid):
+    """vLLM 0.34's ``_resample_kernel``: as ``resample_kernel``, the draft logits of request
+    slot ``s`` read from cache row ``max(row_mapping[s], 0)`` when
+    ``draft_logits_row_mapping_ptr`` is given (from row ``s`` when None), and with
+    SKIP_MASKED_BLOCKS (default False) a block whose target logits are all -inf (NaN
+    ignored: top-k/top-p masked it) stores token ``b * BLOCK_SIZE`` and max -inf without a
+    draw. The draft row's columns are required whole all the same (the cache is as wide)."""
+    _resample(
+        resampled_local_argmax_ptr, resampled_local_argmax_stride, resampled_local_max_ptr,
+        resampled_local_max_stride, target_logits_ptr, target_logits_stride,
+        target_rejected_logsumexp_ptr, draft_logits_ptr, draft_logits_stride_0,
+        draft_logits_stride_1, draft_logits_row_mapping_ptr, draft_rejected_logsumexp_ptr,
+        rejected_step_ptr, cu_num_logits_ptr, expanded_idx_mapping_ptr, draft_sampled_ptr,
+        temp_ptr, seed_ptr, pos_ptr, cumulative_log_p_ptr, contexts_ptr, contexts_stride,
+        watermarking_ptr, watermarking_skip_mask_ptr, watermark_key_0, watermark_key_1,
+        vocab_size, BLOCK_SIZE, HAS_DRAFT_LOGITS, USE_FP64, USE_BLOCK_VERIFICATION,
+        CONTEXT_WIDTH, WATERMARK, DEDUPLICATE_CONTEXTS,
+        as_flag(SKIP_MASKED_BLOCKS, "SKIP_MASKED_BLOCKS", 0), grid)
+
+
+cdef _resample(
+        resampled_local_argmax_ptr, resampled_local_argmax_stride, resampled_local_max_ptr,
+        resampled_local_max_stride, target_logits_ptr, target_logits_stride,
+        target_rejected_logsumexp_ptr, draft_logits_ptr, draft_logits_stride_0,
+        draft_logits_stride_1, draft_logits_row_mapping_ptr, draft_rejected_logsumexp_ptr,
+        rejected_step_ptr, cu_num_logits_ptr, expanded_idx_mapping_ptr, draft_sampled_ptr,
+        temp_ptr, seed_ptr, pos_ptr, cumulative_log_p_ptr, contexts_ptr, contexts_stride,
+        watermarking_ptr, watermarking_skip_mask_ptr, watermark_key_0, watermark_key_1,
+        vocab_size, BLOCK_SIZE, HAS_DRAFT_LOGITS, USE_FP64, USE_BLOCK_VERIFICATION,
+        CONTEXT_WIDTH, WATERMARK, DEDUPLICATE_CONTEXTS, bint skip_masked, grid):
     cdef Res a
     cdef int64_t R = _grid_axis(grid, 0, "grid"), NB = _grid_axis(grid, 1, "grid")
     cdef int64_t r, ri, start, end, rti, rs, rdt, cols, P, p
-    cdef Py_ssize_t n_eim, n_temp, n_seed, n_pos, n_ds, n_wm = 0, n_skip = 0
+    cdef Py_ssize_t n_eim, n_temp, n_seed, n_pos, n_ds, n_wm = 0, n_skip = 0, n_map = 0
     cdef Py_ssize_t shp1[1]
     cdef float* scratch
     cdef int nt
@@ -1694,6 +1769,7 @@ def resample_kernel(
     if R == 0 or NB == 0:
         R = NB = 0
     a.NB = NB
+    a.skip_masked = skip_masked
     a.V = as_int(vocab_size, "vocab_size")
     a.BS = as_int(BLOCK_SIZE, "BLOCK_SIZE")
     _pow2(a.BS, "BLOCK_SIZE")
@@ -1727,6 +1803,13 @@ def resample_kernel(
         as_int(contexts_stride, "contexts_stride")
     if a.has_draft:
         required(draft_logits_ptr, "draft_logits_ptr", "with HAS_DRAFT_LOGITS")
+    a.has_rowmap = a.has_draft and not is_none(draft_logits_row_mapping_ptr)
+    a.rowmap.ptr = NULL
+    a.rowmap.wide = False
+    if a.has_rowmap:
+        n_map = _numel(draft_logits_row_mapping_ptr, "draft_logits_row_mapping_ptr", M_INDEX)
+        a.rowmap = index_at_least(draft_logits_row_mapping_ptr, "draft_logits_row_mapping_ptr",
+                                  0)
     a.rej = index_at_least(rejected_step_ptr, "rejected_step_ptr", R,
                            "one per request of the grid")
     a.cu = index_at_least(cu_num_logits_ptr, "cu_num_logits_ptr", R + 1 if R else 0,
@@ -1794,7 +1877,8 @@ def resample_kernel(
             continue
         if ri < 0:
             raise ValueError(expected("rejected_step_ptr", "steps >= 0", f"[{r}] = {ri}"))
-        _need(&a.drf, "draft_logits_ptr", rs, ri, cols,
+        _need_row_mapping(a.has_rowmap, n_map, rs)
+        _need(&a.drf, "draft_logits_ptr", _mapped_row(a.has_rowmap, a.rowmap, rs), ri, cols,
               f"request slot {rs}, step {ri}: {cols} columns")
         _need(&a.trl, "target_rejected_logsumexp_ptr", 0, 0, r + 1, f"request {r}'s value")
         _need(&a.drl, "draft_rejected_logsumexp_ptr", 0, 0, r + 1, f"request {r}'s value")

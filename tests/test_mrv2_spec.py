@@ -664,3 +664,65 @@ def test_a_row_mapping_reads_the_mapped_rows(name, idx, cases_032):
     with pytest.raises(ValueError, match="^draft_logits_row_mapping_ptr: expected"):
         _launch(form34, kw3, case)
     _unchanged(kw3, before)
+
+
+def _masked(block, bs):
+    """SKIP_MASKED_BLOCKS' test: the block's max, NaN ignored and the lanes past the vocabulary
+    -inf, is -inf (a full block of NaN only has max NaN)."""
+    numbers = block[~block.isnan()]
+    if block.numel() < bs:
+        return bool((numbers == float("-inf")).all())
+    return numbers.numel() > 0 and bool((numbers == float("-inf")).all())
+
+
+def _resampled_blocks(kw, case):
+    """``(request, block, masked)`` for each block the resampling draws: not the rows of a
+    greedy request other than its bonus row."""
+    bs, out = kw["BLOCK_SIZE"], []
+    for r in range(case.grid[0]):
+        row = int(kw["cu_num_logits_ptr"][r]) + int(kw["rejected_step_ptr"][r])
+        slot = int(kw["expanded_idx_mapping_ptr"][row])
+        bonus = row == int(kw["cu_num_logits_ptr"][r + 1]) - 1
+        if float(kw["temp_ptr"][slot]) == 0.0 and not bonus:
+            continue
+        for b in range(case.grid[1]):
+            block = kw["target_logits_ptr"][row, b * bs : (b + 1) * bs].float()
+            out.append((r, b, _masked(block, bs)))
+    return out
+
+
+@pytest.mark.parametrize("idx", IDX)
+def test_the_later_resampling_skips_masked_blocks(idx, cases_032):
+    """0.34's resampling without a row mapping or skipping draws as 0.32's; with
+    SKIP_MASKED_BLOCKS a block whose target logits are all -inf stores token ``b *
+    BLOCK_SIZE`` and max -inf, and every other block its draw."""
+    form34 = "resample_row_mapping_kernel"
+
+    def launch(kw, case, skip):
+        names = [a.name for a in contracts.contract(form34).args]
+        extra = dict(draft_logits_row_mapping_ptr=None, SKIP_MASKED_BLOCKS=skip)
+        return _launch(form34, {n: kw[n] if n in kw else extra[n] for n in names}, case)
+
+    case, kw, _ = _find(
+        "resample_kernel", idx, lambda kw, c: any(m for _, _, m in _resampled_blocks(kw, c))
+    )
+    want = _launch("resample_kernel", kw, case)
+    kw2, _ = case.build()
+    got = launch(kw2, case, False)
+    for k in want:
+        assert torch.equal(want[k].nan_to_num(), got[k].nan_to_num()), k
+    kw3, _ = case.build()
+    launch(kw3, case, True)
+    arg, mx, bs = (
+        kw3["resampled_local_argmax_ptr"],
+        kw3["resampled_local_max_ptr"],
+        kw["BLOCK_SIZE"],
+    )
+    for r, b, masked in _resampled_blocks(kw, case):
+        if masked:
+            assert int(arg[r, b]) == b * bs and mx[r, b] == float("-inf"), (r, b)
+        else:
+            assert int(arg[r, b]) == int(kw["resampled_local_argmax_ptr"][r, b]), (r, b)
+            assert torch.equal(
+                mx[r, b].nan_to_num(), kw["resampled_local_max_ptr"][r, b].nan_to_num()
+            )

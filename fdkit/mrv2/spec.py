@@ -201,13 +201,20 @@ def _row_mapping(rng, st, idx):
 def _standing_form(kernel, args, rng, st, idx):
     """``args`` in the signature of ``kernel`` standing in the sources under test: vLLM 0.33's
     ``num_logits`` for ``num_speculative_steps`` (the step's rows, now and then one fewer),
-    0.34's draft logits row mapping; 0.32's signature where the sources have neither."""
+    0.34's draft logits row mapping and the resampling's SKIP_MASKED_BLOCKS; 0.32's signature
+    where the sources have none of them."""
     names = _standing_args(kernel)
-    if "num_logits" not in names:
+    later = {
+        "num_logits": lambda: st.L - (1 if st.L and rng.random() < 0.2 else 0),
+        "draft_logits_row_mapping_ptr": lambda: _row_mapping(rng, st, idx),
+        "SKIP_MASKED_BLOCKS": lambda: rng.random() < 0.6,
+    }
+    if not any(name in later for name in names):
         return args
     args = dict(args)
-    args["num_logits"] = st.L - (1 if st.L and rng.random() < 0.2 else 0)
-    args["draft_logits_row_mapping_ptr"] = _row_mapping(rng, st, idx)
+    for name in names:
+        if name in later:
+            args[name] = later[name]()
     return {name: args[name] for name in names}
 
 
@@ -449,6 +456,10 @@ def resample(rng, idx, scale):
     nb = _cdiv(st.V, bs)
     block = rng.random() < 0.3
     fp64 = rng.random() < 0.3
+    for _ in range(rng.randint(0, 3) if st.L and nb > 1 else 0):
+        # a block of a row masked whole, as top-k/top-p leave most blocks of a row
+        b = rng.randrange(nb)
+        st.target[rng.randrange(st.L), b * bs : (b + 1) * bs] = float("-inf")
     tgt, ts = st.target_arg()
     draft, d0, d1 = st.draft_arg()
     # accepted counts and the log-sum-exps of each request's rejected row
@@ -508,6 +519,7 @@ def resample(rng, idx, scale):
         WATERMARK=watermark,
         DEDUPLICATE_CONTEXTS=dedup,
     )
+    args = _standing_form("_resample_kernel", args, rng, st, idx)
     return Case(
         "resample_kernel",
         (st.R, nb),
