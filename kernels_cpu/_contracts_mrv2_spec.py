@@ -529,16 +529,18 @@ _ROW_MAPPING = _in_index(
 )
 
 
-def _later_form(base, name, release, summary, row_mapping, appended=()):
+def _later_form(base, name, release, summary, row_mapping, appended=(), after=None):
     """``base``'s contract as a later release has it: ``num_logits`` for
     ``num_speculative_steps`` (vLLM 0.33), with ``row_mapping`` the draft logits cache's row
-    mapping after ``draft_logits_stride_1`` (0.34), then the ``appended`` arguments."""
+    mapping after ``draft_logits_stride_1`` (0.34), ``after`` = ``{name: args}`` inserted
+    after the argument of that name, then the ``appended`` arguments."""
     (c,) = [c for c in CONTRACTS if c.name == base]
     args = []
     for a in c.args:
         args.append(_NUM_LOGITS if a.name == "num_speculative_steps" else a)
         if row_mapping and a.name == "draft_logits_stride_1":
             args.append(_ROW_MAPPING)
+        args.extend((after or {}).get(a.name, ()))
     return c._replace(
         name=name,
         summary=summary,
@@ -586,6 +588,46 @@ _LATER = (
         "0.34",
         f"vLLM 0.34's form of compute_local_residual_mass_kernel: 0.33's, {_ROWS_034}",
         True,
+    ),
+    *(
+        _later_form(
+            "rejection_kernel",
+            name,
+            release,
+            summary,
+            release == "0.34",
+            (_flag("FLY_WINDOW_SIZE", "default 0: no deferral", optional=True),),
+            {
+                "local_residual_mass_stride": (
+                    _a(
+                        "fly_entropy_ptr",
+                        "in",
+                        _REAL,
+                        "flat",
+                        "one per draft row (FLY_WINDOW_SIZE > 0)",
+                        optional=True,
+                    ),
+                    _a("fly_entropy_threshold", "scalar", (), "number", "compared as fp32"),
+                )
+            },
+        )
+        for name, release, summary in (
+            (
+                "rejection_fly_kernel",
+                "0.33",
+                "vLLM 0.33's form of rejection_kernel: block verification draws step i's "
+                "uniform from seed ^ i << 32; with FLY_WINDOW_SIZE w > 0 (FLy) a rejection of "
+                "a draft the target does not rule out, at a row whose fly_entropy is at least "
+                "the threshold with w drafts after it, is deferred -- kept when the next w are "
+                "accepted natively, else the accepted length stays there (a greedy request's "
+                "target argmax stored at it); a -1 draft is rejected, not an end",
+            ),
+            (
+                "rejection_row_mapping_kernel",
+                "0.34",
+                f"vLLM 0.34's form of rejection_kernel: 0.33's, {_ROWS_034}",
+            ),
+        )
     ),
     _later_form(
         "resample_kernel",

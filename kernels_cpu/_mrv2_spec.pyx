@@ -55,6 +55,8 @@ __all__ = [
     "compute_local_residual_mass_num_logits_kernel",
     "compute_local_residual_mass_row_mapping_kernel",
     "rejection_kernel",
+    "rejection_fly_kernel",
+    "rejection_row_mapping_kernel",
     "resample_kernel",
     "resample_row_mapping_kernel",
     "insert_resampled_kernel",
@@ -319,6 +321,17 @@ cdef inline int64_t _grid_axis(object grid, int axis, str name) except? -1:
     if axis >= len(g):
         want = 1
     return want if total > 0 else 0
+
+
+cdef float _as_float(object v, str name) except? -1.0:
+    """A float launch argument (a Triton fp32 scalar): a Python or numpy number, or a 0-d
+    tensor; not a bool. Rounded to fp32, as Triton passes it."""
+    if isinstance(v, bool) or v is None or isinstance(v, (str, bytes)):
+        raise TypeError(expected(name, "a number", type(v).__name__))
+    try:
+        return <float>float(v)
+    except (TypeError, ValueError):
+        raise TypeError(expected(name, "a number", type(v).__name__)) from None
 
 
 cdef inline int _pow2(int64_t v, str name) except -1:
@@ -810,17 +823,21 @@ cdef inline int64_t _draft_row(const LogProbs* g, int64_t rs) noexcept nogil:
     return _mapped_row(g.has_rowmap, g.rowmap, rs)
 
 
-cdef inline void _logprobs(const LogProbs* g, int64_t token, int64_t li, int64_t rs,
+cdef inline void _logprobs(const LogProbs* g, int64_t token, bint valid, int64_t li, int64_t rs,
                            int64_t step, float temp, float* buf, float* tlp, float* dlp,
                            float* tlse, float* dlse) noexcept nogil:
     """vLLM's ``_compute_global_logprobs_and_logsumexp`` for one token: the target and draft
-    log-probabilities of ``token`` at row ``li`` and their log-sum-exps (one-hot draft: 0, 0)."""
-    cdef float target_logit = _ldf(&g.tgt, _off(&g.tgt, li, 0) + token)
+    log-probabilities of ``token`` at row ``li`` and their log-sum-exps (one-hot draft: 0, 0);
+    a token not ``valid`` (0.33+'s mask: a -1 placeholder) reads logits -inf."""
+    cdef float target_logit = _ldf(&g.tgt, _off(&g.tgt, li, 0) + token) if valid else -INFINITY
     cdef float draft_logit
     tlse[0] = _global_lse(&g.tl, li, buf)
     tlp[0] = target_logit - tlse[0]
     if g.has_draft:
-        draft_logit = _ldf(&g.drf, _off(&g.drf, _draft_row(g, rs), step) + token) / temp
+        draft_logit = -INFINITY
+        if valid:
+            draft_logit = _ldf(&g.drf, _off(&g.drf, _draft_row(g, rs), step) + token)
+        draft_logit = draft_logit / temp
         dlse[0] = _global_lse(&g.dl, li, buf)
         dlp[0] = draft_logit - dlse[0]
     else:
@@ -847,7 +864,7 @@ cdef void _cum_program(const Cum* a, int64_t r, float* buf) noexcept nogil:
         li = start + step
         tok = iget(a.ds, li + 1)
         if tok >= 0:
-            _logprobs(&a.g, tok, li, rs, step, temp, buf, &tlp, &dlp, &tlse, &dlse)
+            _logprobs(&a.g, tok, True, li, rs, step, temp, buf, &tlp, &dlp, &tlse, &dlse)
             log_p = _min_zero(log_p + (tlp - dlp))
         _stf(&a.out, li, log_p)
 
@@ -1280,6 +1297,13 @@ cdef struct Rej:
     Real temp, rates
     Tab trl, drl
     bint synthetic, block
+    # vLLM 0.33+: block verification draws each step's uniform from the step's seed
+    # (``spec_step_seed``), and FLY_WINDOW_SIZE > 0 defers a rejection at an uncertain target
+    # (entropy >= the threshold) until that many further drafts are accepted natively
+    bint step_seeds
+    int64_t fly
+    Real entropy
+    float fly_threshold
 
 
 cdef inline int64_t _global_target_argmax(const Rej* a, int64_t li, float* buf) noexcept nogil:
@@ -1316,12 +1340,19 @@ cdef inline float _global_residual_mass(const Rej* a, float pjr, int64_t token, 
     return pjr * (<float>1.0 - m_b)
 
 
+cdef inline bint _fly_can_defer_greedy(const Rej* a, int64_t li, int64_t ds,
+                                       bint valid) noexcept nogil:
+    """FLy's deferral test of a greedy row: a real draft the target does not rule out."""
+    return valid and _ldf(&a.g.tgt, _off(&a.g.tgt, li, 0) + ds) > -INFINITY
+
+
 cdef void _rej_program(const Rej* a, int64_t r, float* buf) noexcept nogil:
     cdef int64_t rs = iget(a.idx, r), start = iget(a.cu, r), nd, i, li, ds, nxt, ta
-    cdef int64_t seed = iget(a.seed, rs), accepted_length = 0
+    cdef int64_t seed = iget(a.seed, rs), accepted_length = 0, pending = -1, rejected_argmax = 0
+    cdef int64_t step_seed
     cdef float temp = _ldr(a.temp, rs), target_lse = 0.0, draft_lse = 0.0, u, h, pjr, rm, denom
-    cdef float tlp, dlp
-    cdef bint greedy = temp == 0.0, verifying = True, valid, accepted
+    cdef float tlp, dlp, stlse, sdlse
+    cdef bint greedy = temp == 0.0, verifying = True, valid, accepted, can_defer
     nd = iget(a.cu, r + 1) - start - 1
     for i in range(nd):
         li = start + i
@@ -1329,11 +1360,17 @@ cdef void _rej_program(const Rej* a, int64_t r, float* buf) noexcept nogil:
         valid = ds >= 0
         if ds < 0:
             ds = 0
-        if not greedy:
+        if not greedy and a.fly == 0:
             verifying = verifying and valid
         if not verifying:
             continue
-        u = _tl_rand32(seed, iget(a.pos, li), a.pos.wide)
+        ta = 0
+        can_defer = False
+        accepted = False
+        step_seed = seed
+        if a.step_seeds and a.block:
+            step_seed = seed ^ <int64_t>(<uint64_t>i << 32)       # spec_step_seed(seed, i)
+        u = _tl_rand32(step_seed, iget(a.pos, li), a.pos.wide)
         if greedy:
             ta = _global_target_argmax(a, li, buf)
             if a.synthetic:
@@ -1341,9 +1378,8 @@ cdef void _rej_program(const Rej* a, int64_t r, float* buf) noexcept nogil:
             else:
                 accepted = ta == ds
             accepted = accepted and valid
-            verifying = accepted
-            accepted_length += accepted
-            _sti(&a.sampled, _off(&a.sampled, r, 0) + i, ds if accepted else ta)
+            if a.fly > 0:
+                can_defer = _fly_can_defer_greedy(a, li, ds, valid)
         elif a.block:
             pjr = expf(_ldf(&a.clp, li))
             nxt = iget(a.ds, li + 2) if i < nd - 1 else -1
@@ -1357,14 +1393,40 @@ cdef void _rej_program(const Rej* a, int64_t r, float* buf) noexcept nogil:
                 accepted_length = i + 1
             _sti(&a.sampled, _off(&a.sampled, r, 0) + i, ds)
         else:
-            _logprobs(&a.g, ds, li, rs, i, temp, buf, &tlp, &dlp, &target_lse, &draft_lse)
+            _logprobs(&a.g, ds, valid, li, rs, i, temp, buf, &tlp, &dlp, &stlse, &sdlse)
+            if a.fly == 0 or pending < 0:       # FLy: the pending rejection's stats stay
+                target_lse = stlse
+                draft_lse = sdlse
             if a.synthetic:
                 accepted = <double>u < _ldrd(a.rates, i)
             else:
                 accepted = tlp > logf(u) + dlp
+            if a.fly > 0:
+                accepted = accepted and valid
+                can_defer = valid and tlp > -INFINITY and dlp > -INFINITY
+        if a.block and not greedy:
+            continue
+        if a.fly > 0:
+            if pending >= 0:
+                verifying = accepted            # only native acceptance confirms the window
+                if accepted and i - pending == a.fly:
+                    accepted_length = i + 1
+                    pending = -1
+            elif accepted:
+                accepted_length = i + 1
+            else:
+                rejected_argmax = ta
+                verifying = (can_defer and i + a.fly < nd
+                             and _ldrd(a.entropy, li) >= <double>a.fly_threshold)
+                if verifying:
+                    pending = i
+            _sti(&a.sampled, _off(&a.sampled, r, 0) + i, ds)
+        else:
             verifying = accepted
             accepted_length += accepted
-            _sti(&a.sampled, _off(&a.sampled, r, 0) + i, ds)
+            _sti(&a.sampled, _off(&a.sampled, r, 0) + i, ta if greedy and not accepted else ds)
+    if a.fly > 0 and greedy and accepted_length < nd:
+        _sti(&a.sampled, _off(&a.sampled, r, 0) + accepted_length, rejected_argmax)
     iset(a.rej, r, accepted_length)
     if a.block and not greedy and accepted_length < nd:
         target_lse = _global_lse(&a.g.tl, start + accepted_length, buf)
@@ -1392,18 +1454,120 @@ def rejection_kernel(
     rate[i]``), or with USE_BLOCK_VERIFICATION the block test ``u <= h`` (Sun et al.), the
     accepted length the last position passing it. Stores the drafts verified, the accepted
     count and the log-sum-exps the resampling of the rejected position needs."""
+    _rejection(
+        sampled_ptr, sampled_stride, rejected_steps_ptr, target_rejected_logsumexp_ptr,
+        draft_rejected_logsumexp_ptr, target_logits_ptr, target_logits_stride,
+        target_local_argmax_ptr, target_local_argmax_stride, target_local_max_ptr,
+        target_local_max_stride, target_local_sumexp_ptr, target_local_sumexp_stride,
+        draft_sampled_ptr, draft_logits_ptr, draft_logits_stride_0, draft_logits_stride_1, None,
+        draft_local_max_ptr, draft_local_max_stride, draft_local_sumexp_ptr,
+        draft_local_sumexp_stride, cu_num_logits_ptr, idx_mapping_ptr, temp_ptr, seed_ptr,
+        pos_ptr, synthetic_conditional_rates_ptr, cumulative_log_p_ptr, local_residual_mass_ptr,
+        local_residual_mass_stride, None, None, vocab_num_blocks, PADDED_VOCAB_NUM_BLOCKS,
+        HAS_DRAFT_LOGITS, SYNTHETIC_MODE, USE_BLOCK_VERIFICATION, 0, False, grid)
+
+
+def rejection_fly_kernel(
+        sampled_ptr, sampled_stride, rejected_steps_ptr, target_rejected_logsumexp_ptr,
+        draft_rejected_logsumexp_ptr, target_logits_ptr, target_logits_stride,
+        target_local_argmax_ptr, target_local_argmax_stride, target_local_max_ptr,
+        target_local_max_stride, target_local_sumexp_ptr, target_local_sumexp_stride,
+        draft_sampled_ptr, draft_logits_ptr, draft_logits_stride_0, draft_logits_stride_1,
+        draft_local_max_ptr, draft_local_max_stride, draft_local_sumexp_ptr,
+        draft_local_sumexp_stride, cu_num_logits_ptr, idx_mapping_ptr, temp_ptr, seed_ptr,
+        pos_ptr, synthetic_conditional_rates_ptr, cumulative_log_p_ptr, local_residual_mass_ptr,
+        local_residual_mass_stride, fly_entropy_ptr, fly_entropy_threshold, vocab_num_blocks,
+        PADDED_VOCAB_NUM_BLOCKS, HAS_DRAFT_LOGITS=None, SYNTHETIC_MODE=None,
+        USE_BLOCK_VERIFICATION=None, FLY_WINDOW_SIZE=None, *, grid):
+    """vLLM 0.33's ``_rejection_kernel``: as ``rejection_kernel``, block verification drawing
+    step ``i``'s uniform from ``seed ^ i << 32``, and with FLY_WINDOW_SIZE ``w`` > 0 (FLy) a
+    rejection of a draft the target does not rule out, at a row whose ``fly_entropy`` is at
+    least ``fly_entropy_threshold`` and with ``w`` drafts after it, deferred: the drafts are
+    kept when the next ``w`` are accepted natively, else the accepted length stays at the
+    rejection (a greedy request's target argmax stored there); a -1 draft is rejected, not
+    an end of verification."""
+    _rejection(
+        sampled_ptr, sampled_stride, rejected_steps_ptr, target_rejected_logsumexp_ptr,
+        draft_rejected_logsumexp_ptr, target_logits_ptr, target_logits_stride,
+        target_local_argmax_ptr, target_local_argmax_stride, target_local_max_ptr,
+        target_local_max_stride, target_local_sumexp_ptr, target_local_sumexp_stride,
+        draft_sampled_ptr, draft_logits_ptr, draft_logits_stride_0, draft_logits_stride_1, None,
+        draft_local_max_ptr, draft_local_max_stride, draft_local_sumexp_ptr,
+        draft_local_sumexp_stride, cu_num_logits_ptr, idx_mapping_ptr, temp_ptr, seed_ptr,
+        pos_ptr, synthetic_conditional_rates_ptr, cumulative_log_p_ptr, local_residual_mass_ptr,
+        local_residual_mass_stride, fly_entropy_ptr, fly_entropy_threshold, vocab_num_blocks,
+        PADDED_VOCAB_NUM_BLOCKS, HAS_DRAFT_LOGITS, SYNTHETIC_MODE, USE_BLOCK_VERIFICATION,
+        FLY_WINDOW_SIZE, True, grid)
+
+
+def rejection_row_mapping_kernel(
+        sampled_ptr, sampled_stride, rejected_steps_ptr, target_rejected_logsumexp_ptr,
+        draft_rejected_logsumexp_ptr, target_logits_ptr, target_logits_stride,
+        target_local_argmax_ptr, target_local_argmax_stride, target_local_max_ptr,
+        target_local_max_stride, target_local_sumexp_ptr, target_local_sumexp_stride,
+        draft_sampled_ptr, draft_logits_ptr, draft_logits_stride_0, draft_logits_stride_1,
+        draft_logits_row_mapping_ptr, draft_local_max_ptr, draft_local_max_stride,
+        draft_local_sumexp_ptr, draft_local_sumexp_stride, cu_num_logits_ptr, idx_mapping_ptr,
+        temp_ptr, seed_ptr, pos_ptr, synthetic_conditional_rates_ptr, cumulative_log_p_ptr,
+        local_residual_mass_ptr, local_residual_mass_stride, fly_entropy_ptr,
+        fly_entropy_threshold, vocab_num_blocks, PADDED_VOCAB_NUM_BLOCKS, HAS_DRAFT_LOGITS=None,
+        SYNTHETIC_MODE=None, USE_BLOCK_VERIFICATION=None, FLY_WINDOW_SIZE=None, *, grid):
+    """vLLM 0.34's ``_rejection_kernel``: 0.33's (``rejection_fly_kernel``), the draft logits
+    of request slot ``s`` read from cache row ``max(row_mapping[s], 0)`` when
+    ``draft_logits_row_mapping_ptr`` is given, from row ``s`` when None."""
+    _rejection(
+        sampled_ptr, sampled_stride, rejected_steps_ptr, target_rejected_logsumexp_ptr,
+        draft_rejected_logsumexp_ptr, target_logits_ptr, target_logits_stride,
+        target_local_argmax_ptr, target_local_argmax_stride, target_local_max_ptr,
+        target_local_max_stride, target_local_sumexp_ptr, target_local_sumexp_stride,
+        draft_sampled_ptr, draft_logits_ptr, draft_logits_stride_0, draft_logits_stride_1,
+        draft_logits_row_mapping_ptr, draft_local_max_ptr, draft_local_max_stride,
+        draft_local_sumexp_ptr, draft_local_sumexp_stride, cu_num_logits_ptr, idx_mapping_ptr,
+        temp_ptr, seed_ptr, pos_ptr, synthetic_conditional_rates_ptr, cumulative_log_p_ptr,
+        local_residual_mass_ptr, local_residual_mass_stride, fly_entropy_ptr,
+        fly_entropy_threshold, vocab_num_blocks, PADDED_VOCAB_NUM_BLOCKS, HAS_DRAFT_LOGITS,
+        SYNTHETIC_MODE, USE_BLOCK_VERIFICATION, FLY_WINDOW_SIZE, True, grid)
+
+
+cdef _rejection(
+        sampled_ptr, sampled_stride, rejected_steps_ptr, target_rejected_logsumexp_ptr,
+        draft_rejected_logsumexp_ptr, target_logits_ptr, target_logits_stride,
+        target_local_argmax_ptr, target_local_argmax_stride, target_local_max_ptr,
+        target_local_max_stride, target_local_sumexp_ptr, target_local_sumexp_stride,
+        draft_sampled_ptr, draft_logits_ptr, draft_logits_stride_0, draft_logits_stride_1,
+        draft_logits_row_mapping_ptr, draft_local_max_ptr, draft_local_max_stride,
+        draft_local_sumexp_ptr, draft_local_sumexp_stride, cu_num_logits_ptr, idx_mapping_ptr,
+        temp_ptr, seed_ptr, pos_ptr, synthetic_conditional_rates_ptr, cumulative_log_p_ptr,
+        local_residual_mass_ptr, local_residual_mass_stride, fly_entropy_ptr,
+        fly_entropy_threshold, vocab_num_blocks, PADDED_VOCAB_NUM_BLOCKS, HAS_DRAFT_LOGITS,
+        SYNTHETIC_MODE, USE_BLOCK_VERIFICATION, FLY_WINDOW_SIZE, bint v033, grid):
     cdef Rej a
     cdef int64_t R = _grid_axis(grid, 0, "grid")
     cdef int64_t nb = as_int(vocab_num_blocks, "vocab_num_blocks")
     cdef int64_t padded = as_int(PADDED_VOCAB_NUM_BLOCKS, "PADDED_VOCAB_NUM_BLOCKS")
     cdef int64_t r, rs, start, end, nd, i, li, tok, most = 0, ds_need = 0
-    cdef Py_ssize_t n_temp, n_seed
+    cdef Py_ssize_t n_temp, n_seed, n_map = 0
     cdef float* scratch
     cdef int nt
     cdef bint greedy
     _pow2(padded, "PADDED_VOCAB_NUM_BLOCKS")
     a.g.has_draft = as_flag(HAS_DRAFT_LOGITS, "HAS_DRAFT_LOGITS", not is_none(draft_logits_ptr))
-    a.g.has_rowmap = False
+    a.g.has_rowmap = a.g.has_draft and not is_none(draft_logits_row_mapping_ptr)
+    a.g.rowmap.ptr = NULL
+    a.g.rowmap.wide = False
+    if a.g.has_rowmap:
+        n_map = _numel(draft_logits_row_mapping_ptr, "draft_logits_row_mapping_ptr", M_INDEX)
+        a.g.rowmap = index_at_least(draft_logits_row_mapping_ptr,
+                                    "draft_logits_row_mapping_ptr", 0)
+    a.step_seeds = v033
+    a.fly = 0
+    if FLY_WINDOW_SIZE is not None:
+        a.fly = as_int(FLY_WINDOW_SIZE, "FLY_WINDOW_SIZE")
+        need_min("FLY_WINDOW_SIZE", a.fly, 0)
+    a.fly_threshold = 0.0
+    if a.fly > 0:
+        required(fly_entropy_ptr, "fly_entropy_ptr", "with FLY_WINDOW_SIZE > 0")
+        a.fly_threshold = _as_float(fly_entropy_threshold, "fly_entropy_threshold")
     a.synthetic = as_flag(SYNTHETIC_MODE, "SYNTHETIC_MODE",
                           not is_none(synthetic_conditional_rates_ptr))
     a.block = as_flag(USE_BLOCK_VERIFICATION, "USE_BLOCK_VERIFICATION",
@@ -1438,6 +1602,9 @@ def rejection_kernel(
     a.ds = index_at_least(draft_sampled_ptr, "draft_sampled_ptr", ds_need,
                           "the token after each draft row")
     a.pos = index_at_least(pos_ptr, "pos_ptr", max(ds_need - 1, 0), "one per draft row")
+    if a.fly > 0:
+        _real(fly_entropy_ptr, "fly_entropy_ptr", max(ds_need - 1, 0), "one per draft row",
+              &a.entropy)
     if a.synthetic:
         _real(synthetic_conditional_rates_ptr, "synthetic_conditional_rates_ptr", most,
               "one per draft position of the longest request", &a.rates)
@@ -1478,6 +1645,9 @@ def rejection_kernel(
                       f"row {li}'s {real} blocks")
                 _need(&a.g.tl.mx, "target_local_max_ptr", li, 0, real,
                       f"row {li}'s {real} blocks")
+                if a.fly > 0 and tok >= 0:
+                    _token_in(&a.g.tgt, "target_logits_ptr", li, 0, tok, "draft_sampled_ptr",
+                              li + 1)
             elif a.block:
                 _need(&a.clp, "cumulative_log_p_ptr", 0, 0, li + 1, f"row {li}'s value")
                 if i < nd - 1 and iget(a.ds, li + 2) >= 0:
@@ -1492,13 +1662,17 @@ def rejection_kernel(
                 _need_lse(&a.g.tl, "target_local_max_ptr", "target_local_sumexp_ptr", li)
                 if a.g.has_draft:
                     _need_lse(&a.g.dl, "draft_local_max_ptr", "draft_local_sumexp_ptr", li)
-            elif tok >= 0:
-                _token_in(&a.g.tgt, "target_logits_ptr", li, 0, tok, "draft_sampled_ptr", li + 1)
+            elif tok >= 0 or a.fly > 0:     # FLy verifies past a -1 draft (its logits masked)
                 _need_lse(&a.g.tl, "target_local_max_ptr", "target_local_sumexp_ptr", li)
                 if a.g.has_draft:
-                    _token_in(&a.g.drf, "draft_logits_ptr", rs, i, tok, "draft_sampled_ptr",
-                              li + 1)
                     _need_lse(&a.g.dl, "draft_local_max_ptr", "draft_local_sumexp_ptr", li)
+                if tok < 0:
+                    continue
+                _token_in(&a.g.tgt, "target_logits_ptr", li, 0, tok, "draft_sampled_ptr", li + 1)
+                if a.g.has_draft:
+                    _need_row_mapping(a.g.has_rowmap, n_map, rs)
+                    _token_in(&a.g.drf, "draft_logits_ptr", _draft_row(&a.g, rs), i, tok,
+                              "draft_sampled_ptr", li + 1)
     # outputs
     a.rej = index_at_least(rejected_steps_ptr, "rejected_steps_ptr", R,
                            "one per request of the grid")

@@ -726,3 +726,126 @@ def test_the_later_resampling_skips_masked_blocks(idx, cases_032):
             assert torch.equal(
                 mx[r, b].nan_to_num(), kw["resampled_local_max_ptr"][r, b].nan_to_num()
             )
+
+
+# -- vLLM 0.33's and 0.34's rejection: step seeds, FLy --------------------------------------------
+
+
+def _greedy_fly_launch(drafts, entropy, window, threshold=0.5):
+    """One greedy request of four drafts over a vocabulary of 4 (one block): the target argmax
+    of rows 0-3 is 1, 2, 3, 0; ``drafts`` are the tokens proposed after each row."""
+    L, idx = 5, torch.int64
+    argmax = torch.tensor([[1], [2], [3], [0], [0]], dtype=idx)
+    return dict(
+        sampled_ptr=torch.full((1, 5), -7, dtype=idx),
+        sampled_stride=5,
+        rejected_steps_ptr=torch.full((1,), -7, dtype=idx),
+        target_rejected_logsumexp_ptr=torch.full((1,), 7.0),
+        draft_rejected_logsumexp_ptr=torch.full((1,), 7.0),
+        target_logits_ptr=torch.zeros(L, 4),
+        target_logits_stride=4,
+        target_local_argmax_ptr=argmax,
+        target_local_argmax_stride=1,
+        target_local_max_ptr=torch.ones(L, 1),
+        target_local_max_stride=1,
+        target_local_sumexp_ptr=torch.ones(L, 1),
+        target_local_sumexp_stride=1,
+        draft_sampled_ptr=torch.tensor([0, *drafts], dtype=idx),
+        draft_logits_ptr=None,
+        draft_logits_stride_0=0,
+        draft_logits_stride_1=0,
+        draft_logits_row_mapping_ptr=None,
+        draft_local_max_ptr=None,
+        draft_local_max_stride=0,
+        draft_local_sumexp_ptr=None,
+        draft_local_sumexp_stride=0,
+        cu_num_logits_ptr=torch.tensor([0, L], dtype=idx),
+        idx_mapping_ptr=torch.tensor([0], dtype=idx),
+        temp_ptr=torch.tensor([0.0]),
+        seed_ptr=torch.tensor([3], dtype=idx),
+        pos_ptr=torch.arange(L, dtype=idx),
+        synthetic_conditional_rates_ptr=None,
+        cumulative_log_p_ptr=None,
+        local_residual_mass_ptr=None,
+        local_residual_mass_stride=0,
+        fly_entropy_ptr=torch.tensor(entropy),
+        fly_entropy_threshold=threshold,
+        vocab_num_blocks=1,
+        PADDED_VOCAB_NUM_BLOCKS=1,
+        HAS_DRAFT_LOGITS=False,
+        SYNTHETIC_MODE=False,
+        USE_BLOCK_VERIFICATION=False,
+        FLY_WINDOW_SIZE=window,
+    )
+
+
+@pytest.mark.parametrize(
+    "drafts, entropy, window, accepted, row",
+    [
+        # no FLy: the first mismatch (row 1) ends it, the target argmax stored there
+        ([1, 0, 3, 1], [0.9] * 5, 0, 1, [1, 2, -7, -7]),
+        # row 1's rejection deferred (entropy >= 0.5, a draft after it): row 2 accepted
+        # natively confirms the window of 1, row 3's rejection is certain (entropy 0.1)
+        ([1, 0, 3, 1], [0.9, 0.9, 0.9, 0.1, 0.0], 1, 3, [1, 0, 3, 0]),
+        # a window of 2 is not confirmed (row 3 rejects): the length stays at the deferred
+        # rejection, its target argmax stored there, the later drafts as verified
+        ([1, 0, 3, 1], [0.9] * 5, 2, 1, [1, 2, 3, 1]),
+        # a certain target (entropy below the threshold): no deferral
+        ([1, 0, 3, 1], [0.9, 0.1, 0.9, 0.9, 0.0], 1, 1, [1, 2, -7, -7]),
+        # too few drafts after the rejection to fill the window: no deferral
+        ([1, 2, 3, 1], [0.9] * 5, 2, 3, [1, 2, 3, 0]),
+        # a -1 placeholder is rejected and never deferred (nothing to keep)
+        ([1, -1, 3, 0], [0.9] * 5, 1, 1, [1, 2, -7, -7]),
+    ],
+)
+def test_fly_defers_uncertain_greedy_rejections(drafts, entropy, window, accepted, row):
+    kw = _greedy_fly_launch(drafts, entropy, window)
+    spec.rejection_row_mapping_kernel(**kw, grid=(1, 1, 1))
+    assert int(kw["rejected_steps_ptr"][0]) == accepted
+    assert kw["sampled_ptr"][0, :4].tolist() == row
+    kw.pop("draft_logits_row_mapping_ptr")
+    kw2 = _greedy_fly_launch(drafts, entropy, window)
+    kw2.pop("draft_logits_row_mapping_ptr")
+    spec.rejection_fly_kernel(**kw2, grid=(1, 1, 1))  # 0.33's form: the same walk
+    assert torch.equal(kw2["sampled_ptr"], kw["sampled_ptr"])
+
+
+@pytest.mark.parametrize("idx", IDX)
+def test_later_rejection_without_fly_is_0_32s_but_for_block_step_seeds(idx, cases_032):
+    """With FLY_WINDOW_SIZE 0 and no row mapping, the 0.33/0.34 forms verify as 0.32's, except
+    that block verification draws step ``i``'s uniform from ``seed ^ i << 32``."""
+    for seed in range(40):
+        case = mrv2.make_case("rejection_kernel", seed, idx)
+        kw, _ = case.build()
+        want = _launch("rejection_kernel", kw, case)
+        for form in ("rejection_fly_kernel", "rejection_row_mapping_kernel"):
+            kw2, _ = case.build()
+            extra = dict(
+                draft_logits_row_mapping_ptr=None,
+                fly_entropy_ptr=None,
+                fly_entropy_threshold=0.3,
+                FLY_WINDOW_SIZE=0,
+            )
+            names = [a.name for a in contracts.contract(form).args]
+            got = _launch(form, {n: kw2[n] if n in kw2 else extra[n] for n in names}, case)
+            if kw["USE_BLOCK_VERIFICATION"] and not all(
+                float(kw["temp_ptr"][int(s)]) == 0 for s in kw["idx_mapping_ptr"]
+            ):
+                continue  # the step seeds draw other uniforms
+            for k in want:
+                assert torch.equal(want[k].nan_to_num(), got[k].nan_to_num()), (case, form, k)
+
+
+def test_fly_needs_its_entropies():
+    kw = _greedy_fly_launch([1, 0, 3, 1], [0.9] * 5, 1)
+    before = _snapshot(kw)
+    for change, name in (
+        (dict(fly_entropy_ptr=None), "fly_entropy_ptr"),
+        (dict(fly_entropy_ptr=torch.ones(3)), "fly_entropy_ptr"),
+        (dict(fly_entropy_threshold="high"), "fly_entropy_threshold"),
+        (dict(FLY_WINDOW_SIZE=-1), "FLY_WINDOW_SIZE"),
+        (dict(draft_sampled_ptr=torch.tensor([0, 1, 4, 3, 1])), "draft_sampled_ptr"),
+    ):
+        with pytest.raises((TypeError, ValueError), match=f"^{name}: expected"):
+            spec.rejection_row_mapping_kernel(**dict(kw, **change), grid=(1, 1, 1))
+        _unchanged(kw, before)

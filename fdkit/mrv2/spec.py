@@ -200,14 +200,18 @@ def _row_mapping(rng, st, idx):
 
 def _standing_form(kernel, args, rng, st, idx):
     """``args`` in the signature of ``kernel`` standing in the sources under test: vLLM 0.33's
-    ``num_logits`` for ``num_speculative_steps`` (the step's rows, now and then one fewer),
-    0.34's draft logits row mapping and the resampling's SKIP_MASKED_BLOCKS; 0.32's signature
-    where the sources have none of them."""
+    ``num_logits`` for ``num_speculative_steps`` (the step's rows, now and then one fewer) and
+    the rejection's FLy window (its entropies per row), 0.34's draft logits row mapping and the
+    resampling's SKIP_MASKED_BLOCKS; 0.32's signature where the sources have none of them."""
     names = _standing_args(kernel)
+    fly = rng.choice([0, 1, 1, 2, 3])  # FLy's window (0.33+ rejection): 0 is off
     later = {
         "num_logits": lambda: st.L - (1 if st.L and rng.random() < 0.2 else 0),
         "draft_logits_row_mapping_ptr": lambda: _row_mapping(rng, st, idx),
         "SKIP_MASKED_BLOCKS": lambda: rng.random() < 0.6,
+        "fly_entropy_ptr": lambda: torch.rand(st.L, generator=gen(rng)) * 1.2 if fly else None,
+        "fly_entropy_threshold": lambda: rng.choice([0.3, 0.0, 0.8]),
+        "FLY_WINDOW_SIZE": lambda: fly,
     }
     if not any(name in later for name in names):
         return args
@@ -437,6 +441,7 @@ def rejection(rng, idx, scale):
         SYNTHETIC_MODE=mode == "synthetic",
         USE_BLOCK_VERIFICATION=mode == "block",
     )
+    args = _standing_form("_rejection_kernel", args, rng, st, idx)
     return Case(
         "rejection_kernel",
         (st.R,),
