@@ -26,7 +26,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SOURCE_ENV", "source_root", "load", "kernel", "arg_names"]
+__all__ = ["SOURCE_ENV", "source_root", "release", "load", "kernel", "arg_names"]
 
 SOURCE_ENV = "FASTDISPATCH_VLLM_SOURCE"
 
@@ -53,6 +53,24 @@ def source_root() -> Path | None:
     spec = importlib.util.find_spec("vllm")
     if spec is not None and spec.origin:
         return Path(spec.origin).parent.parent
+    return None
+
+
+def release(root: Path | None = None) -> str | None:
+    """The release of the vLLM sources at ``root`` (default :func:`source_root`), ``"0.34.0"``
+    (a local build's ``+suffix`` dropped), read from their ``vllm/_version.py``; None where
+    there are no sources or no such file (a source checkout that was never built)."""
+    root = root or source_root()
+    path = Path(root) / "vllm" / "_version.py" if root is not None else None
+    if path is None or not path.is_file():
+        return None
+    for node in ast.parse(path.read_text(), str(path)).body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__version__" for t in node.targets
+        ):
+            value = node.value  # ``__version__ = version = '0.34.0'``: one value, two names
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                return value.value.split("+")[0]
     return None
 
 

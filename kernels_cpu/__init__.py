@@ -29,6 +29,7 @@ from ._topk_topp import top_k_top_p  # noqa: E402
 
 if TYPE_CHECKING:  # the kernels' types, from their modules' stubs (at run time: _kernels())
     from ._expand import *  # noqa: F403
+    from ._mrv2_argmax import *  # noqa: F403
     from ._mrv2_drafts import *  # noqa: F403
     from ._mrv2_inputs import *  # noqa: F403
     from ._mrv2_memory import *  # noqa: F403

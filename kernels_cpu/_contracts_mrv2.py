@@ -2,8 +2,9 @@
 
 * ``_contracts_mrv2_inputs`` -- the step's inputs: block tables, slot mappings, staged buffer
   writes, prefill/decode input ids and positions, the post-step update, ngram drafts;
-* ``_contracts_mrv2_sample`` -- the sampler: temperature, Gumbel sampling, min-p, penalties,
-  logit bias, bad words, logprobs, the structured-output bitmask;
+* ``_contracts_mrv2_sample`` -- the sampler: temperature, Gumbel sampling and its combine,
+  the greedy split argmax, min-p, penalties, logit bias, bad words, logprobs, the
+  structured-output bitmask;
 * ``_contracts_mrv2_spec`` -- the rejection sampler (``rejection_sampler_utils``, the flattening
   and gathering of ``spec_decode/rejection_sampler.py``);
 * ``_contracts_mrv2_outputs`` -- what the sampler reports besides tokens: NaN counts, the

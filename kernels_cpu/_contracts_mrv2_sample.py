@@ -8,6 +8,7 @@ and longer, so the count is the grid's), ``NB`` = ``grid[1]`` vocabulary blocks 
 from .contracts import Contract, _a, _constexpr, _flag, _in_index, _int, _stride, span
 
 _GUMBEL = "vllm.v1.worker.gpu.sample.gumbel"
+_GREEDY = "vllm.v1.worker.gpu.sample.greedy_argmax"
 _MIN_P = "vllm.v1.worker.gpu.sample.min_p"
 _PENALTIES = "vllm.v1.worker.gpu.sample.penalties"
 _BIAS = "vllm.v1.worker.gpu.sample.logit_bias"
@@ -171,6 +172,91 @@ CONTRACTS: tuple[Contract, ...] = (
             + (_flag("HAS_BIAS", "add ``bias_ptr``'s rows first"),)
         ),
         serves="gumbel_sample_kernel",
+        runner="v2",
+        releases=span("0.34", "0.34"),
+        takes_grid=True,
+    ),
+    Contract(
+        "gumbel_combine_kernel",
+        "_mrv2_argmax",
+        "(N,): one program per token; ``N`` from the grid",
+        "per token: sampled[t] = local_argmax[t, b] for the block b whose local_max decides "
+        "among the first min(num_blocks, PADDED_NUM_BLOCKS): the first NaN, else the first "
+        "maximum (torch.argmax's rule); b = PADDED_NUM_BLOCKS when there is no block",
+        (
+            _a(
+                "local_argmax_ptr",
+                "in",
+                _INDEX,
+                "table",
+                "``N`` rows, ``local_argmax_stride`` apart: only the slot each row picks",
+            ),
+            _stride("local_argmax_stride"),
+            _a(
+                "local_max_ptr",
+                "in",
+                _REAL,
+                "table",
+                "``N`` rows of ``min(num_blocks, PADDED_NUM_BLOCKS)`` scores",
+            ),
+            _stride("local_max_stride"),
+            _a("sampled_ptr", "out", _INDEX, "flat", "``N``"),
+            _int("num_blocks", "blocks per row (<= 0: none)"),
+            _int("PADDED_NUM_BLOCKS", "lanes per row (>= 1): blocks past it are not read"),
+        ),
+        vllm=(f"{_GUMBEL}._gumbel_combine_kernel",),
+        runner="v2",
+        releases=span("0.34", "0.34"),
+        takes_grid=True,
+    ),
+    Contract(
+        "argmax_partial_kernel",
+        "_mrv2_argmax",
+        "(R, S): one program per (row, block of ``BLOCK`` columns); ``R``, ``S`` from the grid",
+        "per block: its largest value (NaN counted as -inf) to PV[row * SPLITS + part] and "
+        "the column of its first occurrence to PI (part * BLOCK when every lane is -inf or "
+        "past N)",
+        (
+            _a(
+                "X",
+                "in",
+                _LOGITS,
+                "table",
+                "``R`` rows, ``SX`` apart: the columns below ``N`` of the grid's blocks",
+            ),
+            _a("PV", "out", _REAL, "table", "``R`` rows of ``S`` slots, ``SPLITS`` apart"),
+            _a("PI", "out", _INDEX, "table", "``R`` rows of ``S`` slots, ``SPLITS`` apart"),
+            _int("N", "columns per row (<= 0: every block empty)"),
+            _stride("SX"),
+            _int("SPLITS", "PV's and PI's row stride (>= ``S`` with two or more rows)"),
+            _int("BLOCK", "columns per block (>= 1)"),
+        ),
+        vllm=(f"{_GREEDY}._argmax_partial",),
+        runner="v2",
+        releases=span("0.34", "0.34"),
+        takes_grid=True,
+    ),
+    Contract(
+        "argmax_finish_kernel",
+        "_mrv2_argmax",
+        "(R,): one program per row; ``R`` from the grid",
+        "per row: OUT[row] = PI[row * SPLITS + part] for the first part whose PV is the "
+        "largest of the row's first min(SPLITS, BLOCK) (NaN counted as -inf; part 0 when all "
+        "are -inf or there are none)",
+        (
+            _a(
+                "PV",
+                "in",
+                _REAL,
+                "table",
+                "``R`` rows of ``min(SPLITS, BLOCK)`` block maxima, ``SPLITS`` apart",
+            ),
+            _a("PI", "in", _INDEX, "table", "``R`` rows, ``SPLITS`` apart: the slot picked"),
+            _a("OUT", "out", _INDEX, "flat", "``R``"),
+            _int("SPLITS", "blocks per row, PV's and PI's row stride (>= 0)"),
+            _int("BLOCK", "lanes per row (>= 1): blocks past it are not read"),
+        ),
+        vllm=(f"{_GREEDY}._argmax_finish",),
         runner="v2",
         releases=span("0.34", "0.34"),
         takes_grid=True,

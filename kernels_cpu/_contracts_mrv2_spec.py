@@ -12,6 +12,7 @@ from .contracts import Contract, _a, _constexpr, _flag, _in_index, _int, _out_in
 
 _UTILS = "vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils"
 _SAMPLER = "vllm.v1.worker.gpu.spec_decode.rejection_sampler"
+_DRAFT_LOGITS = "vllm.v1.worker.gpu.spec_decode.draft_logits"
 _LOGITS = ("float32", "float16", "bfloat16")
 _F32 = ("float32",)
 _REAL = ("float32", "float64")
@@ -455,4 +456,192 @@ CONTRACTS: tuple[Contract, ...] = (
         releases=span("0.27", "0.34"),
         takes_grid=True,
     ),
+    Contract(
+        "assign_rows_kernel",
+        "_mrv2_spec",
+        "(G,): programs of ``BLOCK_SIZE`` batch positions; ``n`` = min(num_reqs, G * "
+        "BLOCK_SIZE) of them, from the grid",
+        "a batch-sharded draft logits cache's rows, per batch position b < n: slot s = "
+        "idx_mapping[b] goes to rank b % NUM_SHARDS, row b // NUM_SHARDS -- shard_mapping[s] = "
+        "the rank, row_mapping[s] = the row on rank SHARD_IDX (else -1), inverse_row_mapping"
+        "[row] = s for SHARD_IDX's rows",
+        (
+            _in_index("idx_mapping_ptr", "``n``: distinct request slots"),
+            _a("shard_mapping_ptr", "inout", _INDEX, "flat", "the entries of the slots named"),
+            _a("row_mapping_ptr", "inout", _INDEX, "flat", "the entries of the slots named"),
+            _a(
+                "inverse_row_mapping_ptr",
+                "inout",
+                _INDEX,
+                "flat",
+                "the rows of ``SHARD_IDX``'s batch positions",
+            ),
+            _int("num_reqs", "batch positions (<= 0: none)"),
+            _int("NUM_SHARDS", ">= 1: TP ranks"),
+            _int("SHARD_IDX", "this rank"),
+            _int("BLOCK_SIZE", "a power of two: batch positions per program"),
+        ),
+        vllm=(f"{_DRAFT_LOGITS}._assign_rows_kernel",),
+        runner="v2",
+        releases=span("0.34", "0.34"),
+        takes_grid=True,
+    ),
+    Contract(
+        "stale_drafts_kernel",
+        "_mrv2_spec",
+        "(G,): programs of ``BLOCK_SIZE`` logits rows; ``n`` = min(num_logits, G * "
+        "BLOCK_SIZE) of them, from the grid",
+        "per logits row t < n: stale[t] = a draft row (local position > 0) whose request slot s "
+        "has no cache row on this rank (row_mapping[s] < 0) or whose row was given to another "
+        "slot since (inverse_row_mapping[row] != s)",
+        (
+            _a("stale_ptr", "out", ("bool", "uint8"), "flat", "``n``"),
+            _in_index("expanded_idx_mapping_ptr", "``n``: request slots"),
+            _in_index("expanded_local_pos_ptr", "``n``"),
+            _in_index(
+                "row_mapping_ptr",
+                "each slot >= 0 named; ``None``: the slot is its row (a replicated cache)",
+                optional=True,
+            ),
+            _in_index("inverse_row_mapping_ptr", "each row >= 0 reached"),
+            _int("num_logits", "logits rows (<= 0: none)"),
+            _int("BLOCK_SIZE", "a power of two: logits rows per program"),
+        ),
+        vllm=(f"{_DRAFT_LOGITS}._stale_drafts_kernel",),
+        runner="v2",
+        releases=span("0.34", "0.34"),
+        takes_grid=True,
+    ),
+)
+
+
+# -- the later releases' forms of the stats and residual kernels ----------------------------------
+
+_NUM_LOGITS = _int(
+    "num_logits",
+    "rows: a row whose next row is at or past it, or at local position 0, is a bonus row (skipped)",
+)
+_ROW_MAPPING = _in_index(
+    "draft_logits_row_mapping_ptr",
+    "each non-greedy request slot whose draft logits are read: its cache row (< 0: row 0 is "
+    "read); ``None``: the slot is its row",
+    optional=True,
+)
+
+
+def _later_form(base, name, release, summary, row_mapping, appended=(), after=None):
+    """``base``'s contract as a later release has it: ``num_logits`` for
+    ``num_speculative_steps`` (vLLM 0.33), with ``row_mapping`` the draft logits cache's row
+    mapping after ``draft_logits_stride_1`` (0.34), ``after`` = ``{name: args}`` inserted
+    after the argument of that name, then the ``appended`` arguments."""
+    (c,) = [c for c in CONTRACTS if c.name == base]
+    args = []
+    for a in c.args:
+        args.append(_NUM_LOGITS if a.name == "num_speculative_steps" else a)
+        if row_mapping and a.name == "draft_logits_stride_1":
+            args.append(_ROW_MAPPING)
+        args.extend((after or {}).get(a.name, ()))
+    return c._replace(
+        name=name,
+        summary=summary,
+        args=(*args, *appended),
+        vllm=(),
+        serves=base,
+        releases=span(release, release),
+    )
+
+
+_BONUS_033 = (
+    "a bonus row is one whose next row starts a request or lies at or past num_logits "
+    "(adaptive verification may end a request before num_speculative_steps)"
+)
+_ROWS_034 = (
+    "the draft logits of request slot s read from cache row max(row_mapping[s], 0) when "
+    "draft_logits_row_mapping_ptr is given (a sharded draft logits cache), from row s when None"
+)
+_LATER = (
+    _later_form(
+        "compute_local_logits_stats_kernel",
+        "compute_local_logits_stats_num_logits_kernel",
+        "0.33",
+        f"vLLM 0.33's form of compute_local_logits_stats_kernel: {_BONUS_033}",
+        False,
+    ),
+    _later_form(
+        "compute_local_logits_stats_kernel",
+        "compute_local_logits_stats_row_mapping_kernel",
+        "0.34",
+        f"vLLM 0.34's form of compute_local_logits_stats_kernel: 0.33's, {_ROWS_034}",
+        True,
+    ),
+    _later_form(
+        "compute_local_residual_mass_kernel",
+        "compute_local_residual_mass_num_logits_kernel",
+        "0.33",
+        f"vLLM 0.33's form of compute_local_residual_mass_kernel: {_BONUS_033}; the grid's "
+        "last row is not skipped by itself",
+        False,
+    ),
+    _later_form(
+        "compute_local_residual_mass_kernel",
+        "compute_local_residual_mass_row_mapping_kernel",
+        "0.34",
+        f"vLLM 0.34's form of compute_local_residual_mass_kernel: 0.33's, {_ROWS_034}",
+        True,
+    ),
+    *(
+        _later_form(
+            "rejection_kernel",
+            name,
+            release,
+            summary,
+            release == "0.34",
+            (_flag("FLY_WINDOW_SIZE", "default 0: no deferral", optional=True),),
+            {
+                "local_residual_mass_stride": (
+                    _a(
+                        "fly_entropy_ptr",
+                        "in",
+                        _REAL,
+                        "flat",
+                        "one per draft row (FLY_WINDOW_SIZE > 0)",
+                        optional=True,
+                    ),
+                    _a("fly_entropy_threshold", "scalar", (), "number", "compared as fp32"),
+                )
+            },
+        )
+        for name, release, summary in (
+            (
+                "rejection_fly_kernel",
+                "0.33",
+                "vLLM 0.33's form of rejection_kernel: block verification draws step i's "
+                "uniform from seed ^ i << 32; with FLY_WINDOW_SIZE w > 0 (FLy) a rejection of "
+                "a draft the target does not rule out, at a row whose fly_entropy is at least "
+                "the threshold with w drafts after it, is deferred -- kept when the next w are "
+                "accepted natively, else the accepted length stays there (a greedy request's "
+                "target argmax stored at it); a -1 draft is rejected, not an end",
+            ),
+            (
+                "rejection_row_mapping_kernel",
+                "0.34",
+                f"vLLM 0.34's form of rejection_kernel: 0.33's, {_ROWS_034}",
+            ),
+        )
+    ),
+    _later_form(
+        "resample_kernel",
+        "resample_row_mapping_kernel",
+        "0.34",
+        f"vLLM 0.34's form of resample_kernel: {_ROWS_034}; with SKIP_MASKED_BLOCKS a block "
+        "whose target logits are all -inf (NaN ignored) stores token b * BLOCK_SIZE and max -inf "
+        "without a draw",
+        True,
+        (_flag("SKIP_MASKED_BLOCKS", "default False: draw every block", optional=True),),
+    ),
+)
+
+#: each later form beside the kernel it serves
+CONTRACTS = tuple(
+    form for c in CONTRACTS for form in (c, *(f for f in _LATER if f.serves == c.name))
 )

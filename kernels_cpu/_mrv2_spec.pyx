@@ -31,7 +31,7 @@ library in the last ulp; every token id is decided by the same comparisons as th
 from cython.parallel cimport prange, threadid
 from libc.math cimport expf, logf, log1pf, INFINITY, NAN
 from libc.stdint cimport int64_t, uint16_t, uint32_t, uint64_t
-from libc.stdlib cimport free, malloc
+from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy
 
 from kernels_cpu._buffers cimport (
@@ -39,7 +39,7 @@ from kernels_cpu._buffers cimport (
     DT_BOOL, DT_FLOAT32, DT_FLOAT16, DT_BFLOAT16, DT_FLOAT64, DT_INT32, DT_INT64, DT_UINT8,
     M_FLOAT32, M_FLOAT64, M_INDEX,
 )
-from kernels_cpu._checks cimport as_flag, as_int, index_at_least, need_min, required
+from kernels_cpu._checks cimport as_flag, as_int, index_at_least, need_min, no_overlap, required
 from kernels_cpu._philox cimport philox4x32_10
 from kernels_cpu._parallel cimport threads_for
 from kernels_cpu._mrv2_gumbel_argmax cimport (
@@ -52,12 +52,21 @@ __all__ = [
     "flatten_sampled_kernel",
     "gather_draft_sampled_kernel",
     "compute_local_logits_stats_kernel",
+    "compute_local_logits_stats_num_logits_kernel",
+    "compute_local_logits_stats_row_mapping_kernel",
     "compute_cumulative_log_p_kernel",
     "compute_cumulative_log_p_row_mapping_kernel",
     "compute_local_residual_mass_kernel",
+    "compute_local_residual_mass_num_logits_kernel",
+    "compute_local_residual_mass_row_mapping_kernel",
     "rejection_kernel",
+    "rejection_fly_kernel",
+    "rejection_row_mapping_kernel",
     "resample_kernel",
+    "resample_row_mapping_kernel",
     "insert_resampled_kernel",
+    "assign_rows_kernel",
+    "stale_drafts_kernel",
 ]
 
 cdef extern from *:
@@ -352,6 +361,17 @@ cdef inline int64_t _grid_axis(object grid, int axis, str name) except? -1:
     return want if total > 0 else 0
 
 
+cdef float _as_float(object v, str name) except? -1.0:
+    """A float launch argument (a Triton fp32 scalar): a Python or numpy number, or a 0-d
+    tensor; not a bool. Rounded to fp32, as Triton passes it."""
+    if isinstance(v, bool) or v is None or isinstance(v, (str, bytes)):
+        raise TypeError(expected(name, "a number", type(v).__name__))
+    try:
+        return <float>float(v)
+    except (TypeError, ValueError):
+        raise TypeError(expected(name, "a number", type(v).__name__)) from None
+
+
 cdef inline int _pow2(int64_t v, str name) except -1:
     if v < 1 or (v & (v - 1)) != 0:
         raise ValueError(expected(name, "a power of two (a tl.arange length)", v))
@@ -493,12 +513,72 @@ def gather_draft_sampled_kernel(draft_sampled_ptr, pos_ptr, input_ids_ptr, posit
 
 # -- _compute_local_logits_stats_kernel -----------------------------------------------------------
 
+cdef inline int64_t _mapped_row(bint has_rowmap, IBuf rowmap, int64_t rs) noexcept nogil:
+    """The draft logits row of request slot ``rs``: the slot itself, or (0.34's row mapping,
+    a sharded cache) ``max(row_mapping[rs], 0)`` -- a slot without a row reads row 0, as the
+    kernels' ``tl.maximum(draft_logits_row(...), 0)`` does."""
+    cdef int64_t row
+    if not has_rowmap:
+        return rs
+    row = iget(rowmap, rs)
+    return row if row > 0 else 0
+
+
+cdef struct Bonus:
+    # Which rows are bonus rows (no stats, no residual): 0.27-0.32, a local position at or
+    # past ``num_speculative_steps``; 0.33+, a row whose next row starts a request (local
+    # position 0) or is past ``num_logits`` -- adaptive verification can end a request early
+    bint by_next
+    int64_t K                   # num_speculative_steps (0.27-0.32)
+    int64_t num_logits          # 0.33+
+    IBuf elp
+
+
+cdef inline bint _is_bonus(const Bonus* b, int64_t li) noexcept nogil:
+    if b.by_next:
+        return li + 1 >= b.num_logits or iget(b.elp, li + 1) == 0
+    return iget(b.elp, li) >= b.K
+
+
+cdef int _bonus_rule(Bonus* b, object expanded_local_pos_ptr, object count, bint by_next,
+                     int64_t L, int64_t own) except -1:
+    """Parse the bonus rule's count (``num_speculative_steps``, or 0.33+'s ``num_logits``) and
+    check the local positions the launch reads: the first ``own`` rows' own, and with 0.33+'s
+    rule each row's next one below ``num_logits``."""
+    cdef int64_t need = own
+    b.by_next = by_next
+    b.K = 0
+    b.num_logits = 0
+    if by_next:
+        b.num_logits = as_int(count, "num_logits")
+        if b.num_logits > 1 and min(L + 1, b.num_logits) > need:
+            need = min(L + 1, b.num_logits)
+    else:
+        b.K = as_int(count, "num_speculative_steps")
+    b.elp = index_at_least(expanded_local_pos_ptr, "expanded_local_pos_ptr", need,
+                           "the local positions of the grid's rows" if by_next else
+                           "one per row of the grid" if own == L else
+                           "one per row of the grid but the last")
+    return 0
+
+
+cdef int _need_row_mapping(bint has_rowmap, Py_ssize_t n_map, int64_t rs) except -1:
+    """A request slot whose draft logits are read has an entry in the row mapping."""
+    if has_rowmap and rs >= n_map:
+        raise ValueError(expected("draft_logits_row_mapping_ptr",
+                                  f"an entry for request slot {rs}", f"{n_map} elements"))
+    return 0
+
+
 cdef struct Stats:
     Tab tam, tmax, tsum, dmax, dsum, tgt, drf
-    IBuf eim, elp
+    IBuf eim
+    Bonus bonus
     Real temp
-    int64_t V, K, BS, NB
+    int64_t V, BS, NB
     bint has_draft
+    bint has_rowmap
+    IBuf rowmap
 
 
 cdef inline Py_ssize_t _valid(int64_t V, int64_t block, int64_t BS) noexcept nogil:
@@ -510,11 +590,12 @@ cdef inline Py_ssize_t _valid(int64_t V, int64_t block, int64_t BS) noexcept nog
 
 
 cdef void _stats_program(const Stats* a, int64_t li, int64_t b, float* buf) noexcept nogil:
-    cdef int64_t step = iget(a.elp, li), rs, j, nv, base
+    cdef int64_t step, rs, j, nv, base
     cdef float temp, m, s
     cdef Py_ssize_t idx
-    if step >= a.K:
+    if _is_bonus(&a.bonus, li):
         return                                  # bonus token: no stats needed
+    step = iget(a.bonus.elp, li)
     rs = iget(a.eim, li)
     temp = _ldr(a.temp, rs)
     nv = _valid(a.V, b, a.BS)
@@ -532,7 +613,7 @@ cdef void _stats_program(const Stats* a, int64_t li, int64_t b, float* buf) noex
     _stf(&a.tmax, _off(&a.tmax, li, 0) + b, m)
     _stf(&a.tsum, _off(&a.tsum, li, 0) + b, s)
     if a.has_draft:
-        base = _off(&a.drf, rs, step) + b * a.BS
+        base = _off(&a.drf, _mapped_row(a.has_rowmap, a.rowmap, rs), step) + b * a.BS
         for j in range(nv):
             buf[j] = _ldf(&a.drf, base + j) / temp
         for j in range(nv, a.BS):
@@ -556,10 +637,72 @@ def compute_local_logits_stats_kernel(
     argmax, any other row its max and ``sum(exp(x - max))`` (0 when the max is -inf), and with
     HAS_DRAFT_LOGITS (default: draft logits given) the same of the request's draft logits at
     that step divided by the temperature."""
+    _local_logits_stats(
+        target_local_argmax_ptr, target_local_argmax_stride, target_local_max_ptr,
+        target_local_max_stride, target_local_sumexp_ptr, target_local_sumexp_stride,
+        draft_local_max_ptr, draft_local_max_stride, draft_local_sumexp_ptr,
+        draft_local_sumexp_stride, target_logits_ptr, target_logits_stride, draft_logits_ptr,
+        draft_logits_stride_0, draft_logits_stride_1, None, expanded_idx_mapping_ptr,
+        expanded_local_pos_ptr, temp_ptr, vocab_size, num_speculative_steps, False,
+        BLOCK_SIZE, HAS_DRAFT_LOGITS, grid)
+
+
+def compute_local_logits_stats_num_logits_kernel(
+        target_local_argmax_ptr, target_local_argmax_stride, target_local_max_ptr,
+        target_local_max_stride, target_local_sumexp_ptr, target_local_sumexp_stride,
+        draft_local_max_ptr, draft_local_max_stride, draft_local_sumexp_ptr,
+        draft_local_sumexp_stride, target_logits_ptr, target_logits_stride, draft_logits_ptr,
+        draft_logits_stride_0, draft_logits_stride_1, expanded_idx_mapping_ptr,
+        expanded_local_pos_ptr, temp_ptr, vocab_size, num_logits, BLOCK_SIZE,
+        HAS_DRAFT_LOGITS=None, *, grid):
+    """vLLM 0.33's ``_compute_local_logits_stats_kernel``: as
+    ``compute_local_logits_stats_kernel``, a bonus row being one whose next row starts a
+    request (local position 0) or lies at or past ``num_logits`` (adaptive verification may
+    end a request before ``num_speculative_steps``)."""
+    _local_logits_stats(
+        target_local_argmax_ptr, target_local_argmax_stride, target_local_max_ptr,
+        target_local_max_stride, target_local_sumexp_ptr, target_local_sumexp_stride,
+        draft_local_max_ptr, draft_local_max_stride, draft_local_sumexp_ptr,
+        draft_local_sumexp_stride, target_logits_ptr, target_logits_stride, draft_logits_ptr,
+        draft_logits_stride_0, draft_logits_stride_1, None, expanded_idx_mapping_ptr,
+        expanded_local_pos_ptr, temp_ptr, vocab_size, num_logits, True, BLOCK_SIZE,
+        HAS_DRAFT_LOGITS, grid)
+
+
+def compute_local_logits_stats_row_mapping_kernel(
+        target_local_argmax_ptr, target_local_argmax_stride, target_local_max_ptr,
+        target_local_max_stride, target_local_sumexp_ptr, target_local_sumexp_stride,
+        draft_local_max_ptr, draft_local_max_stride, draft_local_sumexp_ptr,
+        draft_local_sumexp_stride, target_logits_ptr, target_logits_stride, draft_logits_ptr,
+        draft_logits_stride_0, draft_logits_stride_1, draft_logits_row_mapping_ptr,
+        expanded_idx_mapping_ptr, expanded_local_pos_ptr, temp_ptr, vocab_size, num_logits,
+        BLOCK_SIZE, HAS_DRAFT_LOGITS=None, *, grid):
+    """vLLM 0.34's ``_compute_local_logits_stats_kernel``: 0.33's
+    (``compute_local_logits_stats_num_logits_kernel``), the draft logits of request slot ``s``
+    read from cache row ``max(row_mapping[s], 0)`` when ``draft_logits_row_mapping_ptr`` is
+    given (a sharded cache), from row ``s`` when None."""
+    _local_logits_stats(
+        target_local_argmax_ptr, target_local_argmax_stride, target_local_max_ptr,
+        target_local_max_stride, target_local_sumexp_ptr, target_local_sumexp_stride,
+        draft_local_max_ptr, draft_local_max_stride, draft_local_sumexp_ptr,
+        draft_local_sumexp_stride, target_logits_ptr, target_logits_stride, draft_logits_ptr,
+        draft_logits_stride_0, draft_logits_stride_1, draft_logits_row_mapping_ptr,
+        expanded_idx_mapping_ptr, expanded_local_pos_ptr, temp_ptr, vocab_size, num_logits,
+        True, BLOCK_SIZE, HAS_DRAFT_LOGITS, grid)
+
+
+cdef _local_logits_stats(
+        target_local_argmax_ptr, target_local_argmax_stride, target_local_max_ptr,
+        target_local_max_stride, target_local_sumexp_ptr, target_local_sumexp_stride,
+        draft_local_max_ptr, draft_local_max_stride, draft_local_sumexp_ptr,
+        draft_local_sumexp_stride, target_logits_ptr, target_logits_stride, draft_logits_ptr,
+        draft_logits_stride_0, draft_logits_stride_1, draft_logits_row_mapping_ptr,
+        expanded_idx_mapping_ptr, expanded_local_pos_ptr, temp_ptr, vocab_size, bonus_count,
+        bint by_next, BLOCK_SIZE, HAS_DRAFT_LOGITS, grid):
     cdef Stats a
     cdef int64_t L = _grid_axis(grid, 0, "grid"), NB = _grid_axis(grid, 1, "grid")
     cdef int64_t li, step, rs, P, p
-    cdef Py_ssize_t n_temp
+    cdef Py_ssize_t n_temp, n_map = 0
     cdef float temp
     cdef bint any_greedy = False, any_random = False
     cdef float* scratch
@@ -567,16 +710,21 @@ def compute_local_logits_stats_kernel(
     if L == 0 or NB == 0:
         L = NB = 0
     a.V = as_int(vocab_size, "vocab_size")
-    a.K = as_int(num_speculative_steps, "num_speculative_steps")
+    _bonus_rule(&a.bonus, expanded_local_pos_ptr, bonus_count, by_next, L, 0 if by_next else L)
     a.BS = as_int(BLOCK_SIZE, "BLOCK_SIZE")
     _pow2(a.BS, "BLOCK_SIZE")
     a.NB = NB
     a.has_draft = as_flag(HAS_DRAFT_LOGITS, "HAS_DRAFT_LOGITS", not is_none(draft_logits_ptr))
     if a.has_draft:
         required(draft_logits_ptr, "draft_logits_ptr", "with HAS_DRAFT_LOGITS")
+    a.has_rowmap = a.has_draft and not is_none(draft_logits_row_mapping_ptr)
+    a.rowmap.ptr = NULL
+    a.rowmap.wide = False
+    if a.has_rowmap:
+        n_map = _numel(draft_logits_row_mapping_ptr, "draft_logits_row_mapping_ptr", M_INDEX)
+        a.rowmap = index_at_least(draft_logits_row_mapping_ptr, "draft_logits_row_mapping_ptr",
+                                  0)
     a.eim = index_at_least(expanded_idx_mapping_ptr, "expanded_idx_mapping_ptr", L,
-                           "one per row of the grid")
-    a.elp = index_at_least(expanded_local_pos_ptr, "expanded_local_pos_ptr", L,
                            "one per row of the grid")
     n_temp = _numel(temp_ptr, "temp_ptr", M_REAL)
     _real(temp_ptr, "temp_ptr", 0, "", &a.temp)
@@ -588,9 +736,9 @@ def compute_local_logits_stats_kernel(
     # the columns a row's blocks read: up to vocab_size, within the grid's blocks
     cdef int64_t cols = min(a.V, NB * a.BS) if a.V > 0 else 0
     for li in range(L):
-        step = iget(a.elp, li)
-        if step >= a.K:
+        if _is_bonus(&a.bonus, li):
             continue
+        step = iget(a.bonus.elp, li)
         rs = iget(a.eim, li)
         if rs < 0 or rs >= n_temp:
             raise ValueError(expected("expanded_idx_mapping_ptr",
@@ -603,8 +751,9 @@ def compute_local_logits_stats_kernel(
         else:
             any_random = True
             if a.has_draft:
-                _need(&a.drf, "draft_logits_ptr", rs, step, cols,
-                      f"request slot {rs}, step {step}: {cols} columns")
+                _need_row_mapping(a.has_rowmap, n_map, rs)
+                _need(&a.drf, "draft_logits_ptr", _mapped_row(a.has_rowmap, a.rowmap, rs), step,
+                      cols, f"request slot {rs}, step {step}: {cols} columns")
     # outputs: rows of the grid's blocks
     _table(target_local_max_ptr, "target_local_max_ptr", M_FLOAT32, 2, target_local_max_stride,
            "target_local_max_stride", None, "", &a.tmax)
@@ -618,7 +767,7 @@ def compute_local_logits_stats_kernel(
         _table(draft_local_sumexp_ptr, "draft_local_sumexp_ptr", M_FLOAT32, 2,
                draft_local_sumexp_stride, "draft_local_sumexp_stride", None, "", &a.dsum)
     for li in range(L):
-        if iget(a.elp, li) >= a.K:
+        if _is_bonus(&a.bonus, li):
             continue
         temp = _ldr(a.temp, iget(a.eim, li))
         _need(&a.tmax, "target_local_max_ptr", li, 0, NB, f"row {li}'s {NB} blocks")
@@ -708,26 +857,25 @@ cdef struct LogProbs:
 
 
 cdef inline int64_t _draft_row(const LogProbs* g, int64_t rs) noexcept nogil:
-    """The draft logits row of request slot ``rs``: the slot itself, or (0.34's row mapping)
-    ``max(row_mapping[rs], 0)`` -- a slot without a row reads row 0, as the kernel does."""
-    cdef int64_t row
-    if not g.has_rowmap:
-        return rs
-    row = iget(g.rowmap, rs)
-    return row if row > 0 else 0
+    """The draft logits row of request slot ``rs`` (``_mapped_row``)."""
+    return _mapped_row(g.has_rowmap, g.rowmap, rs)
 
 
-cdef inline void _logprobs(const LogProbs* g, int64_t token, int64_t li, int64_t rs,
+cdef inline void _logprobs(const LogProbs* g, int64_t token, bint valid, int64_t li, int64_t rs,
                            int64_t step, float temp, float* buf, float* tlp, float* dlp,
                            float* tlse, float* dlse) noexcept nogil:
     """vLLM's ``_compute_global_logprobs_and_logsumexp`` for one token: the target and draft
-    log-probabilities of ``token`` at row ``li`` and their log-sum-exps (one-hot draft: 0, 0)."""
-    cdef float target_logit = _ldf(&g.tgt, _off(&g.tgt, li, 0) + token)
+    log-probabilities of ``token`` at row ``li`` and their log-sum-exps (one-hot draft: 0, 0);
+    a token not ``valid`` (0.33+'s mask: a -1 placeholder) reads logits -inf."""
+    cdef float target_logit = _ldf(&g.tgt, _off(&g.tgt, li, 0) + token) if valid else -INFINITY
     cdef float draft_logit
     tlse[0] = _global_lse(&g.tl, li, buf)
     tlp[0] = target_logit - tlse[0]
     if g.has_draft:
-        draft_logit = _ldf(&g.drf, _off(&g.drf, _draft_row(g, rs), step) + token) / temp
+        draft_logit = -INFINITY
+        if valid:
+            draft_logit = _ldf(&g.drf, _off(&g.drf, _draft_row(g, rs), step) + token)
+        draft_logit = draft_logit / temp
         dlse[0] = _global_lse(&g.dl, li, buf)
         dlp[0] = draft_logit - dlse[0]
     else:
@@ -754,7 +902,7 @@ cdef void _cum_program(const Cum* a, int64_t r, float* buf) noexcept nogil:
         li = start + step
         tok = iget(a.ds, li + 1)
         if tok >= 0:
-            _logprobs(&a.g, tok, li, rs, step, temp, buf, &tlp, &dlp, &tlse, &dlse)
+            _logprobs(&a.g, tok, True, li, rs, step, temp, buf, &tlp, &dlp, &tlse, &dlse)
             log_p = _min_zero(log_p + (tlp - dlp))
         _stf(&a.out, li, log_p)
 
@@ -926,20 +1074,29 @@ cdef _cumulative_log_p(
 cdef struct Resid:
     LogProbs g
     Tab out, clp
-    IBuf ds, eim, elp
+    IBuf ds, eim
+    Bonus bonus
     Real temp
-    int64_t V, K, BS, NB, L
+    int64_t V, BS, NB, L
+
+
+cdef inline bint _resid_row(const Resid* a, int64_t li) noexcept nogil:
+    """Whether row ``li`` has a residual mass: not its request's first row nor its bonus row
+    (0.27-0.32: nor the grid's last row)."""
+    cdef int64_t step
+    if not a.bonus.by_next and li + 1 >= a.L:
+        return False
+    step = iget(a.bonus.elp, li)
+    return step != 0 and not _is_bonus(&a.bonus, li)
 
 
 cdef void _resid_program(const Resid* a, int64_t li, int64_t b, float* buf,
                          float* small) noexcept nogil:
     cdef int64_t step, rs, j, nv, tb, db
     cdef float temp, tlse, dlse, p, mb, ms, x
-    if li + 1 >= a.L:
+    if not _resid_row(a, li):
         return
-    step = iget(a.elp, li)
-    if step == 0 or step >= a.K:
-        return
+    step = iget(a.bonus.elp, li)
     if iget(a.ds, li + 1) < 0:
         return
     rs = iget(a.eim, li)
@@ -951,7 +1108,7 @@ cdef void _resid_program(const Resid* a, int64_t li, int64_t b, float* buf,
     dlse = _global_lse(&a.g.dl, li, small)
     p = expf(_ldf(&a.clp, li - 1))
     tb = _off(&a.g.tgt, li, 0) + b * a.BS
-    db = _off(&a.g.drf, rs, step) + b * a.BS
+    db = _off(&a.g.drf, _draft_row(&a.g, rs), step) + b * a.BS
     for j in range(a.BS):
         if j < nv:
             mb = expf(_ldf(&a.g.tgt, tb + j) - tlse)
@@ -978,12 +1135,80 @@ def compute_local_residual_mass_kernel(
     non-greedy request: ``sum(max(p * M_b(x) - M_s(x), 0))`` over vocabulary block ``b``, with
     ``p = exp(cumulative_log_p[t - 1])`` and ``M_b``, ``M_s`` the target and draft
     probabilities."""
+    _local_residual_mass(
+        local_residual_mass_ptr, local_residual_mass_stride, cumulative_log_p_ptr,
+        target_logits_ptr, target_logits_stride, target_local_max_ptr, target_local_max_stride,
+        target_local_sumexp_ptr, target_local_sumexp_stride, draft_logits_ptr,
+        draft_logits_stride_0, draft_logits_stride_1, None, draft_local_max_ptr,
+        draft_local_max_stride, draft_local_sumexp_ptr, draft_local_sumexp_stride,
+        draft_sampled_ptr, expanded_idx_mapping_ptr, expanded_local_pos_ptr, temp_ptr,
+        vocab_size, num_speculative_steps, False, vocab_num_blocks, BLOCK_SIZE,
+        PADDED_VOCAB_NUM_BLOCKS, grid)
+
+
+def compute_local_residual_mass_num_logits_kernel(
+        local_residual_mass_ptr, local_residual_mass_stride, cumulative_log_p_ptr,
+        target_logits_ptr, target_logits_stride, target_local_max_ptr, target_local_max_stride,
+        target_local_sumexp_ptr, target_local_sumexp_stride, draft_logits_ptr,
+        draft_logits_stride_0, draft_logits_stride_1, draft_local_max_ptr,
+        draft_local_max_stride, draft_local_sumexp_ptr, draft_local_sumexp_stride,
+        draft_sampled_ptr, expanded_idx_mapping_ptr, expanded_local_pos_ptr, temp_ptr,
+        vocab_size, num_logits, vocab_num_blocks, BLOCK_SIZE, PADDED_VOCAB_NUM_BLOCKS, *,
+        grid):
+    """vLLM 0.33's ``_compute_local_residual_mass_kernel``: as
+    ``compute_local_residual_mass_kernel``, a bonus row being one whose next row starts a
+    request or lies at or past ``num_logits`` (the grid's last row is no longer skipped by
+    itself)."""
+    _local_residual_mass(
+        local_residual_mass_ptr, local_residual_mass_stride, cumulative_log_p_ptr,
+        target_logits_ptr, target_logits_stride, target_local_max_ptr, target_local_max_stride,
+        target_local_sumexp_ptr, target_local_sumexp_stride, draft_logits_ptr,
+        draft_logits_stride_0, draft_logits_stride_1, None, draft_local_max_ptr,
+        draft_local_max_stride, draft_local_sumexp_ptr, draft_local_sumexp_stride,
+        draft_sampled_ptr, expanded_idx_mapping_ptr, expanded_local_pos_ptr, temp_ptr,
+        vocab_size, num_logits, True, vocab_num_blocks, BLOCK_SIZE, PADDED_VOCAB_NUM_BLOCKS,
+        grid)
+
+
+def compute_local_residual_mass_row_mapping_kernel(
+        local_residual_mass_ptr, local_residual_mass_stride, cumulative_log_p_ptr,
+        target_logits_ptr, target_logits_stride, target_local_max_ptr, target_local_max_stride,
+        target_local_sumexp_ptr, target_local_sumexp_stride, draft_logits_ptr,
+        draft_logits_stride_0, draft_logits_stride_1, draft_logits_row_mapping_ptr,
+        draft_local_max_ptr, draft_local_max_stride, draft_local_sumexp_ptr,
+        draft_local_sumexp_stride, draft_sampled_ptr, expanded_idx_mapping_ptr,
+        expanded_local_pos_ptr, temp_ptr, vocab_size, num_logits, vocab_num_blocks, BLOCK_SIZE,
+        PADDED_VOCAB_NUM_BLOCKS, *, grid):
+    """vLLM 0.34's ``_compute_local_residual_mass_kernel``: 0.33's
+    (``compute_local_residual_mass_num_logits_kernel``), the draft logits of request slot
+    ``s`` read from cache row ``max(row_mapping[s], 0)`` when ``draft_logits_row_mapping_ptr``
+    is given, from row ``s`` when None."""
+    _local_residual_mass(
+        local_residual_mass_ptr, local_residual_mass_stride, cumulative_log_p_ptr,
+        target_logits_ptr, target_logits_stride, target_local_max_ptr, target_local_max_stride,
+        target_local_sumexp_ptr, target_local_sumexp_stride, draft_logits_ptr,
+        draft_logits_stride_0, draft_logits_stride_1, draft_logits_row_mapping_ptr,
+        draft_local_max_ptr, draft_local_max_stride, draft_local_sumexp_ptr,
+        draft_local_sumexp_stride, draft_sampled_ptr, expanded_idx_mapping_ptr,
+        expanded_local_pos_ptr, temp_ptr, vocab_size, num_logits, True, vocab_num_blocks,
+        BLOCK_SIZE, PADDED_VOCAB_NUM_BLOCKS, grid)
+
+
+cdef _local_residual_mass(
+        local_residual_mass_ptr, local_residual_mass_stride, cumulative_log_p_ptr,
+        target_logits_ptr, target_logits_stride, target_local_max_ptr, target_local_max_stride,
+        target_local_sumexp_ptr, target_local_sumexp_stride, draft_logits_ptr,
+        draft_logits_stride_0, draft_logits_stride_1, draft_logits_row_mapping_ptr,
+        draft_local_max_ptr, draft_local_max_stride, draft_local_sumexp_ptr,
+        draft_local_sumexp_stride, draft_sampled_ptr, expanded_idx_mapping_ptr,
+        expanded_local_pos_ptr, temp_ptr, vocab_size, bonus_count, bint by_next,
+        vocab_num_blocks, BLOCK_SIZE, PADDED_VOCAB_NUM_BLOCKS, grid):
     cdef Resid a
     cdef int64_t L = _grid_axis(grid, 0, "grid"), NB = _grid_axis(grid, 1, "grid")
     cdef int64_t nb = as_int(vocab_num_blocks, "vocab_num_blocks")
     cdef int64_t padded = as_int(PADDED_VOCAB_NUM_BLOCKS, "PADDED_VOCAB_NUM_BLOCKS")
     cdef int64_t li, step, rs, cols, P, p
-    cdef Py_ssize_t n_temp, n_ds
+    cdef Py_ssize_t n_temp, n_ds, n_map = 0
     cdef float* scratch
     cdef int nt
     cdef list rows = []
@@ -992,17 +1217,24 @@ def compute_local_residual_mass_kernel(
     a.L = L
     a.NB = NB
     a.V = as_int(vocab_size, "vocab_size")
-    a.K = as_int(num_speculative_steps, "num_speculative_steps")
+    _bonus_rule(&a.bonus, expanded_local_pos_ptr, bonus_count, by_next, L,
+                L if by_next else max(L - 1, 0))
     a.BS = as_int(BLOCK_SIZE, "BLOCK_SIZE")
     _pow2(a.BS, "BLOCK_SIZE")
     _pow2(padded, "PADDED_VOCAB_NUM_BLOCKS")
     a.g.has_draft = True
-    a.g.has_rowmap = False
     required(draft_logits_ptr, "draft_logits_ptr", "(the kernel reads the draft logits)")
+    a.g.has_rowmap = not is_none(draft_logits_row_mapping_ptr)
+    a.g.rowmap.ptr = NULL
+    a.g.rowmap.wide = False
+    if a.g.has_rowmap:
+        n_map = _numel(draft_logits_row_mapping_ptr, "draft_logits_row_mapping_ptr", M_INDEX)
+        a.g.rowmap = index_at_least(draft_logits_row_mapping_ptr,
+                                    "draft_logits_row_mapping_ptr", 0)
     a.eim = index_at_least(expanded_idx_mapping_ptr, "expanded_idx_mapping_ptr",
-                           max(L - 1, 0), "one per row of the grid but the last")
-    a.elp = index_at_least(expanded_local_pos_ptr, "expanded_local_pos_ptr", max(L - 1, 0),
-                           "one per row of the grid but the last")
+                           L if by_next else max(L - 1, 0),
+                           "one per row of the grid" if by_next
+                           else "one per row of the grid but the last")
     n_ds = _numel(draft_sampled_ptr, "draft_sampled_ptr", M_INDEX)
     a.ds = index_at_least(draft_sampled_ptr, "draft_sampled_ptr", 0)
     n_temp = _numel(temp_ptr, "temp_ptr", M_REAL)
@@ -1022,10 +1254,10 @@ def compute_local_residual_mass_kernel(
     _table(local_residual_mass_ptr, "local_residual_mass_ptr", M_FLOAT32, 2,
            local_residual_mass_stride, "local_residual_mass_stride", None, "", &a.out)
     cols = min(a.V, NB * a.BS) if a.V > 0 else 0
-    for li in range(L - 1):
-        step = iget(a.elp, li)
-        if step == 0 or step >= a.K:
+    for li in range(L):
+        if not _resid_row(&a, li):
             continue
+        step = iget(a.bonus.elp, li)
         if li + 1 >= n_ds:
             raise ValueError(expected("draft_sampled_ptr", f"at least {li + 2} elements (the "
                                       f"token after row {li})", n_ds))
@@ -1039,10 +1271,15 @@ def compute_local_residual_mass_kernel(
         if _ldr(a.temp, rs) == 0.0:
             continue
         _need(&a.g.tgt, "target_logits_ptr", li, 0, cols, f"row {li}'s {cols} columns")
-        _need(&a.g.drf, "draft_logits_ptr", rs, step, cols,
+        _need_row_mapping(a.g.has_rowmap, n_map, rs)
+        _need(&a.g.drf, "draft_logits_ptr", _draft_row(&a.g, rs), step, cols,
               f"request slot {rs}, step {step}: {cols} columns")
         _need_lse(&a.g.tl, "target_local_max_ptr", "target_local_sumexp_ptr", li)
         _need_lse(&a.g.dl, "draft_local_max_ptr", "draft_local_sumexp_ptr", li)
+        if li == 0:     # the kernel would read cumulative_log_p[-1]
+            raise ValueError(expected("expanded_local_pos_ptr", "local position 0 at row 0 (a "
+                                      "draft row reads the row before it of "
+                                      "cumulative_log_p_ptr)", f"[0] = {step}"))
         _need(&a.clp, "cumulative_log_p_ptr", 0, 0, li, f"the value of row {li - 1}")
         _need(&a.out, "local_residual_mass_ptr", li, 0, NB, f"row {li}'s {NB} blocks")
         rows.append(li)
@@ -1098,6 +1335,13 @@ cdef struct Rej:
     Real temp, rates
     Tab trl, drl
     bint synthetic, block
+    # vLLM 0.33+: block verification draws each step's uniform from the step's seed
+    # (``spec_step_seed``), and FLY_WINDOW_SIZE > 0 defers a rejection at an uncertain target
+    # (entropy >= the threshold) until that many further drafts are accepted natively
+    bint step_seeds
+    int64_t fly
+    Real entropy
+    float fly_threshold
 
 
 cdef inline int64_t _global_target_argmax(const Rej* a, int64_t li, float* buf) noexcept nogil:
@@ -1134,12 +1378,19 @@ cdef inline float _global_residual_mass(const Rej* a, float pjr, int64_t token, 
     return pjr * (<float>1.0 - m_b)
 
 
+cdef inline bint _fly_can_defer_greedy(const Rej* a, int64_t li, int64_t ds,
+                                       bint valid) noexcept nogil:
+    """FLy's deferral test of a greedy row: a real draft the target does not rule out."""
+    return valid and _ldf(&a.g.tgt, _off(&a.g.tgt, li, 0) + ds) > -INFINITY
+
+
 cdef void _rej_program(const Rej* a, int64_t r, float* buf) noexcept nogil:
     cdef int64_t rs = iget(a.idx, r), start = iget(a.cu, r), nd, i, li, ds, nxt, ta
-    cdef int64_t seed = iget(a.seed, rs), accepted_length = 0
+    cdef int64_t seed = iget(a.seed, rs), accepted_length = 0, pending = -1, rejected_argmax = 0
+    cdef int64_t step_seed
     cdef float temp = _ldr(a.temp, rs), target_lse = 0.0, draft_lse = 0.0, u, h, pjr, rm, denom
-    cdef float tlp, dlp
-    cdef bint greedy = temp == 0.0, verifying = True, valid, accepted
+    cdef float tlp, dlp, stlse, sdlse
+    cdef bint greedy = temp == 0.0, verifying = True, valid, accepted, can_defer
     nd = iget(a.cu, r + 1) - start - 1
     for i in range(nd):
         li = start + i
@@ -1147,11 +1398,17 @@ cdef void _rej_program(const Rej* a, int64_t r, float* buf) noexcept nogil:
         valid = ds >= 0
         if ds < 0:
             ds = 0
-        if not greedy:
+        if not greedy and a.fly == 0:
             verifying = verifying and valid
         if not verifying:
             continue
-        u = _tl_rand32(seed, iget(a.pos, li), a.pos.wide)
+        ta = 0
+        can_defer = False
+        accepted = False
+        step_seed = seed
+        if a.step_seeds and a.block:
+            step_seed = seed ^ <int64_t>(<uint64_t>i << 32)       # spec_step_seed(seed, i)
+        u = _tl_rand32(step_seed, iget(a.pos, li), a.pos.wide)
         if greedy:
             ta = _global_target_argmax(a, li, buf)
             if a.synthetic:
@@ -1159,9 +1416,8 @@ cdef void _rej_program(const Rej* a, int64_t r, float* buf) noexcept nogil:
             else:
                 accepted = ta == ds
             accepted = accepted and valid
-            verifying = accepted
-            accepted_length += accepted
-            _sti(&a.sampled, _off(&a.sampled, r, 0) + i, ds if accepted else ta)
+            if a.fly > 0:
+                can_defer = _fly_can_defer_greedy(a, li, ds, valid)
         elif a.block:
             pjr = expf(_ldf(&a.clp, li))
             nxt = iget(a.ds, li + 2) if i < nd - 1 else -1
@@ -1175,14 +1431,40 @@ cdef void _rej_program(const Rej* a, int64_t r, float* buf) noexcept nogil:
                 accepted_length = i + 1
             _sti(&a.sampled, _off(&a.sampled, r, 0) + i, ds)
         else:
-            _logprobs(&a.g, ds, li, rs, i, temp, buf, &tlp, &dlp, &target_lse, &draft_lse)
+            _logprobs(&a.g, ds, valid, li, rs, i, temp, buf, &tlp, &dlp, &stlse, &sdlse)
+            if a.fly == 0 or pending < 0:       # FLy: the pending rejection's stats stay
+                target_lse = stlse
+                draft_lse = sdlse
             if a.synthetic:
                 accepted = <double>u < _ldrd(a.rates, i)
             else:
                 accepted = tlp > logf(u) + dlp
+            if a.fly > 0:
+                accepted = accepted and valid
+                can_defer = valid and tlp > -INFINITY and dlp > -INFINITY
+        if a.block and not greedy:
+            continue
+        if a.fly > 0:
+            if pending >= 0:
+                verifying = accepted            # only native acceptance confirms the window
+                if accepted and i - pending == a.fly:
+                    accepted_length = i + 1
+                    pending = -1
+            elif accepted:
+                accepted_length = i + 1
+            else:
+                rejected_argmax = ta
+                verifying = (can_defer and i + a.fly < nd
+                             and _ldrd(a.entropy, li) >= <double>a.fly_threshold)
+                if verifying:
+                    pending = i
+            _sti(&a.sampled, _off(&a.sampled, r, 0) + i, ds)
+        else:
             verifying = accepted
             accepted_length += accepted
-            _sti(&a.sampled, _off(&a.sampled, r, 0) + i, ds)
+            _sti(&a.sampled, _off(&a.sampled, r, 0) + i, ta if greedy and not accepted else ds)
+    if a.fly > 0 and greedy and accepted_length < nd:
+        _sti(&a.sampled, _off(&a.sampled, r, 0) + accepted_length, rejected_argmax)
     iset(a.rej, r, accepted_length)
     if a.block and not greedy and accepted_length < nd:
         target_lse = _global_lse(&a.g.tl, start + accepted_length, buf)
@@ -1210,18 +1492,120 @@ def rejection_kernel(
     rate[i]``), or with USE_BLOCK_VERIFICATION the block test ``u <= h`` (Sun et al.), the
     accepted length the last position passing it. Stores the drafts verified, the accepted
     count and the log-sum-exps the resampling of the rejected position needs."""
+    _rejection(
+        sampled_ptr, sampled_stride, rejected_steps_ptr, target_rejected_logsumexp_ptr,
+        draft_rejected_logsumexp_ptr, target_logits_ptr, target_logits_stride,
+        target_local_argmax_ptr, target_local_argmax_stride, target_local_max_ptr,
+        target_local_max_stride, target_local_sumexp_ptr, target_local_sumexp_stride,
+        draft_sampled_ptr, draft_logits_ptr, draft_logits_stride_0, draft_logits_stride_1, None,
+        draft_local_max_ptr, draft_local_max_stride, draft_local_sumexp_ptr,
+        draft_local_sumexp_stride, cu_num_logits_ptr, idx_mapping_ptr, temp_ptr, seed_ptr,
+        pos_ptr, synthetic_conditional_rates_ptr, cumulative_log_p_ptr, local_residual_mass_ptr,
+        local_residual_mass_stride, None, None, vocab_num_blocks, PADDED_VOCAB_NUM_BLOCKS,
+        HAS_DRAFT_LOGITS, SYNTHETIC_MODE, USE_BLOCK_VERIFICATION, 0, False, grid)
+
+
+def rejection_fly_kernel(
+        sampled_ptr, sampled_stride, rejected_steps_ptr, target_rejected_logsumexp_ptr,
+        draft_rejected_logsumexp_ptr, target_logits_ptr, target_logits_stride,
+        target_local_argmax_ptr, target_local_argmax_stride, target_local_max_ptr,
+        target_local_max_stride, target_local_sumexp_ptr, target_local_sumexp_stride,
+        draft_sampled_ptr, draft_logits_ptr, draft_logits_stride_0, draft_logits_stride_1,
+        draft_local_max_ptr, draft_local_max_stride, draft_local_sumexp_ptr,
+        draft_local_sumexp_stride, cu_num_logits_ptr, idx_mapping_ptr, temp_ptr, seed_ptr,
+        pos_ptr, synthetic_conditional_rates_ptr, cumulative_log_p_ptr, local_residual_mass_ptr,
+        local_residual_mass_stride, fly_entropy_ptr, fly_entropy_threshold, vocab_num_blocks,
+        PADDED_VOCAB_NUM_BLOCKS, HAS_DRAFT_LOGITS=None, SYNTHETIC_MODE=None,
+        USE_BLOCK_VERIFICATION=None, FLY_WINDOW_SIZE=None, *, grid):
+    """vLLM 0.33's ``_rejection_kernel``: as ``rejection_kernel``, block verification drawing
+    step ``i``'s uniform from ``seed ^ i << 32``, and with FLY_WINDOW_SIZE ``w`` > 0 (FLy) a
+    rejection of a draft the target does not rule out, at a row whose ``fly_entropy`` is at
+    least ``fly_entropy_threshold`` and with ``w`` drafts after it, deferred: the drafts are
+    kept when the next ``w`` are accepted natively, else the accepted length stays at the
+    rejection (a greedy request's target argmax stored there); a -1 draft is rejected, not
+    an end of verification."""
+    _rejection(
+        sampled_ptr, sampled_stride, rejected_steps_ptr, target_rejected_logsumexp_ptr,
+        draft_rejected_logsumexp_ptr, target_logits_ptr, target_logits_stride,
+        target_local_argmax_ptr, target_local_argmax_stride, target_local_max_ptr,
+        target_local_max_stride, target_local_sumexp_ptr, target_local_sumexp_stride,
+        draft_sampled_ptr, draft_logits_ptr, draft_logits_stride_0, draft_logits_stride_1, None,
+        draft_local_max_ptr, draft_local_max_stride, draft_local_sumexp_ptr,
+        draft_local_sumexp_stride, cu_num_logits_ptr, idx_mapping_ptr, temp_ptr, seed_ptr,
+        pos_ptr, synthetic_conditional_rates_ptr, cumulative_log_p_ptr, local_residual_mass_ptr,
+        local_residual_mass_stride, fly_entropy_ptr, fly_entropy_threshold, vocab_num_blocks,
+        PADDED_VOCAB_NUM_BLOCKS, HAS_DRAFT_LOGITS, SYNTHETIC_MODE, USE_BLOCK_VERIFICATION,
+        FLY_WINDOW_SIZE, True, grid)
+
+
+def rejection_row_mapping_kernel(
+        sampled_ptr, sampled_stride, rejected_steps_ptr, target_rejected_logsumexp_ptr,
+        draft_rejected_logsumexp_ptr, target_logits_ptr, target_logits_stride,
+        target_local_argmax_ptr, target_local_argmax_stride, target_local_max_ptr,
+        target_local_max_stride, target_local_sumexp_ptr, target_local_sumexp_stride,
+        draft_sampled_ptr, draft_logits_ptr, draft_logits_stride_0, draft_logits_stride_1,
+        draft_logits_row_mapping_ptr, draft_local_max_ptr, draft_local_max_stride,
+        draft_local_sumexp_ptr, draft_local_sumexp_stride, cu_num_logits_ptr, idx_mapping_ptr,
+        temp_ptr, seed_ptr, pos_ptr, synthetic_conditional_rates_ptr, cumulative_log_p_ptr,
+        local_residual_mass_ptr, local_residual_mass_stride, fly_entropy_ptr,
+        fly_entropy_threshold, vocab_num_blocks, PADDED_VOCAB_NUM_BLOCKS, HAS_DRAFT_LOGITS=None,
+        SYNTHETIC_MODE=None, USE_BLOCK_VERIFICATION=None, FLY_WINDOW_SIZE=None, *, grid):
+    """vLLM 0.34's ``_rejection_kernel``: 0.33's (``rejection_fly_kernel``), the draft logits
+    of request slot ``s`` read from cache row ``max(row_mapping[s], 0)`` when
+    ``draft_logits_row_mapping_ptr`` is given, from row ``s`` when None."""
+    _rejection(
+        sampled_ptr, sampled_stride, rejected_steps_ptr, target_rejected_logsumexp_ptr,
+        draft_rejected_logsumexp_ptr, target_logits_ptr, target_logits_stride,
+        target_local_argmax_ptr, target_local_argmax_stride, target_local_max_ptr,
+        target_local_max_stride, target_local_sumexp_ptr, target_local_sumexp_stride,
+        draft_sampled_ptr, draft_logits_ptr, draft_logits_stride_0, draft_logits_stride_1,
+        draft_logits_row_mapping_ptr, draft_local_max_ptr, draft_local_max_stride,
+        draft_local_sumexp_ptr, draft_local_sumexp_stride, cu_num_logits_ptr, idx_mapping_ptr,
+        temp_ptr, seed_ptr, pos_ptr, synthetic_conditional_rates_ptr, cumulative_log_p_ptr,
+        local_residual_mass_ptr, local_residual_mass_stride, fly_entropy_ptr,
+        fly_entropy_threshold, vocab_num_blocks, PADDED_VOCAB_NUM_BLOCKS, HAS_DRAFT_LOGITS,
+        SYNTHETIC_MODE, USE_BLOCK_VERIFICATION, FLY_WINDOW_SIZE, True, grid)
+
+
+cdef _rejection(
+        sampled_ptr, sampled_stride, rejected_steps_ptr, target_rejected_logsumexp_ptr,
+        draft_rejected_logsumexp_ptr, target_logits_ptr, target_logits_stride,
+        target_local_argmax_ptr, target_local_argmax_stride, target_local_max_ptr,
+        target_local_max_stride, target_local_sumexp_ptr, target_local_sumexp_stride,
+        draft_sampled_ptr, draft_logits_ptr, draft_logits_stride_0, draft_logits_stride_1,
+        draft_logits_row_mapping_ptr, draft_local_max_ptr, draft_local_max_stride,
+        draft_local_sumexp_ptr, draft_local_sumexp_stride, cu_num_logits_ptr, idx_mapping_ptr,
+        temp_ptr, seed_ptr, pos_ptr, synthetic_conditional_rates_ptr, cumulative_log_p_ptr,
+        local_residual_mass_ptr, local_residual_mass_stride, fly_entropy_ptr,
+        fly_entropy_threshold, vocab_num_blocks, PADDED_VOCAB_NUM_BLOCKS, HAS_DRAFT_LOGITS,
+        SYNTHETIC_MODE, USE_BLOCK_VERIFICATION, FLY_WINDOW_SIZE, bint v033, grid):
     cdef Rej a
     cdef int64_t R = _grid_axis(grid, 0, "grid")
     cdef int64_t nb = as_int(vocab_num_blocks, "vocab_num_blocks")
     cdef int64_t padded = as_int(PADDED_VOCAB_NUM_BLOCKS, "PADDED_VOCAB_NUM_BLOCKS")
     cdef int64_t r, rs, start, end, nd, i, li, tok, most = 0, ds_need = 0
-    cdef Py_ssize_t n_temp, n_seed
+    cdef Py_ssize_t n_temp, n_seed, n_map = 0
     cdef float* scratch
     cdef int nt
     cdef bint greedy
     _pow2(padded, "PADDED_VOCAB_NUM_BLOCKS")
     a.g.has_draft = as_flag(HAS_DRAFT_LOGITS, "HAS_DRAFT_LOGITS", not is_none(draft_logits_ptr))
-    a.g.has_rowmap = False
+    a.g.has_rowmap = a.g.has_draft and not is_none(draft_logits_row_mapping_ptr)
+    a.g.rowmap.ptr = NULL
+    a.g.rowmap.wide = False
+    if a.g.has_rowmap:
+        n_map = _numel(draft_logits_row_mapping_ptr, "draft_logits_row_mapping_ptr", M_INDEX)
+        a.g.rowmap = index_at_least(draft_logits_row_mapping_ptr,
+                                    "draft_logits_row_mapping_ptr", 0)
+    a.step_seeds = v033
+    a.fly = 0
+    if FLY_WINDOW_SIZE is not None:
+        a.fly = as_int(FLY_WINDOW_SIZE, "FLY_WINDOW_SIZE")
+        need_min("FLY_WINDOW_SIZE", a.fly, 0)
+    a.fly_threshold = 0.0
+    if a.fly > 0:
+        required(fly_entropy_ptr, "fly_entropy_ptr", "with FLY_WINDOW_SIZE > 0")
+        a.fly_threshold = _as_float(fly_entropy_threshold, "fly_entropy_threshold")
     a.synthetic = as_flag(SYNTHETIC_MODE, "SYNTHETIC_MODE",
                           not is_none(synthetic_conditional_rates_ptr))
     a.block = as_flag(USE_BLOCK_VERIFICATION, "USE_BLOCK_VERIFICATION",
@@ -1256,6 +1640,9 @@ def rejection_kernel(
     a.ds = index_at_least(draft_sampled_ptr, "draft_sampled_ptr", ds_need,
                           "the token after each draft row")
     a.pos = index_at_least(pos_ptr, "pos_ptr", max(ds_need - 1, 0), "one per draft row")
+    if a.fly > 0:
+        _real(fly_entropy_ptr, "fly_entropy_ptr", max(ds_need - 1, 0), "one per draft row",
+              &a.entropy)
     if a.synthetic:
         _real(synthetic_conditional_rates_ptr, "synthetic_conditional_rates_ptr", most,
               "one per draft position of the longest request", &a.rates)
@@ -1296,6 +1683,9 @@ def rejection_kernel(
                       f"row {li}'s {real} blocks")
                 _need(&a.g.tl.mx, "target_local_max_ptr", li, 0, real,
                       f"row {li}'s {real} blocks")
+                if a.fly > 0 and tok >= 0:
+                    _token_in(&a.g.tgt, "target_logits_ptr", li, 0, tok, "draft_sampled_ptr",
+                              li + 1)
             elif a.block:
                 _need(&a.clp, "cumulative_log_p_ptr", 0, 0, li + 1, f"row {li}'s value")
                 if i < nd - 1 and iget(a.ds, li + 2) >= 0:
@@ -1310,13 +1700,17 @@ def rejection_kernel(
                 _need_lse(&a.g.tl, "target_local_max_ptr", "target_local_sumexp_ptr", li)
                 if a.g.has_draft:
                     _need_lse(&a.g.dl, "draft_local_max_ptr", "draft_local_sumexp_ptr", li)
-            elif tok >= 0:
-                _token_in(&a.g.tgt, "target_logits_ptr", li, 0, tok, "draft_sampled_ptr", li + 1)
+            elif tok >= 0 or a.fly > 0:     # FLy verifies past a -1 draft (its logits masked)
                 _need_lse(&a.g.tl, "target_local_max_ptr", "target_local_sumexp_ptr", li)
                 if a.g.has_draft:
-                    _token_in(&a.g.drf, "draft_logits_ptr", rs, i, tok, "draft_sampled_ptr",
-                              li + 1)
                     _need_lse(&a.g.dl, "draft_local_max_ptr", "draft_local_sumexp_ptr", li)
+                if tok < 0:
+                    continue
+                _token_in(&a.g.tgt, "target_logits_ptr", li, 0, tok, "draft_sampled_ptr", li + 1)
+                if a.g.has_draft:
+                    _need_row_mapping(a.g.has_rowmap, n_map, rs)
+                    _token_in(&a.g.drf, "draft_logits_ptr", _draft_row(&a.g, rs), i, tok,
+                              "draft_sampled_ptr", li + 1)
     # outputs
     a.rej = index_at_least(rejected_steps_ptr, "rejected_steps_ptr", R,
                            "one per request of the grid")
@@ -1363,6 +1757,23 @@ cdef struct Res:
     const unsigned char* wm        # per request slot: watermarked (a bool's byte)
     const unsigned char* skip      # per row: context seen before (DEDUPLICATE_CONTEXTS)
     uint32_t key0, key1
+    # vLLM 0.34: the draft logits cache's row of a request slot, and SKIP_MASKED_BLOCKS
+    bint has_rowmap, skip_masked
+    IBuf rowmap
+
+
+cdef inline bint _masked_block(const float* x, Py_ssize_t nv, Py_ssize_t bs) noexcept nogil:
+    """SKIP_MASKED_BLOCKS' test, ``tl.max(target block) == -inf``: the max ignores NaN, the
+    block's ``bs - nv`` lanes past the vocabulary are -inf, and a block of NaN only has max
+    NaN (not skipped)."""
+    cdef Py_ssize_t j
+    cdef bint number = nv < bs
+    for j in range(nv):
+        if x[j] > -INFINITY:
+            return False
+        if x[j] == x[j]:
+            number = True
+    return number
 
 
 # vLLM's watermark PRF (vllm/v1/watermarking/prfs/philox.py, the Triton twin in
@@ -1444,6 +1855,11 @@ cdef void _res_program(const Res* a, int64_t r, int64_t b, float* buf) noexcept 
     tb = _off(&a.tgt, rti, 0) + b * a.BS
     for j in range(nv):
         buf[j] = _ldf(&a.tgt, tb + j)
+    if a.skip_masked and _masked_block(buf, nv, a.BS):
+        # no target token survives the block, nor does the residual: no draw
+        _stf(&a.out_max, _off(&a.out_max, r, 0) + b, -INFINITY)
+        _sti(&a.out_arg, _off(&a.out_arg, r, 0) + b, b * a.BS)
+        return
     if bonus or not valid:
         pass                                    # the target logits as they are
     elif a.has_draft:
@@ -1452,7 +1868,7 @@ cdef void _res_program(const Res* a, int64_t r, int64_t b, float* buf) noexcept 
         lpt = 0.0
         if a.block and ri > 0:
             lpt = _ldf(&a.clp, rti - 1)
-        db = _off(&a.drf, rs, ri) + b * a.BS
+        db = _off(&a.drf, _mapped_row(a.has_rowmap, a.rowmap, rs), ri) + b * a.BS
         for j in range(nv):
             tlp = buf[j] - tlse
             if a.block:
@@ -1502,10 +1918,62 @@ def resample_kernel(
     request (unless DEDUPLICATE_CONTEXTS marks its row's context as seen) draws instead with
     vLLM's keyed Philox PRF over its row's ``CONTEXT_WIDTH`` context words. Stores the block's
     token and noised max (fp64 with USE_FP64)."""
+    _resample(
+        resampled_local_argmax_ptr, resampled_local_argmax_stride, resampled_local_max_ptr,
+        resampled_local_max_stride, target_logits_ptr, target_logits_stride,
+        target_rejected_logsumexp_ptr, draft_logits_ptr, draft_logits_stride_0,
+        draft_logits_stride_1, None, draft_rejected_logsumexp_ptr, rejected_step_ptr,
+        cu_num_logits_ptr, expanded_idx_mapping_ptr, draft_sampled_ptr, temp_ptr, seed_ptr,
+        pos_ptr, cumulative_log_p_ptr, contexts_ptr, contexts_stride, watermarking_ptr,
+        watermarking_skip_mask_ptr, watermark_key_0, watermark_key_1, vocab_size, BLOCK_SIZE,
+        HAS_DRAFT_LOGITS, USE_FP64, USE_BLOCK_VERIFICATION, CONTEXT_WIDTH, WATERMARK,
+        DEDUPLICATE_CONTEXTS, False, grid)
+
+
+def resample_row_mapping_kernel(
+        resampled_local_argmax_ptr, resampled_local_argmax_stride, resampled_local_max_ptr,
+        resampled_local_max_stride, target_logits_ptr, target_logits_stride,
+        target_rejected_logsumexp_ptr, draft_logits_ptr, draft_logits_stride_0,
+        draft_logits_stride_1, draft_logits_row_mapping_ptr, draft_rejected_logsumexp_ptr,
+        rejected_step_ptr, cu_num_logits_ptr, expanded_idx_mapping_ptr, draft_sampled_ptr,
+        temp_ptr, seed_ptr, pos_ptr, cumulative_log_p_ptr, contexts_ptr, contexts_stride,
+        watermarking_ptr, watermarking_skip_mask_ptr, watermark_key_0, watermark_key_1,
+        vocab_size, BLOCK_SIZE, HAS_DRAFT_LOGITS=None, USE_FP64=None,
+        USE_BLOCK_VERIFICATION=None, CONTEXT_WIDTH=None, WATERMARK=None,
+        DEDUPLICATE_CONTEXTS=None, SKIP_MASKED_BLOCKS=None, *, grid):
+    """vLLM 0.34's ``_resample_kernel``: as ``resample_kernel``, the draft logits of request
+    slot ``s`` read from cache row ``max(row_mapping[s], 0)`` when
+    ``draft_logits_row_mapping_ptr`` is given (from row ``s`` when None), and with
+    SKIP_MASKED_BLOCKS (default False) a block whose target logits are all -inf (NaN
+    ignored: top-k/top-p masked it) stores token ``b * BLOCK_SIZE`` and max -inf without a
+    draw. The draft row's columns are required whole all the same (the cache is as wide)."""
+    _resample(
+        resampled_local_argmax_ptr, resampled_local_argmax_stride, resampled_local_max_ptr,
+        resampled_local_max_stride, target_logits_ptr, target_logits_stride,
+        target_rejected_logsumexp_ptr, draft_logits_ptr, draft_logits_stride_0,
+        draft_logits_stride_1, draft_logits_row_mapping_ptr, draft_rejected_logsumexp_ptr,
+        rejected_step_ptr, cu_num_logits_ptr, expanded_idx_mapping_ptr, draft_sampled_ptr,
+        temp_ptr, seed_ptr, pos_ptr, cumulative_log_p_ptr, contexts_ptr, contexts_stride,
+        watermarking_ptr, watermarking_skip_mask_ptr, watermark_key_0, watermark_key_1,
+        vocab_size, BLOCK_SIZE, HAS_DRAFT_LOGITS, USE_FP64, USE_BLOCK_VERIFICATION,
+        CONTEXT_WIDTH, WATERMARK, DEDUPLICATE_CONTEXTS,
+        as_flag(SKIP_MASKED_BLOCKS, "SKIP_MASKED_BLOCKS", 0), grid)
+
+
+cdef _resample(
+        resampled_local_argmax_ptr, resampled_local_argmax_stride, resampled_local_max_ptr,
+        resampled_local_max_stride, target_logits_ptr, target_logits_stride,
+        target_rejected_logsumexp_ptr, draft_logits_ptr, draft_logits_stride_0,
+        draft_logits_stride_1, draft_logits_row_mapping_ptr, draft_rejected_logsumexp_ptr,
+        rejected_step_ptr, cu_num_logits_ptr, expanded_idx_mapping_ptr, draft_sampled_ptr,
+        temp_ptr, seed_ptr, pos_ptr, cumulative_log_p_ptr, contexts_ptr, contexts_stride,
+        watermarking_ptr, watermarking_skip_mask_ptr, watermark_key_0, watermark_key_1,
+        vocab_size, BLOCK_SIZE, HAS_DRAFT_LOGITS, USE_FP64, USE_BLOCK_VERIFICATION,
+        CONTEXT_WIDTH, WATERMARK, DEDUPLICATE_CONTEXTS, bint skip_masked, grid):
     cdef Res a
     cdef int64_t R = _grid_axis(grid, 0, "grid"), NB = _grid_axis(grid, 1, "grid")
     cdef int64_t r, ri, start, end, rti, rs, rdt, cols, P, p
-    cdef Py_ssize_t n_eim, n_temp, n_seed, n_pos, n_ds, n_wm = 0, n_skip = 0
+    cdef Py_ssize_t n_eim, n_temp, n_seed, n_pos, n_ds, n_wm = 0, n_skip = 0, n_map = 0
     cdef Py_ssize_t shp1[1]
     cdef float* scratch
     cdef int nt
@@ -1513,6 +1981,7 @@ def resample_kernel(
     if R == 0 or NB == 0:
         R = NB = 0
     a.NB = NB
+    a.skip_masked = skip_masked
     a.V = as_int(vocab_size, "vocab_size")
     a.BS = as_int(BLOCK_SIZE, "BLOCK_SIZE")
     _pow2(a.BS, "BLOCK_SIZE")
@@ -1546,6 +2015,13 @@ def resample_kernel(
         as_int(contexts_stride, "contexts_stride")
     if a.has_draft:
         required(draft_logits_ptr, "draft_logits_ptr", "with HAS_DRAFT_LOGITS")
+    a.has_rowmap = a.has_draft and not is_none(draft_logits_row_mapping_ptr)
+    a.rowmap.ptr = NULL
+    a.rowmap.wide = False
+    if a.has_rowmap:
+        n_map = _numel(draft_logits_row_mapping_ptr, "draft_logits_row_mapping_ptr", M_INDEX)
+        a.rowmap = index_at_least(draft_logits_row_mapping_ptr, "draft_logits_row_mapping_ptr",
+                                  0)
     a.rej = index_at_least(rejected_step_ptr, "rejected_step_ptr", R,
                            "one per request of the grid")
     a.cu = index_at_least(cu_num_logits_ptr, "cu_num_logits_ptr", R + 1 if R else 0,
@@ -1613,7 +2089,8 @@ def resample_kernel(
             continue
         if ri < 0:
             raise ValueError(expected("rejected_step_ptr", "steps >= 0", f"[{r}] = {ri}"))
-        _need(&a.drf, "draft_logits_ptr", rs, ri, cols,
+        _need_row_mapping(a.has_rowmap, n_map, rs)
+        _need(&a.drf, "draft_logits_ptr", _mapped_row(a.has_rowmap, a.rowmap, rs), ri, cols,
               f"request slot {rs}, step {ri}: {cols} columns")
         _need(&a.trl, "target_rejected_logsumexp_ptr", 0, 0, r + 1, f"request {r}'s value")
         _need(&a.drl, "draft_rejected_logsumexp_ptr", 0, 0, r + 1, f"request {r}'s value")
@@ -1726,3 +2203,168 @@ def insert_resampled_kernel(sampled_ptr, sampled_stride, num_sampled_ptr,
                     idx = b
             _sti(&s, _off(&s, r, 0) + ns, _ldi(&am, _off(&am, r, 0) + idx))
 
+
+
+# -- vLLM 0.34's draft logits cache (``draft_logits.py``) -----------------------------------------
+#
+# A batch-sharded draft logits cache (``DraftLogitsCache(sharded=True)``: each TP rank verifies
+# and caches only the requests at batch positions ``b`` with ``b % NUM_SHARDS`` its rank, at
+# row ``b // NUM_SHARDS``) is laid out by ``_assign_rows_kernel`` before a draft step writes it,
+# and ``_stale_drafts_kernel`` marks the drafts whose row was given to another request since.
+
+cdef int64_t _covered(object count, str name, int64_t programs, int64_t block) except? -1:
+    """The entries a 1-D launch of ``programs`` blocks of ``block`` lanes handles below
+    ``count``: ``min(count, programs * block)``, 0 when negative."""
+    cdef int64_t n = as_int(count, name)
+    if n > programs * block:
+        n = programs * block
+    return n if n > 0 else 0
+
+
+def assign_rows_kernel(idx_mapping_ptr, shard_mapping_ptr, row_mapping_ptr,
+                       inverse_row_mapping_ptr, num_reqs, NUM_SHARDS, SHARD_IDX, BLOCK_SIZE,
+                       *, grid):
+    """For each batch position ``b`` the grid's programs cover (``BLOCK_SIZE`` each, below
+    ``num_reqs``), request slot ``s = idx_mapping[b]`` goes to rank ``b % NUM_SHARDS`` at its
+    row ``b // NUM_SHARDS``: ``shard_mapping[s]`` = that rank, ``row_mapping[s]`` = the row
+    where the rank is ``SHARD_IDX`` (else -1), and ``inverse_row_mapping[row] = s`` for the
+    rows of ``SHARD_IDX``. A slot named twice is refused: its entries would be the last
+    program's to store, in no defined order."""
+    cdef int64_t G = _grid_axis(grid, 0, "grid")
+    cdef int64_t shards = as_int(NUM_SHARDS, "NUM_SHARDS")
+    cdef int64_t me = as_int(SHARD_IDX, "SHARD_IDX")
+    cdef int64_t bs = as_int(BLOCK_SIZE, "BLOCK_SIZE")
+    cdef int64_t n, b, s, most = -1, rows = 0
+    cdef Py_ssize_t n_shard, n_row, n_inv, slots
+    cdef IBuf idx, shard, row, inv
+    cdef unsigned char* seen
+    _pow2(bs, "BLOCK_SIZE")
+    need_min("NUM_SHARDS", shards, 1)
+    n = _covered(num_reqs, "num_reqs", G, bs)
+    idx = index_at_least(idx_mapping_ptr, "idx_mapping_ptr", n,
+                         "one per batch position the grid covers")
+    n_shard = _numel(shard_mapping_ptr, "shard_mapping_ptr", M_INDEX)
+    n_row = _numel(row_mapping_ptr, "row_mapping_ptr", M_INDEX)
+    n_inv = _numel(inverse_row_mapping_ptr, "inverse_row_mapping_ptr", M_INDEX)
+    shard = index_at_least(shard_mapping_ptr, "shard_mapping_ptr", 0)
+    row = index_at_least(row_mapping_ptr, "row_mapping_ptr", 0)
+    inv = index_at_least(inverse_row_mapping_ptr, "inverse_row_mapping_ptr", 0)
+    slots = min(n_shard, n_row)
+    seen = <unsigned char*>calloc(slots if slots > 0 else 1, 1)
+    if seen == NULL:
+        raise MemoryError()
+    try:
+        for b in range(n):
+            s = iget(idx, b)
+            if s < 0 or s >= slots:
+                raise ValueError(expected(f"idx_mapping_ptr[{b}]", f"a request slot in [0, "
+                                          f"{slots}) (shard_mapping_ptr and row_mapping_ptr "
+                                          f"hold {n_shard} and {n_row})", s))
+            if seen[s]:
+                raise ValueError(expected(f"idx_mapping_ptr[{b}]", "a slot no other batch "
+                                          "position names", f"slot {s} again"))
+            seen[s] = 1
+            most = s if s > most else most
+            if b % shards == me:
+                rows = b // shards + 1
+    finally:
+        free(seen)
+    if rows > n_inv:
+        raise ValueError(expected("inverse_row_mapping_ptr", f"at least {rows} elements (a row "
+                                  f"per batch position of rank {me})", n_inv))
+    _disjoint(shard, row, inv, most + 1, rows, idx, n)
+    with nogil:
+        for b in range(n):
+            s = iget(idx, b)
+            iset(shard, s, b % shards)
+            if b % shards == me:
+                iset(row, s, b // shards)
+                iset(inv, b // shards, s)
+            else:
+                iset(row, s, -1)
+
+
+cdef inline Py_ssize_t _bytes(IBuf b, int64_t count) noexcept:
+    return count * (8 if b.wide else 4) if count > 0 else 0
+
+
+cdef int _disjoint(IBuf shard, IBuf row, IBuf inv, int64_t slots, int64_t rows, IBuf idx,
+                   int64_t n) except -1:
+    """The three tables written may not overlap one another nor the request slots read: what
+    a program reads or stores would depend on the order the programs ran in."""
+    no_overlap("shard_mapping_ptr", shard.ptr, _bytes(shard, slots), "idx_mapping_ptr", idx.ptr,
+               _bytes(idx, n))
+    no_overlap("row_mapping_ptr", row.ptr, _bytes(row, slots), "idx_mapping_ptr", idx.ptr,
+               _bytes(idx, n))
+    no_overlap("inverse_row_mapping_ptr", inv.ptr, _bytes(inv, rows), "idx_mapping_ptr", idx.ptr,
+               _bytes(idx, n))
+    no_overlap("row_mapping_ptr", row.ptr, _bytes(row, slots), "shard_mapping_ptr", shard.ptr,
+               _bytes(shard, slots))
+    no_overlap("inverse_row_mapping_ptr", inv.ptr, _bytes(inv, rows), "shard_mapping_ptr",
+               shard.ptr, _bytes(shard, slots))
+    no_overlap("inverse_row_mapping_ptr", inv.ptr, _bytes(inv, rows), "row_mapping_ptr", row.ptr,
+               _bytes(row, slots))
+    return 0
+
+
+cdef inline int64_t _cache_row(IBuf rowmap, bint mapped, int64_t s) noexcept nogil:
+    """vLLM's ``draft_logits_row``: request slot ``s``'s row of the draft logits cache -- the
+    slot itself (a replicated cache), else ``row_mapping[s]``, -1 for a slot < 0."""
+    if not mapped:
+        return s
+    return iget(rowmap, s) if s >= 0 else -1
+
+
+def stale_drafts_kernel(stale_ptr, expanded_idx_mapping_ptr, expanded_local_pos_ptr,
+                        row_mapping_ptr, inverse_row_mapping_ptr, num_logits, BLOCK_SIZE, *,
+                        grid):
+    """For each logits row ``t`` the grid's programs cover (``BLOCK_SIZE`` each, below
+    ``num_logits``): ``stale[t]`` = a draft row (local position > 0) whose request slot ``s``
+    has no cache row here, or whose row was last given to another slot
+    (``inverse_row_mapping[row] != s``). ``row_mapping_ptr`` None: the slot is its row."""
+    cdef int64_t G = _grid_axis(grid, 0, "grid")
+    cdef int64_t bs = as_int(BLOCK_SIZE, "BLOCK_SIZE")
+    cdef int64_t n, t, s, r, holder
+    cdef Py_ssize_t n_map = 0, n_inv
+    cdef Py_ssize_t shp[1]
+    cdef IBuf eim, elp, rowmap, inv
+    cdef bint mapped = not is_none(row_mapping_ptr)
+    cdef char* stale
+    _pow2(bs, "BLOCK_SIZE")
+    n = _covered(num_logits, "num_logits", G, bs)
+    eim = index_at_least(expanded_idx_mapping_ptr, "expanded_idx_mapping_ptr", n,
+                         "one per logits row the grid covers")
+    elp = index_at_least(expanded_local_pos_ptr, "expanded_local_pos_ptr", n,
+                         "one per logits row the grid covers")
+    rowmap.ptr = NULL
+    rowmap.wide = False
+    if mapped:
+        n_map = _numel(row_mapping_ptr, "row_mapping_ptr", M_INDEX)
+        rowmap = index_at_least(row_mapping_ptr, "row_mapping_ptr", 0)
+    n_inv = _numel(inverse_row_mapping_ptr, "inverse_row_mapping_ptr", M_INDEX)
+    inv = index_at_least(inverse_row_mapping_ptr, "inverse_row_mapping_ptr", 0)
+    for t in range(n):
+        s = iget(eim, t)
+        if mapped and s >= n_map:
+            raise ValueError(expected(f"expanded_idx_mapping_ptr[{t}]", f"a request slot below "
+                                      f"{n_map} (row_mapping_ptr's length)", s))
+        r = _cache_row(rowmap, mapped, s)
+        if r >= n_inv:
+            raise ValueError(expected(f"row_mapping_ptr[{s}]" if mapped
+                                      else f"expanded_idx_mapping_ptr[{t}]",
+                                      f"a cache row below {n_inv} (inverse_row_mapping_ptr's "
+                                      f"length)", r))
+    stale = check_tensor(stale_ptr, "stale_ptr", M_BYTE, -1, NULL, shp)
+    if shp[0] < n:
+        raise ValueError(expected("stale_ptr", f"at least {n} elements (one per logits row the "
+                                  f"grid covers)", shp[0]))
+    no_overlap("stale_ptr", stale, n, "expanded_idx_mapping_ptr", eim.ptr, _bytes(eim, n))
+    no_overlap("stale_ptr", stale, n, "expanded_local_pos_ptr", elp.ptr, _bytes(elp, n))
+    no_overlap("stale_ptr", stale, n, "row_mapping_ptr", rowmap.ptr, _bytes(rowmap, n_map))
+    no_overlap("stale_ptr", stale, n, "inverse_row_mapping_ptr", inv.ptr, _bytes(inv, n_inv))
+    with nogil:
+        for t in range(n):
+            s = iget(eim, t)
+            r = _cache_row(rowmap, mapped, s)
+            holder = iget(inv, r) if r >= 0 else -1
+            stale[t] = iget(elp, t) > 0 and (r < 0 or holder != s)

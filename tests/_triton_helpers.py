@@ -80,10 +80,12 @@ def run_pytest(module_file, env, *args, timeout=900):
     )
 
 
-def interpreted_run(module_file, report, *args):
-    """Run ``module_file`` once under ``TRITON_INTERPRET=1``: ``(process, outcomes)``, the
-    outcomes per test name read from the JUnit XML written to ``report``."""
-    proc = run_pytest(module_file, {"TRITON_INTERPRET": "1"}, *args, f"--junitxml={report}")
+def interpreted_run(module_file, report, *args, env=None):
+    """Run ``module_file`` once under ``TRITON_INTERPRET=1`` (and ``env``, as for
+    :func:`run_pytest`): ``(process, outcomes)``, the outcomes per test name read from the
+    JUnit XML written to ``report``."""
+    env = {"TRITON_INTERPRET": "1", **(env or {})}
+    proc = run_pytest(module_file, env, *args, f"--junitxml={report}")
     outcomes = {}
     if report.exists():
         for tc in ET.parse(report).getroot().iter("testcase"):

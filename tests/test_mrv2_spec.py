@@ -9,7 +9,13 @@ Parity with vLLM's own Triton kernels is ``tests/test_mrv2_parity.py``'s; here:
 * thread invariance: the per-block kernels give the same bits on one thread as on many (the
   vocabulary split across threads);
 * every bad argument refused naming it, nothing written (outputs and in-place buffers compared
-  before and after); empty grids touch nothing.
+  before and after); empty grids touch nothing;
+* vLLM 0.33's and 0.34's forms of the stats and residual kernels against 0.32's: the same rows
+  where their bonus rules agree, a request ending early (0.33's ``num_logits`` rule) leaving
+  its last row, 0.34's row mapping reading the mapped rows.
+
+The cases launch the signature standing in the sources under test; a test of 0.32's own
+functions pins them to 0.32's (``cases_032``).
 """
 
 import random
@@ -30,6 +36,13 @@ IDX = (torch.int32, torch.int64)
 
 def _grid(case):
     return tuple(case.grid) + (1,) * (3 - len(case.grid))
+
+
+@pytest.fixture
+def cases_032(monkeypatch):
+    """The case generators launch 0.32's signatures whatever the sources under test are: for
+    the tests of 0.32's own functions, and of the later forms against them."""
+    monkeypatch.setattr(mrv2.spec, "_standing_args", lambda kernel: ())
 
 
 def _find(name, idx, pred, tries=400):
@@ -57,8 +70,7 @@ def _unchanged(kw, before):
 def _refused(name, kw, grid, arg, exc=ValueError):
     before = _snapshot(kw)
     with pytest.raises(exc, match=f"^{arg}: expected"):
-        fn = getattr(spec, name)
-        fn(**kw, grid=grid) if _takes_grid(name) else fn(**kw)
+        _run(name, kw, grid)
     _unchanged(kw, before)
 
 
@@ -66,12 +78,29 @@ def _takes_grid(name):
     return contracts.contract(name).takes_grid
 
 
+def _impl(name, kw):
+    """The implementation of kernel ``name`` taking ``kw``'s arguments: a case launches the
+    signature standing in the sources under test (0.34's form, say), so pick it as the plugin
+    does, by the argument names; ``name``'s own function for a launch cut short of some."""
+    return kernels_cpu.impl_for(name, tuple(kw)) or getattr(spec, name)
+
+
 def _run(name, kw, grid):
-    fn = getattr(spec, name)
-    return fn(**kw, grid=grid) if _takes_grid(name) else fn(**kw)
+    fn = _impl(name, kw)
+    return fn(**kw, grid=grid) if _takes_grid(fn.__name__) else fn(**kw)
 
 
 # -- references --------------------------------------------------------------------------------
+
+
+def _bonus_row(kw, li):
+    """Whether row ``li`` of a stats/residual launch is a bonus row, by the rule of the form
+    launched: 0.32's local position >= num_speculative_steps, 0.33+'s next row at local
+    position 0 or at or past num_logits."""
+    elp = kw["expanded_local_pos_ptr"]
+    if "num_speculative_steps" in kw:
+        return int(elp[li]) >= kw["num_speculative_steps"]
+    return li + 1 >= kw["num_logits"] or int(elp[li + 1]) == 0
 
 
 @pytest.mark.parametrize("idx", IDX)
@@ -82,11 +111,10 @@ def test_local_stats_match_torch(idx, seed):
     kw, _ = case.build()
     _run(case.kernel, kw, _grid(case))
     L, NB = case.grid
-    bs, V, K = kw["BLOCK_SIZE"], kw["vocab_size"], kw["num_speculative_steps"]
+    bs, V = kw["BLOCK_SIZE"], kw["vocab_size"]
     tgt = kw["target_logits_ptr"]
     for li in range(L):
-        step = int(kw["expanded_local_pos_ptr"][li])
-        if step >= K:
+        if _bonus_row(kw, li):
             continue
         slot = int(kw["expanded_idx_mapping_ptr"][li])
         temp = float(kw["temp_ptr"][slot])
@@ -315,7 +343,7 @@ def test_threads_give_the_same_bits(name, many_threads):
 
 
 @pytest.mark.parametrize("idx", IDX)
-def test_stats_refusals(idx):
+def test_stats_refusals(idx, cases_032):
     name = "compute_local_logits_stats_kernel"
     case, kw, _ = _find(
         name,
@@ -429,7 +457,7 @@ def test_gather_and_flatten_refusals(idx):
         "flatten_sampled_kernel",
     ],
 )
-def test_an_empty_grid_touches_nothing(name):
+def test_an_empty_grid_touches_nothing(name, cases_032):
     case = mrv2.make_case(name, 3, torch.int32)
     kw, _ = case.build()
     before = _snapshot(kw)
@@ -470,7 +498,7 @@ def test_wide_vocab_splits_across_threads(many_threads):
 
 
 @pytest.mark.parametrize("idx", IDX)
-def test_cumulative_row_mapping(idx):
+def test_cumulative_row_mapping(idx, cases_032):
     """vLLM 0.34's form reads request slot ``s``'s draft logits from row ``max(map[s], 0)``: the
     identity mapping (or none) gives 0.32's result, a short mapping is refused naming it."""
     case, kw, bufs = _find(
@@ -497,3 +525,327 @@ def test_cumulative_row_mapping(idx):
             **kw3, draft_logits_row_mapping_ptr=torch.zeros(0, dtype=idx), grid=g
         )
     _unchanged(kw3, before)
+
+
+# -- vLLM 0.33's and 0.34's forms of the stats and residual kernels -------------------------------
+
+#: kernel -> its forms: 0.32's (num_speculative_steps), 0.33's (num_logits), 0.34's (+ mapping)
+FORMS = {
+    "compute_local_logits_stats_kernel": (
+        "compute_local_logits_stats_kernel",
+        "compute_local_logits_stats_num_logits_kernel",
+        "compute_local_logits_stats_row_mapping_kernel",
+    ),
+    "compute_local_residual_mass_kernel": (
+        "compute_local_residual_mass_kernel",
+        "compute_local_residual_mass_num_logits_kernel",
+        "compute_local_residual_mass_row_mapping_kernel",
+    ),
+}
+
+
+def _as_form(kw, form, mapping=None):
+    """0.32's launch ``kw`` in another form's arguments: ``num_logits`` = the rows, and for
+    0.34's the row mapping."""
+    names = [a.name for a in contracts.contract(form).args]
+    extra = dict(
+        num_logits=kw["expanded_local_pos_ptr"].numel(), draft_logits_row_mapping_ptr=mapping
+    )
+    return {n: kw[n] if n in kw else extra[n] for n in names}
+
+
+def _launch(form, kw, case):
+    buffers = {k: v for k, v in kw.items() if isinstance(v, torch.Tensor)}
+    getattr(spec, form)(**kw, grid=_grid(case))
+    return buffers
+
+
+def _full_drafts(kw, case):
+    """Every request of the step has all its drafts: both bonus rules pick the same rows."""
+    elp, K, L = kw["expanded_local_pos_ptr"], kw["num_speculative_steps"], case.grid[0]
+    return L > 0 and all(
+        (int(elp[i]) >= K) == (i + 1 >= L or int(elp[i + 1]) == 0) for i in range(L)
+    )
+
+
+@pytest.mark.parametrize("name", tuple(FORMS))
+@pytest.mark.parametrize("idx", IDX)
+def test_later_forms_agree_where_their_rules_do(name, idx, cases_032):
+    """With every request's drafts all there, 0.32's bonus rule and 0.33's pick the same rows;
+    with no row mapping, or the identity, 0.34's form reads the rows 0.33's does."""
+    form32, form33, form34 = FORMS[name]
+    case, kw, _ = _find(
+        name,
+        idx,
+        lambda kw, c: _full_drafts(kw, c) and kw.get("HAS_DRAFT_LOGITS", True),
+    )
+    want = _launch(form32, kw, case)
+    slots = kw["temp_ptr"].numel()
+    for form, mapping in ((form33, None), (form34, None), (form34, torch.arange(slots))):
+        kw2, _ = case.build()
+        got = _launch(form, _as_form(kw2, form, mapping), case)
+        for k in want:
+            assert torch.equal(want[k].nan_to_num(), got[k].nan_to_num()), (form, k)
+
+
+@pytest.mark.parametrize("name", tuple(FORMS))
+@pytest.mark.parametrize("idx", IDX)
+def test_a_request_ending_early_has_its_last_row_as_bonus_row(name, idx, cases_032):
+    """0.33+: a request with fewer drafts than ``num_speculative_steps`` (adaptive
+    verification) ends at its own last row -- that row gets no stats or residual, where 0.32
+    computed them -- and every other row is as 0.32's."""
+    form32, form33, _ = FORMS[name]
+
+    def early(kw, c):
+        elp, K = kw["expanded_local_pos_ptr"], kw["num_speculative_steps"]
+        L = c.grid[0]
+        return any(
+            int(elp[i]) < K and (i + 1 == L or int(elp[i + 1]) == 0) for i in range(1, L)
+        ) and kw.get("HAS_DRAFT_LOGITS", True)
+
+    case, kw, bufs = _find(name, idx, early)
+    _launch(form32, kw, case)
+    kw2, _ = case.build()
+    kw2 = _as_form(kw2, form33)
+    _launch(form33, kw2, case)
+    fresh, _ = case.build()
+    outs = [k for k in bufs if k.startswith(("target_local", "draft_local", "local_resid"))]
+    ended = 0
+    for i in range(case.grid[0]):
+        ends = _bonus_row(kw2, i) and not _bonus_row(kw, i)
+        ended += ends
+        for k in outs:
+            want = fresh[k][i] if ends else kw[k][i]  # the row untouched by 0.33's form
+            assert torch.equal(kw2[k][i].nan_to_num(), want.nan_to_num()), (i, k)
+    assert ended
+
+
+def _reads_drafts(name, kw, case):
+    """Whether 0.33's form of ``name`` reads some draft logits in the launch ``kw``."""
+    later = dict(kw, num_logits=case.grid[0])
+    del later["num_speculative_steps"]
+    if not kw.get("HAS_DRAFT_LOGITS", True):
+        return False
+    for li in range(case.grid[0]):
+        slot = int(kw["expanded_idx_mapping_ptr"][li])
+        if _bonus_row(later, li) or float(kw["temp_ptr"][slot]) == 0:
+            continue
+        if name == "compute_local_logits_stats_kernel":
+            return True
+        if int(kw["expanded_local_pos_ptr"][li]) != 0 and int(kw["draft_sampled_ptr"][li + 1]) >= 0:
+            return True
+    return False
+
+
+@pytest.mark.parametrize("name", tuple(FORMS))
+@pytest.mark.parametrize("idx", IDX)
+def test_a_row_mapping_reads_the_mapped_rows(name, idx, cases_032):
+    """0.34's form reads request slot ``s``'s draft logits from row ``max(map[s], 0)``: as
+    0.33's form reading a cache whose row ``s`` holds that row; a mapping without an entry
+    for a slot read is refused naming it, nothing written."""
+    _, form33, form34 = FORMS[name]
+    case, kw, _ = _find(name, idx, lambda kw, c: _reads_drafts(name, kw, c))
+    slots = kw["temp_ptr"].numel()
+    g = torch.Generator().manual_seed(slots)
+    mapping = torch.randint(-1, kw["draft_logits_ptr"].shape[0], (slots,), generator=g).to(idx)
+    got = _launch(form34, _as_form(kw, form34, mapping), case)
+    kw2, _ = case.build()
+    moved = kw2["draft_logits_ptr"].clone()
+    for s in range(slots):
+        moved[s] = kw2["draft_logits_ptr"][max(int(mapping[s]), 0)]
+    kw2["draft_logits_ptr"] = moved
+    want = _launch(form33, _as_form(kw2, form33), case)
+    for k in want:
+        if k != "draft_logits_ptr":
+            assert torch.equal(want[k].nan_to_num(), got[k].nan_to_num()), k
+    kw3, _ = case.build()
+    kw3 = _as_form(kw3, form34, torch.zeros(0, dtype=idx))
+    before = _snapshot(kw3)
+    with pytest.raises(ValueError, match="^draft_logits_row_mapping_ptr: expected"):
+        _launch(form34, kw3, case)
+    _unchanged(kw3, before)
+
+
+def _masked(block, bs):
+    """SKIP_MASKED_BLOCKS' test: the block's max, NaN ignored and the lanes past the vocabulary
+    -inf, is -inf (a full block of NaN only has max NaN)."""
+    numbers = block[~block.isnan()]
+    if block.numel() < bs:
+        return bool((numbers == float("-inf")).all())
+    return numbers.numel() > 0 and bool((numbers == float("-inf")).all())
+
+
+def _resampled_blocks(kw, case):
+    """``(request, block, masked)`` for each block the resampling draws: not the rows of a
+    greedy request other than its bonus row."""
+    bs, out = kw["BLOCK_SIZE"], []
+    for r in range(case.grid[0]):
+        row = int(kw["cu_num_logits_ptr"][r]) + int(kw["rejected_step_ptr"][r])
+        slot = int(kw["expanded_idx_mapping_ptr"][row])
+        bonus = row == int(kw["cu_num_logits_ptr"][r + 1]) - 1
+        if float(kw["temp_ptr"][slot]) == 0.0 and not bonus:
+            continue
+        for b in range(case.grid[1]):
+            block = kw["target_logits_ptr"][row, b * bs : (b + 1) * bs].float()
+            out.append((r, b, _masked(block, bs)))
+    return out
+
+
+@pytest.mark.parametrize("idx", IDX)
+def test_the_later_resampling_skips_masked_blocks(idx, cases_032):
+    """0.34's resampling without a row mapping or skipping draws as 0.32's; with
+    SKIP_MASKED_BLOCKS a block whose target logits are all -inf stores token ``b *
+    BLOCK_SIZE`` and max -inf, and every other block its draw."""
+    form34 = "resample_row_mapping_kernel"
+
+    def launch(kw, case, skip):
+        names = [a.name for a in contracts.contract(form34).args]
+        extra = dict(draft_logits_row_mapping_ptr=None, SKIP_MASKED_BLOCKS=skip)
+        return _launch(form34, {n: kw[n] if n in kw else extra[n] for n in names}, case)
+
+    case, kw, _ = _find(
+        "resample_kernel", idx, lambda kw, c: any(m for _, _, m in _resampled_blocks(kw, c))
+    )
+    want = _launch("resample_kernel", kw, case)
+    kw2, _ = case.build()
+    got = launch(kw2, case, False)
+    for k in want:
+        assert torch.equal(want[k].nan_to_num(), got[k].nan_to_num()), k
+    kw3, _ = case.build()
+    launch(kw3, case, True)
+    arg, mx, bs = (
+        kw3["resampled_local_argmax_ptr"],
+        kw3["resampled_local_max_ptr"],
+        kw["BLOCK_SIZE"],
+    )
+    for r, b, masked in _resampled_blocks(kw, case):
+        if masked:
+            assert int(arg[r, b]) == b * bs and mx[r, b] == float("-inf"), (r, b)
+        else:
+            assert int(arg[r, b]) == int(kw["resampled_local_argmax_ptr"][r, b]), (r, b)
+            assert torch.equal(
+                mx[r, b].nan_to_num(), kw["resampled_local_max_ptr"][r, b].nan_to_num()
+            )
+
+
+# -- vLLM 0.33's and 0.34's rejection: step seeds, FLy --------------------------------------------
+
+
+def _greedy_fly_launch(drafts, entropy, window, threshold=0.5):
+    """One greedy request of four drafts over a vocabulary of 4 (one block): the target argmax
+    of rows 0-3 is 1, 2, 3, 0; ``drafts`` are the tokens proposed after each row."""
+    L, idx = 5, torch.int64
+    argmax = torch.tensor([[1], [2], [3], [0], [0]], dtype=idx)
+    return dict(
+        sampled_ptr=torch.full((1, 5), -7, dtype=idx),
+        sampled_stride=5,
+        rejected_steps_ptr=torch.full((1,), -7, dtype=idx),
+        target_rejected_logsumexp_ptr=torch.full((1,), 7.0),
+        draft_rejected_logsumexp_ptr=torch.full((1,), 7.0),
+        target_logits_ptr=torch.zeros(L, 4),
+        target_logits_stride=4,
+        target_local_argmax_ptr=argmax,
+        target_local_argmax_stride=1,
+        target_local_max_ptr=torch.ones(L, 1),
+        target_local_max_stride=1,
+        target_local_sumexp_ptr=torch.ones(L, 1),
+        target_local_sumexp_stride=1,
+        draft_sampled_ptr=torch.tensor([0, *drafts], dtype=idx),
+        draft_logits_ptr=None,
+        draft_logits_stride_0=0,
+        draft_logits_stride_1=0,
+        draft_logits_row_mapping_ptr=None,
+        draft_local_max_ptr=None,
+        draft_local_max_stride=0,
+        draft_local_sumexp_ptr=None,
+        draft_local_sumexp_stride=0,
+        cu_num_logits_ptr=torch.tensor([0, L], dtype=idx),
+        idx_mapping_ptr=torch.tensor([0], dtype=idx),
+        temp_ptr=torch.tensor([0.0]),
+        seed_ptr=torch.tensor([3], dtype=idx),
+        pos_ptr=torch.arange(L, dtype=idx),
+        synthetic_conditional_rates_ptr=None,
+        cumulative_log_p_ptr=None,
+        local_residual_mass_ptr=None,
+        local_residual_mass_stride=0,
+        fly_entropy_ptr=torch.tensor(entropy),
+        fly_entropy_threshold=threshold,
+        vocab_num_blocks=1,
+        PADDED_VOCAB_NUM_BLOCKS=1,
+        HAS_DRAFT_LOGITS=False,
+        SYNTHETIC_MODE=False,
+        USE_BLOCK_VERIFICATION=False,
+        FLY_WINDOW_SIZE=window,
+    )
+
+
+@pytest.mark.parametrize(
+    "drafts, entropy, window, accepted, row",
+    [
+        # no FLy: the first mismatch (row 1) ends it, the target argmax stored there
+        ([1, 0, 3, 1], [0.9] * 5, 0, 1, [1, 2, -7, -7]),
+        # row 1's rejection deferred (entropy >= 0.5, a draft after it): row 2 accepted
+        # natively confirms the window of 1, row 3's rejection is certain (entropy 0.1)
+        ([1, 0, 3, 1], [0.9, 0.9, 0.9, 0.1, 0.0], 1, 3, [1, 0, 3, 0]),
+        # a window of 2 is not confirmed (row 3 rejects): the length stays at the deferred
+        # rejection, its target argmax stored there, the later drafts as verified
+        ([1, 0, 3, 1], [0.9] * 5, 2, 1, [1, 2, 3, 1]),
+        # a certain target (entropy below the threshold): no deferral
+        ([1, 0, 3, 1], [0.9, 0.1, 0.9, 0.9, 0.0], 1, 1, [1, 2, -7, -7]),
+        # too few drafts after the rejection to fill the window: no deferral
+        ([1, 2, 3, 1], [0.9] * 5, 2, 3, [1, 2, 3, 0]),
+        # a -1 placeholder is rejected and never deferred (nothing to keep)
+        ([1, -1, 3, 0], [0.9] * 5, 1, 1, [1, 2, -7, -7]),
+    ],
+)
+def test_fly_defers_uncertain_greedy_rejections(drafts, entropy, window, accepted, row):
+    kw = _greedy_fly_launch(drafts, entropy, window)
+    spec.rejection_row_mapping_kernel(**kw, grid=(1, 1, 1))
+    assert int(kw["rejected_steps_ptr"][0]) == accepted
+    assert kw["sampled_ptr"][0, :4].tolist() == row
+    kw.pop("draft_logits_row_mapping_ptr")
+    kw2 = _greedy_fly_launch(drafts, entropy, window)
+    kw2.pop("draft_logits_row_mapping_ptr")
+    spec.rejection_fly_kernel(**kw2, grid=(1, 1, 1))  # 0.33's form: the same walk
+    assert torch.equal(kw2["sampled_ptr"], kw["sampled_ptr"])
+
+
+@pytest.mark.parametrize("idx", IDX)
+def test_later_rejection_without_fly_is_0_32s_but_for_block_step_seeds(idx, cases_032):
+    """With FLY_WINDOW_SIZE 0 and no row mapping, the 0.33/0.34 forms verify as 0.32's, except
+    that block verification draws step ``i``'s uniform from ``seed ^ i << 32``."""
+    for seed in range(40):
+        case = mrv2.make_case("rejection_kernel", seed, idx)
+        kw, _ = case.build()
+        want = _launch("rejection_kernel", kw, case)
+        for form in ("rejection_fly_kernel", "rejection_row_mapping_kernel"):
+            kw2, _ = case.build()
+            extra = dict(
+                draft_logits_row_mapping_ptr=None,
+                fly_entropy_ptr=None,
+                fly_entropy_threshold=0.3,
+                FLY_WINDOW_SIZE=0,
+            )
+            names = [a.name for a in contracts.contract(form).args]
+            got = _launch(form, {n: kw2[n] if n in kw2 else extra[n] for n in names}, case)
+            if kw["USE_BLOCK_VERIFICATION"] and not all(
+                float(kw["temp_ptr"][int(s)]) == 0 for s in kw["idx_mapping_ptr"]
+            ):
+                continue  # the step seeds draw other uniforms
+            for k in want:
+                assert torch.equal(want[k].nan_to_num(), got[k].nan_to_num()), (case, form, k)
+
+
+def test_fly_needs_its_entropies():
+    kw = _greedy_fly_launch([1, 0, 3, 1], [0.9] * 5, 1)
+    before = _snapshot(kw)
+    for change, name in (
+        (dict(fly_entropy_ptr=None), "fly_entropy_ptr"),
+        (dict(fly_entropy_ptr=torch.ones(3)), "fly_entropy_ptr"),
+        (dict(fly_entropy_threshold="high"), "fly_entropy_threshold"),
+        (dict(FLY_WINDOW_SIZE=-1), "FLY_WINDOW_SIZE"),
+        (dict(draft_sampled_ptr=torch.tensor([0, 1, 4, 3, 1])), "draft_sampled_ptr"),
+    ):
+        with pytest.raises((TypeError, ValueError), match=f"^{name}: expected"):
+            spec.rejection_row_mapping_kernel(**dict(kw, **change), grid=(1, 1, 1))
+        _unchanged(kw, before)

@@ -65,6 +65,8 @@ DEFAULT_TESTS=(
     tests/test_mrv2_memory.py
     tests/test_mrv2_inputs.py
     tests/test_mrv2_outputs.py
+    tests/test_mrv2_argmax.py
+    tests/test_mrv2_draft_logits.py
     tests/test_mrv2_sample.py
     tests/test_mrv2_spec.py
     tests/test_mrv2_drafts.py

@@ -15,7 +15,7 @@ from kernels_cpu import MRV2_KERNELS
 
 from . import drafts, inputs, memory, outputs, sample, spec
 
-__all__ = ["KERNELS", "make_case"]
+__all__ = ["KERNELS", "absent_by_release", "make_case", "releases_of"]
 
 #: Model Runner V2's kernels (contract names), in the kernel table's order.
 KERNELS = tuple(MRV2_KERNELS)
@@ -39,3 +39,34 @@ if set(_GENERATORS) != set(KERNELS):  # a kernel added to the table needs a case
 def make_case(kernel, seed, idx_dtype=torch.int32, scale="small"):
     """A random valid launch of Model Runner V2's ``kernel`` (contract name), from ``seed``."""
     return _GENERATORS[kernel](random.Random(seed), idx_dtype, scale)
+
+
+def releases_of(kernel):
+    """The vLLM releases that have Model Runner V2's ``kernel`` (contract name), from the
+    ``releases`` of its contracts (every signature's); empty when one of them does not say --
+    a kernel of every release the tests read."""
+    from kernels_cpu.contracts import contract
+
+    found = set()
+    for impl in MRV2_KERNELS[kernel].impls:
+        releases = contract(impl).releases
+        if not releases:
+            return ()
+        found.update(releases)
+    return tuple(sorted(found, key=lambda r: tuple(int(p) for p in r.split("."))))
+
+
+def absent_by_release(kernel, root=None):
+    """Why ``kernel`` may be missing from the vLLM sources at ``root`` (default: the sources
+    under test, ``fdkit.vllm_source``): a sentence when its contracts date it and the sources'
+    release is not one of those dates, else None -- then the sources must have it."""
+    from fdkit import vllm_source
+
+    releases = releases_of(kernel)
+    standing = vllm_source.release(root)
+    if not releases or standing is None or standing in releases:
+        return None
+    return (
+        f"{kernel}: a kernel of vLLM {', '.join(releases)} only, and the sources under test "
+        f"are vLLM {standing}'s ({root or vllm_source.source_root()})"
+    )

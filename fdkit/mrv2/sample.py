@@ -1,7 +1,8 @@
 """Launch cases for Model Runner V2's sample kernels (see ``fdkit.mrv2``).
 
 Each case launches the grid vLLM's host code computes for its shapes (``apply_temperature``,
-``gumbel_sample``, ``apply_min_p``, ``apply_penalties``, ``bincount``), with a vocabulary small
+``gumbel_sample`` and its combine, ``greedy_argmax``, ``apply_min_p``, ``apply_penalties``,
+``bincount``), with a vocabulary small
 enough for the interpreter and, where the grid formula allows, block sizes below vLLM's so
 that rows span several blocks. Logits are row-strided views between guards (a column slice of
 a wider buffer), with -inf and NaN entries and ties; persistent per-request buffers are longer
@@ -504,10 +505,140 @@ def _grammar_bitmask(rng, idx, scale):
     )
 
 
+def _specials(rng, x):
+    """Rows the argmax kernels decide by their rules alone, put in now and then: all -inf,
+    NaN among -inf (NaN counts as -inf: index 0), +inf ties, all NaN."""
+    n, v = x.shape
+    for _ in range(rng.randint(0, 2) if n * v else 0):
+        r = rng.randrange(n)
+        kind = rng.randrange(4)
+        if kind == 0:
+            x[r] = float("-inf")
+        elif kind == 1:
+            x[r] = float("-inf")
+            x[r, rng.randrange(v)] = float("nan")
+        elif kind == 2:
+            x[r, rng.randrange(v)] = float("inf")
+            x[r, rng.randrange(v)] = float("inf")
+        else:
+            x[r] = float("nan")
+    return x
+
+
+def _argmax_partial(rng, idx, scale):
+    """``greedy_argmax``'s first stage: rows of logits (float32, bfloat16 as vLLM passes them,
+    float16) cut into blocks, blocks smaller than vLLM's 4096 so a row spans several; now and
+    then a grid block wholly past ``N`` and slots spaced wider than the grid's blocks."""
+    n = batch(rng, 5)
+    v = rng.randint(1, 300)
+    dtype = rng.choice((torch.float32, torch.float32, torch.bfloat16, torch.float16))
+    bs = rng.choice((1, 4, 32, 64, 128, 4096))
+    cols = v if rng.random() < 0.8 else v - rng.randint(0, v - 1)  # N: the columns read
+    parts = _cdiv(cols, bs) + (1 if rng.random() < 0.15 else 0)
+    splits = parts + rng.choice((0, 0, 0, 1, 3))
+    logits, stride = _rows(_specials(rng, _logits(rng, n, v, dtype)), rng)
+    pv_dtype = torch.float32 if rng.random() < 0.8 else torch.float64
+    pi_dtype = torch.int32 if rng.random() < 0.5 else idx
+    wide = rng.random() < 0.5  # a view of the first ``parts`` columns of [n, SPLITS] slots
+    return Case(
+        "argmax_partial_kernel",
+        (n, parts),
+        dict(
+            X=logits,
+            PV=Out((n, parts), pv_dtype, row_stride=splits) if wide else Out(n * splits, pv_dtype),
+            PI=Out((n, parts), pi_dtype, row_stride=splits) if wide else Out(n * splits, pi_dtype),
+            N=cols,
+            SX=stride,
+            SPLITS=splits,
+            BLOCK=bs,
+        ),
+        note=f"n={n} v={v} N={cols} bs={bs} parts={parts} SPLITS={splits} {dtype}",
+    )
+
+
+def _block_maxima(rng, n, width, dtype, nan=True):
+    """``[n, width]`` per-block scores: ties, -inf, rows all -inf and (``nan``) NaN after the
+    first column of a row, never a row of NaN only."""
+    g = gen(rng)
+    x = torch.randn(n, width, generator=g, dtype=torch.float64) * 4
+    if rng.random() < 0.5:
+        x = torch.round(x)
+    if n * width:
+        for _ in range(rng.randint(0, 3)):
+            x[rng.randrange(n), rng.randrange(width)] = float("-inf")
+        if rng.random() < 0.2:
+            x[rng.randrange(n)] = float("-inf")
+        if nan and width > 1 and rng.random() < 0.3:
+            x[rng.randrange(n), rng.randint(1, width - 1)] = float("nan")
+    return x.to(dtype)
+
+
+def _argmax_finish(rng, idx, scale):
+    """``greedy_argmax``'s second stage: the block maxima and their columns, ``BLOCK`` the
+    next power of two of ``SPLITS`` as vLLM launches it, or smaller (blocks past it unread).
+    A NaN maximum (the partial stage writes none) is never a row's only lane: the
+    interpreter's ``nanargmax`` refuses an all-NaN row."""
+    n = batch(rng, 5)
+    splits = rng.randint(1, 40)
+    bs = _next_pow2(splits) if rng.random() < 0.8 else _next_pow2(splits) // 2 or 1
+    g = gen(rng)
+    pv_dtype = torch.float32 if rng.random() < 0.8 else torch.float64
+    pv = _block_maxima(rng, n, splits, pv_dtype, nan=min(splits, bs) > 1)
+    pi = torch.randint(0, 2**31 - 1, (n, splits), generator=g).to(idx)
+    return Case(
+        "argmax_finish_kernel",
+        (n,),
+        dict(
+            PV=pv,
+            PI=pi,
+            OUT=Out(n, torch.int64 if rng.random() < 0.7 else torch.int32),
+            SPLITS=splits,
+            BLOCK=bs,
+        ),
+        note=f"n={n} SPLITS={splits} BLOCK={bs} {pv_dtype}",
+    )
+
+
+def _gumbel_combine(rng, idx, scale):
+    """``gumbel_sample``'s combine: per-block winners and scores (float32, or float64 under
+    USE_FP64) with ties, -inf and NaN (the first NaN wins), tables that are column slices of
+    wider ones; ``PADDED_NUM_BLOCKS`` the next power of two, or now and then smaller."""
+    n = batch(rng, 5)
+    nb = rng.randint(1, 40)
+    padded = _next_pow2(nb) if rng.random() < 0.85 else max(1, _next_pow2(nb) // 2)
+    g = gen(rng)
+    scores = _block_maxima(rng, n, nb, rng.choice((torch.float32, torch.float64)))
+    if n and rng.random() < 0.2:  # NaN first, or in every lane
+        scores[rng.randrange(n), 0] = float("nan")
+    if n and rng.random() < 0.1:
+        scores[rng.randrange(n)] = float("nan")
+    winners = torch.randint(0, 2**40, (n, nb), generator=g).to(idx)
+    local_max, max_stride = _rows(scores, rng)
+    extra = rng.choice((0, 0, 5))
+    wide = torch.cat([winners, torch.full((n, extra), -5, dtype=idx)], 1)
+    return Case(
+        "gumbel_combine_kernel",
+        (n,),
+        dict(
+            local_argmax_ptr=Slice(wide, nb),
+            local_argmax_stride=nb + extra,
+            local_max_ptr=local_max,
+            local_max_stride=max_stride,
+            sampled_ptr=Out(n, torch.int64 if rng.random() < 0.7 else idx),
+            num_blocks=nb,
+            PADDED_NUM_BLOCKS=padded,
+        ),
+        note=f"n={n} num_blocks={nb} PADDED={padded} {scores.dtype}",
+    )
+
+
 #: contract name -> case(rng, idx, scale)
 CASES = {
     "temperature_kernel": _temperature,
     "gumbel_sample_kernel": _gumbel,
+    "gumbel_combine_kernel": _gumbel_combine,
+    "argmax_partial_kernel": _argmax_partial,
+    "argmax_finish_kernel": _argmax_finish,
     "min_p_kernel": _min_p,
     "penalties_kernel": _penalties,
     "bincount_kernel": _bincount,

@@ -188,6 +188,40 @@ def _bs(rng, choices=(16, 32, 64, 128)):
     return rng.choice(choices)
 
 
+def _row_mapping(rng, st, idx):
+    """A sharded draft logits cache's rows of the request slots (-1: none, row 0 is read), or
+    None (a replicated cache: the slot is its row)."""
+    if rng.random() < 0.4:
+        return None
+    mapping = torch.randperm(st.S, generator=gen(rng))
+    mapping[torch.rand(st.S, generator=gen(rng)) < 0.2] = -1
+    return mapping.to(idx)
+
+
+def _standing_form(kernel, args, rng, st, idx):
+    """``args`` in the signature of ``kernel`` standing in the sources under test: vLLM 0.33's
+    ``num_logits`` for ``num_speculative_steps`` (the step's rows, now and then one fewer) and
+    the rejection's FLy window (its entropies per row), 0.34's draft logits row mapping and the
+    resampling's SKIP_MASKED_BLOCKS; 0.32's signature where the sources have none of them."""
+    names = _standing_args(kernel)
+    fly = rng.choice([0, 1, 1, 2, 3])  # FLy's window (0.33+ rejection): 0 is off
+    later = {
+        "num_logits": lambda: st.L - (1 if st.L and rng.random() < 0.2 else 0),
+        "draft_logits_row_mapping_ptr": lambda: _row_mapping(rng, st, idx),
+        "SKIP_MASKED_BLOCKS": lambda: rng.random() < 0.6,
+        "fly_entropy_ptr": lambda: torch.rand(st.L, generator=gen(rng)) * 1.2 if fly else None,
+        "fly_entropy_threshold": lambda: rng.choice([0.3, 0.0, 0.8]),
+        "FLY_WINDOW_SIZE": lambda: fly,
+    }
+    if not any(name in later for name in names):
+        return args
+    args = dict(args)
+    for name in names:
+        if name in later:
+            args[name] = later[name]()
+    return {name: args[name] for name in names}
+
+
 # -- the kernels ----------------------------------------------------------------------------------
 
 
@@ -226,6 +260,7 @@ def local_logits_stats(rng, idx, scale):
         BLOCK_SIZE=bs,
         HAS_DRAFT_LOGITS=st.has_draft,
     )
+    args = _standing_form("_compute_local_logits_stats_kernel", args, rng, st, idx)
     return Case(
         "compute_local_logits_stats_kernel",
         (st.L, nb),
@@ -344,6 +379,7 @@ def local_residual_mass(rng, idx, scale):
         BLOCK_SIZE=bs,
         PADDED_VOCAB_NUM_BLOCKS=next_pow2(nb),
     )
+    args = _standing_form("_compute_local_residual_mass_kernel", args, rng, st, idx)
     return Case(
         "compute_local_residual_mass_kernel",
         (st.L, nb),
@@ -405,6 +441,7 @@ def rejection(rng, idx, scale):
         SYNTHETIC_MODE=mode == "synthetic",
         USE_BLOCK_VERIFICATION=mode == "block",
     )
+    args = _standing_form("_rejection_kernel", args, rng, st, idx)
     return Case(
         "rejection_kernel",
         (st.R,),
@@ -424,6 +461,10 @@ def resample(rng, idx, scale):
     nb = _cdiv(st.V, bs)
     block = rng.random() < 0.3
     fp64 = rng.random() < 0.3
+    for _ in range(rng.randint(0, 3) if st.L and nb > 1 else 0):
+        # a block of a row masked whole, as top-k/top-p leave most blocks of a row
+        b = rng.randrange(nb)
+        st.target[rng.randrange(st.L), b * bs : (b + 1) * bs] = float("-inf")
     tgt, ts = st.target_arg()
     draft, d0, d1 = st.draft_arg()
     # accepted counts and the log-sum-exps of each request's rejected row
@@ -483,6 +524,7 @@ def resample(rng, idx, scale):
         WATERMARK=watermark,
         DEDUPLICATE_CONTEXTS=dedup,
     )
+    args = _standing_form("_resample_kernel", args, rng, st, idx)
     return Case(
         "resample_kernel",
         (st.R, nb),
@@ -571,6 +613,88 @@ def flatten_sampled(rng, idx, scale):
     return Case("flatten_sampled_kernel", (st.R,), args, note=f"R={st.R}")
 
 
+def _slot_tables(rng, idx, slots):
+    """Index tables of vLLM's int32 or of ``idx``, one entry per request slot, holding what an
+    earlier step left there."""
+    dtype = torch.int32 if rng.random() < 0.6 else idx
+    return torch.randint(-1, slots + 2, (slots,), generator=gen(rng)).to(dtype)
+
+
+def assign_rows(rng, idx, scale):
+    """``DraftLogitsCache.assign``: a batch of distinct request slots given out over 1-4 TP
+    ranks (this one any of them, or none now and then); the tables are persistent, compared
+    whole. The request slots past the batch are -3: reading them would show."""
+    n = batch(rng, 6)
+    slots = n + rng.randint(0, 3)
+    shards = rng.randint(1, 4)
+    me = rng.randrange(shards) if rng.random() < 0.9 else shards
+    bs = rng.choice([1, 2, 4, 1024])
+    g = gen(rng)
+    mapping = torch.randperm(max(slots, 1), generator=g)[:n].tolist()
+    args = dict(
+        idx_mapping_ptr=torch.tensor(mapping + [-3] * rng.randint(0, 2), dtype=idx),
+        shard_mapping_ptr=_slot_tables(rng, idx, slots),
+        row_mapping_ptr=_slot_tables(rng, idx, slots),
+        inverse_row_mapping_ptr=_slot_tables(rng, idx, _cdiv(slots, shards)),
+        num_reqs=n,
+        NUM_SHARDS=shards,
+        SHARD_IDX=me,
+        BLOCK_SIZE=bs,
+    )
+    return Case(
+        "assign_rows_kernel",
+        (_cdiv(n, bs),),
+        args,
+        inplace=("shard_mapping_ptr", "row_mapping_ptr", "inverse_row_mapping_ptr"),
+        note=f"n={n} shards={shards} me={me} bs={bs}",
+    )
+
+
+def stale_drafts(rng, idx, scale):
+    """``DraftLogitsCache.stale_drafts``: a verification step's rows (a bonus row and up to
+    three drafts per request) against a sharded cache's row tables, rows held by the slot,
+    by another slot or by none, slots without a row here; now and then a replicated cache
+    (no row mapping) and a -1 slot (a padded row)."""
+    slots = rng.randint(1, 6)
+    g = gen(rng)
+    eim, elp = [], []
+    for _ in range(batch(rng, 4)):
+        s = rng.randrange(slots) if rng.random() < 0.9 else -1
+        k = rng.randint(0, 3)
+        eim += [s] * (k + 1)
+        elp += list(range(k + 1))
+    n = len(eim)
+    sharded = rng.random() < 0.8
+    rows = slots if not sharded else rng.randint(1, slots)
+    mapping = None
+    if sharded:
+        mapping = torch.randint(-1, rows, (slots,), generator=g).to(
+            torch.int32 if rng.random() < 0.6 else idx
+        )
+    holders = torch.randint(-1, slots, (rows,), generator=g)
+    if mapping is not None:  # most rows held by the slot mapped to them
+        for s in range(slots):
+            r = int(mapping[s])
+            if r >= 0 and rng.random() < 0.7:
+                holders[r] = s
+    bs = rng.choice([1, 4, 1024])
+    args = dict(
+        stale_ptr=Out(n, torch.bool),
+        expanded_idx_mapping_ptr=torch.tensor(eim + [0], dtype=idx),
+        expanded_local_pos_ptr=torch.tensor(elp + [0], dtype=idx),
+        row_mapping_ptr=mapping,
+        inverse_row_mapping_ptr=holders.to(torch.int32),
+        num_logits=n,
+        BLOCK_SIZE=bs,
+    )
+    return Case(
+        "stale_drafts_kernel",
+        (_cdiv(n, bs),),
+        args,
+        note=f"n={n} slots={slots} rows={rows} sharded={sharded} bs={bs}",
+    )
+
+
 #: contract name -> case(rng, idx, scale)
 CASES = {
     "compute_local_logits_stats_kernel": local_logits_stats,
@@ -581,4 +705,6 @@ CASES = {
     "insert_resampled_kernel": insert_resampled,
     "gather_draft_sampled_kernel": gather_draft_sampled,
     "flatten_sampled_kernel": flatten_sampled,
+    "assign_rows_kernel": assign_rows,
+    "stale_drafts_kernel": stale_drafts,
 }
