@@ -5,7 +5,9 @@ kernels in the order ``rejection_sample`` launches them, then the gathering and 
 ``rejection_sampler.py``. Notation: ``L`` logits rows (a request's draft rows and its bonus
 row), ``R`` requests, ``NB`` vocabulary blocks of the grid's second axis, ``V`` = ``vocab_size``;
 ``cu`` = ``cu_num_logits_ptr`` (``R + 1`` exclusive offsets: request ``r`` has rows
-``cu[r]:cu[r + 1]``, ``n_r = cu[r + 1] - cu[r] - 1`` drafts).
+``cu[r]:cu[r + 1]``, ``n_r = cu[r + 1] - cu[r] - 1`` drafts). Then vLLM 0.34's draft logits
+cache (``draft_logits.py``); the later releases' forms of the kernels are derived from 0.32's
+contracts at the end and listed beside them.
 """
 
 from .contracts import Contract, _a, _constexpr, _flag, _in_index, _int, _out_index, _stride, span

@@ -11,7 +11,15 @@ position), ``_resample_kernel`` (per request and block: a Gumbel-max draw from t
 for a bonus token or a -1 placeholder, the target) and ``_insert_resampled_kernel`` (per
 request: the winning block's token, after the accepted drafts). ``rejection_sampler.py`` adds
 ``_gather_draft_sampled_kernel`` (each logits row's input token and position, -1 for a draft slot
-still inside the prefill) and ``_flatten_sampled_kernel`` (the sampled rows packed flat).
+still inside the prefill) and ``_flatten_sampled_kernel`` (the sampled rows packed flat). vLLM
+0.34's ``draft_logits.py`` adds ``_assign_rows_kernel`` and ``_stale_drafts_kernel``, which lay
+out and check a batch-sharded draft logits cache.
+
+Later releases changed some of these kernels' signatures; each form is a function of its own
+over one implementation: 0.33's stats and residual-mass kernels take ``num_logits`` (a bonus
+row is one whose next row starts a request), 0.33's rejection FLy's window (and per-step seeds
+for block verification), and 0.34's draft-reading kernels the cache's row mapping
+(``draft_logits_row_mapping_ptr``), its resampling SKIP_MASKED_BLOCKS.
 
 Each function here takes the Triton kernel's arguments by the same names (a positional launch
 binds them in the same order); the ones whose counts come only from the launch grid, or that lay
