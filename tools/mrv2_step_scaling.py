@@ -1,4 +1,4 @@
-"""Model Runner V2's sampling step on CPU, on our kernels, against one read of its rows, 1-N threads.
+"""Model Runner V2's sampling step on CPU, on our kernels, against one read of its rows.
 
 ``python tools/mrv2_step_scaling.py [--threads 1,2,4,8,16] [--batches 1,64]`` (after
 ``python setup.py build_ext --inplace``; torch only, no vLLM) prints, per batch ``B`` (each
