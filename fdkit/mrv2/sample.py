@@ -214,6 +214,19 @@ def _gumbel(rng, idx, scale):
     positions = torch.randint(0, 2**31 - 1, (n + 1,), generator=g).to(idx)
     cache = rng.random() < 0.35
     per_token = cache and rng.random() < 0.5
+    if cache:
+        # each cache slot (request, column) written by one token at most, as the runner writes
+        # it (one token per request when drafting, a draft step per column otherwise): two
+        # programs writing one slot leave whichever ran last, an order no launch defines
+        states = max(states, n)
+        rows = rng.sample(range(states), n)
+        mapping = torch.tensor([r if rng.random() < 0.9 else -1 for r in rows], dtype=idx)
+        g_states = torch.Generator().manual_seed(rng.randrange(2**31))
+        seeds = torch.randint(-(2**62), 2**62, (states,), generator=g_states)
+        if idx == torch.int32:
+            seeds = seeds.to(torch.int32)
+    else:
+        mapping = _mapping(rng, n, states, idx, invalid=True)
     args = dict(
         local_argmax_ptr=Out((n, nb), idx, row_stride=nb + rng.choice((0, 2))),
         local_argmax_stride=None,
@@ -227,7 +240,7 @@ def _gumbel(rng, idx, scale):
         logits_cache_source_stride=0,
         logits_ptr=logits,
         logits_stride=stride,
-        expanded_idx_mapping_ptr=_mapping(rng, n, states, idx, invalid=True),
+        expanded_idx_mapping_ptr=mapping,
         seeds_ptr=seeds,
         pos_ptr=positions,
         temp_ptr=_per_state(rng, states, (0.0, 1.0, 0.7)),
@@ -266,7 +279,8 @@ def _gumbel(rng, idx, scale):
         )
         if cache:
             if rng.random() < 0.5:
-                rows = [rng.randint(-1, states - 1) for _ in range(states)]
+                # distinct cache rows (or -1: not cached), one request state per row
+                rows = [r if rng.random() < 0.8 else -1 for r in rng.sample(range(states), states)]
                 args["logits_cache_row_mapping_ptr"] = torch.tensor(rows, dtype=idx)
             if rng.random() < 0.5:  # no separate source: the sampled logits are cached
                 args.update(logits_cache_source_ptr=None, logits_cache_source_stride=0)
