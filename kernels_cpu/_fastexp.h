@@ -13,6 +13,7 @@
 static inline float fd_expf(float x) {
     float xc = x < -87.33654f ? -87.33654f : x;
     xc = xc > 0.0f ? 0.0f : xc;
+    xc = x != x ? 0.0f : xc;            /* NaN: no float -> int conversion of it (undefined) */
     float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
     float r = xc - n * 0.693359375f;
     r = r - n * -2.12194440e-4f;
@@ -28,7 +29,8 @@ static inline float fd_expf(float x) {
     float scale;
     memcpy(&scale, &bits, sizeof scale);
     float y = p * scale;
-    return x < -87.33654f ? 0.0f : y;
+    y = x < -87.33654f ? 0.0f : y;
+    return x != x ? x : y;
 }
 
 #endif

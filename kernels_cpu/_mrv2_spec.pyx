@@ -32,9 +32,10 @@ vocabulary across threads and one of many rows splits the rows.
 Floats follow the kernels operation by operation, in their dtype (fp32, or fp64 for USE_FP64):
 ``x / temp``, ``exp(x - max)``, the block sums in the order numpy's pairwise summation adds them
 (the Triton interpreter's ``tl.sum``, vLLM's reference on CPU), ``tl.max``'s NaN-skipping
-first-index argmax. The block sums of exponentials use a vectorised ``expf`` within 1 ulp of
-libm's (``fd_expf``); libm's ``expf``/``logf``/``log1pf`` elsewhere may differ from another math
-library in the last ulp; every token id is decided by the same comparisons as the kernel's.
+first-index argmax. The block sums of exponentials use the sampling kernels' vectorisable
+``fd_expf`` (``_fastexp.h``, within 1 ulp of libm's for x <= 0); libm's ``expf``/``logf``/
+``log1pf`` elsewhere may differ from another math library in the last ulp; every token id is
+decided by the same comparisons as the kernel's.
 """
 from cython.parallel cimport prange, threadid
 from libc.math cimport expf, logf, log1pf, INFINITY, NAN
@@ -79,9 +80,9 @@ __all__ = [
 
 cdef extern from *:
     """
-    #include <math.h>
     #include <string.h>
     #include <stdint.h>
+    #include "_fastexp.h"   /* fd_expf: the sampling kernels' vectorisable exp */
     static inline float fd_bits_to_float(uint32_t b) { float f; memcpy(&f, &b, 4); return f; }
     /* IEEE half -> float, exactly (every half is a float) */
     static inline float fd_half_to_float(uint16_t h) {
@@ -94,35 +95,7 @@ cdef extern from *:
         }
         return fd_bits_to_float(sign | ((e + 112u) << 23) | (m << 13));
     }
-    /* exp(x) in float32, branch-free so that a loop of it vectorises (libm's expf is a call
-     * per element): Cephes' expf -- x = n ln2 + r with |r| <= ln2/2 (ln2 split in two), a
-     * degree-6 polynomial for e^r, 2^n built in the exponent bits. Within 1 ulp of glibc's
-     * expf from -87.33 to 88.72 (it differs in ~1% of inputs); 0 below -87.33, where expf is
-     * subnormal -- a term under 2**-126 never changes a sum that holds exp(0) = 1, the only
-     * kind of sum it feeds here; inf above 88.72; NaN for NaN. */
-    static inline float fd_expf(float x) {
-        float xc = x < -87.33654f ? -87.33654f : (x > 88.72283f ? 88.72283f : x);
-        xc = x != x ? 0.0f : xc;
-        float t = xc * 1.44269504088896341f;
-        float n = (t + 12582912.0f) - 12582912.0f;            /* round to nearest */
-        float r = xc - n * 0.693359375f;
-        r = r - n * -2.12194440e-4f;
-        float p = 1.9875691500e-4f;
-        p = p * r + 1.3981999507e-3f;
-        p = p * r + 8.3334519073e-3f;
-        p = p * r + 4.1665795894e-2f;
-        p = p * r + 1.6666665459e-1f;
-        p = p * r + 5.0000001201e-1f;
-        p = p * (r * r) + r + 1.0f;
-        int32_t bits = ((int32_t)n + 127) << 23;
-        float scale;
-        memcpy(&scale, &bits, 4);
-        float y = p * scale;
-        y = x < -87.33654f ? 0.0f : y;
-        y = x > 88.72283f ? (float)INFINITY : y;
-        return x != x ? x : y;
-    }
-    /* a[j] = exp(a[j] - m), j < n */
+    /* a[j] = exp(a[j] - m), j < n: fd_expf's domain (x <= 0, NaN), so the loop vectorises */
     static void fd_exp_shifted(float *a, Py_ssize_t n, float m) {
         for (Py_ssize_t j = 0; j < n; j++) a[j] = fd_expf(a[j] - m);
     }
