@@ -99,10 +99,30 @@ cdef extern from *:
     static void fd_exp_shifted(float *a, Py_ssize_t n, float m) {
         for (Py_ssize_t j = 0; j < n; j++) a[j] = fd_expf(a[j] - m);
     }
+    /* The largest number of a[0, n), NaN skipped; -inf when there is none. Eight running
+       maxima, a compare-and-select each (no fmaxf: its NaN rule is not the one wanted, and the
+       select vectorises without -ffast-math); the order of a max does not change its value. */
+    static float fd_nanmax8(const float *a, Py_ssize_t n) {
+        float b[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY,
+                      -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+        float m = -INFINITY;
+        Py_ssize_t j = 0;
+        for (; j + 8 <= n; j += 8)
+            for (int k = 0; k < 8; k++) { float v = a[j + k]; b[k] = v > b[k] ? v : b[k]; }
+        for (int k = 0; k < 8; k++) m = b[k] > m ? b[k] : m;
+        for (; j < n; j++) m = a[j] > m ? a[j] : m;
+        return m;
+    }
+    /* a[j] /= d, j < n */
+    static void fd_div_by(float *a, Py_ssize_t n, float d) {
+        for (Py_ssize_t j = 0; j < n; j++) a[j] = a[j] / d;
+    }
     """
     float fd_bits_to_float(uint32_t b) noexcept nogil
     float fd_half_to_float(uint16_t h) noexcept nogil
     void fd_exp_shifted(float* a, Py_ssize_t n, float m) noexcept nogil
+    float fd_nanmax8(const float* a, Py_ssize_t n) noexcept nogil
+    void fd_div_by(float* a, Py_ssize_t n, float d) noexcept nogil
 
 
 cdef enum:
@@ -144,19 +164,22 @@ cdef float _pairwise_sum(const float* a, Py_ssize_t n) noexcept nogil:
 
 
 cdef inline Py_ssize_t _argmax(const float* a, Py_ssize_t n, float* best_out) noexcept nogil:
-    """``tl.max(a, return_indices=True)``: NaN skipped, the first index of the max; a block of
-    no number gives NaN at index 0."""
-    cdef Py_ssize_t j, idx = 0
-    cdef float best = NAN, v
-    for j in range(n):
-        v = a[j]
-        if v != v:
-            continue
-        if best != best or v > best:
-            best = v
-            idx = j
-    best_out[0] = best
-    return idx
+    """``tl.max(a, return_indices=True)`` as the interpreter computes it (``nanmax``,
+    ``nanargmax``): the max ignores NaN, the index counts a NaN as -inf -- the first index of
+    the max, so a block of NaN and -inf only is index 0; a block of no number gives NaN at 0.
+    The max is found first (vectorised), then its first index; the value returned is the
+    element's own (of a max of 0.0 and -0.0, the first one's)."""
+    cdef Py_ssize_t j = 0
+    cdef float m = fd_nanmax8(a, n)
+    if m == -INFINITY:                          # NaN and -inf only: every lane ties at -inf
+        while j < n and a[j] != m:
+            j += 1
+        best_out[0] = m if j < n else NAN
+        return 0
+    while a[j] != m:
+        j += 1
+    best_out[0] = a[j]
+    return j
 
 
 cdef inline float _max_sumexp(float* a, Py_ssize_t n, float* sumexp) noexcept nogil:
@@ -221,6 +244,25 @@ cdef inline float _ldf(const Tab* t, Py_ssize_t off) noexcept nogil:
     if t.code == DT_FLOAT16:
         return fd_half_to_float((<const uint16_t*>t.p)[off])
     return <float>(<const double*>t.p)[off]
+
+
+cdef inline void _ldrow(const Tab* t, Py_ssize_t off, Py_ssize_t n, float* out) noexcept nogil:
+    """``out[j] = _ldf(t, off + j)``, ``j < n``: one loop per dtype, so each vectorises."""
+    cdef Py_ssize_t j
+    cdef const uint16_t* h
+    if t.code == DT_FLOAT32:
+        memcpy(out, (<const float*>t.p) + off, n * sizeof(float))
+    elif t.code == DT_BFLOAT16:
+        h = (<const uint16_t*>t.p) + off
+        for j in range(n):
+            out[j] = fd_bits_to_float((<uint32_t>h[j]) << 16)
+    elif t.code == DT_FLOAT16:
+        h = (<const uint16_t*>t.p) + off
+        for j in range(n):
+            out[j] = fd_half_to_float(h[j])
+    else:
+        for j in range(n):
+            out[j] = <float>(<const double*>t.p)[off + j]
 
 
 cdef inline double _ldd(const Tab* t, Py_ssize_t off) noexcept nogil:
@@ -581,8 +623,7 @@ cdef void _stats_program(const Stats* a, int64_t li, int64_t b, float* buf) noex
     temp = _ldr(a.temp, rs)
     nv = _valid(a.V, b, a.BS)
     base = _off(&a.tgt, li, 0) + b * a.BS
-    for j in range(nv):
-        buf[j] = _ldf(&a.tgt, base + j)
+    _ldrow(&a.tgt, base, nv, buf)
     for j in range(nv, a.BS):
         buf[j] = -INFINITY
     if temp == 0.0:
@@ -595,10 +636,10 @@ cdef void _stats_program(const Stats* a, int64_t li, int64_t b, float* buf) noex
     _stf(&a.tsum, _off(&a.tsum, li, 0) + b, s)
     if a.has_draft:
         base = _off(&a.drf, _mapped_row(a.has_rowmap, a.rowmap, rs), step) + b * a.BS
-        for j in range(nv):
-            buf[j] = _ldf(&a.drf, base + j) / temp
+        _ldrow(&a.drf, base, nv, buf)
         for j in range(nv, a.BS):
-            buf[j] = -INFINITY / temp
+            buf[j] = -INFINITY
+        fd_div_by(buf, a.BS, temp)
         m = _max_sumexp(buf, a.BS, &s)
         _stf(&a.dmax, _off(&a.dmax, li, 0) + b, m)
         _stf(&a.dsum, _off(&a.dsum, li, 0) + b, s)

@@ -122,12 +122,12 @@ def test_local_stats_match_torch(idx, seed):
             x = torch.full((bs,), float("-inf"))
             n = max(0, min(bs, V - b * bs))
             x[:n] = tgt[li, b * bs : b * bs + n].float()
-            # tl.max skips NaN: the max of the numbers, its first index
+            # tl.max (nanmax, nanargmax): the max of the numbers; the index counts NaN as -inf
             numbers = x[~x.isnan()]
             m = numbers.max()
             assert kw["target_local_max_ptr"][li, b] == m
             if temp == 0.0:
-                first = int((x == m).nonzero()[0])
+                first = int((x.nan_to_num(nan=float("-inf")) == m).nonzero()[0])
                 assert int(kw["target_local_argmax_ptr"][li, b]) == b * bs + first
             else:
                 want = (x - m).exp().sum() if m > float("-inf") else torch.tensor(0.0)
@@ -464,6 +464,30 @@ def test_an_empty_grid_touches_nothing(name, cases_032):
     for grid in ((0, 1, 1), (case.grid[0], 0, 1)):
         getattr(spec, name)(**kw, grid=grid)
     _unchanged(kw, before)
+
+
+@pytest.mark.parametrize(
+    "row, want",
+    [
+        ([float("nan")], (0, float("-inf"))),  # V = 1: the NaN, then the block's -inf padding
+        ([float("-inf"), float("nan"), 2.0, 2.0], (2, 2.0)),
+        ([float("nan"), float("-inf"), float("nan")], (0, float("-inf"))),
+        ([float("nan"), 1.0, float("nan"), 3.0, 3.0], (3, 3.0)),
+    ],
+)
+def test_greedy_block_argmax_counts_nan_as_minus_inf(row, want):
+    """The block winner at temperature 0 is ``tl.max(..., return_indices=True)`` as vLLM's
+    kernel computes it under the interpreter: the max ignores NaN, the index counts NaN as
+    -inf (``nanargmax``), so a block of NaN and -inf only answers index 0 with -inf."""
+    V, bs = len(row), 8
+    x = torch.tensor([row])
+    arg, mx = torch.full((1, 1), -7, dtype=torch.int64), torch.full((1, 1), 99.0)
+    spec.compute_local_logits_stats_kernel(
+        arg, 1, mx, 1, torch.empty(1, 1), 1, torch.empty(1, 1), 1, torch.empty(1, 1), 1,
+        x, V, None, 0, 0, torch.zeros(1, dtype=torch.int32), torch.zeros(1, dtype=torch.int32),
+        torch.tensor([0.0]), V, 1, bs, grid=(1, 1, 1),
+    )  # fmt: skip
+    assert (int(arg[0, 0]), float(mx[0, 0])) == want
 
 
 def test_wide_vocab_splits_across_threads(many_threads):

