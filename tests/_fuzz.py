@@ -1,6 +1,11 @@
 """Fuzz depth for the hypothesis tests, chosen by ``FASTDISPATCH_FUZZ``.
 
-* ``fast`` (default, what CI runs): each test keeps the example count written next to it.
+* ``fast`` (default, the README's test command): each test keeps the example count written
+  next to it.
+* ``light``: a quarter of it (at least ``LIGHT_FLOOR``). For the runs whose point is another
+  build, interpreter or architecture -- AddressSanitizer, the debug CPython, linux/arm64 under
+  emulation, the CPython matrix -- which ``.ci/run`` runs beside the main suite: they run every
+  test, on fewer random inputs, and the example search itself is the main suite's job.
 * ``deep``: every differential test runs at least ``DEEP_EXAMPLES`` (10,000) examples; a test
   whose examples are too costly for that (the Triton-interpreter parity tests, the launches
   forced across thread counts) names its own, smaller ``deep_examples`` and says why there.
@@ -20,8 +25,10 @@ import os
 
 from hypothesis import settings
 
-PROFILES = ("fast", "deep")
+PROFILES = ("fast", "light", "deep")
 DEEP_EXAMPLES = 10_000
+LIGHT_DIVISOR = 4
+LIGHT_FLOOR = 5
 
 PROFILE = os.environ.get("FASTDISPATCH_FUZZ", "fast").strip().lower() or "fast"
 if PROFILE not in PROFILES:
@@ -29,6 +36,7 @@ if PROFILE not in PROFILES:
     raise ValueError(f"FASTDISPATCH_FUZZ must be one of {PROFILES}, got {PROFILE!r}")
 
 DEEP = PROFILE == "deep"
+LIGHT = PROFILE == "light"
 
 SLOW_HOST = os.environ.get("FASTDISPATCH_SLOW_HOST", "0").strip() not in ("", "0")
 if SLOW_HOST:
@@ -37,7 +45,10 @@ if SLOW_HOST:
 
 
 def examples(fast_examples, deep_examples=None):
-    """The example count for this profile: the fast count, or the deep one (never fewer)."""
+    """The example count for this profile: the fast count, the light one (never more), or the
+    deep one (never fewer)."""
+    if LIGHT:
+        return min(fast_examples, max(LIGHT_FLOOR, fast_examples // LIGHT_DIVISOR))
     if not DEEP:
         return fast_examples
     return max(fast_examples, DEEP_EXAMPLES if deep_examples is None else deep_examples)

@@ -10,8 +10,9 @@ import random
 
 import pytest
 import torch
+from _fuzz import fuzz_settings
 from _spec_helpers import threads
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import kernels_cpu
@@ -238,7 +239,7 @@ def test_every_drafts_kernel_has_a_reference():
 
 @pytest.mark.parametrize("idx", IDX)
 @pytest.mark.parametrize("name", KERNELS)
-@settings(max_examples=60, deadline=None, database=None)
+@fuzz_settings(60, deadline=None, database=None)
 @given(seed=st.integers(0, 2**32 - 1))
 def test_matches_the_reference(name, idx, seed):
     _run_both(name, seed, idx)

