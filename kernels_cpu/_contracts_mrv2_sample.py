@@ -136,8 +136,23 @@ CONTRACTS: tuple[Contract, ...] = (
         (*_GUMBEL_ARGS,),
         vllm=(f"{_GUMBEL}._gumbel_sample_kernel",),
         runner="v2",
-        releases=span("0.32", "0.33"),
+        releases=span("0.32", "0.32"),
         takes_grid=True,
+        module_rule=("spec_step_seed", False),
+    ),
+    Contract(
+        "gumbel_sample_step_seed_kernel",
+        "_mrv2_sample",
+        "(N, NB): as gumbel_sample_kernel",
+        "vLLM 0.33's form of the Gumbel kernel: gumbel_sample_kernel's arguments, the cache "
+        "column mixed into the seed (seed ^ col << 32) whenever there is a cache -- told from "
+        "0.32's by its module's spec_step_seed",
+        (*_GUMBEL_ARGS,),
+        serves="gumbel_sample_kernel",
+        runner="v2",
+        releases=span("0.33", "0.33"),
+        takes_grid=True,
+        module_rule=("spec_step_seed", True),
     ),
     Contract(
         "gumbel_sample_biased_kernel",

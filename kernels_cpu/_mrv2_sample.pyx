@@ -877,6 +877,29 @@ def gumbel_sample_kernel(local_argmax_ptr, local_argmax_stride, local_max_ptr, l
             PER_TOKEN_COL, False, False, grid)
 
 
+def gumbel_sample_step_seed_kernel(local_argmax_ptr, local_argmax_stride, local_max_ptr,
+                                   local_max_stride, logits_cache_ptr, logits_cache_stride_0,
+                                   logits_cache_stride_1, logits_cache_col_ptr,
+                                   logits_cache_source_ptr, logits_cache_source_stride,
+                                   logits_ptr, logits_stride, expanded_idx_mapping_ptr,
+                                   seeds_ptr, pos_ptr, temp_ptr, vocab_size, BLOCK_SIZE,
+                                   IS_DRAFTING, APPLY_TEMPERATURE, USE_FP64, PER_TOKEN_COL, *,
+                                   grid):
+    """vLLM 0.33's ``_gumbel_sample_kernel``: ``gumbel_sample_kernel``'s arguments and
+    semantics, with the cache column mixed into the seed (``seed ^ col << 32``, its module's
+    ``spec_step_seed``) whenever there is a cache, so each speculative step draws its own
+    noise, as 0.34's form does."""
+    if logits_cache_ptr is not None and logits_cache_source_ptr is None:
+        raise ValueError(expected("logits_cache_source_ptr", "a tensor with logits_cache_ptr",
+                                  None))
+    _gumbel(local_argmax_ptr, local_argmax_stride, local_max_ptr, local_max_stride,
+            logits_cache_ptr, logits_cache_stride_0, logits_cache_stride_1,
+            logits_cache_col_ptr, logits_cache_source_ptr, logits_cache_source_stride, None,
+            logits_ptr, logits_stride, None, 0, expanded_idx_mapping_ptr, seeds_ptr, pos_ptr,
+            temp_ptr, vocab_size, BLOCK_SIZE, IS_DRAFTING, APPLY_TEMPERATURE, USE_FP64,
+            PER_TOKEN_COL, False, True, grid)
+
+
 def gumbel_sample_biased_kernel(local_argmax_ptr, local_argmax_stride, local_max_ptr,
                                 local_max_stride, logits_cache_ptr, logits_cache_stride_0,
                                 logits_cache_stride_1, logits_cache_col_ptr,
@@ -903,7 +926,8 @@ cdef _gumbel(local_argmax_ptr, local_argmax_stride, local_max_ptr, local_max_str
              logits_cache_col_ptr, logits_cache_source_ptr, logits_cache_source_stride,
              row_mapping, logits_ptr, logits_stride, bias_ptr, bias_stride,
              expanded_idx_mapping_ptr, seeds_ptr, pos_ptr, temp_ptr, vocab_size, BLOCK_SIZE,
-             IS_DRAFTING, APPLY_TEMPERATURE, USE_FP64, PER_TOKEN_COL, HAS_BIAS, bint v034, grid):
+             IS_DRAFTING, APPLY_TEMPERATURE, USE_FP64, PER_TOKEN_COL, HAS_BIAS, bint step_seed,
+             grid):
     cdef Py_ssize_t g[3]
     cdef Py_ssize_t shp[3]
     cdef Py_ssize_t N, t, tiles, tile, cols, n_temp, n_seeds, rows_valid = 0, n_cols
@@ -947,7 +971,7 @@ cdef _gumbel(local_argmax_ptr, local_argmax_stride, local_max_ptr, local_max_str
     a.source = NULL
     a.row_map = NULL
     a.bias = NULL
-    a.step_seed = v034
+    a.step_seed = step_seed
     cdef Py_ssize_t n_map = 0
     if as_flag(HAS_BIAS, "HAS_BIAS", 0):
         if lg.code != DT_FLOAT32:

@@ -19,7 +19,7 @@ have one signature in every release that has them.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, NamedTuple
 
 
@@ -94,20 +94,38 @@ def parameter_names(fn: Callable[..., Any]) -> tuple[str, ...]:
     return tuple(p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
 
 
-def impl_for(kernel: str, arg_names: Sequence[str]) -> Callable[..., Any] | None:
+def impl_for(
+    kernel: str, arg_names: Sequence[str], defines: Collection[str] | None = None
+) -> Callable[..., Any] | None:
     """The ``kernels_cpu`` function implementing ``kernel`` (a :data:`VLLM_KERNELS` or
     :data:`MRV2_KERNELS` key) with exactly these argument names in this order, or None when
     none does.
 
     Exact names and order, not just a count: a launch binds by name, and two signatures of the
-    same length could mean different things.
+    same length could mean different things. ``defines``: the names the standing kernel's
+    module defines, for the contracts with a ``module_rule`` (a signature two releases share
+    with different semantics); ``None`` -- not known -- takes such a contract only when no
+    other contract has the same arguments.
     """
     import kernels_cpu
+    from kernels_cpu.contracts import contract
 
     wanted = tuple(arg_names)
     entry = VLLM_KERNELS.get(kernel) or MRV2_KERNELS[kernel]
-    for fn_name in entry.impls:
-        fn = getattr(kernels_cpu, fn_name)
-        if parameter_names(fn) == wanted:
+    matches = [
+        fn
+        for fn in (getattr(kernels_cpu, name) for name in entry.impls)
+        if parameter_names(fn) == wanted
+    ]
+    for fn in matches:
+        rule = contract(fn.__name__).module_rule
+        if rule is None:
+            return fn
+        if defines is None:
+            if len(matches) == 1:
+                return fn
+            continue
+        name, present = rule
+        if (name in defines) == present:
             return fn
     return None

@@ -167,6 +167,12 @@ class Contract(NamedTuple):
     #: sources (``docs/vllm_releases.md`` is generated from it; ``tests/test_vllm_releases.py``
     #: reads the wheels it can).
     releases: tuple[str, ...] = ()
+    #: A release rule beside the argument names, for a signature two releases share with
+    #: different semantics: ``(name, True)`` -- this contract serves the kernel only where the
+    #: kernel's own module defines ``name``; ``(name, False)`` -- only where it does not. vLLM
+    #: 0.33's ``_gumbel_sample_kernel`` has 0.32's arguments but mixes the cache column into
+    #: the seed through its module's ``spec_step_seed``.
+    module_rule: tuple[str, bool] | None = None
 
 
 def _a(name, role, dtypes, kind, extent, optional=False):

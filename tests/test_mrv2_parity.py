@@ -43,6 +43,7 @@ if INTERPRETED:
 
     import fdkit.mrv2 as mrv2
     import kernels_cpu
+    from fastdispatch.vllm._mrv2_scan import module_defines
     from fdkit import vllm_source
     from fdkit.cases import guard_violations
     from kernels_cpu.contracts import contract
@@ -56,7 +57,7 @@ if INTERPRETED:
         misses = []
         for qualname in MRV2_KERNELS[name].names:
             try:
-                return vllm_source.kernel(qualname)
+                return qualname, vllm_source.kernel(qualname)
             except (LookupError, FileNotFoundError) as exc:
                 misses.append(str(exc))
         why = mrv2.absent_by_release(name)
@@ -84,9 +85,10 @@ if INTERPRETED:
 
     def _both_ways(name, idx, seed):
         case = mrv2.make_case(name, seed, getattr(torch, idx))
-        kernel = _vllm_kernel(name)
+        qualname, kernel = _vllm_kernel(name)
         assert type(kernel).__name__ == "InterpretedFunction"
-        impl = kernels_cpu.impl_for(name, kernel.arg_names)
+        package = vllm_source.source_root() / "vllm" / "v1" / "worker" / "gpu"
+        impl = kernels_cpu.impl_for(name, kernel.arg_names, module_defines(package, qualname))
         assert impl is not None, (
             f"{name}: no kernels_cpu implementation of the signature in vLLM's source "
             f"({vllm_source.source_root()}): {kernel.arg_names}"

@@ -488,3 +488,69 @@ def test_the_noise_bounds_hold_over_the_hash_range():
     ):
         slack32, slack64 = noise_bound_slack(first, count, step)
         assert slack32 < 0 and slack64 < 0, (first, step, slack32, slack64)
+
+
+def _gumbel_forms(idx, with_cache):
+    """One launch through each release's form of the Gumbel kernel (0.32, 0.33, 0.34 without
+    a bias or row mapping) on the same inputs: ``{form: (local_argmax, local_max)}``."""
+    v, n, bs = 300, 3, 64
+    nb = _cdiv(v, bs)
+    g = torch.Generator().manual_seed(7)
+    logits = torch.randn(n, v, generator=g) * 2
+    common = dict(
+        logits_ptr=logits,
+        logits_stride=v,
+        expanded_idx_mapping_ptr=torch.tensor([0, 1, 0], dtype=idx),
+        seeds_ptr=torch.tensor([11, 22], dtype=idx),
+        pos_ptr=torch.tensor([5, 6, 7], dtype=idx),
+        temp_ptr=torch.tensor([1.0, 0.7]),
+        vocab_size=v,
+        BLOCK_SIZE=bs,
+        IS_DRAFTING=False,
+        APPLY_TEMPERATURE=True,
+        USE_FP64=False,
+        PER_TOKEN_COL=True,
+    )
+    out = {}
+    for form in ("0.32", "0.33", "0.34"):
+        la, lm = torch.full((n, nb), -5, dtype=torch.int64), torch.full((n, nb), 9.0)
+        cache = torch.zeros(2, 3, v)
+        kw = dict(
+            common,
+            local_argmax_ptr=la,
+            local_argmax_stride=nb,
+            local_max_ptr=lm,
+            local_max_stride=nb,
+            logits_cache_ptr=cache if with_cache else None,
+            logits_cache_stride_0=3 * v,
+            logits_cache_stride_1=v,
+            logits_cache_col_ptr=torch.tensor([1, 2, 0], dtype=idx) if with_cache else None,
+            logits_cache_source_ptr=logits if with_cache else None,
+            logits_cache_source_stride=v,
+        )
+        if form == "0.32":
+            kernels_cpu.gumbel_sample_kernel(**kw, grid=(n, nb))
+        elif form == "0.33":
+            kernels_cpu.gumbel_sample_step_seed_kernel(**kw, grid=(n, nb))
+        else:
+            kernels_cpu.gumbel_sample_biased_kernel(
+                **kw, logits_cache_row_mapping_ptr=None, bias_ptr=None, bias_stride=0,
+                HAS_BIAS=False, grid=(n, nb),
+            )  # fmt: skip
+        out[form] = (la, lm)
+    return out
+
+
+def test_0_33s_form_mixes_the_cache_column_into_the_seed(idx):
+    """vLLM 0.33's ``_gumbel_sample_kernel`` has 0.32's arguments but, with a logits cache,
+    draws under ``spec_step_seed(seed, col)`` as 0.34's does: the same winners and scores as
+    0.34's form; 0.32's differ for every token whose column is not 0. Without a cache the
+    three forms agree."""
+    out = _gumbel_forms(idx, with_cache=True)
+    assert all(torch.equal(a, b) for a, b in zip(out["0.33"], out["0.34"]))
+    (la32, lm32), (la33, lm33) = out["0.32"], out["0.33"]
+    assert torch.equal(lm32[2], lm33[2]) and torch.equal(la32[2], la33[2])  # column 0: seed ^ 0
+    assert not torch.equal(lm32[0], lm33[0]) and not torch.equal(lm32[1], lm33[1])
+    plain = _gumbel_forms(idx, with_cache=False)
+    for form in ("0.33", "0.34"):
+        assert all(torch.equal(a, b) for a, b in zip(plain["0.32"], plain[form]))

@@ -206,13 +206,18 @@ def runner_sources(tmp_path_factory):
 def test_model_runner_v2_signatures_are_the_wheels(release, runner_sources):
     """Each Model Runner V2 kernel the release launches (read as the plugin reads it) is ours
     there exactly when one of its contracts lists the release, and by that contract."""
-    from fastdispatch.vllm._mrv2_scan import launched_kernels
+    from fastdispatch.vllm._mrv2_scan import launched_kernels, module_defines
 
-    launched = launched_kernels(runner_sources(release))
+    package = runner_sources(release)
+    launched = launched_kernels(package)
     for kernel, entry in kernels_cpu.MRV2_KERNELS.items():
         listed = [fn for fn in entry.impls if release in contract(fn).releases]
         name = next((n for n in entry.names if n in launched), None)
-        impl = kernels_cpu.impl_for(kernel, launched[name][1]) if name else None
+        impl = (
+            kernels_cpu.impl_for(kernel, launched[name][1], module_defines(package, name))
+            if name
+            else None
+        )
         matched = [impl.__name__] if impl is not None else []
         assert matched == listed, (
             f"{kernel} in {release}: launched as {name} "

@@ -34,7 +34,7 @@ import importlib.util
 
 from .._env import env_flag
 from ._installation import logger
-from ._mrv2_scan import RUNNER_PACKAGE, launched_kernels, runner_dir
+from ._mrv2_scan import RUNNER_PACKAGE, launched_kernels, module_defines, runner_dir
 
 #: ``0`` keeps Model Runner V2 support out; ``1`` installs it where Triton exists too.
 MRV2_ENV = "FASTDISPATCH_VLLM_MRV2"
@@ -90,7 +90,7 @@ def coverage():
             if name not in launched:
                 continue
             feature, args = launched[name]
-            impl = kernels_cpu.impl_for(kernel, args)
+            impl = kernels_cpu.impl_for(kernel, args, module_defines(package, name))
             if impl is None:
                 known = "; ".join(
                     f"{fn}({', '.join(parameter_names(getattr(kernels_cpu, fn)))})"

@@ -142,6 +142,33 @@ def launched_kernels(package: Path) -> dict[str, tuple[str, tuple[str, ...]]]:
     return found
 
 
+def module_defines(package: Path, qualname: str) -> frozenset[str]:
+    """The names the module of kernel ``qualname`` (``vllm.x.y.kernel``) defines at its top
+    level (functions, classes, assignments), read from its source beside the runner package at
+    ``package``; empty when the file cannot be read. Contracts with a ``module_rule`` (a
+    signature two releases share with different semantics) are told apart by it."""
+    module = qualname.rpartition(".")[0]
+    vllm_root = package.parents[2]
+    path = vllm_root.joinpath(*module.split(".")[1:]).with_suffix(".py")
+    return _defines(path)
+
+
+@functools.lru_cache(maxsize=64)
+def _defines(path: Path) -> frozenset[str]:
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    except (SyntaxError, UnicodeDecodeError, OSError):
+        return frozenset()
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return frozenset(names)
+
+
 @functools.lru_cache(maxsize=4)
 def _runner_launches(package: Path) -> frozenset[str]:
     """Every name launched anywhere in the runner package."""
