@@ -842,6 +842,25 @@ cdef int _elem_size(int code) noexcept:
     return 2
 
 
+cdef _gumbel_unmapped(local_argmax_ptr, local_argmax_stride, local_max_ptr, local_max_stride,
+                      logits_cache_ptr, logits_cache_stride_0, logits_cache_stride_1,
+                      logits_cache_col_ptr, logits_cache_source_ptr,
+                      logits_cache_source_stride, logits_ptr, logits_stride,
+                      expanded_idx_mapping_ptr, seeds_ptr, pos_ptr, temp_ptr, vocab_size,
+                      BLOCK_SIZE, IS_DRAFTING, APPLY_TEMPERATURE, USE_FP64, PER_TOKEN_COL,
+                      bint step_seed, grid):
+    """0.32's and 0.33's forms (no bias, no cache row mapping, a separate cache source)."""
+    if logits_cache_ptr is not None and logits_cache_source_ptr is None:
+        raise ValueError(expected("logits_cache_source_ptr", "a tensor with logits_cache_ptr",
+                                  None))
+    _gumbel(local_argmax_ptr, local_argmax_stride, local_max_ptr, local_max_stride,
+            logits_cache_ptr, logits_cache_stride_0, logits_cache_stride_1,
+            logits_cache_col_ptr, logits_cache_source_ptr, logits_cache_source_stride, None,
+            logits_ptr, logits_stride, None, 0, expanded_idx_mapping_ptr, seeds_ptr, pos_ptr,
+            temp_ptr, vocab_size, BLOCK_SIZE, IS_DRAFTING, APPLY_TEMPERATURE, USE_FP64,
+            PER_TOKEN_COL, False, step_seed, grid)
+
+
 def gumbel_sample_kernel(local_argmax_ptr, local_argmax_stride, local_max_ptr, local_max_stride,
                          logits_cache_ptr, logits_cache_stride_0, logits_cache_stride_1,
                          logits_cache_col_ptr, logits_cache_source_ptr,
@@ -866,15 +885,12 @@ def gumbel_sample_kernel(local_argmax_ptr, local_argmax_stride, local_max_ptr, l
     logit plus the smallest noise cannot win and gets no noise drawn: the noise is bounded
     (``G32_*``/``G64_*``) and rounding is monotonic, so the winner is the same.
     """
-    if logits_cache_ptr is not None and logits_cache_source_ptr is None:
-        raise ValueError(expected("logits_cache_source_ptr", "a tensor with logits_cache_ptr",
-                                  None))
-    _gumbel(local_argmax_ptr, local_argmax_stride, local_max_ptr, local_max_stride,
-            logits_cache_ptr, logits_cache_stride_0, logits_cache_stride_1,
-            logits_cache_col_ptr, logits_cache_source_ptr, logits_cache_source_stride, None,
-            logits_ptr, logits_stride, None, 0, expanded_idx_mapping_ptr, seeds_ptr, pos_ptr,
-            temp_ptr, vocab_size, BLOCK_SIZE, IS_DRAFTING, APPLY_TEMPERATURE, USE_FP64,
-            PER_TOKEN_COL, False, False, grid)
+    _gumbel_unmapped(local_argmax_ptr, local_argmax_stride, local_max_ptr, local_max_stride,
+                  logits_cache_ptr, logits_cache_stride_0, logits_cache_stride_1,
+                  logits_cache_col_ptr, logits_cache_source_ptr, logits_cache_source_stride,
+                  logits_ptr, logits_stride, expanded_idx_mapping_ptr, seeds_ptr, pos_ptr,
+                  temp_ptr, vocab_size, BLOCK_SIZE, IS_DRAFTING, APPLY_TEMPERATURE, USE_FP64,
+                  PER_TOKEN_COL, False, grid)
 
 
 def gumbel_sample_step_seed_kernel(local_argmax_ptr, local_argmax_stride, local_max_ptr,
@@ -889,15 +905,12 @@ def gumbel_sample_step_seed_kernel(local_argmax_ptr, local_argmax_stride, local_
     semantics, with the cache column mixed into the seed (``seed ^ col << 32``, its module's
     ``spec_step_seed``) whenever there is a cache, so each speculative step draws its own
     noise, as 0.34's form does."""
-    if logits_cache_ptr is not None and logits_cache_source_ptr is None:
-        raise ValueError(expected("logits_cache_source_ptr", "a tensor with logits_cache_ptr",
-                                  None))
-    _gumbel(local_argmax_ptr, local_argmax_stride, local_max_ptr, local_max_stride,
-            logits_cache_ptr, logits_cache_stride_0, logits_cache_stride_1,
-            logits_cache_col_ptr, logits_cache_source_ptr, logits_cache_source_stride, None,
-            logits_ptr, logits_stride, None, 0, expanded_idx_mapping_ptr, seeds_ptr, pos_ptr,
-            temp_ptr, vocab_size, BLOCK_SIZE, IS_DRAFTING, APPLY_TEMPERATURE, USE_FP64,
-            PER_TOKEN_COL, False, True, grid)
+    _gumbel_unmapped(local_argmax_ptr, local_argmax_stride, local_max_ptr, local_max_stride,
+                  logits_cache_ptr, logits_cache_stride_0, logits_cache_stride_1,
+                  logits_cache_col_ptr, logits_cache_source_ptr, logits_cache_source_stride,
+                  logits_ptr, logits_stride, expanded_idx_mapping_ptr, seeds_ptr, pos_ptr,
+                  temp_ptr, vocab_size, BLOCK_SIZE, IS_DRAFTING, APPLY_TEMPERATURE, USE_FP64,
+                  PER_TOKEN_COL, True, grid)
 
 
 def gumbel_sample_biased_kernel(local_argmax_ptr, local_argmax_stride, local_max_ptr,

@@ -182,12 +182,24 @@ cdef inline Py_ssize_t _argmax(const float* a, Py_ssize_t n, float* best_out) no
     return j
 
 
+cdef inline float _nanmax(const float* a, Py_ssize_t n) noexcept nogil:
+    """``tl.max(a)`` as the interpreter computes it (``nanmax``): the max ignoring NaN, -inf
+    for a block of NaN and -inf, NaN for a block of no number -- ``_argmax``'s value without
+    the search for its index."""
+    cdef Py_ssize_t j
+    cdef float m = fd_nanmax8(a, n)
+    if m == -INFINITY:
+        for j in range(n):
+            if a[j] == m:
+                return m
+        return NAN
+    return m
+
+
 cdef inline float _max_sumexp(float* a, Py_ssize_t n, float* sumexp) noexcept nogil:
     """vLLM's ``_compute_max_and_sumexp``: the max and, when it is > -inf, the sum of
     ``exp(a - max)`` (``a`` is overwritten with the exponentials), else 0."""
-    cdef float m
-    cdef Py_ssize_t j
-    _argmax(a, n, &m)
+    cdef float m = _nanmax(a, n)
     if m > -INFINITY:
         fd_exp_shifted(a, n, m)
         sumexp[0] = _pairwise_sum(a, n)
@@ -846,7 +858,7 @@ cdef float _global_lse(const Lse* l, int64_t row, float* buf) noexcept nogil:
         buf[b] = _ldf(&l.mx, o + b)
     for b in range(real, n):
         buf[b] = -INFINITY
-    _argmax(buf, n, &gm)
+    gm = _nanmax(buf, n)
     for b in range(real):
         buf[b] = _ldf(&l.se, os + b) * expf(buf[b] - gm)
     for b in range(real, n):
