@@ -110,7 +110,11 @@ def _extensions():
         level = os.environ.get("FASTDISPATCH_OPT_LEVEL", "3")
         if level not in ("0", "1", "2", "3"):
             raise ValueError(f"FASTDISPATCH_OPT_LEVEL must be 0, 1, 2 or 3, got {level!r}")
-        base_cflags = [f"-O{level}", "-ffp-contract=off"]
+        # -fno-trapping-math: no code relies on floating-point exceptions, and without it GCC
+        # keeps a select on a float compare (x < c ? c : x) as a branch, so loops such as
+        # fd_expf's (kernels_cpu/_fastexp.h) do not vectorise; values are unchanged (clang's
+        # default).
+        base_cflags = [f"-O{level}", "-ffp-contract=off", "-fno-trapping-math"]
         if os.environ.get("FASTDISPATCH_NATIVE") == "1":
             base_cflags.append("-march=native")
     base_ldflags = []

@@ -83,6 +83,7 @@ cdef extern from *:
     #include <string.h>
     #include <stdint.h>
     #include "_fastexp.h"   /* fd_expf: the sampling kernels' vectorisable exp */
+    #include "_clones.h"    /* FD_CLONES: baseline, x86-64-v3 and -v4 copies of a hot loop */
     static inline float fd_bits_to_float(uint32_t b) { float f; memcpy(&f, &b, 4); return f; }
     /* IEEE half -> float, exactly (every half is a float) */
     static inline float fd_half_to_float(uint16_t h) {
@@ -96,32 +97,34 @@ cdef extern from *:
         return fd_bits_to_float(sign | ((e + 112u) << 23) | (m << 13));
     }
     /* a[j] = exp(a[j] - m), j < n: fd_expf's domain (x <= 0, NaN), so the loop vectorises */
-    static void fd_exp_shifted(float *a, Py_ssize_t n, float m) {
+    FD_CLONES static void fd_exp_shifted(float *a, Py_ssize_t n, float m) {
         for (Py_ssize_t j = 0; j < n; j++) a[j] = fd_expf(a[j] - m);
     }
-    /* The largest number of a[0, n), NaN skipped; -inf when there is none. Eight running
+    /* The largest number of a[0, n), NaN skipped; -inf when there is none. 32 running
        maxima, a compare-and-select each (no fmaxf: its NaN rule is not the one wanted, and the
-       select vectorises without -ffast-math); the order of a max does not change its value. */
-    static float fd_nanmax8(const float *a, Py_ssize_t n) {
-        float b[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY,
-                      -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+       select vectorises without -ffast-math): two AVX-512 or four AVX2 registers, enough
+       independent chains to run at the load rate (eight ran ~6x slower); the order of a max
+       does not change its value. */
+    FD_CLONES static float fd_nanmax(const float *a, Py_ssize_t n) {
+        float b[32];
         float m = -INFINITY;
         Py_ssize_t j = 0;
-        for (; j + 8 <= n; j += 8)
-            for (int k = 0; k < 8; k++) { float v = a[j + k]; b[k] = v > b[k] ? v : b[k]; }
-        for (int k = 0; k < 8; k++) m = b[k] > m ? b[k] : m;
+        for (int k = 0; k < 32; k++) b[k] = -INFINITY;
+        for (; j + 32 <= n; j += 32)
+            for (int k = 0; k < 32; k++) { float v = a[j + k]; b[k] = v > b[k] ? v : b[k]; }
+        for (int k = 0; k < 32; k++) m = b[k] > m ? b[k] : m;
         for (; j < n; j++) m = a[j] > m ? a[j] : m;
         return m;
     }
     /* a[j] /= d, j < n */
-    static void fd_div_by(float *a, Py_ssize_t n, float d) {
+    FD_CLONES static void fd_div_by(float *a, Py_ssize_t n, float d) {
         for (Py_ssize_t j = 0; j < n; j++) a[j] = a[j] / d;
     }
     """
     float fd_bits_to_float(uint32_t b) noexcept nogil
     float fd_half_to_float(uint16_t h) noexcept nogil
     void fd_exp_shifted(float* a, Py_ssize_t n, float m) noexcept nogil
-    float fd_nanmax8(const float* a, Py_ssize_t n) noexcept nogil
+    float fd_nanmax(const float* a, Py_ssize_t n) noexcept nogil
     void fd_div_by(float* a, Py_ssize_t n, float d) noexcept nogil
 
 
@@ -170,7 +173,7 @@ cdef inline Py_ssize_t _argmax(const float* a, Py_ssize_t n, float* best_out) no
     The max is found first (vectorised), then its first index; the value returned is the
     element's own (of a max of 0.0 and -0.0, the first one's)."""
     cdef Py_ssize_t j = 0
-    cdef float m = fd_nanmax8(a, n)
+    cdef float m = fd_nanmax(a, n)
     if m == -INFINITY:                          # NaN and -inf only: every lane ties at -inf
         while j < n and a[j] != m:
             j += 1
@@ -187,7 +190,7 @@ cdef inline float _nanmax(const float* a, Py_ssize_t n) noexcept nogil:
     for a block of NaN and -inf, NaN for a block of no number -- ``_argmax``'s value without
     the search for its index."""
     cdef Py_ssize_t j
-    cdef float m = fd_nanmax8(a, n)
+    cdef float m = fd_nanmax(a, n)
     if m == -INFINITY:
         for j in range(n):
             if a[j] == m:

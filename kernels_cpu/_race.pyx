@@ -80,12 +80,7 @@ cdef extern from *:
     #endif
     #define FD_LANES 32
     #define FD_BLOCK 256
-    #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11 && defined(__x86_64__) \
-        && defined(__linux__) && !defined(__SANITIZE_ADDRESS__)
-    #define FD_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-    #else
-    #define FD_CLONES
-    #endif
+    #include "_clones.h"    /* FD_CLONES: baseline, x86-64-v3 and -v4 copies of a hot loop */
 
     static inline float fd_fold(float* acc) {
         for (int w = FD_LANES / 2; w >= 1; w /= 2)

@@ -57,12 +57,7 @@ cdef extern from *:
     #include <stdint.h>
     #include <stdlib.h>
     #include <math.h>
-    #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11 && defined(__x86_64__) \
-        && defined(__linux__) && !defined(__SANITIZE_ADDRESS__)
-    #define TKP_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-    #else
-    #define TKP_CLONES
-    #endif
+    #include "_clones.h"    /* FD_CLONES: baseline, x86-64-v3 and -v4 copies of a hot loop */
     #define TKP_LANES 16
     #define TKP_BLK 64          /* values per block of the vectorised passes */
     #define TKP_NB 512          /* top-p buckets over ref - x, of a width fitted to the row */
@@ -103,13 +98,13 @@ cdef extern from *:
     }
 
     /* row as float32 into out (code: 8 fp16, 9 bf16) */
-    TKP_CLONES static void tkp_widen(const uint16_t* row, Py_ssize_t n, int code, float* out) {
+    FD_CLONES static void tkp_widen(const uint16_t* row, Py_ssize_t n, int code, float* out) {
         if (code == 9) { for (Py_ssize_t i = 0; i < n; i++) out[i] = tkp_bf2f(row[i]); }
         else { for (Py_ssize_t i = 0; i < n; i++) out[i] = tkp_h2f(row[i]); }
     }
 
     /* maximum of x[0:n) and whether a NaN occurs */
-    TKP_CLONES static float tkp_max(const float* x, Py_ssize_t n, int* has_nan) {
+    FD_CLONES static float tkp_max(const float* x, Py_ssize_t n, int* has_nan) {
         float m[TKP_LANES];
         int nan[TKP_LANES];
         Py_ssize_t i = 0;
@@ -218,7 +213,7 @@ cdef extern from *:
        per step, each with its own NaN accumulator (two short dependency chains, not one long
        one); the maximum is the buffer's, which always holds it (every value >= the threshold
        is kept, and the maximum is). */
-    TKP_CLONES static float tkp_kth_largest(const float* x, Py_ssize_t n, Py_ssize_t k,
+    FD_CLONES static float tkp_kth_largest(const float* x, Py_ssize_t n, Py_ssize_t k,
                                             float* buf, float* mx, int* nan) {
         Py_ssize_t cap = 4 * k < 256 ? 256 : 4 * k, cnt = 0;
         float thr = -INFINITY;
@@ -320,7 +315,7 @@ cdef extern from *:
        finite reference m >= every value: one pass of bucket masses. Returns the boundary bucket,
        or -1 when a value exceeds m or is NaN (nothing written); *above: the mass of the buckets before it,
        *target: p times the total mass. */
-    TKP_CLONES static int tkp_topp_buckets(const float* x, Py_ssize_t n, float floor, float m,
+    FD_CLONES static int tkp_topp_buckets(const float* x, Py_ssize_t n, float floor, float m,
                                            float w, double p, double* above, double* target) {
         double hist[4][TKP_NB];
         memset(hist, 0, sizeof hist);
@@ -407,7 +402,7 @@ cdef extern from *:
 
     /* The mask pass: keep x >= floor (and, bstar >= 0, bucket <= bstar); the members of bucket
        bstar that are >= floor are gathered into c (index order). Returns their count. */
-    TKP_CLONES static Py_ssize_t tkp_mask_pass(char* row, int code, const float* x,
+    FD_CLONES static Py_ssize_t tkp_mask_pass(char* row, int code, const float* x,
                                                Py_ssize_t n, float floor, int bstar, float m,
                                                float w,
                                                float maskf, uint16_t mask16, tkp_cand* c) {

@@ -27,8 +27,9 @@ if str(REPO) not in sys.path:
 _PROFILER = []
 
 
-def w_cprofile(worker, on, top=25):
-    """Start (``on``) or stop the worker's profiler; when stopping return the top rows."""
+def w_cprofile(worker, on, top=25, callers=None):
+    """Start (``on``) or stop the worker's profiler; when stopping return the top rows (and,
+    with ``callers``, a regular expression, who called the functions it matches)."""
     import cProfile
     import io
     import pstats
@@ -43,6 +44,8 @@ def w_cprofile(worker, on, top=25):
     buf = io.StringIO()
     stats = pstats.Stats(prof, stream=buf)
     stats.sort_stats("tottime").print_stats(top)
+    if callers:
+        stats.print_callers(callers)
     return buf.getvalue()
 
 
@@ -95,6 +98,7 @@ def main(argv=None):
         help="v2: Model Runner V2 (VLLM_USE_V2_MODEL_RUNNER=1) with the plugin; --state plugin",
     )
     p.add_argument("--json", help="write the step split as JSON here")
+    p.add_argument("--callers", help="also print the callers of the functions this regex matches")
     args = p.parse_args(argv)
 
     import tools.profile_engine_step as me  # the worker imports this module by this name
@@ -113,7 +117,7 @@ def main(argv=None):
         eng.llm.generate(prompts, params, use_tqdm=False)
         wall_ms = (time.perf_counter() - t) * 1e3
         kernels = eng.rpc(me.w_kernel_times, False)
-        table = eng.rpc(me.w_cprofile, False, args.top)
+        table = eng.rpc(me.w_cprofile, False, args.top, args.callers)
         split = E._summarise(eng.rpc(E._w_profile, False), wall_ms)
     finally:
         eng.users = 1
