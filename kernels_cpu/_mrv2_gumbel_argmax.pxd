@@ -16,7 +16,8 @@
 from libc.math cimport fabs, fabsf, log, logf, INFINITY, NAN
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 
-from kernels_cpu._murmur3 cimport _fmix32, _mix, murmur3_uniform32, murmur3_uniform64
+from kernels_cpu._murmur3 cimport (_fmix32, _mix, murmur3_uniform32, murmur3_uniform64,
+                                   uniforms32_at_lanes)
 
 
 # Upper bounds of the noise, so a logit that cannot win is skipped without hashing: fp32 noise
@@ -124,13 +125,9 @@ cdef inline void uniforms32_at(uint32_t prefix, uint32_t key0, const int32_t* la
     """``murmur3_uniform32`` for the keys ``key0 + lanes[q]``, ``q < n``, from the hashed
     prefix -- the last mix and the finaliser per key, then ``(r + 0.5) * 2**-32`` rounded as
     ``_murmur3.pxd`` rounds it -- for only the lanes a draw still has to look at (``u[q]`` is
-    lane ``lanes[q]``'s): a branch-free loop the compiler vectorises."""
-    cdef Py_ssize_t q
-    cdef uint32_t r
-    for q in range(n):
-        r = _fmix32(_mix(prefix, key0 + <uint32_t>lanes[q]) ^ <uint32_t>16)
-        u[q] = (<float><int>(r >> 16) * <float>1.52587890625e-05
-                + (<float><int>(r & 0xFFFF) + <float>0.5) * <float>2.3283064365386963e-10)
+    lane ``lanes[q]``'s): ``_murmur3.h``'s loop, cloned for x86-64-v3/v4 (32-bit vector
+    multiplies)."""
+    uniforms32_at_lanes(prefix, key0, lanes, n, u)
 
 
 DEF DRAW_CHUNK = 256

@@ -4,28 +4,18 @@
 # operation -- uint32 arithmetic wraps as Triton's does, and the float conversions are exact
 # (2**-16 and 2**-32 scalings of integers below 2**24) until one final rounding -- so a seeded
 # request draws the same uniforms on CPU as on a GPU, bit for bit.
-from libc.stdint cimport int64_t, uint32_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 
 
-cdef inline uint32_t _rotl32(uint32_t value, int shift) noexcept nogil:
-    return (value << shift) | (value >> (32 - shift))
-
-
-cdef inline uint32_t _mix(uint32_t h, uint32_t key) noexcept nogil:
-    key = key * <uint32_t>0xCC9E2D51
-    key = _rotl32(key, 15)
-    key = key * <uint32_t>0x1B873593
-    h ^= key
-    h = _rotl32(h, 13)
-    return h * <uint32_t>5 + <uint32_t>0xE6546B64
-
-
-cdef inline uint32_t _fmix32(uint32_t h) noexcept nogil:
-    h ^= h >> 16
-    h = h * <uint32_t>0x85EBCA6B
-    h ^= h >> 13
-    h = h * <uint32_t>0xC2B2AE35
-    return h ^ (h >> 16)
+cdef extern from "_murmur3.h":
+    # the hash steps, written once in C (also for the cloned lane loop, fd_uniforms32_at)
+    uint32_t _rotl32 "fd_rotl32"(uint32_t value, int shift) noexcept nogil
+    uint32_t _mix "fd_murmur3_mix"(uint32_t h, uint32_t key) noexcept nogil
+    uint32_t _fmix32 "fd_murmur3_fmix32"(uint32_t h) noexcept nogil
+    float _to_uniform32 "fd_murmur3_to_uniform32"(uint32_t r) noexcept nogil
+    void uniforms32_at_lanes "fd_uniforms32_at"(uint32_t prefix, uint32_t key0,
+                                                const int32_t* lanes, Py_ssize_t n,
+                                                float* u) noexcept nogil
 
 
 cdef inline uint32_t murmur3_hash32(int64_t seed, int64_t pos, uint32_t offset,
@@ -42,10 +32,7 @@ cdef inline uint32_t murmur3_hash32(int64_t seed, int64_t pos, uint32_t offset,
 
 cdef inline float murmur3_uniform32(int64_t seed, int64_t pos, uint32_t offset) noexcept nogil:
     """vLLM's ``murmur3_uniform32``: ``(r + 0.5) * 2**-32`` rounded once to fp32, in (0, 1)."""
-    cdef uint32_t r = murmur3_hash32(seed, pos, offset, 0)
-    cdef float hi16 = <float><int>(r >> 16)
-    cdef float lo16 = <float><int>(r & 0xFFFF)
-    return hi16 * <float>1.52587890625e-05 + (lo16 + <float>0.5) * <float>2.3283064365386963e-10
+    return _to_uniform32(murmur3_hash32(seed, pos, offset, 0))
 
 
 cdef inline double murmur3_uniform64(int64_t seed, int64_t pos, uint32_t offset) noexcept nogil:

@@ -127,7 +127,9 @@ def test_local_stats_match_torch(idx, seed):
             m = numbers.max()
             assert kw["target_local_max_ptr"][li, b] == m
             if temp == 0.0:
-                first = int((x.nan_to_num(nan=float("-inf")) == m).nonzero()[0])
+                # (not nan_to_num: it would also turn +inf into the largest float)
+                as_minus_inf = torch.where(x.isnan(), float("-inf"), x)
+                first = int((as_minus_inf == m).nonzero()[0])
                 assert int(kw["target_local_argmax_ptr"][li, b]) == b * bs + first
             else:
                 want = (x - m).exp().sum() if m > float("-inf") else torch.tensor(0.0)

@@ -11,6 +11,7 @@ from .._env import env_flag
 from ._fast_launch import FAST_LAUNCH_ENV, install_fast_launch
 from ._install import install
 from ._installation import logger
+from ._malloc import keep_large_blocks
 
 #: The environment variable read by :func:`plugin`: ``0``/``off`` disables, ``1``/``on`` forces.
 PLUGIN_ENV = "FASTDISPATCH_VLLM_PLUGIN"
@@ -30,9 +31,11 @@ def plugin():
     real Triton kernels and we stay out -- unless ``FASTDISPATCH_VLLM_FAST_LAUNCH=1`` asks for
     :func:`install_fast_launch` there (those kernels launched through fast_launch).
     ``FASTDISPATCH_VLLM_FUSED_NOISE=1`` opts into the fused random-sampling path (and the
-    one-pass step, unless ``FASTDISPATCH_VLLM_ONE_PASS=0``). Safe to call
-    any number of times. Unless forced, a failure to install is logged and leaves vLLM stock
-    rather than failing the worker.
+    one-pass step, unless ``FASTDISPATCH_VLLM_ONE_PASS=0``). Where it installs, glibc's
+    malloc keeps the large blocks a step frees (``fastdispatch.vllm._malloc``;
+    ``FASTDISPATCH_VLLM_MALLOC=0`` leaves it alone). Safe to call any number of times.
+    Unless forced, a failure to install is logged and leaves vLLM stock rather than failing
+    the worker.
     """
     wanted = env_flag(PLUGIN_ENV)
     if wanted is False:
@@ -74,6 +77,9 @@ def plugin():
             PLUGIN_ENV,
             exc_info=True,
         )
+    else:
+        # a CPU worker we serve: large per-step blocks reused, not faulted in again each step
+        logger.info("fastdispatch: %s", keep_large_blocks())
 
 
 def _reason_to_stay_out():
