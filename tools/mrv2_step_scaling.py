@@ -9,14 +9,15 @@ The step is what V2's ``Sampler`` does with those rows when a request has top-k/
 (vllm/v1/worker/gpu/sample/sampler.py, 0.32-0.34): the temperature kernel in place,
 ``apply_top_k_top_p`` (ours: ``kernels_cpu.top_k_top_p``), the Gumbel kernel without
 temperature, and the winner of each row's blocks (``local_max.argmax`` + gather, as vLLM's host
-code does). The read is ``torch.amax`` over the rows at the same thread count: the floor a
-pass over the logits cannot beat. Reported: step, read, step / read, and the step's speed-up
-from one thread.
+code does). Then each kernel's share (the step timed up to it). The read is ``torch.amax`` over
+the rows at the same thread count: the floor a pass over the logits cannot beat. Reported: step,
+read, step / read, and the step's speed-up from one thread.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import time
 
@@ -59,10 +60,14 @@ def make_step(batch):
     local_argmax = torch.empty(rows, nb, dtype=torch.int64)
     local_max = torch.empty(rows, nb)
 
-    def step():
+    def step(upto=3):
         logits.copy_(base)  # the step runs in place; each sample starts from the same logits
         K.temperature_kernel(logits, V, mapping, temps, V, 8192, grid=(rows, _cdiv(V, 8192)))
+        if upto == 1:
+            return None
         K.top_k_top_p(logits, None, p)  # in place: the rows outside top-p become -inf
+        if upto == 2:
+            return None
         K.gumbel_sample_kernel(
             local_argmax, nb, local_max, nb, None, 0, 0, None, None, 0, logits, V, mapping,
             seeds, pos, temps, V, 1024, False, False, False, False, grid=(rows, nb),
@@ -95,7 +100,8 @@ def main(argv=None):
     ap.add_argument("--batches", default="1,64")
     args = ap.parse_args(argv)
     threads = [int(t) for t in args.threads.split(",")]
-    print(f"kernels_cpu OpenMP: {K.openmp_available() if hasattr(K, 'openmp_available') else '?'}")
+    print(f"kernels_cpu OpenMP: {K.openmp_enabled()}")
+    parts = []
     print("| B | rows | threads | step ms | copy ms | read ms | (step - copy) / read | speed-up |")
     print("|---|---|---|---|---|---|---|---|")
     for batch in (int(b) for b in args.batches.split(",")):
@@ -108,12 +114,21 @@ def main(argv=None):
             s = _median_ms(step)
             c = _median_ms(copy_only)
             r = _median_ms(read)
+            t1 = _median_ms(functools.partial(step, 1))
+            t2 = _median_ms(functools.partial(step, 2))
+            parts.append((batch, n, t1 - c, t2 - t1, s - t2))
             net = s - c
             first = first or net
             print(
                 f"| {batch} | {batch * (DRAFTS + 1)} | {n} | {s:.3f} | {c:.3f} | {r:.3f} | "
                 f"{net / r:.1f} | {first / net:.1f}x |"
             )
+    # each kernel's share: the step timed up to it, less the step up to the one before
+    print()
+    print("| B | threads | temperature ms | top-k/top-p ms | Gumbel draw + argmax ms |")
+    print("|---|---|---|---|---|")
+    for batch, n, temp_ms, topp_ms, draw_ms in parts:
+        print(f"| {batch} | {n} | {temp_ms:.3f} | {topp_ms:.3f} | {draw_ms:.3f} |")
 
 
 if __name__ == "__main__":
