@@ -90,9 +90,7 @@ cdef _mask_rows(logits, k, p, mask_value, str ln, str kn, str pn, str mn, bint p
         mask16 = _mask_bits(maskf, code)
     cdef Py_ssize_t esize = 4 if code == DT_FLOAT32 else 2
     cdef Py_ssize_t row_bytes = stride * esize
-    cdef int nt = threads_for(B * V)
-    if nt > B:
-        nt = <int>B
+    cdef int nt = threads_for(B * V)      # mask_rows: at most B unless rows are split
     cdef int failed
     with nogil:
         failed = mask_rows(base, row_bytes, code, B, V, kp, kwide, pp, pdbl, maskf, mask16, nt)

@@ -65,6 +65,8 @@ cdef extern from *:
     #define TKP_SMALL 64        /* candidates resolved by sorting */
     #define TKP_GATHER 4096     /* top-k kept sets up to this size are resolved by sorting */
     #define TKP_SAMPLE 2048     /* values that fit the top-p buckets to a row */
+    #define TKP_SPAN 8192       /* values per chunk of the bucket and mask passes (a unit of
+                                   work when one row is split across threads) */
 
     typedef struct { float x; float e; int64_t i; } tkp_cand;
 
@@ -73,6 +75,8 @@ cdef extern from *:
         float* sel;         /* V floats: the top-k selection buffer */
         tkp_cand* c1;       /* V candidates */
         tkp_cand* c2;       /* V candidates */
+        double* part;       /* TKP_NB bucket masses per chunk of a row */
+        Py_ssize_t* counts; /* boundary candidates per chunk of a row */
     } tkp_scratch;
 
     #include "_fastexp.h"   /* fd_expf: the exp the fused sampler uses */
@@ -311,12 +315,11 @@ cdef extern from *:
         return w < 1e7f ? w : 1e7f;
     }
 
-    /* Top-p over the values of x[0:n) that are >= floor, bucketed and weighed relative to a
-       finite reference m >= every value: one pass of bucket masses. Returns the boundary bucket,
-       or -1 when a value exceeds m or is NaN (nothing written); *above: the mass of the buckets before it,
-       *target: p times the total mass. */
-    FD_CLONES static int tkp_topp_buckets(const float* x, Py_ssize_t n, float floor, float m,
-                                           float w, double p, double* above, double* target) {
+    /* Bucket masses of one chunk of a row: the values of x[0:n) that are >= floor, weighed
+       exp(x - m) against a finite reference m >= every value, in four interleaved sums folded
+       at the chunk's end. Returns 1 (mass partly written) when a value exceeds m or is NaN. */
+    FD_CLONES static int tkp_chunk_masses(const float* x, Py_ssize_t n, float floor, float m,
+                                          float w, double* mass) {
         double hist[4][TKP_NB];
         memset(hist, 0, sizeof hist);
         float e[TKP_BLK];
@@ -332,15 +335,26 @@ cdef extern from *:
                 bk[j] = tkp_bucket(v, m, w);
                 bad |= (v > m) | (v != v);
             }
-            if (bad) return -1;
+            if (bad) return 1;
             for (Py_ssize_t j = 0; j < len; j++) hist[j & 3][bk[j]] += (double)e[j];
         }
-        double z = 0.0, acc = 0.0;
-        double mass[TKP_NB];
-        for (int q = 0; q < TKP_NB; q++) {
+        for (int q = 0; q < TKP_NB; q++)
             mass[q] = (hist[0][q] + hist[1][q]) + (hist[2][q] + hist[3][q]);
-            z += mass[q];
-        }
+        return 0;
+    }
+
+    /* The boundary bucket of a row's bucket masses part[nch][TKP_NB], summed chunk by chunk in
+       row order (so a row split across threads sums exactly as one thread does): the first
+       bucket at which the mass from the top reaches p times the total. *above: the mass of the
+       buckets before it; *target: p times the total. */
+    static int tkp_boundary(const double* part, Py_ssize_t nch, double p, double* above,
+                            double* target) {
+        double mass[TKP_NB];
+        memcpy(mass, part, sizeof mass);
+        for (Py_ssize_t ch = 1; ch < nch; ch++)
+            for (int q = 0; q < TKP_NB; q++) mass[q] += part[ch * TKP_NB + q];
+        double z = 0.0, acc = 0.0;
+        for (int q = 0; q < TKP_NB; q++) z += mass[q];
         *target = p * z;
         int bstar = TKP_NB - 1;
         for (int q = 0; q < TKP_NB; q++) {
@@ -349,6 +363,26 @@ cdef extern from *:
         }
         *above = acc;
         return bstar;
+    }
+
+    /* Top-p over the values of x[0:n) that are >= floor, bucketed and weighed relative to a
+       finite reference m >= every value: one pass of bucket masses, TKP_SPAN values at a time
+       into part (the scratch's), nt > 1: the chunks on nt threads, the same sums. Returns the
+       boundary bucket, or -1 when a value exceeds m or is NaN (nothing written). */
+    static int tkp_topp_buckets(const float* x, Py_ssize_t n, float floor, float m, float w,
+                                double p, double* above, double* target, double* part,
+                                int nt) {
+        Py_ssize_t nch = n > 0 ? (n + TKP_SPAN - 1) / TKP_SPAN : 1;
+        memset(part, 0, TKP_NB * sizeof(double));
+        int bad = 0;
+    #ifdef _OPENMP
+        #pragma omp parallel for num_threads(nt) schedule(static) reduction(|:bad) if(nt > 1)
+    #endif
+        for (Py_ssize_t ch = 0; ch < nch; ch++) {
+            Py_ssize_t lo = ch * TKP_SPAN, len = n - lo < TKP_SPAN ? n - lo : TKP_SPAN;
+            bad |= tkp_chunk_masses(x + lo, len, floor, m, w, part + ch * TKP_NB);
+        }
+        return bad ? -1 : tkp_boundary(part, nch, p, above, target);
     }
 
     /* Resolve the boundary among candidates c[0:nc) (index order, kept untouched; at least
@@ -436,6 +470,37 @@ cdef extern from *:
         return nc;
     }
 
+    /* tkp_mask_pass over a whole row, TKP_SPAN values at a time on nt threads (nt <= 1 or one
+       chunk: tkp_mask_pass itself): each chunk gathers its boundary candidates into c at its
+       own offset, then they are packed in row order -- the candidates one thread gathers. */
+    static Py_ssize_t tkp_mask_pass_split(char* row, int code, const float* x, Py_ssize_t n,
+                                          float floor, int bstar, float m, float w, float maskf,
+                                          uint16_t mask16, tkp_cand* c, Py_ssize_t* counts,
+                                          int nt) {
+        Py_ssize_t nch = (n + TKP_SPAN - 1) / TKP_SPAN;
+        if (nt <= 1 || nch <= 1)
+            return tkp_mask_pass(row, code, x, n, floor, bstar, m, w, maskf, mask16, c);
+        size_t es = code == 3 ? sizeof(float) : sizeof(uint16_t);
+    #ifdef _OPENMP
+        #pragma omp parallel for num_threads(nt) schedule(static)
+    #endif
+        for (Py_ssize_t ch = 0; ch < nch; ch++) {
+            Py_ssize_t lo = ch * TKP_SPAN, len = n - lo < TKP_SPAN ? n - lo : TKP_SPAN;
+            counts[ch] = tkp_mask_pass(row + lo * es, code, x + lo, len, floor, bstar, m, w,
+                                       maskf, mask16, c + lo);
+        }
+        Py_ssize_t nc = 0;                        /* nc <= lo + j: packed in place */
+        for (Py_ssize_t ch = 0; ch < nch; ch++) {
+            Py_ssize_t lo = ch * TKP_SPAN;
+            for (Py_ssize_t j = 0; j < counts[ch]; j++) {
+                c[nc] = c[lo + j];
+                c[nc].i += lo;
+                nc++;
+            }
+        }
+        return nc;
+    }
+
     /* mask the candidates c[0:nc) (index order) that top-p drops */
     static void tkp_drop(char* row, int code, const tkp_cand* c, Py_ssize_t nc, float vstar,
                          int64_t ntie, float maskf, uint16_t mask16) {
@@ -448,9 +513,11 @@ cdef extern from *:
         }
     }
 
-    /* One row, in place. k >= n: no top-k; p >= 1: no top-p. code: 3 fp32, 8 fp16, 9 bf16. */
+    /* One row, in place. k >= n: no top-k; p >= 1: no top-p. code: 3 fp32, 8 fp16, 9 bf16.
+       nt > 1: a row's top-p alone (the bucket and mask passes) split across nt threads, by
+       chunks, with the same sums and candidates as on one; top-k stays on one thread. */
     static void tkp_row(char* row, int code, Py_ssize_t n, int64_t k, double p,
-                        float maskf, uint16_t mask16, tkp_scratch* s) {
+                        float maskf, uint16_t mask16, tkp_scratch* s, int nt) {
         int do_k = k < (int64_t)n, do_p = p < 1.0;
         if (n == 0 || !(do_k || do_p)) return;
         const float* x;
@@ -478,10 +545,11 @@ cdef extern from *:
                     w = tkp_width(2.0f * span);
                 }
                 double above, target;
-                int bstar = tkp_topp_buckets(x, n, -INFINITY, ref, w, p, &above, &target);
+                int bstar = tkp_topp_buckets(x, n, -INFINITY, ref, w, p, &above, &target,
+                                             s->part, nt);
                 if (bstar >= 0) {
-                    nc = tkp_mask_pass(row, code, x, n, -INFINITY, bstar, ref, w, maskf, mask16,
-                                       c);
+                    nc = tkp_mask_pass_split(row, code, x, n, -INFINITY, bstar, ref, w, maskf,
+                                             mask16, c, s->counts, nt);
                     tkp_resolve(c, nc, ref, above, target, s->c2, &vstar, &ntie);
                     tkp_drop(row, code, c, nc, vstar, ntie, maskf, mask16);
                     return;
@@ -520,7 +588,7 @@ cdef extern from *:
             float span = floor > -INFINITY ? 1.25f * (m - floor)
                                            : 4.0f * (m - tkp_low(x, ns, floor, m));
             float w = span > 0.0f && span < INFINITY ? tkp_width(span) : 8.0f;
-            int bstar = tkp_topp_buckets(x, n, floor, m, w, p, &above, &target);
+            int bstar = tkp_topp_buckets(x, n, floor, m, w, p, &above, &target, s->part, 1);
             nc = tkp_mask_pass(row, code, x, n, floor, bstar, m, w, maskf, mask16, c);
             tkp_resolve(c, nc, m, above, target, s->c2, &vstar, &ntie);
         }
@@ -533,17 +601,20 @@ cdef extern from *:
         s->sel = (float*)malloc(nn * sizeof(float));
         s->c1 = (tkp_cand*)malloc(nn * sizeof(tkp_cand));
         s->c2 = (tkp_cand*)malloc(nn * sizeof(tkp_cand));
-        return (need_vals && !s->vals) || !s->sel || !s->c1 || !s->c2;
+        size_t nch = (nn + TKP_SPAN - 1) / TKP_SPAN;
+        s->part = (double*)malloc(nch * TKP_NB * sizeof(double));
+        s->counts = (Py_ssize_t*)malloc(nch * sizeof(Py_ssize_t));
+        return (need_vals && !s->vals) || !s->sel || !s->c1 || !s->c2 || !s->part || !s->counts;
     }
 
     static void tkp_free(tkp_scratch* s) {
-        free(s->vals); free(s->sel); free(s->c1); free(s->c2);
+        free(s->vals); free(s->sel); free(s->c1); free(s->c2); free(s->part); free(s->counts);
     }
     """
     ctypedef struct tkp_scratch:
         float* vals
     void tkp_row(char* row, int code, Py_ssize_t n, int64_t k, double p, float maskf,
-                 uint16_t mask16, tkp_scratch* s) noexcept nogil
+                 uint16_t mask16, tkp_scratch* s, int nt) noexcept nogil
     int tkp_alloc(tkp_scratch* s, Py_ssize_t n, int need_vals) noexcept nogil
     void tkp_free(tkp_scratch* s) noexcept nogil
     void tkp_widen(const uint16_t* row, Py_ssize_t n, int code, float* out) noexcept nogil
@@ -590,7 +661,7 @@ cdef void free_row_scratch(void* s) noexcept nogil:
 cdef void mask_row_f32(float* row, Py_ssize_t n, int64_t k, double p, void* s) noexcept nogil:
     """One float32 row's top-k (``k >= n``: none) then top-p (``p >= 1``: none) mask, in place,
     ``-inf`` where a token is not kept."""
-    tkp_row(<char*>row, DT_FLOAT32, n, k, p, -INFINITY, 0, <tkp_scratch*>s)
+    tkp_row(<char*>row, DT_FLOAT32, n, k, p, -INFINITY, 0, <tkp_scratch*>s, 1)
 
 
 cdef void widen_row(const char* row, int code, Py_ssize_t n, float* out) noexcept nogil:
@@ -598,22 +669,39 @@ cdef void widen_row(const char* row, int code, Py_ssize_t n, float* out) noexcep
     tkp_widen(<const uint16_t*>row, n, code, out)
 
 
+cdef bint _all_topp_alone(const char* kp, bint kwide, const char* pp, Py_ssize_t B,
+                         Py_ssize_t V) noexcept nogil:
+    """Whether every row has top-p and no top-k (the case a split row serves)."""
+    cdef Py_ssize_t r
+    if pp == NULL:
+        return False
+    for r in range(B):
+        if _k_or(kp, kwide, r, V) < V:
+            return False
+    return True
+
+
 cdef int mask_rows(char* base, Py_ssize_t row_bytes, int code, Py_ssize_t B, Py_ssize_t V,
                    const char* kp, bint kwide, const char* pp, bint pdbl, float maskf,
                    uint16_t mask16, int nt) noexcept nogil:
     """Every row's top-k (``kp`` NULL: none) then top-p (``pp`` NULL: none) mask, in place, on
-    ``nt`` threads (one scratch arena each); returns 1 when a scratch allocation failed."""
+    ``nt`` threads (one scratch arena each); returns 1 when a scratch allocation failed. Fewer
+    rows than threads (one request's few long rows) that are all top-p alone: the rows in turn,
+    each split across the ``nt`` threads (``tkp_row``); otherwise a row per thread, at most
+    ``B`` threads."""
     cdef tkp_scratch* s = NULL
     cdef Py_ssize_t r
     cdef int failed[1]
     failed[0] = 0
     cdef int half = code != DT_FLOAT32
-    if nt <= 1:
+    if B < nt and not _all_topp_alone(kp, kwide, pp, B, V):
+        nt = <int>B                     # a row per thread: top-k does not split a row
+    if nt <= 1 or B < nt:
         s = _arena(V, half, failed)
         for r in range(B):
             if s != NULL:
                 tkp_row(base + r * row_bytes, code, V, _k_or(kp, kwide, r, V),
-                        _p_or(pp, pdbl, r), maskf, mask16, s)
+                        _p_or(pp, pdbl, r), maskf, mask16, s, nt)
         _release(s)
     else:
         with parallel(num_threads=nt):
@@ -621,6 +709,6 @@ cdef int mask_rows(char* base, Py_ssize_t row_bytes, int code, Py_ssize_t B, Py_
             for r in prange(B, schedule="dynamic"):
                 if s != NULL:
                     tkp_row(base + r * row_bytes, code, V, _k_or(kp, kwide, r, V),
-                            _p_or(pp, pdbl, r), maskf, mask16, s)
+                            _p_or(pp, pdbl, r), maskf, mask16, s, 1)
             _release(s)
     return failed[0]

@@ -199,6 +199,31 @@ def test_same_result_at_any_thread_count():
     assert torch.equal(results[0], results[1])
 
 
+@pytest.mark.parametrize("V", [8192 * 3 + 17, 128256])
+@pytest.mark.parametrize("style", ["randn", "peaked", "ties"])
+def test_a_row_split_across_threads_keeps_what_one_thread_keeps(V, style):
+    """Fewer rows than threads, top-p alone: each row's bucket and mask passes run in chunks on
+    every thread -- the same sums in the same order, the candidates packed in row order, so the
+    kept set is one thread's, bit for bit, and vLLM's law (the reference)."""
+    g = torch.Generator().manual_seed(V % 1000 + len(style))
+    x = torch.randn(3, V, generator=g) * 3
+    if style == "peaked":
+        x[:, torch.randint(0, V, (40,), generator=g)] += 12.0
+    elif style == "ties":
+        x = (x * 2).round() / 2  # many equal values, some at the boundary
+    p = torch.tensor([0.9, 0.5, 0.999])
+    results = []
+    for n in (1, 4):  # 3 rows < 4 threads: the rows are split
+        with threads(n):
+            y = x.clone()
+            kernels_cpu.top_k_top_p(y, None, p)
+            results.append(y)
+    assert torch.equal(results[0], results[1])
+    want = x.clone()
+    reference(want, None, p)
+    assert torch.equal(results[1].isinf(), want.isinf())
+
+
 def _bad_calls():
     x = torch.randn(3, 10)
     k = torch.ones(3, dtype=torch.int32)
