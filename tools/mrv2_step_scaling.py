@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import functools
 import statistics
+import sys
 import time
 
 import torch
@@ -98,8 +99,17 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--threads", default="1,2,4,8,16")
     ap.add_argument("--batches", default="1,64")
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=0,
+        help="also: this many rounds alternating the thread counts, each round's speed-up "
+        "over its own one-thread time, the median over rounds (a host whose speed drifts)",
+    )
     args = ap.parse_args(argv)
     threads = [int(t) for t in args.threads.split(",")]
+    if args.rounds:
+        return _rounds(threads, [int(b) for b in args.batches.split(",")], args.rounds)
     print(f"kernels_cpu OpenMP: {K.openmp_enabled()}")
     parts = []
     print("| B | rows | threads | step ms | copy ms | read ms | (step - copy) / read | speed-up |")
@@ -131,5 +141,35 @@ def main(argv=None):
         print(f"| {batch} | {n} | {temp_ms:.3f} | {topp_ms:.3f} | {draw_ms:.3f} |")
 
 
+def _rounds(threads, batches, rounds):
+    """Speed-ups side by side: per round, every thread count timed in turn -- the step, and the
+    step less the copy that restores its logits (the kernels alone) -- each divided into the
+    round's first; the median and range over rounds."""
+    print("| B | threads | step speed-up (median of rounds) | range | kernels alone | range |")
+    print("|---|---|---|---|---|---|")
+    for batch in batches:
+        step, copy_only, _, base = make_step(batch)
+        check(step, base)
+        gross = {n: [] for n in threads}
+        net = {n: [] for n in threads}
+        for _ in range(rounds):
+            g, k = {}, {}
+            for n in threads:
+                K.set_num_threads(n)
+                torch.set_num_threads(n)
+                g[n] = _median_ms(step, 7)
+                k[n] = g[n] - _median_ms(copy_only, 7)
+            for n in threads:
+                gross[n].append(g[threads[0]] / g[n])
+                net[n].append(k[threads[0]] / k[n])
+        for n in threads:
+            a, b = sorted(gross[n]), sorted(net[n])
+            print(
+                f"| {batch} | {n} | {statistics.median(a):.1f}x | {a[0]:.1f}-{a[-1]:.1f}x | "
+                f"{statistics.median(b):.1f}x | {b[0]:.1f}-{b[-1]:.1f}x |"
+            )
+    return 0
+
+
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
