@@ -76,6 +76,7 @@ cdef extern from *:
         tkp_cand* c1;       /* V candidates */
         tkp_cand* c2;       /* V candidates */
         double* part;       /* TKP_NB bucket masses per chunk of a row */
+        float* pool;        /* V floats: a split row's top-k candidates, chunk by chunk */
         Py_ssize_t* counts; /* boundary candidates per chunk of a row */
     } tkp_scratch;
 
@@ -513,9 +514,79 @@ cdef extern from *:
         }
     }
 
+    /* tkp_kth_largest over a row split across nt threads (1 <= k < n): each chunk keeps its
+       values >= its own k-th largest (all of them where it holds at most k), the kept values
+       are packed in row order, and the k-th largest of those is the row's -- every value of the
+       row's top k is in its chunk's top k, and nothing larger than the row's k-th is added.
+       The row's maximum and NaN flag come from the chunks. */
+    static float tkp_kth_largest_split(const float* x, Py_ssize_t n, Py_ssize_t k,
+                                       tkp_scratch* s, float* mx, int* nan, int nt) {
+        Py_ssize_t nch = (n + TKP_SPAN - 1) / TKP_SPAN;
+        float best = -INFINITY;
+        int anynan = 0;
+    #ifdef _OPENMP
+        #pragma omp parallel for num_threads(nt) schedule(static) reduction(|:anynan) \
+            reduction(max:best)
+    #endif
+        for (Py_ssize_t ch = 0; ch < nch; ch++) {
+            Py_ssize_t lo = ch * TKP_SPAN, len = n - lo < TKP_SPAN ? n - lo : TKP_SPAN, cnt = 0;
+            float mc, t = -INFINITY;
+            int nc = 0;
+            if (k < len) t = tkp_kth_largest(x + lo, len, k, s->sel + lo, &mc, &nc);
+            else mc = tkp_max(x + lo, len, &nc);
+            for (Py_ssize_t i = 0; i < len; i++)
+                if (x[lo + i] >= t) s->pool[lo + cnt++] = x[lo + i];
+            s->counts[ch] = cnt;
+            best = mc > best ? mc : best;
+            anynan |= nc;
+        }
+        *mx = best;
+        *nan = anynan;
+        if (anynan) return -INFINITY;
+        Py_ssize_t total = 0;
+        for (Py_ssize_t ch = 0; ch < nch; ch++) {
+            memmove(s->pool + total, s->pool + ch * TKP_SPAN, s->counts[ch] * sizeof(float));
+            total += s->counts[ch];
+        }
+        if (total > k) {
+            float m2;
+            int n2;
+            return tkp_kth_largest(s->pool, total, k, s->sel, &m2, &n2);
+        }
+        float lo = INFINITY;                      /* exactly k: the k-th largest is the least */
+        for (Py_ssize_t i = 0; i < total; i++) lo = s->pool[i] < lo ? s->pool[i] : lo;
+        return lo;
+    }
+
+    /* The values of x[0:n) that are >= floor, with their masses exp(x - m), gathered into c in
+       index order, chunks on nt threads; returns their count (up to n). */
+    static Py_ssize_t tkp_gather_split(const float* x, Py_ssize_t n, float floor, float m,
+                                       tkp_cand* c, Py_ssize_t* counts, int nt) {
+        Py_ssize_t nch = (n + TKP_SPAN - 1) / TKP_SPAN;
+    #ifdef _OPENMP
+        #pragma omp parallel for num_threads(nt) schedule(static)
+    #endif
+        for (Py_ssize_t ch = 0; ch < nch; ch++) {
+            Py_ssize_t lo = ch * TKP_SPAN, len = n - lo < TKP_SPAN ? n - lo : TKP_SPAN, cnt = 0;
+            for (Py_ssize_t i = lo; i < lo + len; i++)
+                if (x[i] >= floor) {
+                    c[lo + cnt].x = x[i]; c[lo + cnt].e = fd_expf(x[i] - m); c[lo + cnt].i = i;
+                    cnt++;
+                }
+            counts[ch] = cnt;
+        }
+        Py_ssize_t nc = 0;
+        for (Py_ssize_t ch = 0; ch < nch; ch++) {
+            memmove(c + nc, c + ch * TKP_SPAN, counts[ch] * sizeof(tkp_cand));
+            nc += counts[ch];
+        }
+        return nc;
+    }
+
     /* One row, in place. k >= n: no top-k; p >= 1: no top-p. code: 3 fp32, 8 fp16, 9 bf16.
-       nt > 1: a row's top-p alone (the bucket and mask passes) split across nt threads, by
-       chunks, with the same sums and candidates as on one; top-k stays on one thread. */
+       nt > 1: the row's passes split across nt threads by chunks -- the top-k selection, the
+       gather of what it keeps, the bucket and mask passes -- with the same thresholds, sums
+       and candidates as on one thread. */
     static void tkp_row(char* row, int code, Py_ssize_t n, int64_t k, double p,
                         float maskf, uint16_t mask16, tkp_scratch* s, int nt) {
         int do_k = k < (int64_t)n, do_p = p < 1.0;
@@ -528,8 +599,10 @@ cdef extern from *:
         int64_t ntie = 0;
         tkp_cand* c = s->c1;
         Py_ssize_t nc = 0;
+        int split = nt > 1 && n > TKP_SPAN;
         if (do_k) {
-            floor = tkp_kth_largest(x, n, (Py_ssize_t)k, s->sel, &m, &has_nan);
+            floor = split ? tkp_kth_largest_split(x, n, (Py_ssize_t)k, s, &m, &has_nan, nt)
+                          : tkp_kth_largest(x, n, (Py_ssize_t)k, s->sel, &m, &has_nan);
         } else {
             /* top-p alone: weigh against a reference from the first values (any upper bound
                works: the law is scale-free), so the pass that finds the row maximum is saved;
@@ -559,7 +632,8 @@ cdef extern from *:
         }
         if (has_nan || m == -INFINITY) return;
         if (!do_p) {
-            tkp_mask_pass(row, code, x, n, floor, -1, m, 8.0f, maskf, mask16, c);
+            tkp_mask_pass_split(row, code, x, n, floor, -1, m, 8.0f, maskf, mask16, c,
+                                s->counts, nt);
             return;
         }
         int small = 1;
@@ -568,6 +642,9 @@ cdef extern from *:
             for (Py_ssize_t i = 0; i < n; i++)
                 if (x[i] == INFINITY) { c[nc].x = x[i]; c[nc].e = 1.0f; c[nc].i = i; nc++; }
             floor = INFINITY;
+        } else if (do_k && split) {
+            nc = tkp_gather_split(x, n, floor, m, c, s->counts, nt);
+            small = nc <= TKP_GATHER;
         } else if (do_k) {
             for (Py_ssize_t i = 0; i < n && small; i++)
                 if (x[i] >= floor) {
@@ -578,7 +655,8 @@ cdef extern from *:
         if (small) {
             double z = 0.0;
             for (Py_ssize_t j = 0; j < nc; j++) z += (double)c[j].e;
-            tkp_mask_pass(row, code, x, n, floor, -1, m, 8.0f, maskf, mask16, c + nc);
+            tkp_mask_pass_split(row, code, x, n, floor, -1, m, 8.0f, maskf, mask16, c + nc,
+                                s->counts, nt);
             tkp_resolve(c, nc, m, 0.0, p * z, s->c2, &vstar, &ntie);
         } else {
             double above, target;
@@ -588,8 +666,9 @@ cdef extern from *:
             float span = floor > -INFINITY ? 1.25f * (m - floor)
                                            : 4.0f * (m - tkp_low(x, ns, floor, m));
             float w = span > 0.0f && span < INFINITY ? tkp_width(span) : 8.0f;
-            int bstar = tkp_topp_buckets(x, n, floor, m, w, p, &above, &target, s->part, 1);
-            nc = tkp_mask_pass(row, code, x, n, floor, bstar, m, w, maskf, mask16, c);
+            int bstar = tkp_topp_buckets(x, n, floor, m, w, p, &above, &target, s->part, nt);
+            nc = tkp_mask_pass_split(row, code, x, n, floor, bstar, m, w, maskf, mask16, c,
+                                     s->counts, nt);
             tkp_resolve(c, nc, m, above, target, s->c2, &vstar, &ntie);
         }
         tkp_drop(row, code, c, nc, vstar, ntie, maskf, mask16);
@@ -604,11 +683,14 @@ cdef extern from *:
         size_t nch = (nn + TKP_SPAN - 1) / TKP_SPAN;
         s->part = (double*)malloc(nch * TKP_NB * sizeof(double));
         s->counts = (Py_ssize_t*)malloc(nch * sizeof(Py_ssize_t));
-        return (need_vals && !s->vals) || !s->sel || !s->c1 || !s->c2 || !s->part || !s->counts;
+        s->pool = (float*)malloc(nn * sizeof(float));
+        return (need_vals && !s->vals) || !s->sel || !s->c1 || !s->c2 || !s->part || !s->counts
+               || !s->pool;
     }
 
     static void tkp_free(tkp_scratch* s) {
         free(s->vals); free(s->sel); free(s->c1); free(s->c2); free(s->part); free(s->counts);
+        free(s->pool);
     }
     """
     ctypedef struct tkp_scratch:
@@ -618,6 +700,7 @@ cdef extern from *:
     int tkp_alloc(tkp_scratch* s, Py_ssize_t n, int need_vals) noexcept nogil
     void tkp_free(tkp_scratch* s) noexcept nogil
     void tkp_widen(const uint16_t* row, Py_ssize_t n, int code, float* out) noexcept nogil
+    enum: SPAN "TKP_SPAN"
 
 
 cdef inline int64_t _k_or(const char* kp, bint wide, Py_ssize_t r, Py_ssize_t V) noexcept nogil:
@@ -669,33 +752,21 @@ cdef void widen_row(const char* row, int code, Py_ssize_t n, float* out) noexcep
     tkp_widen(<const uint16_t*>row, n, code, out)
 
 
-cdef bint _all_topp_alone(const char* kp, bint kwide, const char* pp, Py_ssize_t B,
-                         Py_ssize_t V) noexcept nogil:
-    """Whether every row has top-p and no top-k (the case a split row serves)."""
-    cdef Py_ssize_t r
-    if pp == NULL:
-        return False
-    for r in range(B):
-        if _k_or(kp, kwide, r, V) < V:
-            return False
-    return True
-
-
 cdef int mask_rows(char* base, Py_ssize_t row_bytes, int code, Py_ssize_t B, Py_ssize_t V,
                    const char* kp, bint kwide, const char* pp, bint pdbl, float maskf,
                    uint16_t mask16, int nt) noexcept nogil:
     """Every row's top-k (``kp`` NULL: none) then top-p (``pp`` NULL: none) mask, in place, on
     ``nt`` threads (one scratch arena each); returns 1 when a scratch allocation failed. Fewer
-    rows than threads (one request's few long rows) that are all top-p alone: the rows in turn,
-    each split across the ``nt`` threads (``tkp_row``); otherwise a row per thread, at most
-    ``B`` threads."""
+    rows than threads (one request's few long rows, at least two chunks each): the rows in
+    turn, each split across the ``nt`` threads (``tkp_row``); otherwise a row per thread, at
+    most ``B`` threads."""
     cdef tkp_scratch* s = NULL
     cdef Py_ssize_t r
     cdef int failed[1]
     failed[0] = 0
     cdef int half = code != DT_FLOAT32
-    if B < nt and not _all_topp_alone(kp, kwide, pp, B, V):
-        nt = <int>B                     # a row per thread: top-k does not split a row
+    if B < nt and V < 2 * SPAN:
+        nt = <int>B                     # rows too short to split: a row per thread
     if nt <= 1 or B < nt:
         s = _arena(V, half, failed)
         for r in range(B):

@@ -201,27 +201,39 @@ def test_same_result_at_any_thread_count():
 
 @pytest.mark.parametrize("V", [8192 * 3 + 17, 128256])
 @pytest.mark.parametrize("style", ["randn", "peaked", "ties"])
-def test_a_row_split_across_threads_keeps_what_one_thread_keeps(V, style):
-    """Fewer rows than threads, top-p alone: each row's bucket and mask passes run in chunks on
-    every thread -- the same sums in the same order, the candidates packed in row order, so the
-    kept set is one thread's, bit for bit, and vLLM's law (the reference)."""
-    g = torch.Generator().manual_seed(V % 1000 + len(style))
+@pytest.mark.parametrize("k_kind", ["none", "small", "large", "chunk"])
+def test_a_row_split_across_threads_keeps_what_one_thread_keeps(V, style, k_kind):
+    """Fewer rows than threads: each row's passes run in chunks on every thread -- the top-k
+    selection (each chunk's own top k, then the k-th largest of those), the gather of what it
+    keeps, the bucket and mask passes -- with the same thresholds, sums in the same order and
+    candidates packed in row order, so the kept set is one thread's, bit for bit, and vLLM's
+    law (the reference). k: none, a model's (20), past the gather limit (5000), and at least a
+    chunk (9000: a chunk keeps all it holds)."""
+    g = torch.Generator().manual_seed(V % 1000 + len(style) + len(k_kind))
     x = torch.randn(3, V, generator=g) * 3
     if style == "peaked":
         x[:, torch.randint(0, V, (40,), generator=g)] += 12.0
     elif style == "ties":
         x = (x * 2).round() / 2  # many equal values, some at the boundary
-    p = torch.tensor([0.9, 0.5, 0.999])
-    results = []
-    for n in (1, 4):  # 3 rows < 4 threads: the rows are split
-        with threads(n):
-            y = x.clone()
-            kernels_cpu.top_k_top_p(y, None, p)
-            results.append(y)
-    assert torch.equal(results[0], results[1])
-    want = x.clone()
-    reference(want, None, p)
-    assert torch.equal(results[1].isinf(), want.isinf())
+    k = {
+        "none": None,
+        "small": torch.tensor([20, 1, 50]),
+        "large": torch.tensor([5000, 4097, 300]),
+        "chunk": torch.tensor([9000, 8192, V - 1]),
+    }[k_kind]
+    for p in (torch.tensor([0.9, 0.5, 0.999]), None):
+        if k is None and p is None:
+            continue
+        results = []
+        for n in (1, 4):  # 3 rows < 4 threads: the rows are split
+            with threads(n):
+                y = x.clone()
+                kernels_cpu.top_k_top_p(y, k, p)
+                results.append(y)
+        assert torch.equal(results[0], results[1]), (k_kind, p)
+        want = x.clone()
+        reference(want, k, p)
+        assert torch.equal(results[1].isinf(), want.isinf()), (k_kind, p)
 
 
 def _bad_calls():
