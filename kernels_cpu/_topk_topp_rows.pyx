@@ -37,7 +37,10 @@ How, per row (``k`` and ``p`` are per row; any count of rows, zero included):
 
 fp16/bf16 rows are converted into a float32 scratch row first (exactly: both embed in float32),
 the decisions are made there, and masked entries are written in the row's dtype. Rows run in
-parallel (OpenMP, one scratch arena per thread) above the calibrated work threshold.
+parallel (OpenMP, one scratch arena per thread) above the calibrated work threshold; where there
+are fewer rows than threads (one request's few long rows) each row is split instead: its passes
+run in chunks of 8192 values on every thread, with the thresholds, sums (chunk by chunk, in row
+order, as one thread sums them too) and candidates (packed in row order) of one thread.
 """
 from cython.parallel cimport prange, parallel
 from libc.stdint cimport int64_t, uint16_t
