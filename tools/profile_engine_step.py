@@ -89,7 +89,7 @@ def main(argv=None):
         default="random",
         help="a key of bench.suites.engine.SETTINGS (random: T0.8; defaults: a model's)",
     )
-    p.add_argument("--state", choices=("stock", "plugin", "fused"), default="fused")
+    p.add_argument("--state", choices=("stock", "plugin", "fused", "onepass"), default="fused")
     p.add_argument("--top", type=int, default=25)
     p.add_argument(
         "--runner",
