@@ -297,6 +297,13 @@ def headlines(doc: dict) -> list:
             )
             if setting == "random":  # stock dies with top-k set: no defaults row
                 add(
+                    f"engine V128256·B{B}·k4, {what}: Model Runner V2 + plugin, verification "
+                    "in one pass vs launch by launch",
+                    run + f"v2launch-{setting}",
+                    run + f"v2-{setting}",
+                    "context",
+                )
+                add(
                     f"engine V128256·B{B}·k4, {what}: Model Runner V2 + plugin vs stock V1",
                     run + f"stock-{setting}",
                     run + f"v2-{setting}",

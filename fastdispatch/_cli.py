@@ -436,6 +436,18 @@ def _format_mrv2(mrv2):
     else:
         head = f"left to vLLM ({mrv2['reason']})"
     lines = [f"  Model Runner V2: {head}"]
+    verify = mrv2.get("verify")
+    if verify and mrv2["installed"]:
+        if verify["who"] == "ours":
+            taken = sum(verify["fallbacks"].values())
+            lines.append(
+                "    speculative verification: one pass (RejectionSampler._verify)"
+                + (f"; {taken} batch(es) took vLLM's: {verify['fallbacks']}" if taken else "")
+            )
+        else:
+            lines.append(
+                f"    speculative verification: vLLM's _verify, our kernels ({verify['reason']})"
+            )
     by_feature = {}
     for name, item in sorted(kernels.items()):
         if item["who"] != "ours":

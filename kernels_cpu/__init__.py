@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import torch  # noqa: F401  -- load torch's libgomp before ours: one OpenMP runtime per process
 
 from ._grid import GridLauncher  # noqa: E402
+from ._mrv2_verify import rejection_sample_one_pass  # noqa: E402
 from ._overrides import (  # noqa: E402
     MRV2_KERNELS,
     VLLM_KERNEL_NAMES,
@@ -78,6 +79,7 @@ __all__ = [
     "set_num_threads",
     "set_parallel_threshold",
     "top_k_top_p",
+    "rejection_sample_one_pass",
     # the kernels: every implementation in the kernel table, in its order
     *(impl for entry in VLLM_KERNELS.values() for impl in entry.impls),
     *(impl for entry in MRV2_KERNELS.values() for impl in entry.impls),

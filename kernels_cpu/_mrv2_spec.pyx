@@ -51,6 +51,7 @@ from kernels_cpu._buffers cimport (
 from kernels_cpu._checks cimport as_flag, as_int, index_at_least, need_min, no_overlap, required
 from kernels_cpu._philox cimport philox4x32_10
 from kernels_cpu._parallel cimport threads_for
+from kernels_cpu._topk_topp_rows cimport mask_rows
 from kernels_cpu._mrv2_gumbel_argmax cimport (
     fill_noise_bounds, gumbel_block_argmax32, gumbel_block_argmax64,
 )
@@ -74,6 +75,7 @@ __all__ = [
     "resample_kernel",
     "resample_row_mapping_kernel",
     "insert_resampled_kernel",
+    "rejection_sample_fused",
     "assign_rows_kernel",
     "stale_drafts_kernel",
 ]
@@ -84,6 +86,12 @@ cdef extern from *:
     #include <stdint.h>
     #include "_fastexp.h"   /* fd_expf: the sampling kernels' vectorisable exp */
     #include "_clones.h"    /* FD_CLONES: baseline, x86-64-v3 and -v4 copies of a hot loop */
+    #ifdef _OPENMP
+    #include <omp.h>
+    static int fd_spec_thread_id(void) { return omp_get_thread_num(); }
+    #else
+    static int fd_spec_thread_id(void) { return 0; }
+    #endif
     static inline float fd_bits_to_float(uint32_t b) { float f; memcpy(&f, &b, 4); return f; }
     /* IEEE half -> float, exactly (every half is a float) */
     static inline float fd_half_to_float(uint16_t h) {
@@ -121,6 +129,7 @@ cdef extern from *:
         for (Py_ssize_t j = 0; j < n; j++) a[j] = a[j] / d;
     }
     """
+    int _thread_id "fd_spec_thread_id"() noexcept nogil
     float fd_bits_to_float(uint32_t b) noexcept nogil
     float fd_half_to_float(uint16_t h) noexcept nogil
     void fd_exp_shifted(float* a, Py_ssize_t n, float m) noexcept nogil
@@ -235,6 +244,10 @@ cdef struct Tab:
     Py_ssize_t n0, n1   # rows and steps a shaped table holds; n0 = -1: a flat buffer
     Py_ssize_t cols     # columns of a shaped table
     Py_ssize_t numel    # elements of a flat buffer
+    # the one-pass verification's target logits (``rejection_sample_fused``): raw rows, each
+    # read as the temperature kernel would have left it (divided by its request's
+    # temperature unless that is 0 or 1)
+    bint by_temp
 
 
 cdef inline bint _holds(const Tab* t, int64_t i0, int64_t i1, int64_t ncols) noexcept nogil:
@@ -311,6 +324,12 @@ cdef inline Py_ssize_t _off(const Tab* t, int64_t i0, int64_t i1) noexcept nogil
     return i0 * t.s0 + i1 * t.s1
 
 
+cdef inline bint _scaled(const Tab* t, float temp) noexcept nogil:
+    """Whether a row of ``t`` read for a request at ``temp`` is divided by it: a ``by_temp``
+    table, as vLLM's ``_temperature_kernel`` leaves a row (it returns early at 0 and 1)."""
+    return t.by_temp and temp != 0.0 and temp != 1.0
+
+
 cdef int _table(object t, str name, int mask, int ndim, object st0, str n0, object st1, str n1,
                 Tab* out) except -1:
     """A table the kernel reads or writes as ``ptr + i0 * st0 (+ i1 * st1) + col``: a tensor
@@ -326,6 +345,7 @@ cdef int _table(object t, str name, int mask, int ndim, object st0, str n0, obje
     out.n1 = 1
     out.cols = 0
     out.numel = 0
+    out.by_temp = False
     nd = getattr(t, "ndim", None)
     if nd == ndim and ndim == 2:
         out.p = check_table(t, name, mask, shp, &rs, &code)
@@ -639,6 +659,8 @@ cdef void _stats_program(const Stats* a, int64_t li, int64_t b, float* buf) noex
     nv = _valid(a.V, b, a.BS)
     base = _off(&a.tgt, li, 0) + b * a.BS
     _ldrow(&a.tgt, base, nv, buf)
+    if _scaled(&a.tgt, temp):
+        fd_div_by(buf, nv, temp)
     for j in range(nv, a.BS):
         buf[j] = -INFINITY
     if temp == 0.0:
@@ -735,7 +757,8 @@ cdef _local_logits_stats(
         draft_local_sumexp_stride, target_logits_ptr, target_logits_stride, draft_logits_ptr,
         draft_logits_stride_0, draft_logits_stride_1, draft_logits_row_mapping_ptr,
         expanded_idx_mapping_ptr, expanded_local_pos_ptr, temp_ptr, vocab_size, bonus_count,
-        bint by_next, BLOCK_SIZE, HAS_DRAFT_LOGITS, grid):
+        bint by_next, BLOCK_SIZE, HAS_DRAFT_LOGITS, grid, Stats* into=NULL):
+    """The stats launch; with ``into``, its arguments checked and parsed there, nothing run."""
     cdef Stats a
     cdef int64_t L = _grid_axis(grid, 0, "grid"), NB = _grid_axis(grid, 1, "grid")
     cdef int64_t li, step, rs, P, p
@@ -825,6 +848,9 @@ cdef _local_logits_stats(
             _no_overlap_rows(&a.dmax, "draft_local_max_ptr", "draft_local_max_stride", L, NB)
             _no_overlap_rows(&a.dsum, "draft_local_sumexp_ptr", "draft_local_sumexp_stride", L,
                              NB)
+    if into != NULL:
+        into[0] = a
+        return
     P = L * NB
     if P == 0:
         return
@@ -906,6 +932,8 @@ cdef inline void _logprobs(const LogProbs* g, int64_t token, bint valid, int64_t
     a token not ``valid`` (0.33+'s mask: a -1 placeholder) reads logits -inf."""
     cdef float target_logit = _ldf(&g.tgt, _off(&g.tgt, li, 0) + token) if valid else -INFINITY
     cdef float draft_logit
+    if valid and _scaled(&g.tgt, temp):
+        target_logit = target_logit / temp
     tlse[0] = _global_lse(&g.tl, li, buf)
     tlp[0] = target_logit - tlse[0]
     if g.has_draft:
@@ -1365,6 +1393,63 @@ cdef inline float _tl_rand32(int64_t seed, int64_t offset, bint wide_offset) noe
     return u
 
 
+cdef struct Lazy:
+    # The one-pass verification's statistics (``rejection_sample_fused``): a row's, all its
+    # blocks, computed when the rejection walk first reads them -- the rows past a request's
+    # first rejection are never read
+    const Stats* st
+    int team            # > 1: the row's blocks split across a team (a walk on one thread)
+    float* scratch      # a BLOCK_SIZE buffer per thread
+    # With top-k/top-p, a row is first processed as vLLM's apply_sampling_params leaves it --
+    # fp32, divided by its temperature (unless 0 or 1), masked to its request's top-k then
+    # top-p (kp/pp NULL: that mask is not applied to the batch) -- into ``proc``, which the
+    # programs read in its place
+    float* proc         # [rows, width] fp32; NULL: no processing
+    Py_ssize_t width    # the target logits' columns: every one is processed, as vLLM does
+    Tab raw             # the raw target logits
+    IBuf eim
+    Real temp
+    const char* kp
+    const char* pp
+    bint kwide, pdbl
+    bint by_temp        # divide by the temperature (APPLY_TEMPERATURE)
+    unsigned char* done # per row: processed
+    int failed          # a scratch allocation of the mask failed
+
+
+cdef void _lazy_row(Lazy* z, int64_t li) noexcept nogil:
+    """Process row ``li`` into ``proc`` (once)."""
+    cdef float* row
+    cdef int64_t rs
+    cdef float temp
+    if z.proc == NULL or z.done[li]:
+        return
+    row = z.proc + li * z.width
+    _ldrow(&z.raw, _off(&z.raw, li, 0), z.width, row)
+    rs = iget(z.eim, li)
+    temp = _ldr(z.temp, rs)
+    if z.by_temp and temp != 0.0 and temp != 1.0:
+        fd_div_by(row, z.width, temp)
+    if z.kp != NULL or z.pp != NULL:
+        if mask_rows(<char*>row, z.width * sizeof(float), DT_FLOAT32, 1, z.width,
+                     (z.kp + rs * (8 if z.kwide else 4)) if z.kp != NULL else NULL, z.kwide,
+                     (z.pp + rs * (8 if z.pdbl else 4)) if z.pp != NULL else NULL, z.pdbl,
+                     -INFINITY, 0, z.team):
+            z.failed = 1
+    z.done[li] = 1
+
+
+cdef void _lazy_stats(Lazy* z, int64_t li) noexcept nogil:
+    cdef int64_t b, NB = z.st.NB, BS = z.st.BS
+    _lazy_row(z, li)
+    if z.team > 1:
+        for b in prange(NB, num_threads=z.team, schedule="static"):
+            _stats_program(z.st, li, b, z.scratch + _thread_id() * BS)
+    else:
+        for b in range(NB):
+            _stats_program(z.st, li, b, z.scratch + _thread_id() * BS)
+
+
 cdef struct Rej:
     LogProbs g
     Tab sampled, tam, resid, clp
@@ -1379,6 +1464,7 @@ cdef struct Rej:
     int64_t fly
     Real entropy
     float fly_threshold
+    Lazy* lazy          # the one pass: each row's statistics computed as the walk reaches it
 
 
 cdef inline int64_t _global_target_argmax(const Rej* a, int64_t li, float* buf) noexcept nogil:
@@ -1439,6 +1525,8 @@ cdef void _rej_program(const Rej* a, int64_t r, float* buf) noexcept nogil:
             verifying = verifying and valid
         if not verifying:
             continue
+        if a.lazy != NULL:
+            _lazy_stats(a.lazy, li)
         ta = 0
         can_defer = False
         accepted = False
@@ -1615,7 +1703,9 @@ cdef _rejection(
         temp_ptr, seed_ptr, pos_ptr, synthetic_conditional_rates_ptr, cumulative_log_p_ptr,
         local_residual_mass_ptr, local_residual_mass_stride, fly_entropy_ptr,
         fly_entropy_threshold, vocab_num_blocks, PADDED_VOCAB_NUM_BLOCKS, HAS_DRAFT_LOGITS,
-        SYNTHETIC_MODE, USE_BLOCK_VERIFICATION, FLY_WINDOW_SIZE, bint v033, grid):
+        SYNTHETIC_MODE, USE_BLOCK_VERIFICATION, FLY_WINDOW_SIZE, bint v033, grid, Rej* into=NULL):
+    """The rejection launch; with ``into``, its arguments checked and parsed there, nothing
+    run."""
     cdef Rej a
     cdef int64_t R = _grid_axis(grid, 0, "grid")
     cdef int64_t nb = as_int(vocab_num_blocks, "vocab_num_blocks")
@@ -1626,6 +1716,7 @@ cdef _rejection(
     cdef int nt
     cdef bint greedy
     _pow2(padded, "PADDED_VOCAB_NUM_BLOCKS")
+    a.lazy = NULL
     a.g.has_draft = as_flag(HAS_DRAFT_LOGITS, "HAS_DRAFT_LOGITS", not is_none(draft_logits_ptr))
     a.g.has_rowmap = a.g.has_draft and not is_none(draft_logits_row_mapping_ptr)
     a.g.rowmap.ptr = NULL
@@ -1765,6 +1856,9 @@ cdef _rejection(
         _need(&a.sampled, "sampled_ptr", r, 0, nd, f"row {r}'s {nd} drafts")
     if R > 1:
         _no_overlap_rows(&a.sampled, "sampled_ptr", "sampled_stride", R, most)
+    if into != NULL:
+        into[0] = a
+        return
     if R == 0:
         return
     nt = _team(R * 256, R)
@@ -1890,8 +1984,9 @@ cdef void _res_program(const Res* a, int64_t r, int64_t b, float* buf) noexcept 
     valid = rdt >= 0
     nv = _valid(a.V, b, a.BS)
     tb = _off(&a.tgt, rti, 0) + b * a.BS
-    for j in range(nv):
-        buf[j] = _ldf(&a.tgt, tb + j)
+    _ldrow(&a.tgt, tb, nv, buf)
+    if _scaled(&a.tgt, temp):
+        fd_div_by(buf, nv, temp)
     if a.skip_masked and _masked_block(buf, nv, a.BS):
         # no target token survives the block, nor does the residual: no draw
         _stf(&a.out_max, _off(&a.out_max, r, 0) + b, -INFINITY)
@@ -2006,7 +2101,8 @@ cdef _resample(
         temp_ptr, seed_ptr, pos_ptr, cumulative_log_p_ptr, contexts_ptr, contexts_stride,
         watermarking_ptr, watermarking_skip_mask_ptr, watermark_key_0, watermark_key_1,
         vocab_size, BLOCK_SIZE, HAS_DRAFT_LOGITS, USE_FP64, USE_BLOCK_VERIFICATION,
-        CONTEXT_WIDTH, WATERMARK, DEDUPLICATE_CONTEXTS, bint skip_masked, grid):
+        CONTEXT_WIDTH, WATERMARK, DEDUPLICATE_CONTEXTS, bint skip_masked, grid,
+        bint by_temp=False):
     cdef Res a
     cdef int64_t R = _grid_axis(grid, 0, "grid"), NB = _grid_axis(grid, 1, "grid")
     cdef int64_t r, ri, start, end, rti, rs, rdt, cols, P, p
@@ -2075,6 +2171,7 @@ cdef _resample(
     a.ds = index_at_least(draft_sampled_ptr, "draft_sampled_ptr", 0)
     _table(target_logits_ptr, "target_logits_ptr", M_LOGITS, 2, target_logits_stride,
            "target_logits_stride", None, "", &a.tgt)
+    a.tgt.by_temp = by_temp
     if a.has_draft:
         _table(draft_logits_ptr, "draft_logits_ptr", M_LOGITS, 3, draft_logits_stride_0,
                "draft_logits_stride_0", draft_logits_stride_1, "draft_logits_stride_1", &a.drf)
@@ -2240,6 +2337,250 @@ def insert_resampled_kernel(sampled_ptr, sampled_stride, num_sampled_ptr,
                     idx = b
             _sti(&s, _off(&s, r, 0) + ns, _ldi(&am, _off(&am, r, 0) + idx))
 
+
+
+# -- the verification in one pass ----------------------------------------------------------------
+
+def rejection_sample_fused(
+        sampled_ptr, num_sampled_ptr, target_logits_ptr, draft_logits_ptr, draft_sampled_ptr,
+        cu_num_logits_ptr, pos_ptr, idx_mapping_ptr, expanded_idx_mapping_ptr,
+        expanded_local_pos_ptr, temp_ptr, seed_ptr, num_speculative_steps,
+        target_local_argmax_ptr, target_local_max_ptr, target_local_sumexp_ptr,
+        draft_local_max_ptr, draft_local_sumexp_ptr, target_rejected_logsumexp_ptr,
+        draft_rejected_logsumexp_ptr, resampled_local_argmax_ptr, resampled_local_max_ptr,
+        USE_FP64=False, APPLY_TEMPERATURE=False, top_k_ptr=None, top_p_ptr=None,
+        processed_ptr=None):
+    """vLLM 0.32's ``rejection_sample`` (``rejection_sampler_utils.py``: Leviathan et al.'s
+    test, no synthetic rates, block verification or watermark) after its temperature kernel,
+    in one pass: the same programs as the launches of ``compute_local_logits_stats_kernel``,
+    ``rejection_kernel``, ``resample_kernel`` and ``insert_resampled_kernel``, with two
+    changes that leave every value as it was:
+
+    * a row's statistics (all its ``8192``-wide blocks) are computed when the rejection walk
+      first reads them, so the rows past a request's first rejection are never read (the
+      launch computes every draft row's);
+    * with APPLY_TEMPERATURE, ``target_logits_ptr`` holds the raw rows and each is read as
+      ``_temperature_kernel`` would have left it in an fp32 copy (divided by its request's
+      temperature unless that is 0 or 1): no copy, no pass of its own;
+    * with ``top_k_ptr`` and/or ``top_p_ptr`` (per request slot; vLLM's ``top_k``/``top_p``
+      states: None where vLLM passes None for the batch), each row the walk reaches -- and
+      each request's resampled row -- is first written to ``processed_ptr`` (fp32, the target
+      logits' shape, contiguous) as ``apply_sampling_params`` leaves it: the fp32 row, divided
+      by the temperature (APPLY_TEMPERATURE), masked by ``top_k_top_p``; the other rows of
+      ``processed_ptr`` are not written.
+
+    The tables (``[rows, 8192-blocks]`` statistics, ``[requests]`` log-sum-exps,
+    ``[requests, 1024-blocks]`` resampling) are scratch laid out as vLLM's host code lays them
+    out; every argument is checked before anything is written. Requests run on a team each
+    (dynamic: their walks differ in length), or -- fewer requests than threads -- one after
+    another, each row's blocks split across the team."""
+    cdef Stats st
+    cdef Rej rj
+    cdef Lazy z
+    cdef int64_t L, V, R, K, NB, padded, RNB, rpadded, r, start, end
+    cdef int nt, outer = 1
+    cdef float* scratch = NULL
+    cdef float* rbuf = NULL
+    cdef bint has_draft = not is_none(draft_logits_ptr)
+    cdef bint by_temp = as_flag(APPLY_TEMPERATURE, "APPLY_TEMPERATURE", 0)
+    cdef bint fp64 = as_flag(USE_FP64, "USE_FP64", 0)
+    cdef Py_ssize_t n_eim, n_temp, n_seed, n_pos, n_k = 0, n_p = 0
+    cdef IBuf cu, eim
+    cdef Py_ssize_t shp[3]
+    cdef int kcode = 0, pcode = 0
+    cdef int64_t kv
+    cdef double pv
+    cdef bint process = not is_none(top_k_ptr) or not is_none(top_p_ptr)
+    cdef unsigned char* done = NULL
+    z.proc = NULL
+    z.kp = z.pp = NULL
+    z.kwide = z.pdbl = False
+    z.failed = 0
+    if getattr(target_logits_ptr, "ndim", None) != 2:
+        raise ValueError(expected("target_logits_ptr", "a [num_logits, V] tensor",
+                                  f"shape {tuple(getattr(target_logits_ptr, 'shape', ()))}"))
+    L, V = target_logits_ptr.shape
+    if has_draft:
+        if getattr(draft_logits_ptr, "ndim", None) != 3:
+            raise ValueError(expected("draft_logits_ptr",
+                                      "a [max_num_reqs, num_speculative_steps, V] tensor",
+                                      f"shape {tuple(getattr(draft_logits_ptr, 'shape', ()))}"))
+        V = min(V, draft_logits_ptr.shape[2])     # a padded target vocabulary (vLLM's rule)
+    K = as_int(num_speculative_steps, "num_speculative_steps")
+    need_min("num_speculative_steps", K, 0)
+    R = _numel(cu_num_logits_ptr, "cu_num_logits_ptr", M_INDEX) - 1
+    if R < 0:
+        raise ValueError(expected("cu_num_logits_ptr", "num_reqs + 1 offsets", "none"))
+    # each request's rows lie in the logits, its bonus row last: the resampling reads any of
+    # them, so they are checked here, before the walk writes
+    cu = index_at_least(cu_num_logits_ptr, "cu_num_logits_ptr", R + 1, "")
+    for r in range(R):
+        start = iget(cu, r)
+        end = iget(cu, r + 1)
+        if not 0 <= start < end <= L:
+            raise ValueError(expected("cu_num_logits_ptr", f"offsets with 0 <= [r] < [r + 1] <= "
+                                      f"{L} (each request's rows, at least its bonus row)",
+                                      f"[{r}] = {start}, [{r + 1}] = {end}"))
+    n_eim = _numel(expanded_idx_mapping_ptr, "expanded_idx_mapping_ptr", M_INDEX)
+    eim = index_at_least(expanded_idx_mapping_ptr, "expanded_idx_mapping_ptr", L,
+                         "one per logits row")
+    n_temp = _numel(temp_ptr, "temp_ptr", M_REAL)
+    n_seed = _numel(seed_ptr, "seed_ptr", M_INDEX)
+    n_pos = _numel(pos_ptr, "pos_ptr", M_INDEX)
+    if n_pos < L:
+        raise ValueError(expected("pos_ptr", f"at least {L} elements (one per logits row)", n_pos))
+    for r in range(L):
+        start = iget(eim, r)
+        if start < 0 or start >= n_temp or start >= n_seed:
+            raise ValueError(expected("expanded_idx_mapping_ptr",
+                                      f"request slots in [0, {min(n_temp, n_seed)}) (temp_ptr's "
+                                      f"and seed_ptr's length)", f"[{r}] = {start}"))
+    if process:
+        required(processed_ptr, "processed_ptr", "with top_k_ptr or top_p_ptr")
+        _table(target_logits_ptr, "target_logits_ptr", M_LOGITS, 2, _stride0(target_logits_ptr),
+               "target_logits_ptr.stride(0)", None, "", &z.raw)
+        z.width = target_logits_ptr.shape[1]
+        z.proc = <float*>check_tensor(processed_ptr, "processed_ptr", M_FLOAT32, -1, NULL, shp)
+        if (getattr(processed_ptr, "ndim", None) != 2
+                or tuple(processed_ptr.shape) != tuple(target_logits_ptr.shape)
+                or not processed_ptr.is_contiguous()):
+            raise ValueError(expected("processed_ptr",
+                                      f"a contiguous tensor of target_logits_ptr's shape "
+                                      f"{tuple(target_logits_ptr.shape)}",
+                                      f"shape {tuple(getattr(processed_ptr, 'shape', ()))}"))
+        if processed_ptr.data_ptr() == target_logits_ptr.data_ptr():
+            raise ValueError(expected("processed_ptr", "a buffer apart from target_logits_ptr",
+                                      "the same memory"))
+        z.eim = eim
+        _real(temp_ptr, "temp_ptr", 0, "", &z.temp)
+        if not is_none(top_k_ptr):
+            z.kp = check_tensor(top_k_ptr, "top_k_ptr", M_INDEX, -1, &kcode, shp)
+            n_k = shp[0]
+            z.kwide = kcode == DT_INT64
+        if not is_none(top_p_ptr):
+            z.pp = check_tensor(top_p_ptr, "top_p_ptr", M_FLOAT32 | M_FLOAT64, -1, &pcode, shp)
+            n_p = shp[0]
+            z.pdbl = pcode == DT_FLOAT64
+        for r in range(L):                  # any row may be reached: each one's k and p
+            start = iget(eim, r)
+            if z.kp != NULL:
+                if start >= n_k:
+                    raise ValueError(expected("top_k_ptr", f"an entry for request slot {start}",
+                                              f"{n_k} elements"))
+                kv = (<const int64_t*>z.kp)[start] if z.kwide else (<const int*>z.kp)[start]
+                if kv < 1:
+                    raise ValueError(expected("top_k_ptr", "values >= 1",
+                                              f"top_k_ptr[{start}] = {kv}"))
+            if z.pp != NULL:
+                if start >= n_p:
+                    raise ValueError(expected("top_p_ptr", f"an entry for request slot {start}",
+                                              f"{n_p} elements"))
+                pv = (<const double*>z.pp)[start] if z.pdbl else (<const float*>z.pp)[start]
+                if not (0.0 < pv <= 1.0):
+                    raise ValueError(expected("top_p_ptr", "values in (0, 1]",
+                                              f"top_p_ptr[{start}] = {pv}"))
+        z.by_temp = by_temp
+        by_temp = False                     # the programs read the processed rows
+        target_logits_ptr = processed_ptr
+    NB = (V + 8191) // 8192
+    padded = 1
+    while padded < NB:
+        padded *= 2
+    RNB = (V + 1023) // 1024
+    rpadded = 1
+    while rpadded < RNB:
+        rpadded *= 2
+    _local_logits_stats(
+        target_local_argmax_ptr, _stride0(target_local_argmax_ptr), target_local_max_ptr,
+        _stride0(target_local_max_ptr), target_local_sumexp_ptr,
+        _stride0(target_local_sumexp_ptr), draft_local_max_ptr, _stride0(draft_local_max_ptr),
+        draft_local_sumexp_ptr, _stride0(draft_local_sumexp_ptr), target_logits_ptr,
+        _stride0(target_logits_ptr), draft_logits_ptr, _stride(draft_logits_ptr, 0),
+        _stride(draft_logits_ptr, 1), None, expanded_idx_mapping_ptr, expanded_local_pos_ptr,
+        temp_ptr, V, K, False, 8192, has_draft, (L, NB), &st)
+    st.tgt.by_temp = by_temp
+    _rejection(
+        sampled_ptr, _stride0(sampled_ptr), num_sampled_ptr, target_rejected_logsumexp_ptr,
+        draft_rejected_logsumexp_ptr, target_logits_ptr, _stride0(target_logits_ptr),
+        target_local_argmax_ptr, _stride0(target_local_argmax_ptr), target_local_max_ptr,
+        _stride0(target_local_max_ptr), target_local_sumexp_ptr,
+        _stride0(target_local_sumexp_ptr), draft_sampled_ptr, draft_logits_ptr,
+        _stride(draft_logits_ptr, 0), _stride(draft_logits_ptr, 1), None, draft_local_max_ptr,
+        _stride0(draft_local_max_ptr), draft_local_sumexp_ptr, _stride0(draft_local_sumexp_ptr),
+        cu_num_logits_ptr, idx_mapping_ptr, temp_ptr, seed_ptr, pos_ptr, None, None, None, 0,
+        None, None, NB, padded, has_draft, False, False, None, False, (R,), &rj)
+    rj.g.tgt.by_temp = by_temp
+    _stride0(resampled_local_argmax_ptr)     # the resampling tables' checks come with its launch
+    _stride0(resampled_local_max_ptr)
+    if R == 0:
+        return
+    nt = threads_for(R * V)
+    z.st = &st
+    z.team = 1
+    if nt > 1 and R >= nt:
+        outer = nt
+    elif nt > 1:
+        z.team = _team(V, NB)
+    scratch = <float*>malloc(max(outer, z.team) * 8192 * sizeof(float))
+    rbuf = <float*>malloc(outer * padded * sizeof(float))
+    if process:
+        done = <unsigned char*>calloc(L if L > 0 else 1, 1)
+    if scratch == NULL or rbuf == NULL or (process and done == NULL):
+        free(scratch)
+        free(rbuf)
+        free(done)
+        raise MemoryError()
+    z.scratch = scratch
+    z.done = done
+    rj.lazy = &z
+    try:
+        with nogil:
+            if outer > 1:
+                for r in prange(R, num_threads=outer, schedule="dynamic"):
+                    _walk(&rj, &z, r, rbuf + _thread_id() * padded)
+            else:
+                for r in range(R):
+                    _walk(&rj, &z, r, rbuf)
+    finally:
+        free(scratch)
+        free(rbuf)
+        free(done)
+    if z.failed:
+        raise MemoryError("rejection_sample_fused: the top-k/top-p scratch allocation failed")
+    _resample(
+        resampled_local_argmax_ptr, _stride0(resampled_local_argmax_ptr),
+        resampled_local_max_ptr, _stride0(resampled_local_max_ptr), target_logits_ptr,
+        _stride0(target_logits_ptr), target_rejected_logsumexp_ptr, draft_logits_ptr,
+        _stride(draft_logits_ptr, 0), _stride(draft_logits_ptr, 1), None,
+        draft_rejected_logsumexp_ptr, num_sampled_ptr, cu_num_logits_ptr,
+        expanded_idx_mapping_ptr, draft_sampled_ptr, temp_ptr, seed_ptr, pos_ptr, None, None, 0,
+        None, None, 0, 0, V, 1024, has_draft, fp64, False, None, False, False, False, (R, RNB),
+        by_temp)
+    insert_resampled_kernel(
+        sampled_ptr, _stride0(sampled_ptr), num_sampled_ptr, resampled_local_argmax_ptr,
+        _stride0(resampled_local_argmax_ptr), resampled_local_max_ptr,
+        _stride0(resampled_local_max_ptr), RNB, cu_num_logits_ptr, expanded_idx_mapping_ptr,
+        temp_ptr, rpadded, grid=(R,))
+
+
+cdef void _walk(const Rej* rj, Lazy* z, int64_t r, float* buf) noexcept nogil:
+    """Request ``r``'s walk, then (with processing) its resampled row processed for the draw."""
+    _rej_program(rj, r, buf)
+    if z.proc != NULL:
+        _lazy_row(z, iget(rj.cu, r) + iget(rj.rej, r))
+
+
+cdef object _stride0(object t):
+    """``t.stride(0)`` of a table the caller laid out (0 for one of no dimension)."""
+    return _stride(t, 0)
+
+
+cdef object _stride(object t, int d):
+    if is_none(t):
+        return 0
+    if getattr(t, "ndim", 0) <= d:
+        return 0
+    return t.stride(d)
 
 
 # -- vLLM 0.34's draft logits cache (``draft_logits.py``) -----------------------------------------

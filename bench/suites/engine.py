@@ -51,8 +51,19 @@ PLUGIN = "plugin (install())"
 FUSED = "plugin + fused noise"
 ONE_PASS = "plugin + one-pass step"
 MRV2 = "Model Runner V2 + plugin"
-#: row name -> state (and slug); "v2" is an engine of its own (the runner is chosen at start)
-STATES = {STOCK: "stock", PLUGIN: "plugin", FUSED: "fused", ONE_PASS: "onepass", MRV2: "v2"}
+MRV2_LAUNCHES = "Model Runner V2 + plugin, verification launch by launch"
+#: row name -> state (and slug); "v2" is an engine of its own (the runner is chosen at start):
+#: its verification in one pass ("v2", the plugin's default) or vLLM's ``_verify`` launching our
+#: kernels one by one ("v2launch", ``FASTDISPATCH_VLLM_MRV2_ONE_PASS=0``)
+STATES = {
+    STOCK: "stock",
+    PLUGIN: "plugin",
+    FUSED: "fused",
+    ONE_PASS: "onepass",
+    MRV2: "v2",
+    MRV2_LAUNCHES: "v2launch",
+}
+V2_STATES = ("v2", "v2launch")
 ROW_OF = {state: row for row, state in STATES.items()}
 
 VOCABS = (32000, 128256)
@@ -89,6 +100,7 @@ RUNNER_ROWS = (
     ("stock", "random"),
     ("onepass", "random"),
     ("v2", "random"),
+    ("v2launch", "random"),
     ("onepass", "defaults"),
     ("v2", "defaults"),
 )
@@ -154,10 +166,12 @@ def _w_state(worker=None):
 
 
 def _w_state_v2(worker):
-    """``"v2"`` when this Model Runner V2 worker launches our kernel wherever vLLM holds one of
-    the runner's kernels (else raise)."""
+    """``"v2"`` (verification in one pass) or ``"v2launch"`` (vLLM's ``_verify``) when this
+    Model Runner V2 worker launches our kernel wherever vLLM holds one of the runner's kernels
+    (else raise)."""
     import fastdispatch
     from fastdispatch.vllm import _installation
+    from fastdispatch.vllm._mrv2_verify import verify_report
 
     state = _installation._state
     if state is None or not state.mrv2:
@@ -166,7 +180,18 @@ def _w_state_v2(worker):
     left = [n for n, holders in fastdispatch.verify().items() if holders]
     if off or left:
         raise RuntimeError(f"Model Runner V2 worker: not ours at {off + left}")
-    return "v2"
+    return "v2" if verify_report(state)["who"] == "ours" else "v2launch"
+
+
+def _w_switch_v2(worker, state):
+    """Put the one-pass verification in (``"v2"``) or vLLM's ``_verify`` back (``"v2launch"``)."""
+    import vllm.v1.worker.gpu.spec_decode.rejection_sampler as rs
+
+    from fastdispatch.vllm import _installation
+
+    cls, ours = _installation._state.mrv2_verify
+    cls._verify = ours if state == "v2" else ours.__wrapped__
+    return _w_state_v2(worker) if rs.RejectionSampler is cls else None
 
 
 def _w_switch(worker, state):
@@ -174,6 +199,11 @@ def _w_switch(worker, state):
 
     import fastdispatch.vllm as fv
 
+    if state in V2_STATES:
+        got = _w_switch_v2(worker, state)
+        if got != state:
+            raise RuntimeError(f"worker switch to {state!r} left it {got!r}")
+        return got
     with warnings.catch_warnings():
         # stock register_kernels (replayed by uninstall) trips torch FutureWarnings on its scan
         warnings.simplefilter("ignore")
@@ -403,7 +433,7 @@ def _build(V, B, plan, spec=True, verify_greedy=False):
     def build(ctx) -> Built:
         ctx.vllm.require()
         # a row's state picks its engine: "v2" is Model Runner V2's, every other the V1 runner's
-        runners = sorted({"v2" if state == "v2" else "v1" for _, state, _ in plan})
+        runners = sorted({"v2" if state in V2_STATES else "v1" for _, state, _ in plan})
         engines = {}
         try:
             for runner in runners:
@@ -415,7 +445,7 @@ def _build(V, B, plan, spec=True, verify_greedy=False):
         prompts = _prompts(V, B)
 
         def engine(state):
-            return engines["v2" if state == "v2" else "v1"]
+            return engines["v2" if state in V2_STATES else "v1"]
 
         def generator(state, setting):
             params = _params(setting)

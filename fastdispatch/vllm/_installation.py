@@ -107,6 +107,8 @@ class _Installation:
         self.mrv2 = {}  # Model Runner V2: qualified name -> what replaces it (see _mrv2)
         self.mrv2_missing = {}  # its launched kernels we lack: name -> (feature, why)
         self.mrv2_left = None  # why Model Runner V2 support is not installed (None: it is)
+        self.mrv2_verify = None  # (RejectionSampler, our _verify) while V2's one pass stands
+        self.mrv2_verify_left = None  # why it does not (see _mrv2_verify)
 
     # -- registration ----------------------------------------------------------------------
 

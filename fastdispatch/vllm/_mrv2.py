@@ -35,6 +35,7 @@ import importlib.util
 from .._env import env_flag
 from ._installation import logger
 from ._mrv2_scan import RUNNER_PACKAGE, launched_kernels, module_defines, runner_dir
+from ._mrv2_verify import install_verify, verify_report
 
 #: ``0`` keeps Model Runner V2 support out; ``1`` installs it where Triton exists too.
 MRV2_ENV = "FASTDISPATCH_VLLM_MRV2"
@@ -204,6 +205,7 @@ def install_mrv2(state):
     _patch_host_helpers(state)
     _patch_validation(state)
     _patch_speculator_guards(state)
+    install_verify(state)
     logger.info(
         "fastdispatch: Model Runner V2: %d kernels now launch kernels_cpu%s",
         len(state.mrv2),
@@ -311,7 +313,8 @@ def mrv2_report():
     holds it), ``"stale"`` (a holder still on vLLM's object: ``reason`` names it) or
     ``"vllm"`` (no CPU kernel here: ``reason``; ``feature`` says which configurations need it
     -- a configuration that uses none of the missing kernels' features runs on Model Runner V2
-    all the same). Empty before :func:`fastdispatch.vllm.install` ran.
+    all the same); ``"verify"``: whether the speculative verification runs in one pass
+    (``_mrv2_verify.verify_report``). Empty before :func:`fastdispatch.vllm.install` ran.
     """
     from . import _installation
 
@@ -340,4 +343,5 @@ def mrv2_report():
             "installed": state.mrv2_left is None and bool(state.mrv2),
             "reason": state.mrv2_left,
             "kernels": kernels,
+            "verify": verify_report(state),
         }

@@ -403,16 +403,66 @@ def mrv2_worker_report(worker=None):
         return report
     not_standing = sorted(n for n, impl in state.mrv2.items() if not state.standing(n, impl))
     left_on_original = sorted(n for n, holders in fastdispatch.verify().items() if holders)
+    from fastdispatch.vllm._mrv2_verify import verify_report
+
     report.update(
         ours=len(state.mrv2),
         missing=sorted(state.mrv2_missing),
         mrv2_left=state.mrv2_left,
+        verify=verify_report(state),
         not_standing=not_standing,
         left_on_original=left_on_original,
     )
     if not report["v2"] or not state.mrv2 or not_standing or left_on_original:
         raise AssertionError(f"worker is not Model Runner V2 on our kernels: {report}")
     return report
+
+
+_WITNESS = {"installed": False, "compared": 0, "mismatches": []}
+
+
+def install_verify_witness(worker=None):
+    """Witness, in this worker, each speculative verification the one pass runs
+    (``fastdispatch.vllm._mrv2_verify``): vLLM's own ``RejectionSampler._verify`` (our kernels
+    launched one by one) runs on the same inputs after it, and any request whose tokens differ
+    is recorded. The engine serves the one pass's tokens."""
+    import vllm.v1.worker.gpu.spec_decode.rejection_sampler as rs
+
+    from fastdispatch.vllm import _mrv2_verify as mv
+
+    cls = rs.RejectionSampler
+    ours = vars(cls)["_verify"]
+    if not getattr(ours, "_fastdispatch_one_pass", False):
+        return dict(_WITNESS)
+    stock = ours.__wrapped__
+
+    def witnessed(self, *args):
+        before = mv.taken()
+        got = ours(self, *args)
+        if mv.taken() == before:
+            return got  # this batch took vLLM's _verify itself
+        want = stock(self, *args)
+        _WITNESS["compared"] += 1
+        ns_got, ns_want = got[2].tolist(), want[2].tolist()
+        for r, n in enumerate(ns_want):
+            if ns_got[r] != n or got[1][r, :n].tolist() != want[1][r, :n].tolist():
+                _WITNESS["mismatches"].append(
+                    dict(request=r, one_pass=got[1][r, : ns_got[r]].tolist(),
+                         vllm=want[1][r, :n].tolist())
+                )  # fmt: skip
+        return got
+
+    vars(witnessed).update(__wrapped__=stock, _fastdispatch_one_pass=True)
+    cls._verify = witnessed
+    _WITNESS["installed"] = True
+    return dict(_WITNESS)
+
+
+def verify_witness_report(worker=None):
+    """What :func:`install_verify_witness` saw, with the one pass's own counters."""
+    from fastdispatch.vllm import _mrv2_verify as mv
+
+    return dict(_WITNESS, one_pass=mv.taken(), fallbacks=mv.fallbacks())
 
 
 # --------------------------------------------------------------------------------------------
@@ -551,7 +601,11 @@ def serve(spec):
     # the V1 runner's kernels, or Model Runner V2's ("report": "mrv2")
     report = mrv2_worker_report if spec.get("report") == "mrv2" else worker_report
     result = {"start_s": time.perf_counter() - t0, "workers": llm.collective_rpc(report)}
+    if spec.get("witness_verify"):
+        result["witness_installed"] = llm.collective_rpc(install_verify_witness)
     result.update(_serve_batches(llm, spec["batches"]))
+    if spec.get("witness_verify"):
+        result["witness"] = llm.collective_rpc(verify_witness_report)
     # after serving: still the same side (nothing re-registered vLLM's shims mid-run)
     result["workers_after"] = llm.collective_rpc(report)
     # "then": the same batches again after switching every worker to another fastdispatch

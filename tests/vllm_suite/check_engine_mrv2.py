@@ -251,6 +251,7 @@ def sampling(request, bigram, tmp_path_factory):
         load_format="safetensors",
         speculative={"draft_sample_method": request.param} if spec else {},
         llm={"max_logprobs": V},
+        witness_verify=spec,
     )
     result["draft_method"] = request.param
     return result
@@ -287,6 +288,22 @@ def _min_p_law():
 @served
 def test_every_worker_is_model_runner_v2_on_our_kernels(sampling):
     _assert_ours(sampling)
+
+
+@served
+def test_the_one_pass_verification_gives_vllms_tokens(sampling):
+    """Each speculative verification the one pass ran gave, in the worker, the tokens vLLM's
+    own ``_verify`` (our kernels launched one by one) gives on the same inputs; the batches it
+    leaves to vLLM's (top-k/top-p, penalties, ...) are counted by reason."""
+    if sampling["draft_method"] == "plain":
+        pytest.skip("plain decoding verifies no drafts")
+    for report in sampling["workers"]:
+        assert report["verify"]["who"] == "ours", report["verify"]
+    for seen in sampling["witness"]:
+        assert seen["installed"], seen
+        assert seen["compared"] > 0 and seen["compared"] == seen["one_pass"], seen
+        assert not seen["mismatches"], seen["mismatches"][:3]
+        assert "logits processor PenaltiesState" in seen["fallbacks"], seen["fallbacks"]
 
 
 @served

@@ -1,0 +1,337 @@
+"""The one-pass V2 verification (``kernels_cpu.rejection_sample_one_pass``) against vLLM 0.32's
+host sequence run on our kernels: the fp32 copy, ``_temperature_kernel``, ``apply_top_k_top_p``
+(ours: ``top_k_top_p``), then ``rejection_sample``'s four launches (statistics of every draft
+row, the rejection walk, the resampling draw, the insert). The tokens must be the same, bit for
+bit, whatever the batch: greedy and random requests mixed, one-hot or full draft distributions,
+-1 placeholder drafts, top-k/top-p per request, float32/bfloat16 logits, fp32/fp64 Gumbel noise,
+int32/int64 indices, one thread or a team (the launches' kernels are checked against vLLM's own
+under the interpreter by ``test_mrv2_parity.py``)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given
+from hypothesis import strategies as st
+
+import kernels_cpu
+from kernels_cpu import _mrv2_sample as sample
+from kernels_cpu import _mrv2_spec as spec
+from tests._fuzz import fuzz_settings
+
+
+def _cdiv(a, b):
+    return -(-a // b)
+
+
+def _next_pow2(n):
+    p = 1
+    while p < n:
+        p *= 2
+    return p
+
+
+def _stock(
+    target, draft, ds, cu, pos, idx, eim, elp, temp, seed, K, fp64, apply_temperature,
+    top_k=None, top_p=None,
+):  # fmt: skip
+    """vLLM 0.32's ``Sampler.apply_sampling_params`` (temperature, top-k/top-p) and
+    ``rejection_sample`` (no synthetic rates, block verification or watermark), each launch a
+    kernel of ours (top-k/top-p: ``top_k_top_p``, what the plugin puts in vLLM's
+    ``apply_top_k_top_p``)."""
+    L, V = target.shape
+    logits = target
+    if apply_temperature or top_k is not None or top_p is not None:
+        logits = torch.empty_like(target, dtype=torch.float32).copy_(target)
+    if apply_temperature:
+        sample.temperature_kernel(
+            logits, logits.stride(0), eim, temp, V, 8192, grid=(L, _cdiv(V, 8192))
+        )
+    if top_k is not None or top_p is not None:
+        kernels_cpu.top_k_top_p(
+            logits,
+            None if top_k is None else top_k[eim.long()],
+            None if top_p is None else top_p[eim.long()],
+        )
+    if draft is not None:
+        V = min(V, draft.shape[2])
+    R = cu.shape[0] - 1
+    nb = _cdiv(V, 8192)
+    tam = torch.empty(L, nb, dtype=torch.int64)
+    tmax, tsum, dmax, dsum = (torch.empty(L, nb) for _ in range(4))
+    ds0 = draft.stride(0) if draft is not None else 0
+    ds1 = draft.stride(1) if draft is not None else 0
+    spec.compute_local_logits_stats_kernel(
+        tam, nb, tmax, nb, tsum, nb, dmax, nb, dsum, nb, logits, logits.stride(0), draft, ds0,
+        ds1, eim, elp, temp, V, K, 8192, HAS_DRAFT_LOGITS=draft is not None, grid=(L, nb),
+    )  # fmt: skip
+    sampled = torch.empty(R, K + 1, dtype=torch.int64)
+    num_sampled = torch.empty(R, dtype=torch.int32)
+    trl, drl = torch.empty(R), torch.empty(R)
+    spec.rejection_kernel(
+        sampled, K + 1, num_sampled, trl, drl, logits, logits.stride(0), tam, nb, tmax, nb,
+        tsum, nb, ds, draft, ds0, ds1, dmax, nb, dsum, nb, cu, idx, temp, seed, pos, None,
+        None, None, 0, nb, _next_pow2(nb), HAS_DRAFT_LOGITS=draft is not None,
+        SYNTHETIC_MODE=False, USE_BLOCK_VERIFICATION=False, grid=(R,),
+    )  # fmt: skip
+    rnb = _cdiv(V, 1024)
+    rarg = torch.empty(R, rnb, dtype=torch.int64)
+    rmax = torch.empty(R, rnb, dtype=torch.float64 if fp64 else torch.float32)
+    spec.resample_kernel(
+        rarg, rnb, rmax, rnb, logits, logits.stride(0), trl, draft, ds0, ds1, drl,
+        num_sampled, cu, eim, ds, temp, seed, pos, None, None, 0, None, None, 0, 0, V, 1024,
+        HAS_DRAFT_LOGITS=draft is not None, USE_FP64=fp64, USE_BLOCK_VERIFICATION=False,
+        CONTEXT_WIDTH=1, WATERMARK=False, DEDUPLICATE_CONTEXTS=False, grid=(R, rnb),
+    )  # fmt: skip
+    spec.insert_resampled_kernel(
+        sampled, K + 1, num_sampled, rarg, rnb, rmax, rnb, rnb, cu, eim, temp,
+        _next_pow2(rnb), grid=(R,),
+    )  # fmt: skip
+    return sampled, num_sampled
+
+
+def _batch(
+    seed, *, R, K, V, idx, dtype, with_draft, temps, accept_bias, placeholders, masks="none"
+):
+    """A V2 verification batch: request ``r`` (slot ``slots[r]``) has ``nd_r <= K`` drafts and
+    ``nd_r + 1`` rows; drafts are often the target's argmax (so walks run long). ``masks``:
+    "none", "k", "p" or "kp": per-slot top-k and/or top-p (some slots keep every token)."""
+    g = torch.Generator().manual_seed(seed)
+    nds = [int(torch.randint(0, K + 1, (1,), generator=g)) for _ in range(R)]
+    cu = [0]
+    for nd in nds:
+        cu.append(cu[-1] + nd + 1)
+    L = cu[-1]
+    slots = torch.randperm(R + 3, generator=g)[:R]
+    target = torch.randn(L, V, generator=g) * (1 + 4 * torch.rand(L, 1, generator=g))
+    target = target.to(dtype)
+    eim = torch.empty(L, dtype=idx)
+    elp = torch.empty(L, dtype=idx)
+    ds = torch.randint(0, V, (L,), generator=g, dtype=torch.int64)
+    for r, nd in enumerate(nds):
+        for i in range(nd + 1):
+            li = cu[r] + i
+            eim[li] = int(slots[r])
+            elp[li] = i
+            if i > 0 and float(torch.rand(1, generator=g)) < accept_bias:
+                ds[li] = int(target[li - 1].float().argmax())  # draft i-1 verified at row li-1
+            if i > 0 and placeholders and float(torch.rand(1, generator=g)) < 0.1:
+                ds[li] = -1
+    picks = torch.randint(0, len(temps), (R + 3,), generator=g)
+    temp = torch.tensor([temps[int(t)] for t in picks])
+    draft = None
+    if with_draft:
+        draft = torch.randn(R + 3, K, V, generator=g)
+        for r, nd in enumerate(nds):  # drafts close to the target: acceptance is likely
+            s = int(slots[r])
+            for i in range(nd):
+                draft[s, i] = target[cu[r] + i].float() + 0.3 * draft[s, i]
+        draft = draft.to(dtype)
+    top_k = top_p = None
+    if "k" in masks:
+        top_k = torch.randint(1, V + 1, (R + 3,), generator=g, dtype=torch.int32)
+        top_k[::3] = V  # a slot without top-k
+        top_k = top_k.to(idx)
+    if "p" in masks:
+        top_p = 0.05 + 0.95 * torch.rand(R + 3, generator=g)
+        top_p[1::3] = 1.0  # a slot without top-p
+    return dict(
+        target=target,
+        draft=draft,
+        ds=ds.to(idx),
+        cu=torch.tensor(cu, dtype=idx),
+        pos=(torch.arange(L) * 7 + 11).to(idx),
+        idx=slots.to(idx),
+        eim=eim,
+        elp=elp,
+        temp=temp,
+        seed=(torch.randint(-(2**62), 2**62, (R + 3,), generator=g)).to(torch.int64),
+        K=K,
+        top_k=top_k,
+        top_p=top_p,
+    )
+
+
+def _same_tokens(got, want):
+    gs, gn = got
+    ws, wn = want
+    assert gn.tolist() == wn.tolist()
+    for r, n in enumerate(wn.tolist()):
+        assert gs[r, :n].tolist() == ws[r, :n].tolist(), f"request {r}"
+
+
+def _args(b):
+    return (b["target"], b["draft"], b["ds"], b["cu"], b["pos"], b["idx"], b["eim"], b["elp"],
+            b["temp"], b["seed"], b["K"])  # fmt: skip
+
+
+def _both(b, fp64, apply_temperature):
+    want = _stock(*_args(b), fp64, apply_temperature, b["top_k"], b["top_p"])
+    target = b["target"].clone()
+    got = kernels_cpu.rejection_sample_one_pass(
+        *_args(b),
+        use_fp64=fp64,
+        apply_temperature=apply_temperature,
+        top_k=b["top_k"],
+        top_p=b["top_p"],
+    )
+    # the raw rows are read, never written (compared bit for bit: NaN rows too)
+    assert torch.equal(b["target"].view(torch.uint8), target.view(torch.uint8))
+    return got, want
+
+
+@pytest.fixture(params=[1, 4], ids=["one-thread", "team-of-4"])
+def team(request):
+    # the same team for every example of a test (nothing else changes it)
+    before = kernels_cpu.get_num_threads()
+    kernels_cpu.set_num_threads(request.param)
+    kernels_cpu.set_parallel_threshold(0)
+    yield request.param
+    kernels_cpu.set_parallel_threshold(None)
+    kernels_cpu.set_num_threads(before)
+
+
+@fuzz_settings(25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    R=st.integers(1, 6),
+    K=st.integers(1, 4),
+    V=st.sampled_from([37, 1500, 9000, 17000]),
+    idx=st.sampled_from([torch.int32, torch.int64]),
+    dtype=st.sampled_from([torch.float32, torch.bfloat16]),
+    with_draft=st.booleans(),
+    temps=st.sampled_from([(0.8,), (0.0,), (0.0, 0.8, 1.0, 1.7), (1.0,), (0.3, 0.0)]),
+    accept_bias=st.sampled_from([0.0, 0.9]),
+    placeholders=st.booleans(),
+    fp64=st.booleans(),
+    apply_temperature=st.booleans(),
+    masks=st.sampled_from(["none", "none", "k", "p", "kp"]),
+)
+def test_one_pass_gives_the_launches_tokens(
+    team, seed, R, K, V, idx, dtype, with_draft, temps, accept_bias, placeholders, fp64,
+    apply_temperature, masks,
+):  # fmt: skip
+    b = _batch(seed, R=R, K=K, V=V, idx=idx, dtype=dtype, with_draft=with_draft, temps=temps,
+               accept_bias=accept_bias, placeholders=placeholders, masks=masks)  # fmt: skip
+    _same_tokens(*_both(b, fp64, apply_temperature))
+
+
+def test_long_walks_and_first_rejections_both_occur():
+    """The batches above exercise both ends: a walk that accepts every draft (the bonus row
+    drawn) and one rejected at its first draft."""
+    lengths = set()
+    for seed in range(8):
+        likely = seed % 2 == 0
+        b = _batch(seed, R=6, K=3, V=1500, idx=torch.int64, dtype=torch.float32,
+                   with_draft=likely, temps=(0.3,), accept_bias=0.9 if likely else 0.0,
+                   placeholders=False)  # fmt: skip
+        (_, n), _ = _both(b, False, True)
+        cu = b["cu"].tolist()
+        lengths |= {(int(n[r]), cu[r + 1] - cu[r]) for r in range(6)}
+    assert any(ns == rows for ns, rows in lengths)  # all accepted + bonus
+    assert any(ns == 1 and rows > 1 for ns, rows in lengths)  # first draft rejected
+
+
+@pytest.mark.parametrize("masks", ["none", "kp"])
+def test_nan_and_minus_inf_rows_match(masks):
+    """A row of NaN, one of -inf and one of a single finite value: the walk and the draw give
+    vLLM's launches' tokens."""
+    b = _batch(3, R=3, K=2, V=300, idx=torch.int64, dtype=torch.float32, with_draft=False,
+               temps=(0.8, 0.0), accept_bias=0.5, placeholders=False, masks=masks)  # fmt: skip
+    t = b["target"]
+    t[0] = float("nan")
+    t[1] = float("-inf")
+    t[2] = float("-inf")
+    t[2, 17] = 3.0
+    for apply_temperature in (False, True):
+        _same_tokens(*_both(b, False, apply_temperature))
+
+
+def test_unreached_rows_are_not_processed():
+    """With top-k/top-p, only the rows the walk reaches (and each resampled row) are written to
+    the processed buffer: a request whose first draft is rejected leaves its later rows alone."""
+    b = _batch(0, R=2, K=3, V=600, idx=torch.int64, dtype=torch.float32, with_draft=False,
+               temps=(0.0,), accept_bias=0.0, placeholders=False, masks="k")  # fmt: skip
+    b["cu"] = torch.tensor([0, 4, 8], dtype=torch.int64)
+    b["eim"] = torch.tensor([0, 0, 0, 0, 1, 1, 1, 1], dtype=torch.int64)
+    b["elp"] = torch.tensor([0, 1, 2, 3] * 2, dtype=torch.int64)
+    b["idx"] = torch.tensor([0, 1], dtype=torch.int64)
+    b["target"] = torch.randn(8, 600)
+    b["pos"] = torch.arange(8, dtype=torch.int64)
+    # greedy: the draft checked at row 0 is not its argmax, so row 0 rejects it
+    b["ds"] = b["target"].argmin(1)
+    args = _fused_args(b)
+    processed = torch.full((8, 600), 123.0)
+    spec.rejection_sample_fused(*args, top_k_ptr=b["top_k"], processed_ptr=processed)
+    assert args[1].tolist() == [1, 1]
+    reached = {0, 4}
+    for row in range(8):
+        assert (processed[row] == 123.0).all() == (row not in reached), row
+
+
+def _fused_args(b):
+    L, V = b["target"].shape
+    R = b["cu"].shape[0] - 1
+    nb, rnb = _cdiv(V, 8192), _cdiv(V, 1024)
+    return [
+        torch.full((R, b["K"] + 1), -7, dtype=torch.int64),
+        torch.full((R,), -7, dtype=torch.int32),
+        *_args(b),
+        torch.empty(L, nb, dtype=torch.int64), torch.empty(L, nb), torch.empty(L, nb),
+        torch.empty(L, nb), torch.empty(L, nb), torch.empty(R), torch.empty(R),
+        torch.empty(R, rnb, dtype=torch.int64), torch.empty(R, rnb),
+    ]  # fmt: skip
+
+
+def _small():
+    b = _batch(1, R=2, K=2, V=50, idx=torch.int64, dtype=torch.float32, with_draft=False,
+               temps=(0.8,), accept_bias=0.5, placeholders=False)  # fmt: skip
+    b["cu"] = torch.tensor([0, 2, 5], dtype=torch.int64)
+    b["eim"] = torch.tensor([0, 0, 1, 1, 1], dtype=torch.int64)
+    b["elp"] = torch.tensor([0, 1, 0, 1, 2], dtype=torch.int64)
+    b["idx"] = torch.tensor([0, 1], dtype=torch.int64)
+    b["ds"] = torch.zeros(5, dtype=torch.int64)
+    b["pos"] = torch.arange(5, dtype=torch.int64)
+    b["target"] = torch.randn(5, 50)
+    return b
+
+
+@pytest.mark.parametrize(
+    "arg, bad, name",
+    [
+        (5, lambda b: torch.tensor([0, 0, 3], dtype=torch.int64), "cu_num_logits_ptr"),
+        (5, lambda b: torch.tensor([0, 2, 99], dtype=torch.int64), "cu_num_logits_ptr"),
+        (8, lambda b: torch.full_like(b["eim"], 99), "expanded_idx_mapping_ptr"),
+        (6, lambda b: b["pos"][:1], "pos_ptr"),
+        (2, lambda b: b["target"][0], "target_logits_ptr"),
+        (10, lambda b: b["temp"][:1], "expanded_idx_mapping_ptr"),
+    ],
+)
+def test_bad_input_is_refused_naming_it_and_nothing_is_written(arg, bad, name):
+    b = _small()
+    args = _fused_args(b)
+    args[arg] = bad(b)
+    with pytest.raises(ValueError, match=name):
+        spec.rejection_sample_fused(*args)
+    assert (args[0] == -7).all() and (args[1] == -7).all()
+
+
+@pytest.mark.parametrize(
+    "kw, name",
+    [
+        (dict(top_k_ptr=torch.tensor([5, 0], dtype=torch.int32)), "top_k_ptr"),
+        (dict(top_k_ptr=torch.tensor([5], dtype=torch.int32)), "top_k_ptr"),
+        (dict(top_p_ptr=torch.tensor([0.5, 1.5])), "top_p_ptr"),
+        (dict(top_p_ptr=torch.tensor([0.0, 0.5])), "top_p_ptr"),
+        (dict(top_p_ptr=torch.tensor([0.5, 0.5]), processed_ptr=None), "processed_ptr"),
+        (dict(top_p_ptr=torch.tensor([0.5, 0.5]), processed_ptr=torch.empty(5, 49)),
+         "processed_ptr"),
+    ],
+)  # fmt: skip
+def test_bad_masks_are_refused_naming_them_and_nothing_is_written(kw, name):
+    b = _small()
+    args = _fused_args(b)
+    kw = dict(dict(processed_ptr=torch.empty(5, 50)), **kw)
+    with pytest.raises(ValueError, match=name):
+        spec.rejection_sample_fused(*args, **kw)
+    assert (args[0] == -7).all() and (args[1] == -7).all()
