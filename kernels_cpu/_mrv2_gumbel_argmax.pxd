@@ -79,10 +79,36 @@ cdef extern from *:
     enum { FD_NOISE_BUCKETS = 4096 };
     static float fd_noise32_up[FD_NOISE_BUCKETS + 1];  /* u == 1.0 (largest hash rounds up) */
     static double fd_noise64_up[FD_NOISE_BUCKETS + 1];
+    /* fd_noise32_env[k] = max(fd_noise32_up[k:]): a bound for every bucket >= k, never
+       rising with k, so the first bucket whose bound a score cannot beat is a binary search */
+    static float fd_noise32_env[FD_NOISE_BUCKETS + 1];
+    static int32_t fd_identity_lanes[256];
+    /* the smallest and largest of x[0, n), NaN left out (+inf/-inf when none): 16 running
+       extremes each, compare-and-selects the compiler vectorises (one chain of minss ran at
+       its latency) */
+    static void fd_chunk_range(const float *x, Py_ssize_t n, float *lo_out, float *hi_out) {
+        float lo[16], hi[16];
+        float l = INFINITY, h = -INFINITY;
+        Py_ssize_t j = 0;
+        for (int k = 0; k < 16; k++) { lo[k] = INFINITY; hi[k] = -INFINITY; }
+        for (; j + 16 <= n; j += 16)
+            for (int k = 0; k < 16; k++) {
+                float v = x[j + k];
+                lo[k] = v < lo[k] ? v : lo[k];
+                hi[k] = v > hi[k] ? v : hi[k];
+            }
+        for (int k = 0; k < 16; k++) { l = lo[k] < l ? lo[k] : l; h = hi[k] > h ? hi[k] : h; }
+        for (; j < n; j++) { l = x[j] < l ? x[j] : l; h = x[j] > h ? x[j] : h; }
+        *lo_out = l;
+        *hi_out = h;
+    }
     """
     enum: NOISE_BUCKETS "FD_NOISE_BUCKETS"
     float NOISE32_UP "fd_noise32_up"[]
     double NOISE64_UP "fd_noise64_up"[]
+    float NOISE32_ENV "fd_noise32_env"[]
+    int32_t IDENTITY_LANES "fd_identity_lanes"[]
+    void chunk_range "fd_chunk_range"(const float* x, Py_ssize_t n, float* lo, float* hi) noexcept nogil
 
 cdef inline float noise32_of(float u) noexcept nogil:
     """The fp32 noise of uniform ``u``: ``-log(-log1p_neg_stable(u))``."""
@@ -108,6 +134,27 @@ cdef inline void fill_noise_bounds() noexcept nogil:
         NOISE64_UP[k] = g64 + 1e-9 + 1e-10 * fabs(g64)
     NOISE64_UP[NOISE_BUCKETS - 1] = INFINITY    # u -> 1: the unbounded tail
     NOISE64_UP[NOISE_BUCKETS] = INFINITY
+    NOISE32_ENV[NOISE_BUCKETS] = NOISE32_UP[NOISE_BUCKETS]
+    for k in range(NOISE_BUCKETS - 1, -1, -1):
+        NOISE32_ENV[k] = NOISE32_UP[k] if NOISE32_UP[k] > NOISE32_ENV[k + 1] else NOISE32_ENV[k + 1]
+    for k in range(256):
+        IDENTITY_LANES[k] = k
+
+
+cdef inline float uniform_cut32(float gap) noexcept nogil:
+    """A uniform below which every lane whose fp32 noise can exceed ``gap`` lies: the edge of
+    the first bucket whose bound (``NOISE32_ENV``) is <= ``gap`` -- a lane at or above it has
+    noise <= ``gap``. 0 when no bucket's is (every lane may exceed it)."""
+    cdef int lo = 0, hi = NOISE_BUCKETS + 1, mid
+    if not (gap < INFINITY):
+        return 0.0
+    while lo < hi:                      # the first k with NOISE32_ENV[k] <= gap
+        mid = (lo + hi) // 2
+        if NOISE32_ENV[mid] <= gap:
+            hi = mid
+        else:
+            lo = mid + 1
+    return <float>lo / <float>NOISE_BUCKETS
 
 
 cdef inline uint32_t murmur3_prefix(int64_t seed, int64_t pos) noexcept nogil:
@@ -133,21 +180,42 @@ cdef inline void uniforms32_at(uint32_t prefix, uint32_t key0, const int32_t* la
 DEF DRAW_CHUNK = 256
 
 
+cdef inline float _higher(float a, float b) noexcept nogil:
+    """The larger of two scores, a NaN (none) yielding to the other."""
+    if a != a:
+        return b
+    if b != b:
+        return a
+    return a if a >= b else b
+
+
 cdef inline Py_ssize_t gumbel_block_argmax32(const float* logits, Py_ssize_t n_valid,
                                              Py_ssize_t block_size, int64_t first_key,
                                              int64_t seed, int64_t pos, bint noisy,
-                                             float* best_out) noexcept nogil:
+                                             float* best_out, float floor=NAN) noexcept nogil:
     """Index (within the block) and value of the max of ``logits[j] + noise(first_key + j)``
     over the block's ``n_valid`` unmasked entries of ``block_size`` (masked ones are -inf; a
     block of no number at all gives NaN at index 0). ``noisy`` False (temperature 0): the plain
     argmax of the logits. NaN is skipped, ties keep the first index. Chunk by chunk, only the
     lanes whose logit plus the largest noise can still beat the best score are hashed, and of
-    those only the ones whose bucket bound can are scored (notes above)."""
+    those only the ones whose bucket bound can are scored (notes above). A chunk is passed over
+    whole when its largest logit cannot win, hashed whole (no lane list) when its smallest can
+    still, and its lanes are not scored at all when none of their uniforms lies below the cut
+    that the best score less its largest logit sets (``uniform_cut32``: a margin above float
+    rounding, so the lanes passed over are ones the per-lane test passes over too).
+
+    ``floor`` (NaN: none) is a score an earlier block of the same row reached: lanes that cannot
+    exceed it are passed over too, so the block's result is exact only when it exceeds
+    ``floor`` -- what a caller that wants the row's first largest score needs, block by block
+    in order (a block tying an earlier one never wins: the first block with the largest score
+    does)."""
     cdef Py_ssize_t j, idx = 0, s, m, q, k
-    cdef float best = NAN, v, thr
+    cdef float best = NAN, v, thr, lo, hi, cut, lim
     cdef int32_t lanes[DRAW_CHUNK]
+    cdef const int32_t* use
     cdef float u[DRAW_CHUNK]
     cdef uint32_t prefix
+    cdef bint any_low
     if not noisy:
         for j in range(n_valid):
             v = logits[j]
@@ -161,17 +229,38 @@ cdef inline Py_ssize_t gumbel_block_argmax32(const float* logits, Py_ssize_t n_v
         s = 0
         while s < n_valid:
             m = n_valid - s if n_valid - s < DRAW_CHUNK else DRAW_CHUNK
-            thr = best if best == best else -INFINITY
-            k = 0
-            for j in range(m):          # NaN lanes drop out: they never win
-                lanes[k] = <int32_t>j
-                k += logits[s + j] + <float>NOISE32_BOUND >= thr
+            lim = _higher(best, floor)  # the score to beat
+            thr = lim if lim == lim else -INFINITY
+            chunk_range(logits + s, m, &lo, &hi)     # NaN left out
+            if not (hi + <float>NOISE32_BOUND >= thr):
+                s += m                  # no lane can win (NaN lanes never do)
+                continue
+            use = lanes
+            if lo + <float>NOISE32_BOUND >= thr:
+                use = IDENTITY_LANES    # every lane (NaN ones drop out when scored)
+                k = m
+            else:
+                k = 0
+                for j in range(m):      # NaN lanes drop out: they never win
+                    lanes[k] = <int32_t>j
+                    k += logits[s + j] + <float>NOISE32_BOUND >= thr
             if k > 0:
-                uniforms32_at(prefix, <uint32_t>(first_key + s), lanes, k, u)
+                uniforms32_at(prefix, <uint32_t>(first_key + s), use, k, u)
+                if lim == lim and hi > -INFINITY:
+                    # a lane beats the score to beat only with noise above lim - hi (hi: the
+                    # chunk's largest logit), less a margin for the sums' rounding
+                    cut = uniform_cut32((lim - hi) - (<float>1e-5 + <float>1e-5 * fabsf(lim)))
+                    any_low = False
+                    for q in range(k):
+                        any_low = any_low | (u[q] < cut)
+                    if not any_low:
+                        s += m
+                        continue
                 for q in range(k):
-                    j = s + lanes[q]
-                    if best == best and logits[j] + NOISE32_UP[noise_bucket(u[q])] <= best:
-                        continue        # cannot beat the best score so far
+                    j = s + use[q]
+                    lim = _higher(best, floor)
+                    if lim == lim and logits[j] + NOISE32_UP[noise_bucket(u[q])] <= lim:
+                        continue        # cannot beat the best score so far (or the floor)
                     v = logits[j] + noise32_of(u[q])
                     if v != v:
                         continue

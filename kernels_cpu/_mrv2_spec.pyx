@@ -1967,7 +1967,8 @@ cdef Py_ssize_t _watermark_argmax(const Res* a, const float* logits, Py_ssize_t 
     return idx
 
 
-cdef void _res_program(const Res* a, int64_t r, int64_t b, float* buf) noexcept nogil:
+cdef void _res_program(const Res* a, int64_t r, int64_t b, float* buf,
+                       float* floor=NULL) noexcept nogil:
     cdef int64_t ri = iget(a.rej, r), start = iget(a.cu, r), end = iget(a.cu, r + 1)
     cdef int64_t rti = start + ri, rs, rdt = 0, j, nv, tb, db
     cdef float temp, tlse, dlse, tlp, dlp, ratio, lpt, best32
@@ -2026,8 +2027,10 @@ cdef void _res_program(const Res* a, int64_t r, int64_t b, float* buf) noexcept 
         _stf(&a.out_max, _off(&a.out_max, r, 0) + b, best64)
     else:
         idx = gumbel_block_argmax32(buf, nv, a.BS, b * a.BS, iget(a.seed, rs), iget(a.pos, rti),
-                                    noisy, &best32)
+                                    noisy, &best32, floor[0] if floor != NULL else NAN)
         _stf(&a.out_max, _off(&a.out_max, r, 0) + b, best32)
+        if floor != NULL and best32 == best32 and not (best32 <= floor[0]):
+            floor[0] = best32
     _sti(&a.out_arg, _off(&a.out_arg, r, 0) + b, b * a.BS + idx)
 
 
@@ -2092,6 +2095,17 @@ def resample_row_mapping_kernel(
         as_flag(SKIP_MASKED_BLOCKS, "SKIP_MASKED_BLOCKS", 0), grid)
 
 
+cdef void _res_row(const Res* a, int64_t r, float* buf) noexcept nogil:
+    """Request ``r``'s blocks in order, each draw passing over the lanes that cannot exceed
+    the best score of the blocks before it: the row's first largest score and its token come
+    out as the launch's (a block it passes over whole stores a score below that one, which the
+    insert never picks)."""
+    cdef float floor = NAN
+    cdef int64_t b
+    for b in range(a.NB):
+        _res_program(a, r, b, buf, &floor)
+
+
 cdef _resample(
         resampled_local_argmax_ptr, resampled_local_argmax_stride, resampled_local_max_ptr,
         resampled_local_max_stride, target_logits_ptr, target_logits_stride,
@@ -2102,7 +2116,9 @@ cdef _resample(
         watermarking_ptr, watermarking_skip_mask_ptr, watermark_key_0, watermark_key_1,
         vocab_size, BLOCK_SIZE, HAS_DRAFT_LOGITS, USE_FP64, USE_BLOCK_VERIFICATION,
         CONTEXT_WIDTH, WATERMARK, DEDUPLICATE_CONTEXTS, bint skip_masked, grid,
-        bint by_temp=False):
+        bint by_temp=False, bint by_row=False):
+    """The resampling launch; ``by_row`` (the one pass, where only each request's winner is
+    read): a request's blocks in order on one thread (``_res_row``), requests in parallel."""
     cdef Res a
     cdef int64_t R = _grid_axis(grid, 0, "grid"), NB = _grid_axis(grid, 1, "grid")
     cdef int64_t r, ri, start, end, rti, rs, rdt, cols, P, p
@@ -2248,13 +2264,20 @@ cdef _resample(
     P = R * NB
     if P == 0:
         return
-    nt = _team(P * a.BS * 8, P)
+    nt = _team(P * a.BS * 8, R if by_row else P)
     scratch = <float*>malloc(nt * a.BS * sizeof(float))
     if scratch == NULL:
         raise MemoryError()
     try:
         with nogil:
-            if nt == 1:
+            if by_row:
+                if nt == 1:
+                    for r in range(R):
+                        _res_row(&a, r, scratch)
+                else:
+                    for r in prange(R, num_threads=nt, schedule="dynamic"):
+                        _res_row(&a, r, scratch + threadid() * a.BS)
+            elif nt == 1:
                 for p in range(P):
                     _res_program(&a, p // NB, p % NB, scratch)
             else:
@@ -2555,7 +2578,7 @@ def rejection_sample_fused(
         draft_rejected_logsumexp_ptr, num_sampled_ptr, cu_num_logits_ptr,
         expanded_idx_mapping_ptr, draft_sampled_ptr, temp_ptr, seed_ptr, pos_ptr, None, None, 0,
         None, None, 0, 0, V, 1024, has_draft, fp64, False, None, False, False, False, (R, RNB),
-        by_temp)
+        by_temp, outer > 1 or nt <= 1)
     insert_resampled_kernel(
         sampled_ptr, _stride0(sampled_ptr), num_sampled_ptr, resampled_local_argmax_ptr,
         _stride0(resampled_local_argmax_ptr), resampled_local_max_ptr,

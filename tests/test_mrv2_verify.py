@@ -91,7 +91,19 @@ def _stock(
 
 
 def _batch(
-    seed, *, R, K, V, idx, dtype, with_draft, temps, accept_bias, placeholders, masks="none"
+    seed,
+    *,
+    R,
+    K,
+    V,
+    idx,
+    dtype,
+    with_draft,
+    temps,
+    accept_bias,
+    placeholders,
+    masks="none",
+    spread=None,
 ):
     """A V2 verification batch: request ``r`` (slot ``slots[r]``) has ``nd_r <= K`` drafts and
     ``nd_r + 1`` rows; drafts are often the target's argmax (so walks run long). ``masks``:
@@ -103,7 +115,8 @@ def _batch(
         cu.append(cu[-1] + nd + 1)
     L = cu[-1]
     slots = torch.randperm(R + 3, generator=g)[:R]
-    target = torch.randn(L, V, generator=g) * (1 + 4 * torch.rand(L, 1, generator=g))
+    scale = (1 + 4 * torch.rand(L, 1, generator=g)) if spread is None else spread
+    target = torch.randn(L, V, generator=g) * scale
     target = target.to(dtype)
     eim = torch.empty(L, dtype=idx)
     elp = torch.empty(L, dtype=idx)
@@ -206,13 +219,17 @@ def team(request):
     fp64=st.booleans(),
     apply_temperature=st.booleans(),
     masks=st.sampled_from(["none", "none", "k", "p", "kp"]),
+    spread=st.sampled_from([None, None, 0.01, 40.0]),
 )
 def test_one_pass_gives_the_launches_tokens(
     team, seed, R, K, V, idx, dtype, with_draft, temps, accept_bias, placeholders, fp64,
-    apply_temperature, masks,
+    apply_temperature, masks, spread,
 ):  # fmt: skip
+    """``spread``: near-flat rows (the draw's pruning by noise bounds has little to cut) or
+    widely spread ones (it cuts most lanes); None: each row its own scale in 1-5."""
     b = _batch(seed, R=R, K=K, V=V, idx=idx, dtype=dtype, with_draft=with_draft, temps=temps,
-               accept_bias=accept_bias, placeholders=placeholders, masks=masks)  # fmt: skip
+               accept_bias=accept_bias, placeholders=placeholders, masks=masks,
+               spread=spread)  # fmt: skip
     _same_tokens(*_both(b, fp64, apply_temperature))
 
 

@@ -12,6 +12,14 @@ temperature, and the winner of each row's blocks (``local_max.argmax`` + gather,
 code does). Then each kernel's share (the step timed up to it). The read is ``torch.amax`` over
 the rows at the same thread count: the floor a pass over the logits cannot beat. Reported: step,
 read, step / read, and the step's speed-up from one thread.
+
+``--verify`` measures the speculative step instead: what V2's ``RejectionSampler._verify``
+runs for those rows (each request's k drafts and its bonus row) with the plugin -- the one-pass
+verification, ``kernels_cpu.rejection_sample_one_pass``, temperature 0.8 and top-p 0.9 -- in
+three cases: every request's first draft rejected (one-hot drafts off the top-p set: one row
+read and drawn from), every draft accepted with one-hot drafts (peaked rows, the drafts their
+argmax: all five rows read, the bonus row drawn from), and every draft accepted with the
+drafter's probabilities (its logits the target's: five target rows and four draft rows read).
 """
 
 from __future__ import annotations
@@ -84,6 +92,65 @@ def make_step(batch):
     return step, copy_only, read, base
 
 
+def make_verify(batch, case):
+    """The speculative step over ``batch`` requests of ``DRAFTS`` drafts each (``case``:
+    "rejected", "accepted" or "accepted+probs"), and the read of the same target rows."""
+    from kernels_cpu import rejection_sample_one_pass
+
+    steps = DRAFTS + 1
+    rows = batch * steps
+    g = torch.Generator().manual_seed(rows + 7)
+    base = torch.randn(rows, V, generator=g) * 3
+    top = base.argmax(1)
+    draft_sampled = torch.randint(0, V, (rows,), generator=g)
+    draft = None
+    if case == "accepted":
+        base[torch.arange(rows), top] += 20.0  # a confident model: p(argmax) ~ 1
+    for li in range(rows):
+        if case != "rejected" and li % steps < DRAFTS:
+            draft_sampled[li + 1] = top[li]  # the draft checked at row li is its argmax
+    if case == "accepted+probs":
+        draft = base.view(batch, steps, V)[:, :DRAFTS].contiguous()
+    req = torch.arange(batch)
+    args = (
+        base, draft, draft_sampled, torch.arange(0, rows + 1, steps), torch.arange(rows), req,
+        req.repeat_interleave(steps), torch.arange(steps).repeat(batch),
+        torch.full((batch,), TEMPERATURE), req + 1, DRAFTS,
+    )  # fmt: skip
+    p = torch.full((batch,), TOP_P)
+
+    def step():
+        return rejection_sample_one_pass(*args, apply_temperature=True, top_p=p)
+
+    def read():
+        return torch.amax(base, dim=1)
+
+    want = 1 if case == "rejected" else steps
+    got = step()[1]
+    assert got.tolist() == [want] * batch, f"{case}: {got.tolist()} tokens, expected {want}"
+    return step, read
+
+
+def verify_table(threads, batches):
+    print(f"kernels_cpu OpenMP: {K.openmp_enabled()}")
+    print("| B | case | threads | step ms | read ms | step / read | speed-up |")
+    print("|---|---|---|---|---|---|---|")
+    for batch in batches:
+        for case in ("rejected", "accepted", "accepted+probs"):
+            step, read = make_verify(batch, case)
+            first = None
+            for n in threads:
+                K.set_num_threads(n)
+                torch.set_num_threads(n)
+                s = _median_ms(step)
+                r = _median_ms(read)
+                first = first or s
+                print(
+                    f"| {batch} | {case} | {n} | {s:.3f} | {r:.3f} | {s / r:.1f} | "
+                    f"{first / s:.1f}x |"
+                )
+
+
 def check(step, base):
     """The sampled tokens are inside each row's top-p set (the step is a step, not a no-op)."""
     tokens = step()
@@ -106,8 +173,11 @@ def main(argv=None):
         help="also: this many rounds alternating the thread counts, each round's speed-up "
         "over its own one-thread time, the median over rounds (a host whose speed drifts)",
     )
+    ap.add_argument("--verify", action="store_true", help="the speculative step (docstring)")
     args = ap.parse_args(argv)
     threads = [int(t) for t in args.threads.split(",")]
+    if args.verify:
+        return verify_table(threads, [int(b) for b in args.batches.split(",")])
     if args.rounds:
         return _rounds(threads, [int(b) for b in args.batches.split(",")], args.rounds)
     print(f"kernels_cpu OpenMP: {K.openmp_enabled()}")
