@@ -83,22 +83,26 @@ cdef extern from *:
        rising with k, so the first bucket whose bound a score cannot beat is a binary search */
     static float fd_noise32_env[FD_NOISE_BUCKETS + 1];
     static int32_t fd_identity_lanes[256];
-    /* the smallest and largest of x[0, n), NaN left out (+inf/-inf when none): 16 running
-       extremes each, compare-and-selects the compiler vectorises (one chain of minss ran at
-       its latency) */
+    /* the smallest and largest of x[0, n), NaN left out (+inf/-inf when none): 32 running
+       extremes, a compare-and-select each, one reduction per loop -- fd_nanmax's shape, which
+       the compiler vectorises (one chain of minss ran at its latency) */
+    #include "_clones.h"
+    FD_CLONES __attribute__((noinline))
     static void fd_chunk_range(const float *x, Py_ssize_t n, float *lo_out, float *hi_out) {
-        float lo[16], hi[16];
+        float b[32];
         float l = INFINITY, h = -INFINITY;
         Py_ssize_t j = 0;
-        for (int k = 0; k < 16; k++) { lo[k] = INFINITY; hi[k] = -INFINITY; }
-        for (; j + 16 <= n; j += 16)
-            for (int k = 0; k < 16; k++) {
-                float v = x[j + k];
-                lo[k] = v < lo[k] ? v : lo[k];
-                hi[k] = v > hi[k] ? v : hi[k];
-            }
-        for (int k = 0; k < 16; k++) { l = lo[k] < l ? lo[k] : l; h = hi[k] > h ? hi[k] : h; }
-        for (; j < n; j++) { l = x[j] < l ? x[j] : l; h = x[j] > h ? x[j] : h; }
+        for (int k = 0; k < 32; k++) b[k] = -INFINITY;
+        for (; j + 32 <= n; j += 32)
+            for (int k = 0; k < 32; k++) { float v = x[j + k]; b[k] = v > b[k] ? v : b[k]; }
+        for (int k = 0; k < 32; k++) h = b[k] > h ? b[k] : h;
+        for (; j < n; j++) h = x[j] > h ? x[j] : h;
+        j = 0;
+        for (int k = 0; k < 32; k++) b[k] = INFINITY;
+        for (; j + 32 <= n; j += 32)
+            for (int k = 0; k < 32; k++) { float v = x[j + k]; b[k] = v < b[k] ? v : b[k]; }
+        for (int k = 0; k < 32; k++) l = b[k] < l ? b[k] : l;
+        for (; j < n; j++) l = x[j] < l ? x[j] : l;
         *lo_out = l;
         *hi_out = h;
     }
