@@ -79,13 +79,13 @@ def rejection_sample_one_pass(
     num_reqs = max(cu_num_logits.shape[0] - 1, 0)
     steps = int(num_speculative_steps)
     blocks = _cdiv(vocab, STATS_BLOCK)
-    f32 = dict(dtype=torch.float32)
+    f32 = torch.float32
     sampled = torch.empty(num_reqs, steps + 1, dtype=torch.int64)
     num_sampled = torch.empty(num_reqs, dtype=torch.int32)
     resample_blocks = _cdiv(vocab, RESAMPLE_BLOCK)
     processed = None
     if top_k is not None or top_p is not None:
-        processed = torch.empty(tuple(target_logits.shape), **f32)  # rows written as reached
+        processed = torch.empty(tuple(target_logits.shape), dtype=f32)  # rows written as reached
     rejection_sample_fused(
         sampled,
         num_sampled,
@@ -101,12 +101,12 @@ def rejection_sample_one_pass(
         seed,
         steps,
         torch.empty(num_logits, blocks, dtype=torch.int64),
-        torch.empty(num_logits, blocks, **f32),
-        torch.empty(num_logits, blocks, **f32),
-        torch.empty(num_logits, blocks, **f32),
-        torch.empty(num_logits, blocks, **f32),
-        torch.empty(num_reqs, **f32),
-        torch.empty(num_reqs, **f32),
+        torch.empty(num_logits, blocks, dtype=f32),
+        torch.empty(num_logits, blocks, dtype=f32),
+        torch.empty(num_logits, blocks, dtype=f32),
+        torch.empty(num_logits, blocks, dtype=f32),
+        torch.empty(num_reqs, dtype=f32),
+        torch.empty(num_reqs, dtype=f32),
         torch.empty(num_reqs, resample_blocks, dtype=torch.int64),
         torch.empty(num_reqs, resample_blocks, dtype=torch.float64 if use_fp64 else torch.float32),
         USE_FP64=bool(use_fp64),
