@@ -37,6 +37,7 @@ import torch
 
 from .._env import env_flag
 from ._installation import logger
+from ._reasons import Reasons
 from ._spec_step_dropin import fingerprint
 
 __all__ = [
@@ -96,8 +97,8 @@ KNOWN_CODE: dict[tuple[str, str], frozenset[str]] = {
 
 _LOGITS_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
+_fallbacks = Reasons("a V2 verification took vLLM's path")
 _lock = threading.Lock()
-_fallbacks: dict[str, int] = {}
 _taken = [0]  # verifications run in one pass
 
 
@@ -217,37 +218,27 @@ def fallback_reason(
             return "thinking budget"
     except (KeyError, AttributeError, TypeError) as exc:
         return f"the sampler's state cannot be read ({type(exc).__name__}: {exc})"
-    if (
-        not isinstance(logits, torch.Tensor)
-        or logits.ndim != 2
-        or logits.device.type != "cpu"
-        or logits.dtype not in _LOGITS_DTYPES
-        or (logits.shape[1] > 1 and logits.stride(1) != 1)
-    ):
+    if not _cpu_rows(logits, 2):
         return "logits not CPU rows of float32/bfloat16/float16"
-    if draft_logits is not None and (
-        not isinstance(draft_logits, torch.Tensor)
-        or draft_logits.ndim != 3
-        or draft_logits.device.type != "cpu"
-        or draft_logits.dtype not in _LOGITS_DTYPES
-        or (draft_logits.shape[2] > 1 and draft_logits.stride(2) != 1)
-    ):
+    if draft_logits is not None and not _cpu_rows(draft_logits, 3):
         return "draft logits not CPU rows of float32/bfloat16/float16"
     return None
 
 
-def _note_fallback(why: str) -> None:
-    with _lock:
-        first = why not in _fallbacks
-        _fallbacks[why] = _fallbacks.get(why, 0) + 1
-    if first:
-        logger.debug("fastdispatch: a V2 verification took vLLM's path: %s", why)
+def _cpu_rows(t: Any, ndim: int) -> bool:
+    """A CPU tensor of ``ndim`` dimensions, float32/bfloat16/float16, unit-stride rows."""
+    return (
+        isinstance(t, torch.Tensor)
+        and t.ndim == ndim
+        and t.device.type == "cpu"
+        and t.dtype in _LOGITS_DTYPES
+        and (t.shape[-1] <= 1 or t.stride(-1) == 1)
+    )
 
 
 def fallbacks() -> dict[str, int]:
     """Verifications that took vLLM's ``_verify`` since start-up, by reason."""
-    with _lock:
-        return dict(_fallbacks)
+    return _fallbacks.counts()
 
 
 def taken() -> int:
@@ -283,7 +274,7 @@ def verify_for(facts: dict) -> Callable[..., Any]:
         )  # fmt: skip
         why = fallback_reason(self, logits, draft_logits, idx_mapping_np, facts)
         if why is not None:
-            _note_fallback(why)
+            _fallbacks.note(why)
             return original(self, *args)
         sampler = self.sampler
         states = sampler.sampling_states

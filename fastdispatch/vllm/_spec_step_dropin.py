@@ -27,7 +27,6 @@ import copy
 import hashlib
 import inspect
 import textwrap
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -37,6 +36,7 @@ from kernels_cpu._spec_step import spec_sample_step
 
 from .._log import get_logger
 from .._topk_topp_dropin import supported as topk_topp_supported
+from ._reasons import Reasons
 
 __all__ = [
     "FORWARD",
@@ -89,8 +89,7 @@ STEP_RELEASES = _step_releases()
 #: takes the argmax where ``temperature < 1e-5``; the target rows where it is exactly 0.
 _SAMPLING_EPS = 1e-5
 
-_lock = threading.Lock()
-_fallbacks: dict[str, int] = {}
+_fallbacks = Reasons("a speculative step took vLLM's path")
 
 
 def _canon(node: Any) -> str:
@@ -221,18 +220,9 @@ def fallback_reason(
     return None
 
 
-def _note_fallback(why: str) -> None:
-    with _lock:
-        first = why not in _fallbacks
-        _fallbacks[why] = _fallbacks.get(why, 0) + 1
-    if first:
-        logger.debug("fastdispatch: a speculative step took vLLM's path: %s", why)
-
-
 def fallbacks() -> dict[str, int]:
     """Steps that took vLLM's path since start-up, by reason."""
-    with _lock:
-        return dict(_fallbacks)
+    return _fallbacks.counts()
 
 
 def one_pass_step(metadata: Any, draft_probs: Any, logits: torch.Tensor, sm: Any) -> torch.Tensor:
@@ -296,7 +286,7 @@ def forward_for(facts: dict) -> Callable[..., Any]:
     ) -> Any:
         why = fallback_reason(self, metadata, draft_probs, logits, sampling_metadata, facts)
         if why is not None:
-            _note_fallback(why)
+            _fallbacks.note(why)
             return original(self, metadata, draft_probs, logits, sampling_metadata)
         tokens = one_pass_step(metadata, draft_probs, logits, sampling_metadata)
         return output(sampled_token_ids=tokens, logprobs_tensors=None)
