@@ -2415,6 +2415,7 @@ def rejection_sample_fused(
     cdef double pv
     cdef bint process = not is_none(top_k_ptr) or not is_none(top_p_ptr)
     cdef unsigned char* done = NULL
+    cdef Tab rtab, rtab2
     z.proc = NULL
     z.kp = z.pp = NULL
     z.kwide = z.pdbl = False
@@ -2533,8 +2534,22 @@ def rejection_sample_fused(
         cu_num_logits_ptr, idx_mapping_ptr, temp_ptr, seed_ptr, pos_ptr, None, None, None, 0,
         None, None, NB, padded, has_draft, False, False, None, False, (R,), &rj)
     rj.g.tgt.by_temp = by_temp
-    _stride0(resampled_local_argmax_ptr)     # the resampling tables' checks come with its launch
-    _stride0(resampled_local_max_ptr)
+    # the resampling tables: checked here, as the launch after the walk checks them again
+    _table(resampled_local_argmax_ptr, "resampled_local_argmax_ptr", M_INDEX, 2,
+           _stride0(resampled_local_argmax_ptr), "resampled_local_argmax_ptr.stride(0)", None, "",
+           &rtab)
+    _table(resampled_local_max_ptr, "resampled_local_max_ptr", M_REAL, 2,
+           _stride0(resampled_local_max_ptr), "resampled_local_max_ptr.stride(0)", None, "",
+           &rtab2)
+    if fp64 and rtab2.code != DT_FLOAT64:
+        raise ValueError(expected("resampled_local_max_ptr", "float64 with USE_FP64", "float32"))
+    for r in range(R):
+        _need(&rtab, "resampled_local_argmax_ptr", r, 0, RNB, f"row {r}'s {RNB} blocks")
+        _need(&rtab2, "resampled_local_max_ptr", r, 0, RNB, f"row {r}'s {RNB} blocks")
+    _no_overlap_rows(&rtab, "resampled_local_argmax_ptr", "resampled_local_argmax_ptr.stride(0)",
+                     R, RNB)
+    _no_overlap_rows(&rtab2, "resampled_local_max_ptr", "resampled_local_max_ptr.stride(0)", R,
+                     RNB)
     if R == 0:
         return
     nt = threads_for(R * V)

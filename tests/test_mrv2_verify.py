@@ -322,6 +322,8 @@ def _small():
         (6, lambda b: b["pos"][:1], "pos_ptr"),
         (2, lambda b: b["target"][0], "target_logits_ptr"),
         (10, lambda b: b["temp"][:1], "expanded_idx_mapping_ptr"),
+        (20, lambda b: torch.empty(1, 1, dtype=torch.int64), "resampled_local_argmax_ptr"),
+        (21, lambda b: torch.empty(1, 1), "resampled_local_max_ptr"),
     ],
 )
 def test_bad_input_is_refused_naming_it_and_nothing_is_written(arg, bad, name):
