@@ -69,6 +69,7 @@ DEFAULT_TESTS=(
     tests/test_mrv2_draft_logits.py
     tests/test_mrv2_sample.py
     tests/test_mrv2_spec.py
+    tests/test_mrv2_verify.py
     tests/test_mrv2_drafts.py
 )
 EXCLUDED_TESTS=(tests/test_runtime_vllm_dropin.py)
