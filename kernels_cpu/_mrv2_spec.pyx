@@ -1406,13 +1406,12 @@ cdef struct Lazy:
     # programs read in its place
     float* proc         # [rows, width] fp32; NULL: no processing
     Py_ssize_t width    # the target logits' columns: every one is processed, as vLLM does
-    Tab raw             # the raw target logits
+    Tab raw             # the raw target logits (by_temp: APPLY_TEMPERATURE)
     IBuf eim
     Real temp
     const char* kp
     const char* pp
     bint kwide, pdbl
-    bint by_temp        # divide by the temperature (APPLY_TEMPERATURE)
     unsigned char* done # per row: processed
     int failed          # a scratch allocation of the mask failed
 
@@ -1428,7 +1427,7 @@ cdef void _lazy_row(Lazy* z, int64_t li) noexcept nogil:
     _ldrow(&z.raw, _off(&z.raw, li, 0), z.width, row)
     rs = iget(z.eim, li)
     temp = _ldr(z.temp, rs)
-    if z.by_temp and temp != 0.0 and temp != 1.0:
+    if _scaled(&z.raw, temp):
         fd_div_by(row, z.width, temp)
     if z.kp != NULL or z.pp != NULL:
         if mask_rows(<char*>row, z.width * sizeof(float), DT_FLOAT32, 1, z.width,
@@ -2376,8 +2375,8 @@ def rejection_sample_fused(
     """vLLM 0.32's ``rejection_sample`` (``rejection_sampler_utils.py``: Leviathan et al.'s
     test, no synthetic rates, block verification or watermark) after its temperature kernel,
     in one pass: the same programs as the launches of ``compute_local_logits_stats_kernel``,
-    ``rejection_kernel``, ``resample_kernel`` and ``insert_resampled_kernel``, with two
-    changes that leave every value as it was:
+    ``rejection_kernel``, ``resample_kernel`` and ``insert_resampled_kernel``, with changes
+    that leave every value as it was:
 
     * a row's statistics (all its ``8192``-wide blocks) are computed when the rejection walk
       first reads them, so the rows past a request's first rejection are never read (the
@@ -2407,7 +2406,7 @@ def rejection_sample_fused(
     cdef bint has_draft = not is_none(draft_logits_ptr)
     cdef bint by_temp = as_flag(APPLY_TEMPERATURE, "APPLY_TEMPERATURE", 0)
     cdef bint fp64 = as_flag(USE_FP64, "USE_FP64", 0)
-    cdef Py_ssize_t n_eim, n_temp, n_seed, n_pos, n_k = 0, n_p = 0
+    cdef Py_ssize_t n_temp, n_seed, n_pos, n_k = 0, n_p = 0
     cdef IBuf cu, eim
     cdef Py_ssize_t shp[3]
     cdef int kcode = 0, pcode = 0
@@ -2445,7 +2444,6 @@ def rejection_sample_fused(
             raise ValueError(expected("cu_num_logits_ptr", f"offsets with 0 <= [r] < [r + 1] <= "
                                       f"{L} (each request's rows, at least its bonus row)",
                                       f"[{r}] = {start}, [{r + 1}] = {end}"))
-    n_eim = _numel(expanded_idx_mapping_ptr, "expanded_idx_mapping_ptr", M_INDEX)
     eim = index_at_least(expanded_idx_mapping_ptr, "expanded_idx_mapping_ptr", L,
                          "one per logits row")
     n_temp = _numel(temp_ptr, "temp_ptr", M_REAL)
@@ -2503,17 +2501,13 @@ def rejection_sample_fused(
                 if not (0.0 < pv <= 1.0):
                     raise ValueError(expected("top_p_ptr", "values in (0, 1]",
                                               f"top_p_ptr[{start}] = {pv}"))
-        z.by_temp = by_temp
+        z.raw.by_temp = by_temp
         by_temp = False                     # the programs read the processed rows
         target_logits_ptr = processed_ptr
-    NB = (V + 8191) // 8192
-    padded = 1
-    while padded < NB:
-        padded *= 2
+    NB = (V + 8191) // 8192                 # vLLM's VOCAB_BLOCK_SIZE and RESAMPLE_BLOCK_SIZE
+    padded = _next_pow2(NB)
     RNB = (V + 1023) // 1024
-    rpadded = 1
-    while rpadded < RNB:
-        rpadded *= 2
+    rpadded = _next_pow2(RNB)
     _local_logits_stats(
         target_local_argmax_ptr, _stride0(target_local_argmax_ptr), target_local_max_ptr,
         _stride0(target_local_max_ptr), target_local_sumexp_ptr,
@@ -2599,6 +2593,14 @@ def rejection_sample_fused(
         _stride0(resampled_local_argmax_ptr), resampled_local_max_ptr,
         _stride0(resampled_local_max_ptr), RNB, cu_num_logits_ptr, expanded_idx_mapping_ptr,
         temp_ptr, rpadded, grid=(R,))
+
+
+cdef inline int64_t _next_pow2(int64_t n) noexcept:
+    """``triton.next_power_of_2`` for n >= 1 (the PADDED_* launch constants)."""
+    cdef int64_t p = 1
+    while p < n:
+        p *= 2
+    return p
 
 
 cdef void _walk(const Rej* rj, Lazy* z, int64_t r, float* buf) noexcept nogil:

@@ -172,6 +172,15 @@ def _bad_words_used(proc: Any, idx: np.ndarray) -> bool:
     return int(vars(proc)["num_bad_words"].np[idx].max()) > 0
 
 
+def _masks_in_use(states: Any, idx: np.ndarray) -> tuple[bool, bool]:
+    """Whether vLLM masks the batch by top-k, by top-p (``SamplingStates.get_top_k_top_p``: when
+    any of its requests uses it)."""
+    return (
+        bool(np.any(states.top_k.np[idx] != states.vocab_size)),
+        bool(np.any(states.top_p.np[idx] != 1.0)),
+    )
+
+
 def fallback_reason(
     rs: Any, logits: Any, draft_logits: Any, idx_mapping_np: np.ndarray, facts: dict
 ) -> str | None:
@@ -199,9 +208,7 @@ def fallback_reason(
             return "processed logprobs"
         if np.any(states.min_p.np[idx] != 0.0):
             return "min-p"
-        if (
-            np.any(states.top_k.np[idx] != states.vocab_size) or np.any(states.top_p.np[idx] != 1.0)
-        ) and (
+        if any(_masks_in_use(states, idx)) and (
             facts["top_k_top_p"] is None
             or vars(facts["states_module"]).get("apply_top_k_top_p") is not facts["top_k_top_p"]
         ):
@@ -278,9 +285,7 @@ def verify_for(facts: dict) -> Callable[..., Any]:
             return original(self, *args)
         sampler = self.sampler
         states = sampler.sampling_states
-        # vLLM's SamplingStates.get_top_k_top_p: a mask goes to the batch when a request uses it
-        do_k = np.any(states.top_k.np[idx_mapping_np] != states.vocab_size)
-        do_p = np.any(states.top_p.np[idx_mapping_np] != 1.0)
+        do_k, do_p = _masks_in_use(states, idx_mapping_np)
         sampled, num_sampled = rejection_sample_one_pass(
             logits,
             draft_logits,
