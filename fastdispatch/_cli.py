@@ -448,6 +448,14 @@ def _format_mrv2(mrv2):
             lines.append(
                 f"    speculative verification: vLLM's _verify, our kernels ({verify['reason']})"
             )
+    draft = mrv2.get("draft")
+    if draft and mrv2["installed"]:
+        if draft["who"] == "ours":
+            lines.append(
+                "    greedy draft pick: kernels_cpu.argmax_rows (DraftModelSpeculator.sample_draft)"
+            )
+        else:
+            lines.append(f"    greedy draft pick: vLLM's torch argmax ({draft['reason']})")
     by_feature = {}
     for name, item in sorted(kernels.items()):
         if item["who"] != "ours":

@@ -26,6 +26,7 @@ from ._parallel import (  # noqa: E402
     set_num_threads,
     set_parallel_threshold,
 )
+from ._row_argmax import argmax_rows  # noqa: E402
 from ._topk_topp import top_k_top_p  # noqa: E402
 
 if TYPE_CHECKING:  # the kernels' types, from their modules' stubs (at run time: _kernels())
@@ -80,6 +81,7 @@ __all__ = [
     "set_parallel_threshold",
     "top_k_top_p",
     "rejection_sample_one_pass",
+    "argmax_rows",
     # the kernels: every implementation in the kernel table, in its order
     *(impl for entry in VLLM_KERNELS.values() for impl in entry.impls),
     *(impl for entry in MRV2_KERNELS.values() for impl in entry.impls),

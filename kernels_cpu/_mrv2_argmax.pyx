@@ -43,47 +43,11 @@ from kernels_cpu._mrv2_rows cimport (
 )
 from kernels_cpu._parallel cimport threads_for
 
-cdef extern from *:
-    """
-    #include <math.h>
-    /* The largest of x[0:n] with NaN ignored, -inf when nothing beats it. `x > m ? x : m`
-     * over 8 independent lanes -- a NaN x never replaces a lane -- so GCC emits packed max
-     * instructions (x86 maxps has exactly these semantics). */
-    static float fd_argmax_lanes_max(const float* x, Py_ssize_t n) {
-        float m[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY,
-                      -INFINITY, -INFINITY, -INFINITY, -INFINITY};
-        Py_ssize_t i, j;
-        float r = -INFINITY;
-        for (i = 0; i + 8 <= n; i += 8)
-            for (j = 0; j < 8; j++)
-                m[j] = x[i + j] > m[j] ? x[i + j] : m[j];
-        for (; i < n; i++)
-            r = x[i] > r ? x[i] : r;
-        for (j = 0; j < 8; j++)
-            r = m[j] > r ? m[j] : r;
-        return r;
-    }
-    /* The first i with x[i] == v (v is in x[0:n]): 16 flags at a time in a loop that
-     * vectorises, then the one group that holds it scanned. */
-    static Py_ssize_t fd_argmax_first_equal(const float* x, Py_ssize_t n, float v) {
-        Py_ssize_t i = 0, j;
-        int hit;
-        for (; i + 16 <= n; i += 16) {
-            hit = 0;
-            for (j = 0; j < 16; j++)
-                hit |= x[i + j] == v;
-            if (hit)
-                break;
-        }
-        for (; i < n; i++)
-            if (x[i] == v)
-                return i;
-        return 0;
-    }
-    """
-    float _lanes_max "fd_argmax_lanes_max"(const float* x, Py_ssize_t n) noexcept nogil
-    Py_ssize_t _first_equal "fd_argmax_first_equal"(const float* x, Py_ssize_t n,
-                                                    float v) noexcept nogil
+cdef extern from "_rowmax.h":
+    # one vectorised pass each, cloned per x86-64 level (the header says how)
+    float fd_max_nan(const float* x, Py_ssize_t n, int* has_nan) noexcept nogil
+    Py_ssize_t fd_first_equal(const float* x, Py_ssize_t n, float v) noexcept nogil
+    Py_ssize_t fd_first_nan(const float* x, Py_ssize_t n) noexcept nogil
 
 
 cdef enum:
@@ -133,11 +97,12 @@ cdef inline IBuf _ibuf(FRows* r) noexcept:
 cdef Py_ssize_t _chunk_argmax(const float* x, Py_ssize_t n, float* best) noexcept nogil:
     """Index of the first largest of ``x[0:n]`` (NaN ignored) if it beats ``best``, which it
     then becomes; -1 when it does not (a tie keeps the earlier chunk's index)."""
-    cdef float m = _lanes_max(x, n)
+    cdef int nan = 0
+    cdef float m = fd_max_nan(x, n, &nan)
     cdef Py_ssize_t j
     if not (m > best[0]):
         return -1
-    j = _first_equal(x, n, m)
+    j = fd_first_equal(x, n, m)
     best[0] = x[j]
     return j
 

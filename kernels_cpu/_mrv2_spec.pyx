@@ -38,7 +38,7 @@ first-index argmax. The block sums of exponentials use the sampling kernels' vec
 decided by the same comparisons as the kernel's.
 """
 from cython.parallel cimport prange, threadid
-from libc.math cimport expf, logf, log1pf, INFINITY, NAN
+from libc.math cimport exp, expf, fabs, log, logf, log1pf, INFINITY, NAN
 from libc.stdint cimport int64_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy
@@ -1449,6 +1449,61 @@ cdef void _lazy_stats(Lazy* z, int64_t li) noexcept nogil:
             _stats_program(z.st, li, b, z.scratch + _thread_id() * BS)
 
 
+cdef enum:
+    REJECT_CHUNK = 2048     # columns per step of _lazy_rejects' partial sum
+
+
+cdef bint _lazy_rejects(Lazy* z, const Tab* t, int64_t li, int64_t token, float temp,
+                        float u) noexcept nogil:
+    """Whether the rejection test of a one-hot draft ``token`` at row ``li`` certainly rejects,
+    read from the row's maximum and a partial sum of its exponentials -- so its statistics need
+    not be computed (no later program reads them: the walk stops there, and a one-hot draft's
+    resampling reads the logits alone).
+
+    The test accepts when ``x_t - lse > log(u)`` (``_logprobs``), ``lse = M + log(S)`` with ``M``
+    the row maximum (NaN skipped) and ``S`` the sum of ``exp(x - M)``: any partial sum bounds
+    ``S`` from below, so once ``x_t - M - log(partial) < log(u)`` -- by a margin (1e-3 plus a
+    relative 1e-6 of the logits, against the float rounding of the exponentials, their sums and
+    the subtractions, all far below it; the partial sum also taken 1e-4 low) -- the test rejects
+    whatever the rest of the row holds. Undecided (a NaN, an infinite maximum, a bf16/fp16 row,
+    a probable draft) the caller computes the statistics as before: the answer never changes."""
+    cdef const float* row
+    cdef float* buf
+    cdef float m, xt
+    cdef double need, total = 0.0
+    cdef int64_t V = z.st.V, c, n, j
+    if t.code != DT_FLOAT32 or not (temp > 0.0) or not (u > 0.0) or not (0 <= token < V):
+        return False
+    row = (<const float*>t.p) + _off(t, li, 0)
+    m = fd_nanmax(row, V)
+    xt = row[token]
+    if not (-INFINITY < m < INFINITY) or xt != xt:
+        return False
+    if _scaled(t, temp):
+        m = m / temp
+        xt = xt / temp
+        if not (-INFINITY < m < INFINITY):
+            return False
+    need = <double>xt - <double>m - log(<double>u) + 1e-3 + 1e-6 * (fabs(xt) + fabs(m))
+    if not (need < log(<double>V)):          # S <= V: no partial sum can reach it
+        return False
+    need = exp(need)
+    buf = z.scratch + _thread_id() * z.st.BS
+    c = 0
+    while c < V:
+        n = V - c if V - c < REJECT_CHUNK else REJECT_CHUNK
+        memcpy(buf, row + c, n * sizeof(float))
+        if _scaled(t, temp):
+            fd_div_by(buf, n, temp)
+        fd_exp_shifted(buf, n, m)
+        for j in range(n):
+            total += buf[j]
+        if total * (1.0 - 1e-4) > need:
+            return True
+        c += n
+    return False
+
+
 cdef struct Rej:
     LogProbs g
     Tab sampled, tam, resid, clp
@@ -1512,7 +1567,7 @@ cdef void _rej_program(const Rej* a, int64_t r, float* buf) noexcept nogil:
     cdef int64_t step_seed
     cdef float temp = _ldr(a.temp, rs), target_lse = 0.0, draft_lse = 0.0, u, h, pjr, rm, denom
     cdef float tlp, dlp, stlse, sdlse
-    cdef bint greedy = temp == 0.0, verifying = True, valid, accepted, can_defer
+    cdef bint greedy = temp == 0.0, verifying = True, valid, accepted, can_defer, early
     nd = iget(a.cu, r + 1) - start - 1
     for i in range(nd):
         li = start + i
@@ -1524,8 +1579,6 @@ cdef void _rej_program(const Rej* a, int64_t r, float* buf) noexcept nogil:
             verifying = verifying and valid
         if not verifying:
             continue
-        if a.lazy != NULL:
-            _lazy_stats(a.lazy, li)
         ta = 0
         can_defer = False
         accepted = False
@@ -1533,6 +1586,14 @@ cdef void _rej_program(const Rej* a, int64_t r, float* buf) noexcept nogil:
         if a.step_seeds and a.block:
             step_seed = seed ^ <int64_t>(<uint64_t>i << 32)       # spec_step_seed(seed, i)
         u = _tl_rand32(step_seed, iget(a.pos, li), a.pos.wide)
+        early = False
+        if a.lazy != NULL:
+            if (not greedy and not a.block and not a.synthetic and a.fly == 0 and valid
+                    and not a.g.has_draft):
+                _lazy_row(a.lazy, li)
+                early = _lazy_rejects(a.lazy, &a.g.tgt, li, ds, temp, u)
+            if not early:
+                _lazy_stats(a.lazy, li)
         if greedy:
             ta = _global_target_argmax(a, li, buf)
             if a.synthetic:
@@ -1554,6 +1615,9 @@ cdef void _rej_program(const Rej* a, int64_t r, float* buf) noexcept nogil:
             if u <= h:
                 accepted_length = i + 1
             _sti(&a.sampled, _off(&a.sampled, r, 0) + i, ds)
+        elif early:
+            target_lse = NAN                    # not read: a one-hot draft's resampling
+            draft_lse = 0.0                     # reads the logits alone
         else:
             _logprobs(&a.g, ds, valid, li, rs, i, temp, buf, &tlp, &dlp, &stlse, &sdlse)
             if a.fly == 0 or pending < 0:       # FLy: the pending rejection's stats stay

@@ -61,6 +61,7 @@ cdef extern from *:
     #include <stdlib.h>
     #include <math.h>
     #include "_clones.h"    /* FD_CLONES: baseline, x86-64-v3 and -v4 copies of a hot loop */
+    #include "_rowmax.h"    /* fd_max_nan: a row's maximum and whether it holds a NaN */
     #define TKP_LANES 16
     #define TKP_BLK 64          /* values per block of the vectorised passes */
     #define TKP_NB 512          /* top-p buckets over ref - x, of a width fitted to the row */
@@ -111,29 +112,6 @@ cdef extern from *:
         else { for (Py_ssize_t i = 0; i < n; i++) out[i] = tkp_h2f(row[i]); }
     }
 
-    /* maximum of x[0:n) and whether a NaN occurs */
-    FD_CLONES static float tkp_max(const float* x, Py_ssize_t n, int* has_nan) {
-        float m[TKP_LANES];
-        int nan[TKP_LANES];
-        Py_ssize_t i = 0;
-        for (int j = 0; j < TKP_LANES; j++) { m[j] = -INFINITY; nan[j] = 0; }
-        for (; i + TKP_LANES <= n; i += TKP_LANES)
-            for (int j = 0; j < TKP_LANES; j++) {
-                float v = x[i + j];
-                m[j] = v > m[j] ? v : m[j];
-                nan[j] |= v != v;
-            }
-        for (int j = 0; i + j < n; j++) {
-            float v = x[i + j];
-            m[j] = v > m[j] ? v : m[j];
-            nan[j] |= v != v;
-        }
-        float best = m[0];
-        int any = 0;
-        for (int j = 0; j < TKP_LANES; j++) { best = m[j] > best ? m[j] : best; any |= nan[j]; }
-        *has_nan = any;
-        return best;
-    }
 
     /* the element of rank t (0-based, ascending) of a[0:n), by quickselect (a is permuted;
        no NaN in a) */
@@ -536,7 +514,7 @@ cdef extern from *:
             float mc, t = -INFINITY;
             int nc = 0;
             if (k < len) t = tkp_kth_largest(x + lo, len, k, s->sel + lo, &mc, &nc);
-            else mc = tkp_max(x + lo, len, &nc);
+            else mc = fd_max_nan(x + lo, len, &nc);
             for (Py_ssize_t i = 0; i < len; i++)
                 if (x[lo + i] >= t) s->pool[lo + cnt++] = x[lo + i];
             s->counts[ch] = cnt;
@@ -611,7 +589,7 @@ cdef extern from *:
                works: the law is scale-free), so the pass that finds the row maximum is saved;
                a larger value or a NaN sends the row down the exact-maximum path */
             Py_ssize_t ns = n < TKP_SAMPLE ? n : TKP_SAMPLE;
-            float m0 = tkp_max(x, ns, &has_nan);
+            float m0 = fd_max_nan(x, ns, &has_nan);
             if (!has_nan && m0 > -INFINITY && m0 < INFINITY) {
                 float span = m0 - tkp_low(x, ns, -INFINITY, m0), ref = m0 + 16.0f, w = 8.0f;
                 if (span > 0.0f && span < INFINITY) {
@@ -631,7 +609,7 @@ cdef extern from *:
                     return;
                 }
             }
-            m = tkp_max(x, n, &has_nan);
+            m = fd_max_nan(x, n, &has_nan);
         }
         if (has_nan || m == -INFINITY) return;
         if (!do_p) {

@@ -249,6 +249,40 @@ def test_long_walks_and_first_rejections_both_occur():
     assert any(ns == 1 and rows > 1 for ns, rows in lengths)  # first draft rejected
 
 
+@pytest.mark.parametrize("masks", ["none", "p"])
+@pytest.mark.parametrize("apply_temperature", [False, True])
+def test_drafts_of_every_probability_get_the_launches_verdict(team, masks, apply_temperature):
+    """One-hot drafts whose target probability runs from ~1e-6 to ~1 (the first draft of each
+    request; rows flat, spread or peaked): the one pass decides many rejections from a row's
+    maximum and a partial sum of its exponentials, without its statistics -- the verdicts, and
+    so the tokens, are the launches' at every probability, those near the request's uniform
+    included."""
+    R, K, V = 48, 2, 9000
+    b = _batch(5, R=R, K=K, V=V, idx=torch.int64, dtype=torch.float32, with_draft=False,
+               temps=(0.8, 1.0), accept_bias=0.0, placeholders=False, masks=masks)  # fmt: skip
+    g = torch.Generator().manual_seed(11)
+    cu = b["cu"].tolist()
+    t = b["target"]
+    verdicts = set()
+    for r in range(R):
+        if cu[r + 1] - cu[r] < 2:
+            continue
+        li = cu[r]
+        row = torch.randn(V, generator=g) * [0.05, 1.0, 6.0][r % 3]
+        tok = int(torch.randint(0, V, (1,), generator=g))
+        want_p = 10 ** (-6 * float(torch.rand(1, generator=g)))  # 1e-6 .. 1
+        others = torch.logsumexp(torch.cat([row[:tok], row[tok + 1 :]]), 0)
+        row[tok] = others + torch.log(torch.tensor(want_p / (1 - want_p + 1e-12)))
+        t[li] = row
+        b["ds"][li + 1] = tok
+    got, want = _both(b, False, apply_temperature)
+    _same_tokens(got, want)
+    for r in range(R):
+        if cu[r + 1] - cu[r] >= 2:
+            verdicts.add(int(want[1][r]) > 1)
+    assert verdicts == {True, False}  # both verdicts occur
+
+
 @pytest.mark.parametrize("masks", ["none", "kp"])
 def test_nan_and_minus_inf_rows_match(masks):
     """A row of NaN, one of -inf and one of a single finite value: the walk and the draw give

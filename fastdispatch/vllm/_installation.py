@@ -109,6 +109,8 @@ class _Installation:
         self.mrv2_left = None  # why Model Runner V2 support is not installed (None: it is)
         self.mrv2_verify = None  # (RejectionSampler, our _verify) while V2's one pass stands
         self.mrv2_verify_left = None  # why it does not (see _mrv2_verify)
+        self.mrv2_draft = None  # (DraftModelSpeculator, our sample_draft) while it stands
+        self.mrv2_draft_left = None  # why it does not (see _mrv2_drafter)
 
     # -- registration ----------------------------------------------------------------------
 

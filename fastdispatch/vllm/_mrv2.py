@@ -34,6 +34,7 @@ import importlib.util
 
 from .._env import env_flag
 from ._installation import logger
+from ._mrv2_drafter import draft_report, install_draft
 from ._mrv2_scan import RUNNER_PACKAGE, launched_kernels, module_defines, runner_dir
 from ._mrv2_verify import install_verify, verify_report
 
@@ -206,6 +207,7 @@ def install_mrv2(state):
     _patch_validation(state)
     _patch_speculator_guards(state)
     install_verify(state)
+    install_draft(state)
     logger.info(
         "fastdispatch: Model Runner V2: %d kernels now launch kernels_cpu%s",
         len(state.mrv2),
@@ -314,7 +316,8 @@ def mrv2_report():
     ``"vllm"`` (no CPU kernel here: ``reason``; ``feature`` says which configurations need it
     -- a configuration that uses none of the missing kernels' features runs on Model Runner V2
     all the same); ``"verify"``: whether the speculative verification runs in one pass
-    (``_mrv2_verify.verify_report``). Empty before :func:`fastdispatch.vllm.install` ran.
+    (``_mrv2_verify.verify_report``); ``"draft"``: whether the greedy draft pick runs on our
+    argmax (``_mrv2_drafter.draft_report``). Empty before :func:`fastdispatch.vllm.install` ran.
     """
     from . import _installation
 
@@ -344,4 +347,5 @@ def mrv2_report():
             "reason": state.mrv2_left,
             "kernels": kernels,
             "verify": verify_report(state),
+            "draft": draft_report(state),
         }
