@@ -1449,58 +1449,53 @@ cdef void _lazy_stats(Lazy* z, int64_t li) noexcept nogil:
             _stats_program(z.st, li, b, z.scratch + _thread_id() * BS)
 
 
-cdef enum:
-    REJECT_CHUNK = 2048     # columns per step of _lazy_rejects' partial sum
-
-
-cdef bint _lazy_rejects(Lazy* z, const Tab* t, int64_t li, int64_t token, float temp,
-                        float u) noexcept nogil:
-    """Whether the rejection test of a one-hot draft ``token`` at row ``li`` certainly rejects,
-    read from the row's maximum and a partial sum of its exponentials -- so its statistics need
-    not be computed (no later program reads them: the walk stops there, and a one-hot draft's
-    resampling reads the logits alone).
+cdef bint _stats_or_reject(Lazy* z, const Tab* t, int64_t li, int64_t token, float temp,
+                           float u) noexcept nogil:
+    """Row ``li``'s statistics, block by block, for the rejection test of a one-hot draft
+    ``token``; True when the blocks computed so far already make that test reject -- the rest
+    of the row's blocks are then not computed (no later program reads them: the walk stops
+    there, and a one-hot draft's resampling reads the logits alone).
 
     The test accepts when ``x_t - lse > log(u)`` (``_logprobs``), ``lse = M + log(S)`` with ``M``
-    the row maximum (NaN skipped) and ``S`` the sum of ``exp(x - M)``: any partial sum bounds
-    ``S`` from below, so once ``x_t - M - log(partial) < log(u)`` -- by a margin (1e-3 plus a
-    relative 1e-6 of the logits, against the float rounding of the exponentials, their sums and
-    the subtractions, all far below it; the partial sum also taken 1e-4 low) -- the test rejects
-    whatever the rest of the row holds. Undecided (a NaN, an infinite maximum, a bf16/fp16 row,
-    a probable draft) the caller computes the statistics as before: the answer never changes."""
+    the row maximum (NaN skipped; one vectorised pass first) and ``S`` the sum of
+    ``exp(x - M)``: the blocks' ``sumexp * exp(max - M)`` summed so far bound ``S`` from below,
+    so once ``x_t - M - log(partial) < log(u)`` -- by a margin (1e-3 plus a relative 1e-6 of the
+    logits, the partial sum also taken 1e-4 low: against the float rounding of the exponentials,
+    their sums and the subtractions, all far below it) -- the test rejects whatever the rest of
+    the row holds. Otherwise (a NaN, an infinite maximum, a bf16/fp16 row, a probable draft,
+    a team splitting the row) every block is computed, as before: the answer never changes."""
+    cdef const Stats* st = z.st
     cdef const float* row
     cdef float* buf
-    cdef float m, xt
-    cdef double need, total = 0.0
-    cdef int64_t V = z.st.V, c, n, j
-    if t.code != DT_FLOAT32 or not (temp > 0.0) or not (u > 0.0) or not (0 <= token < V):
+    cdef float m, xt, bm
+    cdef double need = INFINITY, total = 0.0
+    cdef int64_t V = st.V, b
+    cdef Py_ssize_t om, os
+    _lazy_row(z, li)
+    if (z.team > 1 or t.code != DT_FLOAT32 or not (temp > 0.0) or not (u > 0.0)
+            or not (0 <= token < V)):
+        _lazy_stats(z, li)
         return False
     row = (<const float*>t.p) + _off(t, li, 0)
     m = fd_nanmax(row, V)
     xt = row[token]
-    if not (-INFINITY < m < INFINITY) or xt != xt:
-        return False
     if _scaled(t, temp):
         m = m / temp
         xt = xt / temp
-        if not (-INFINITY < m < INFINITY):
-            return False
-    need = <double>xt - <double>m - log(<double>u) + 1e-3 + 1e-6 * (fabs(xt) + fabs(m))
-    if not (need < log(<double>V)):          # S <= V: no partial sum can reach it
-        return False
-    need = exp(need)
-    buf = z.scratch + _thread_id() * z.st.BS
-    c = 0
-    while c < V:
-        n = V - c if V - c < REJECT_CHUNK else REJECT_CHUNK
-        memcpy(buf, row + c, n * sizeof(float))
-        if _scaled(t, temp):
-            fd_div_by(buf, n, temp)
-        fd_exp_shifted(buf, n, m)
-        for j in range(n):
-            total += buf[j]
-        if total * (1.0 - 1e-4) > need:
-            return True
-        c += n
+    if -INFINITY < m < INFINITY and xt == xt:
+        need = <double>xt - <double>m - log(<double>u) + 1e-3 + 1e-6 * (fabs(xt) + fabs(m))
+        need = exp(need) if need < log(<double>V) else INFINITY  # S <= V
+    buf = z.scratch + _thread_id() * st.BS
+    om = _off(&st.tmax, li, 0)
+    os = _off(&st.tsum, li, 0)
+    for b in range(st.NB):
+        _stats_program(st, li, b, buf)
+        if need < INFINITY:
+            bm = _ldf(&st.tmax, om + b)
+            if bm > -INFINITY:
+                total += <double>_ldf(&st.tsum, os + b) * exp(<double>bm - <double>m)
+            if total * (1.0 - 1e-4) > need:
+                return True
     return False
 
 
@@ -1590,9 +1585,8 @@ cdef void _rej_program(const Rej* a, int64_t r, float* buf) noexcept nogil:
         if a.lazy != NULL:
             if (not greedy and not a.block and not a.synthetic and a.fly == 0 and valid
                     and not a.g.has_draft):
-                _lazy_row(a.lazy, li)
-                early = _lazy_rejects(a.lazy, &a.g.tgt, li, ds, temp, u)
-            if not early:
+                early = _stats_or_reject(a.lazy, &a.g.tgt, li, ds, temp, u)
+            else:
                 _lazy_stats(a.lazy, li)
         if greedy:
             ta = _global_target_argmax(a, li, buf)

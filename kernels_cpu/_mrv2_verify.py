@@ -12,6 +12,8 @@ never read.
 
 from __future__ import annotations
 
+import threading
+
 import torch
 
 from ._mrv2_spec import rejection_sample_fused
@@ -25,6 +27,27 @@ RESAMPLE_BLOCK = 1024
 
 def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
+
+
+_scratch = threading.local()  # per thread: {dtype: flat tensor}, grown to the largest asked
+
+
+def _scratch_tensor(shape: tuple[int, ...], dtype: torch.dtype, slot: int) -> torch.Tensor:
+    """A contiguous ``shape`` tensor of ``dtype`` over memory kept between calls (this thread's
+    ``slot``-th buffer of that dtype). The tables and the processed rows are scratch that no
+    caller sees, and a fresh allocation of them costs more than the pass: the processed rows of
+    a B64 k4 V128k batch are 164 MB whose pages the kernel would fault in on every call (a
+    third of the step at one thread, more on a team, where page faults serialise)."""
+    pool = getattr(_scratch, "pool", None)
+    if pool is None:
+        pool = _scratch.pool = {}
+    need = 1
+    for n in shape:
+        need *= n
+    buf = pool.get((dtype, slot))
+    if buf is None or buf.numel() < need:
+        buf = pool[(dtype, slot)] = torch.empty(max(need, 1), dtype=dtype)
+    return buf[:need].view(shape)
 
 
 def rejection_sample_one_pass(
@@ -56,8 +79,10 @@ def rejection_sample_one_pass(
     float16) and the result is that of vLLM's ``_temperature_kernel`` run on an fp32 copy
     first (each row divided by its request's temperature unless that is 0 or 1): what V2's
     ``Sampler.apply_sampling_params`` hands ``rejection_sample`` when temperature is the only
-    sampling parameter in use. Nothing is copied. ``top_k`` / ``top_p``: per request slot
-    (int32/int64 >= 1, float32/float64 in (0, 1]; vLLM's ``SamplingStates.top_k``/``top_p``),
+    sampling parameter in use. Nothing is copied; the scratch (statistics tables, with
+    top-k/top-p the processed rows) is kept per thread between calls, grown to the largest batch
+    seen. ``top_k`` / ``top_p``: per request slot (int32/int64 >= 1, float32/float64 in (0, 1];
+    vLLM's ``SamplingStates.top_k``/``top_p``),
     each None where vLLM passes None for the batch: the rows are then also masked as
     ``top_k_top_p`` masks them (after temperature, as ``apply_sampling_params`` does) -- only
     the rows the walk reaches, each into a buffer of its own. ``draft_logits`` is V2's
@@ -84,8 +109,10 @@ def rejection_sample_one_pass(
     num_sampled = torch.empty(num_reqs, dtype=torch.int32)
     resample_blocks = _cdiv(vocab, RESAMPLE_BLOCK)
     processed = None
-    if top_k is not None or top_p is not None:
-        processed = torch.empty(tuple(target_logits.shape), dtype=f32)  # rows written as reached
+    if top_k is not None or top_p is not None:  # rows written as reached
+        processed = _scratch_tensor(tuple(target_logits.shape), f32, 0)
+    i64 = torch.int64
+    noise = torch.float64 if use_fp64 else f32
     rejection_sample_fused(
         sampled,
         num_sampled,
@@ -100,15 +127,15 @@ def rejection_sample_one_pass(
         temperature,
         seed,
         steps,
-        torch.empty(num_logits, blocks, dtype=torch.int64),
-        torch.empty(num_logits, blocks, dtype=f32),
-        torch.empty(num_logits, blocks, dtype=f32),
-        torch.empty(num_logits, blocks, dtype=f32),
-        torch.empty(num_logits, blocks, dtype=f32),
-        torch.empty(num_reqs, dtype=f32),
-        torch.empty(num_reqs, dtype=f32),
-        torch.empty(num_reqs, resample_blocks, dtype=torch.int64),
-        torch.empty(num_reqs, resample_blocks, dtype=torch.float64 if use_fp64 else torch.float32),
+        _scratch_tensor((num_logits, blocks), i64, 0),
+        _scratch_tensor((num_logits, blocks), f32, 1),
+        _scratch_tensor((num_logits, blocks), f32, 2),
+        _scratch_tensor((num_logits, blocks), f32, 3),
+        _scratch_tensor((num_logits, blocks), f32, 4),
+        _scratch_tensor((num_reqs,), f32, 5),
+        _scratch_tensor((num_reqs,), f32, 6),
+        _scratch_tensor((num_reqs, resample_blocks), i64, 1),
+        _scratch_tensor((num_reqs, resample_blocks), noise, 7),
         USE_FP64=bool(use_fp64),
         APPLY_TEMPERATURE=bool(apply_temperature),
         top_k_ptr=top_k,

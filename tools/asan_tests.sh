@@ -70,6 +70,7 @@ DEFAULT_TESTS=(
     tests/test_mrv2_sample.py
     tests/test_mrv2_spec.py
     tests/test_mrv2_verify.py
+    tests/test_row_argmax.py
     tests/test_mrv2_drafts.py
 )
 EXCLUDED_TESTS=(tests/test_runtime_vllm_dropin.py)

@@ -66,6 +66,7 @@ DEFAULT_TESTS=(
     tests/test_mrv2_draft_logits.py
     tests/test_mrv2_spec.py
     tests/test_mrv2_verify.py
+    tests/test_row_argmax.py
     tests/test_mrv2_drafts.py
 )
 

@@ -403,6 +403,7 @@ def mrv2_worker_report(worker=None):
         return report
     not_standing = sorted(n for n, impl in state.mrv2.items() if not state.standing(n, impl))
     left_on_original = sorted(n for n, holders in fastdispatch.verify().items() if holders)
+    from fastdispatch.vllm._mrv2_drafter import draft_report
     from fastdispatch.vllm._mrv2_verify import verify_report
 
     report.update(
@@ -410,6 +411,7 @@ def mrv2_worker_report(worker=None):
         missing=sorted(state.mrv2_missing),
         mrv2_left=state.mrv2_left,
         verify=verify_report(state),
+        draft=draft_report(state),
         not_standing=not_standing,
         left_on_original=left_on_original,
     )

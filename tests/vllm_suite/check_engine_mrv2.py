@@ -307,6 +307,22 @@ def test_the_one_pass_verification_gives_vllms_tokens(sampling):
 
 
 @served
+def test_the_greedy_draft_pick_is_our_argmax(sampling):
+    """The drafter's greedy pick (``DraftModelSpeculator.sample_draft``) ran on
+    ``kernels_cpu.argmax_rows`` in the greedy-draft engine (whose tokens the law tests above
+    check); with draft probabilities every pick is vLLM's Gumbel draw, left to its code."""
+    if sampling["draft_method"] == "plain":
+        pytest.skip("plain decoding drafts nothing")
+    for report in sampling["workers_after"]:
+        draft = report["draft"]
+        assert draft["who"] == "ours", draft
+        if sampling["draft_method"] == "greedy":
+            assert draft["ours"] > 0 and draft["vllm"] == 0, draft
+        else:
+            assert draft["vllm"] > 0 and draft["ours"] == 0, draft
+
+
+@served
 @pytest.mark.parametrize(
     "name, law",
     [
