@@ -51,7 +51,9 @@ from kernels_cpu._buffers cimport (
 from kernels_cpu._checks cimport as_flag, as_int, index_at_least, need_min, no_overlap, required
 from kernels_cpu._philox cimport philox4x32_10
 from kernels_cpu._parallel cimport threads_for
-from kernels_cpu._topk_topp_rows cimport mask_rows
+from kernels_cpu._topk_topp_rows cimport (
+    _k_at, _p_at, free_row_scratch, mask_row_f32_team, row_scratch,
+)
 from kernels_cpu._mrv2_gumbel_argmax cimport (
     fill_noise_bounds, gumbel_block_argmax32, gumbel_block_argmax64,
 )
@@ -1413,7 +1415,7 @@ cdef struct Lazy:
     const char* pp
     bint kwide, pdbl
     unsigned char* done # per row: processed
-    int failed          # a scratch allocation of the mask failed
+    void** arenas       # the mask's scratch: one per walking thread (a team shares [0])
 
 
 cdef void _lazy_row(Lazy* z, int64_t li) noexcept nogil:
@@ -1430,11 +1432,10 @@ cdef void _lazy_row(Lazy* z, int64_t li) noexcept nogil:
     if _scaled(&z.raw, temp):
         fd_div_by(row, z.width, temp)
     if z.kp != NULL or z.pp != NULL:
-        if mask_rows(<char*>row, z.width * sizeof(float), DT_FLOAT32, 1, z.width,
-                     (z.kp + rs * (8 if z.kwide else 4)) if z.kp != NULL else NULL, z.kwide,
-                     (z.pp + rs * (8 if z.pdbl else 4)) if z.pp != NULL else NULL, z.pdbl,
-                     -INFINITY, 0, z.team):
-            z.failed = 1
+        mask_row_f32_team(row, z.width,
+                          _k_at(z.kp, z.kwide, rs) if z.kp != NULL else z.width,
+                          _p_at(z.pp, z.pdbl, rs) if z.pp != NULL else 1.0,
+                          z.arenas[_thread_id() if z.team <= 1 else 0], z.team)
     z.done[li] = 1
 
 
@@ -2476,7 +2477,7 @@ def rejection_sample_fused(
     z.proc = NULL
     z.kp = z.pp = NULL
     z.kwide = z.pdbl = False
-    z.failed = 0
+    z.arenas = NULL
     if getattr(target_logits_ptr, "ndim", None) != 2:
         raise ValueError(expected("target_logits_ptr", "a [num_logits, V] tensor",
                                   f"shape {tuple(getattr(target_logits_ptr, 'shape', ()))}"))
@@ -2623,7 +2624,10 @@ def rejection_sample_fused(
     z.scratch = scratch
     z.done = done
     rj.lazy = &z
+    cdef bint own_arenas = False
     try:
+        if process and (z.kp != NULL or z.pp != NULL):
+            z.arenas = _take_arenas(outer, V, &own_arenas)
         with nogil:
             if outer > 1:
                 for r in prange(R, num_threads=outer, schedule="dynamic"):
@@ -2635,8 +2639,7 @@ def rejection_sample_fused(
         free(scratch)
         free(rbuf)
         free(done)
-    if z.failed:
-        raise MemoryError("rejection_sample_fused: the top-k/top-p scratch allocation failed")
+        _give_arenas(z.arenas, outer, own_arenas)
     _resample(
         resampled_local_argmax_ptr, _stride0(resampled_local_argmax_ptr),
         resampled_local_max_ptr, _stride0(resampled_local_max_ptr), target_logits_ptr,
@@ -2651,6 +2654,63 @@ def rejection_sample_fused(
         _stride0(resampled_local_argmax_ptr), resampled_local_max_ptr,
         _stride0(resampled_local_max_ptr), RNB, cu_num_logits_ptr, expanded_idx_mapping_ptr,
         temp_ptr, rpadded, grid=(R,))
+
+
+# The top-k/top-p mask's scratch (a few MB per thread for a 128k row), kept between calls: fresh
+# pages on every call cost more than the mask on a team, where page faults serialise. One set,
+# taken by one call at a time (the GIL orders the take); a concurrent call allocates its own.
+cdef void** _arena_set = NULL
+cdef int _arena_count = 0
+cdef Py_ssize_t _arena_width = 0
+cdef bint _arena_busy = False
+
+
+cdef void** _take_arenas(int n, Py_ssize_t V, bint* own) except NULL:
+    """``n`` scratch arenas for rows of up to ``V`` values: the kept set when free and large
+    enough (grown otherwise), else -- another call holds it -- a set of this call's own
+    (``own``)."""
+    global _arena_set, _arena_count, _arena_width, _arena_busy
+    cdef void** arenas
+    cdef int i
+    if not _arena_busy and _arena_set != NULL and _arena_count >= n and _arena_width >= V:
+        _arena_busy = True
+        return _arena_set
+    arenas = <void**>calloc(n, sizeof(void*))
+    if arenas == NULL:
+        raise MemoryError()
+    for i in range(n):
+        arenas[i] = row_scratch(V)
+        if arenas[i] == NULL:
+            _free_arenas(arenas, n)
+            raise MemoryError("rejection_sample_fused: the top-k/top-p scratch allocation failed")
+    if _arena_busy:
+        own[0] = True
+        return arenas
+    _free_arenas(_arena_set, _arena_count)
+    _arena_set = arenas
+    _arena_count = n
+    _arena_width = V
+    _arena_busy = True
+    return arenas
+
+
+cdef void _free_arenas(void** arenas, int n) noexcept:
+    cdef int i
+    if arenas == NULL:
+        return
+    for i in range(n):
+        free_row_scratch(arenas[i])
+    free(arenas)
+
+
+cdef void _give_arenas(void** arenas, int n, bint own) noexcept:
+    global _arena_busy
+    if arenas == NULL:
+        return
+    if own:
+        _free_arenas(arenas, n)
+    else:
+        _arena_busy = False
 
 
 cdef inline int64_t _next_pow2(int64_t n) noexcept:

@@ -728,6 +728,15 @@ cdef void mask_row_f32(float* row, Py_ssize_t n, int64_t k, double p, void* s) n
     tkp_row(<char*>row, DT_FLOAT32, n, k, p, -INFINITY, 0, <tkp_scratch*>s, 1)
 
 
+cdef void mask_row_f32_team(float* row, Py_ssize_t n, int64_t k, double p, void* s,
+                            int nt) noexcept nogil:
+    """``mask_row_f32`` with the row split across a team of ``nt`` threads (one scratch ``s``,
+    as ``mask_rows`` gives a row it splits; a row under two chunks is not split)."""
+    if n < 2 * SPAN:
+        nt = 1
+    tkp_row(<char*>row, DT_FLOAT32, n, k, p, -INFINITY, 0, <tkp_scratch*>s, nt)
+
+
 cdef void widen_row(const char* row, int code, Py_ssize_t n, float* out) noexcept nogil:
     """An fp16 (``DT_FLOAT16``) or bf16 (``DT_BFLOAT16``) row as float32, exactly."""
     tkp_widen(<const uint16_t*>row, n, code, out)
