@@ -50,6 +50,33 @@ def _scratch_tensor(shape: tuple[int, ...], dtype: torch.dtype, slot: int) -> to
     return buf[:need].view(shape)
 
 
+def _tables(
+    rows: int, blocks: int, reqs: int, rblocks: int, fp64: bool, processed: tuple | None
+) -> tuple:
+    """The pass's scratch tables, then the processed rows (None without top-k/top-p): the last
+    call's when it asked for the same shapes (an engine's batches repeat them; the views cost
+    more than the small batch's pass), else views of the kept buffers."""
+    key = (rows, blocks, reqs, rblocks, fp64, processed)
+    last = getattr(_scratch, "last", None)
+    if last is not None and last[0] == key:
+        return last[1]
+    f32, i64 = torch.float32, torch.int64
+    tables = (
+        _scratch_tensor((rows, blocks), i64, 0),
+        _scratch_tensor((rows, blocks), f32, 1),
+        _scratch_tensor((rows, blocks), f32, 2),
+        _scratch_tensor((rows, blocks), f32, 3),
+        _scratch_tensor((rows, blocks), f32, 4),
+        _scratch_tensor((reqs,), f32, 5),
+        _scratch_tensor((reqs,), f32, 6),
+        _scratch_tensor((reqs, rblocks), i64, 1),
+        _scratch_tensor((reqs, rblocks), torch.float64 if fp64 else f32, 7),
+        None if processed is None else _scratch_tensor(processed, f32, 0),
+    )
+    _scratch.last = (key, tables)
+    return tables
+
+
 def rejection_sample_one_pass(
     target_logits: torch.Tensor,
     draft_logits: torch.Tensor | None,
@@ -104,15 +131,13 @@ def rejection_sample_one_pass(
     num_reqs = max(cu_num_logits.shape[0] - 1, 0)
     steps = int(num_speculative_steps)
     blocks = _cdiv(vocab, STATS_BLOCK)
-    f32 = torch.float32
     sampled = torch.empty(num_reqs, steps + 1, dtype=torch.int64)
     num_sampled = torch.empty(num_reqs, dtype=torch.int32)
     resample_blocks = _cdiv(vocab, RESAMPLE_BLOCK)
-    processed = None
-    if top_k is not None or top_p is not None:  # rows written as reached
-        processed = _scratch_tensor(tuple(target_logits.shape), f32, 0)
-    i64 = torch.int64
-    noise = torch.float64 if use_fp64 else f32
+    tables = _tables(
+        num_logits, blocks, num_reqs, resample_blocks, bool(use_fp64),
+        (num_logits, target_logits.shape[1]) if top_k is not None or top_p is not None else None,
+    )  # fmt: skip
     rejection_sample_fused(
         sampled,
         num_sampled,
@@ -127,19 +152,11 @@ def rejection_sample_one_pass(
         temperature,
         seed,
         steps,
-        _scratch_tensor((num_logits, blocks), i64, 0),
-        _scratch_tensor((num_logits, blocks), f32, 1),
-        _scratch_tensor((num_logits, blocks), f32, 2),
-        _scratch_tensor((num_logits, blocks), f32, 3),
-        _scratch_tensor((num_logits, blocks), f32, 4),
-        _scratch_tensor((num_reqs,), f32, 5),
-        _scratch_tensor((num_reqs,), f32, 6),
-        _scratch_tensor((num_reqs, resample_blocks), i64, 1),
-        _scratch_tensor((num_reqs, resample_blocks), noise, 7),
+        *tables[:9],
         USE_FP64=bool(use_fp64),
         APPLY_TEMPERATURE=bool(apply_temperature),
         top_k_ptr=top_k,
         top_p_ptr=top_p,
-        processed_ptr=processed,
+        processed_ptr=tables[9],
     )
     return sampled, num_sampled
