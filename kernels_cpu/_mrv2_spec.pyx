@@ -1418,19 +1418,33 @@ cdef struct Lazy:
     void** arenas       # the mask's scratch: one per walking thread (a team shares [0])
 
 
+cdef void _load_scaled(const Tab* raw, int64_t li, Py_ssize_t c0, Py_ssize_t width, float temp,
+                       float* row) noexcept nogil:
+    """Columns ``[c0, c0 + 8192)`` (those below ``width``) of raw row ``li`` into ``row`` as the
+    temperature kernel leaves them."""
+    cdef Py_ssize_t n = width - c0 if width - c0 < 8192 else 8192
+    _ldrow(raw, _off(raw, li, 0) + c0, n, row + c0)
+    if _scaled(raw, temp):
+        fd_div_by(row + c0, n, temp)
+
+
 cdef void _lazy_row(Lazy* z, int64_t li) noexcept nogil:
     """Process row ``li`` into ``proc`` (once)."""
     cdef float* row
     cdef int64_t rs
     cdef float temp
+    cdef Py_ssize_t c
     if z.proc == NULL or z.done[li]:
         return
     row = z.proc + li * z.width
-    _ldrow(&z.raw, _off(&z.raw, li, 0), z.width, row)
     rs = iget(z.eim, li)
     temp = _ldr(z.temp, rs)
-    if _scaled(&z.raw, temp):
-        fd_div_by(row, z.width, temp)
+    if z.team > 1:                          # one long row: its copy split across the team
+        for c in prange((z.width + 8191) // 8192, num_threads=z.team, schedule="static"):
+            _load_scaled(&z.raw, li, c * 8192, z.width, temp, row)
+    else:
+        for c in range((z.width + 8191) // 8192):
+            _load_scaled(&z.raw, li, c * 8192, z.width, temp, row)
     if z.kp != NULL or z.pp != NULL:
         mask_row_f32_team(row, z.width,
                           _k_at(z.kp, z.kwide, rs) if z.kp != NULL else z.width,
