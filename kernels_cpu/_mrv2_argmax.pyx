@@ -42,12 +42,8 @@ from kernels_cpu._mrv2_rows cimport (
     M_LOGITS, FRows, _block_size, _cols, check_frows, load_f32, need_frows, parse_grid,
 )
 from kernels_cpu._parallel cimport threads_for
+from kernels_cpu._rowmax cimport fd_first_equal, fd_max_nan
 
-cdef extern from "_rowmax.h":
-    # one vectorised pass each, cloned per x86-64 level (the header says how)
-    float fd_max_nan(const float* x, Py_ssize_t n, int* has_nan) noexcept nogil
-    Py_ssize_t fd_first_equal(const float* x, Py_ssize_t n, float v) noexcept nogil
-    Py_ssize_t fd_first_nan(const float* x, Py_ssize_t n) noexcept nogil
 
 
 cdef enum:

@@ -50,9 +50,15 @@ def _scratch_tensor(shape: tuple[int, ...], dtype: torch.dtype, slot: int) -> to
     return buf[:need].view(shape)
 
 
+_Tables = tuple[
+    torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
+    torch.Tensor, torch.Tensor, torch.Tensor, "torch.Tensor | None",
+]  # fmt: skip
+
+
 def _tables(
     rows: int, blocks: int, reqs: int, rblocks: int, fp64: bool, processed: tuple | None
-) -> tuple:
+) -> _Tables:
     """The pass's scratch tables, then the processed rows (None without top-k/top-p): the last
     call's when it asked for the same shapes (an engine's batches repeat them; the views cost
     more than the small batch's pass), else views of the kept buffers."""
@@ -61,7 +67,7 @@ def _tables(
     if last is not None and last[0] == key:
         return last[1]
     f32, i64 = torch.float32, torch.int64
-    tables = (
+    tables: _Tables = (
         _scratch_tensor((rows, blocks), i64, 0),
         _scratch_tensor((rows, blocks), f32, 1),
         _scratch_tensor((rows, blocks), f32, 2),
@@ -134,7 +140,7 @@ def rejection_sample_one_pass(
     sampled = torch.empty(num_reqs, steps + 1, dtype=torch.int64)
     num_sampled = torch.empty(num_reqs, dtype=torch.int32)
     resample_blocks = _cdiv(vocab, RESAMPLE_BLOCK)
-    tables = _tables(
+    tam, tmax, tsum, dmax, dsum, trl, drl, ram, rmax, processed = _tables(
         num_logits, blocks, num_reqs, resample_blocks, bool(use_fp64),
         (num_logits, target_logits.shape[1]) if top_k is not None or top_p is not None else None,
     )  # fmt: skip
@@ -152,11 +158,19 @@ def rejection_sample_one_pass(
         temperature,
         seed,
         steps,
-        *tables[:9],
+        tam,
+        tmax,
+        tsum,
+        dmax,
+        dsum,
+        trl,
+        drl,
+        ram,
+        rmax,
         USE_FP64=bool(use_fp64),
         APPLY_TEMPERATURE=bool(apply_temperature),
         top_k_ptr=top_k,
         top_p_ptr=top_p,
-        processed_ptr=tables[9],
+        processed_ptr=processed,
     )
     return sampled, num_sampled

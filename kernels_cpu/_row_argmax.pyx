@@ -29,11 +29,8 @@ from kernels_cpu._buffers cimport (
 from kernels_cpu._checks cimport no_overlap
 from kernels_cpu._mrv2_rows cimport M_LOGITS, load_f32
 from kernels_cpu._parallel cimport threads_for
+from kernels_cpu._rowmax cimport fd_first_equal, fd_first_nan, fd_max_nan
 
-cdef extern from "_rowmax.h":
-    float fd_max_nan(const float* x, Py_ssize_t n, int* has_nan) noexcept nogil
-    Py_ssize_t fd_first_equal(const float* x, Py_ssize_t n, float v) noexcept nogil
-    Py_ssize_t fd_first_nan(const float* x, Py_ssize_t n) noexcept nogil
 
 
 cdef enum:

@@ -18,6 +18,7 @@ import kernels_cpu
 from kernels_cpu import _mrv2_sample as sample
 from kernels_cpu import _mrv2_spec as spec
 from tests._fuzz import fuzz_settings
+from tests._spec_helpers import threads
 
 
 def _cdiv(a, b):
@@ -196,12 +197,8 @@ def _both(b, fp64, apply_temperature):
 @pytest.fixture(params=[1, 4], ids=["one-thread", "team-of-4"])
 def team(request):
     # the same team for every example of a test (nothing else changes it)
-    before = kernels_cpu.get_num_threads()
-    kernels_cpu.set_num_threads(request.param)
-    kernels_cpu.set_parallel_threshold(0)
-    yield request.param
-    kernels_cpu.set_parallel_threshold(None)
-    kernels_cpu.set_num_threads(before)
+    with threads(request.param):
+        yield request.param
 
 
 @fuzz_settings(25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

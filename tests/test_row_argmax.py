@@ -15,21 +15,17 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-import kernels_cpu
 from kernels_cpu import argmax_rows
 from tests._fuzz import fuzz_settings
+from tests._spec_helpers import threads
 
 POISON = -7777
 
 
 @pytest.fixture(params=[1, 4], ids=["one-thread", "team-of-4"])
 def team(request):
-    before = kernels_cpu.get_num_threads()
-    kernels_cpu.set_num_threads(request.param)
-    kernels_cpu.set_parallel_threshold(0)
-    yield request.param
-    kernels_cpu.set_parallel_threshold(None)
-    kernels_cpu.set_num_threads(before)
+    with threads(request.param):
+        yield request.param
 
 
 def _rows(seed, R, V, dtype, ties, specials, wide):
@@ -65,17 +61,11 @@ def _rows(seed, R, V, dtype, ties, specials, wide):
 def test_gives_torchs_argmax(seed, R, V, dtype, ties, specials, wide):
     x = _rows(seed, R, V, dtype, ties, specials, wide)
     want = x.argmax(dim=-1)
-    for threads in (1, 4):
-        before = kernels_cpu.get_num_threads()
-        kernels_cpu.set_num_threads(threads)
-        kernels_cpu.set_parallel_threshold(0)
-        try:
+    for n in (1, 4):
+        with threads(n):
             out = torch.full((R + 3,), POISON, dtype=torch.int64)
             assert argmax_rows(x, out) is out
-        finally:
-            kernels_cpu.set_parallel_threshold(None)
-            kernels_cpu.set_num_threads(before)
-        assert out[:R].tolist() == want.tolist(), threads
+        assert out[:R].tolist() == want.tolist(), n
         assert out[R:].tolist() == [POISON] * 3  # canaries past the rows
 
 

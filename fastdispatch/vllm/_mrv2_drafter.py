@@ -116,6 +116,7 @@ def install_draft(state: Any) -> None:
     ``_Installation`` with Model Runner V2 support installed); ``state.mrv2_draft_left`` says
     why not."""
     state.mrv2_draft = None
+    why: str | None
     if env_flag(DRAFT_ARGMAX_ENV) is False:
         state.mrv2_draft_left = f"{DRAFT_ARGMAX_ENV}=0"
         return
