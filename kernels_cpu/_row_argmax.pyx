@@ -87,6 +87,13 @@ cdef void _part(const char* row, int code, Py_ssize_t lo, Py_ssize_t hi, Part* o
         out.idx = win + fd_first_equal(x, win_n, best)
 
 
+cdef inline void _tile(const char* x, Py_ssize_t row_bytes, int code, Py_ssize_t V,
+                       Py_ssize_t parts, Py_ssize_t t, Part* res) noexcept nogil:
+    """Tile ``t``: part ``t % parts`` of row ``t // parts``'s columns, into ``res[t]``."""
+    cdef Py_ssize_t p = t % parts
+    _part(x + (t // parts) * row_bytes, code, V * p // parts, V * (p + 1) // parts, &res[t])
+
+
 def argmax_rows(logits, out):
     """``out[r] = torch.argmax(logits[r])`` for every row ``r`` (the module docstring's rules).
 
@@ -95,7 +102,7 @@ def argmax_rows(logits, out):
     ``logits``. Returns ``out``. Nothing is written on bad input."""
     cdef Py_ssize_t shp[2]
     cdef Py_ssize_t oshp[1]
-    cdef Py_ssize_t rs = 0, R, V, parts, tiles, t, r, p, lo, hi, span
+    cdef Py_ssize_t rs = 0, R, V, parts, tiles, t, r, p, span
     cdef int code = 0, ocode = 0, nt
     cdef const char* x
     cdef int64_t* o
@@ -132,18 +139,10 @@ def argmax_rows(logits, out):
         with nogil:
             if nt <= 1 or tiles <= 1:
                 for t in range(tiles):
-                    r = t // parts
-                    p = t % parts
-                    lo = V * p // parts
-                    hi = V * (p + 1) // parts
-                    _part(x + r * rs * item, code, lo, hi, &res[t])
+                    _tile(x, rs * item, code, V, parts, t, res)
             else:
                 for t in prange(tiles, num_threads=nt, schedule="static"):
-                    r = t // parts
-                    p = t % parts
-                    lo = V * p // parts
-                    hi = V * (p + 1) // parts
-                    _part(x + r * rs * item, code, lo, hi, &res[t])
+                    _tile(x, rs * item, code, V, parts, t, res)
             for r in range(R):
                 t = r * parts
                 for p in range(1, parts):       # the first NaN, else the first largest

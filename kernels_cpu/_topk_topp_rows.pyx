@@ -62,7 +62,6 @@ cdef extern from *:
     #include <math.h>
     #include "_clones.h"    /* FD_CLONES: baseline, x86-64-v3 and -v4 copies of a hot loop */
     #include "_rowmax.h"    /* fd_max_nan: a row's maximum and whether it holds a NaN */
-    #define TKP_LANES 16
     #define TKP_BLK 64          /* values per block of the vectorised passes */
     #define TKP_NB 512          /* top-p buckets over ref - x, of a width fitted to the row */
     #define TKP_NSUB 256        /* refinement sub-buckets */

