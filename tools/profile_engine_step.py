@@ -27,9 +27,10 @@ if str(REPO) not in sys.path:
 _PROFILER = []
 
 
-def w_cprofile(worker, on, top=25, callers=None):
+def w_cprofile(worker, on, top=25, callers=None, sort="tottime", callees=None):
     """Start (``on``) or stop the worker's profiler; when stopping return the top rows (and,
-    with ``callers``, a regular expression, who called the functions it matches)."""
+    with ``callers``, a regular expression, who called the functions it matches; with ``callees``,
+    what they called)."""
     import cProfile
     import io
     import pstats
@@ -43,9 +44,11 @@ def w_cprofile(worker, on, top=25, callers=None):
     prof.disable()
     buf = io.StringIO()
     stats = pstats.Stats(prof, stream=buf)
-    stats.sort_stats("tottime").print_stats(top)
+    stats.sort_stats(sort).print_stats(top)
     if callers:
         stats.print_callers(callers)
+    if callees:
+        stats.print_callees(callees)
     return buf.getvalue()
 
 
@@ -99,6 +102,10 @@ def main(argv=None):
     )
     p.add_argument("--json", help="write the step split as JSON here")
     p.add_argument("--callers", help="also print the callers of the functions this regex matches")
+    p.add_argument("--callees", help="also print what the functions this regex matches call")
+    p.add_argument(
+        "--sort", default="tottime", choices=("tottime", "cumulative"), help="profile row order"
+    )
     args = p.parse_args(argv)
 
     import tools.profile_engine_step as me  # the worker imports this module by this name
@@ -117,7 +124,7 @@ def main(argv=None):
         eng.llm.generate(prompts, params, use_tqdm=False)
         wall_ms = (time.perf_counter() - t) * 1e3
         kernels = eng.rpc(me.w_kernel_times, False)
-        table = eng.rpc(me.w_cprofile, False, args.top, args.callers)
+        table = eng.rpc(me.w_cprofile, False, args.top, args.callers, args.sort, args.callees)
         split = E._summarise(eng.rpc(E._w_profile, False), wall_ms)
     finally:
         eng.users = 1

@@ -306,11 +306,41 @@ def _wrap(label, obj, attr):
 # ------------------------------------------------------------------------------------------------
 
 
+def _spin_s() -> float:
+    """How long an engine's processes keep polling after their last message: vLLM's shared-memory
+    queue busy-loops (``sched_yield``) for ``busy_loop_s`` after each read before it sleeps on a
+    socket. Read from the installed vLLM; 1 s (0.32's value) where it cannot be read."""
+    try:
+        import inspect
+
+        from vllm.distributed.device_communicators import shm_broadcast
+
+        for obj in vars(shm_broadcast).values():
+            if isinstance(obj, type):
+                try:
+                    param = inspect.signature(obj.__init__).parameters.get("busy_loop_s")
+                except (TypeError, ValueError):
+                    continue
+                if param is not None and isinstance(param.default, (int, float)):
+                    return float(param.default)
+    except Exception:
+        pass
+    return 1.0
+
+
 class _Engine:
     """One ``vllm.LLM`` per vocabulary and decoding (speculative or plain), shared by its groups
-    (reference-counted)."""
+    (reference-counted).
+
+    Two engines live side by side when a group compares runners. An engine's worker and core
+    keep spinning for about a second after their last message; on a small host that spin takes
+    the cores the other engine's call needs. ``quiet_others`` waits (untimed, in the case's
+    ``setup``) until every other engine has gone idle, so each row is timed the way it runs in
+    production: alone."""
 
     live = {}
+    spin_s = None
+    last_used = 0.0
 
     def __init__(self, V, spec=True, runner="v1"):
         self.V = V
@@ -378,11 +408,30 @@ class _Engine:
             else:
                 os.environ["VLLM_USE_V2_MODEL_RUNNER"] = saved
         self.start_s = time.perf_counter() - t0
+        self.touch()
         self.state = self.rpc(_w_state)
 
     def rpc(self, fn, *args):
-        states = self.llm.collective_rpc(fn, args=args)
+        try:
+            states = self.llm.collective_rpc(fn, args=args)
+        finally:
+            self.touch()
         return states[0]
+
+    def touch(self):
+        """Mark now as this engine's last message (its processes spin on from here)."""
+        self.last_used = time.perf_counter()
+
+    def quiet_others(self):
+        """Sleep until every other live engine has been idle past its spin."""
+        if _Engine.spin_s is None:
+            _Engine.spin_s = _spin_s()
+        for other in list(self.live.values()):
+            if other is self:
+                continue
+            left = other.last_used + 1.1 * _Engine.spin_s + 0.05 - time.perf_counter()
+            if left > 0:
+                time.sleep(left)
 
     def switch(self, state):
         if state is not None and state != self.state:
@@ -449,10 +498,14 @@ def _build(V, B, plan, spec=True, verify_greedy=False):
 
         def generator(state, setting):
             params = _params(setting)
-            llm = engine(state).llm
+            eng = engine(state)
+            llm = eng.llm
 
             def generate():
-                outs = llm.generate(prompts, params, use_tqdm=False)
+                try:
+                    outs = llm.generate(prompts, params, use_tqdm=False)
+                finally:
+                    eng.touch()
                 return [list(o.outputs[0].token_ids) for o in outs]
 
             return generate
@@ -471,6 +524,7 @@ def _build(V, B, plan, spec=True, verify_greedy=False):
             eng.switch(state)
             gens[row]()
             eng.rpc(_w_profile, True)
+            eng.quiet_others()
             t = time.perf_counter()
             gens[row]()
             wall_ms = (time.perf_counter() - t) * 1e3
@@ -483,6 +537,7 @@ def _build(V, B, plan, spec=True, verify_greedy=False):
                     "",
                     fn=gens[row],
                     state=state,
+                    setup=engine(state).quiet_others,
                     meta={
                         "tokens": B * NEW_TOKENS,
                         "V": V,
