@@ -106,9 +106,20 @@ cdef extern from *:
         }
         return fd_bits_to_float(sign | ((e + 112u) << 23) | (m << 13));
     }
-    /* a[j] = exp(a[j] - m), j < n: fd_expf's domain (x <= 0, NaN), so the loop vectorises */
+    /* a[j] = exp(a[j] - m), j < n: fd_expf's domain (x <= 0, NaN), so the loop vectorises.
+       A run of 16 that is all -inf -- most of a row top-k/top-p has masked -- is written as
+       the zeros fd_expf gives it, without computing them (a NaN is not -inf: computed). */
     FD_CLONES static void fd_exp_shifted(float *a, Py_ssize_t n, float m) {
-        for (Py_ssize_t j = 0; j < n; j++) a[j] = fd_expf(a[j] - m);
+        Py_ssize_t j = 0;
+        for (; j + 16 <= n; j += 16) {
+            int live = 0;
+            for (int k = 0; k < 16; k++) live |= a[j + k] != -INFINITY;
+            if (live)
+                for (int k = 0; k < 16; k++) a[j + k] = fd_expf(a[j + k] - m);
+            else
+                for (int k = 0; k < 16; k++) a[j + k] = 0.0f;
+        }
+        for (; j < n; j++) a[j] = fd_expf(a[j] - m);
     }
     /* The largest number of a[0, n), NaN skipped; -inf when there is none. 32 running
        maxima, a compare-and-select each (no fmaxf: its NaN rule is not the one wanted, and the

@@ -355,13 +355,18 @@ cdef extern from *:
                                 int nt) {
         Py_ssize_t nch = n > 0 ? (n + TKP_SPAN - 1) / TKP_SPAN : 1;
         memset(part, 0, TKP_NB * sizeof(double));
+        /* a value above m (or a NaN) voids the pass: the chunks not begun are then skipped,
+           on every thread (the flag is read and written atomically, relaxed: a chunk begun
+           before it is seen only costs its own time) */
         int bad = 0;
     #ifdef _OPENMP
-        #pragma omp parallel for num_threads(nt) schedule(static) reduction(|:bad) if(nt > 1)
+        #pragma omp parallel for num_threads(nt) schedule(static) if(nt > 1)
     #endif
         for (Py_ssize_t ch = 0; ch < nch; ch++) {
+            if (__atomic_load_n(&bad, __ATOMIC_RELAXED)) continue;
             Py_ssize_t lo = ch * TKP_SPAN, len = n - lo < TKP_SPAN ? n - lo : TKP_SPAN;
-            bad |= tkp_chunk_masses(x + lo, len, floor, m, w, part + ch * TKP_NB);
+            if (tkp_chunk_masses(x + lo, len, floor, m, w, part + ch * TKP_NB))
+                __atomic_store_n(&bad, 1, __ATOMIC_RELAXED);
         }
         return bad ? -1 : tkp_boundary(part, nch, p, above, target);
     }

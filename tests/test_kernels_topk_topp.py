@@ -236,6 +236,35 @@ def test_a_row_split_across_threads_keeps_what_one_thread_keeps(V, style, k_kind
         assert torch.equal(results[1].isinf(), want.isinf()), (k_kind, p)
 
 
+@pytest.mark.parametrize("where", ["first chunk", "middle", "last value", "NaN"])
+def test_a_maximum_far_above_the_sample_voids_the_first_pass(where):
+    """Top-p alone weighs a row against a reference taken from its first values; a value above
+    it (a confident model's top token) voids that bucket pass -- on a team, the chunks not yet
+    begun are skipped on every thread -- and the row takes the exact-maximum path. Wherever the
+    value lies, one thread and a team keep vLLM's set (a row with a NaN keeps everything, as
+    vLLM's kernel does: reference)."""
+    V = 8192 * 5 + 31
+    g = torch.Generator().manual_seed(len(where))
+    x = torch.randn(4, V, generator=g) * 3
+    at = {"first chunk": 3000, "middle": V // 2, "last value": V - 1, "NaN": V // 3}[where]
+    x[:, at] = float("nan") if where == "NaN" else x[:, at] + 40.0
+    x[1, 7] = x[1, at] if where != "NaN" else x[1, 7]  # a second row with the top value twice
+    p = torch.tensor([0.9, 0.5, 0.999, 0.2])
+    results = []
+    for n in (1, 4):  # 4 rows, 4 threads: each row on one thread; then one row split
+        for rows in (slice(None), slice(0, 1)):
+            with threads(n):
+                y = x[rows].clone()
+                kernels_cpu.top_k_top_p(y, None, p[rows])
+                results.append(y)
+    want = x.clone()
+    reference(want, None, p)
+    for y in results:
+        rows = y.shape[0]
+        assert torch.equal(y.isinf(), want[:rows].isinf()), where
+        assert torch.equal(y.isnan(), want[:rows].isnan()), where
+
+
 def _bad_calls():
     x = torch.randn(3, 10)
     k = torch.ones(3, dtype=torch.int32)
