@@ -401,3 +401,35 @@ def test_a_failing_vllm_worker_falls_back_and_says_why(tmp_path):
     assert rows["vLLM KernelOverride"]["status"] == "unavailable"
     assert "vllm not available" in rows["vLLM KernelOverride"]["reason"]
     assert rows["direct call of the no-op"]["status"] == "ok"
+
+
+def test_an_engine_row_waits_for_the_other_engines_to_go_idle(monkeypatch):
+    """Two engines side by side (the runners groups): before a row of one is timed, the other's
+    processes must have passed their polling spin; an engine never waits for itself, and one
+    idle long enough costs no wait."""
+    from bench.suites import engine as E
+
+    clock = [100.0]
+    slept = []
+    monkeypatch.setattr(E.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(
+        E.time, "sleep", lambda s: (slept.append(s), clock.__setitem__(0, clock[0] + s))
+    )
+    monkeypatch.setattr(E._Engine, "spin_s", 1.0)
+    a, b = object.__new__(E._Engine), object.__new__(E._Engine)
+    monkeypatch.setattr(E._Engine, "live", {"a": a, "b": b})
+    a.touch()
+    b.touch()
+    clock[0] += 0.3
+    a.quiet_others()  # b spoke 0.3 s ago: wait out the rest of its spin
+    assert len(slept) == 1 and slept[0] > 0.7
+    clock[0] += 2.0
+    b.touch()
+    slept.clear()
+    b.quiet_others()  # a has been idle for 2 s: no wait; b's own spin is not waited for
+    a.quiet_others()  # ... but a waits for b, which just spoke
+    assert len(slept) == 1 and slept[0] > 1.0
+    clock[0] += 5.0
+    slept.clear()
+    a.quiet_others()
+    assert slept == []
