@@ -543,6 +543,27 @@ cdef extern from *:
         return lo;
     }
 
+    /* fd_max_nan over a row split across nt threads by chunks (the order of a maximum does not
+       change it): the exact-maximum path of a row on a team reads it in parallel */
+    static float tkp_max_split(const float* x, Py_ssize_t n, int* nan, int nt) {
+        Py_ssize_t nch = (n + TKP_SPAN - 1) / TKP_SPAN;
+        float best = -INFINITY;
+        int anynan = 0;
+    #ifdef _OPENMP
+        #pragma omp parallel for num_threads(nt) schedule(static) reduction(|:anynan) \
+            reduction(max:best)
+    #endif
+        for (Py_ssize_t ch = 0; ch < nch; ch++) {
+            Py_ssize_t lo = ch * TKP_SPAN, len = n - lo < TKP_SPAN ? n - lo : TKP_SPAN;
+            int nc = 0;
+            float mc = fd_max_nan(x + lo, len, &nc);
+            best = mc > best ? mc : best;
+            anynan |= nc;
+        }
+        *nan = anynan;
+        return best;
+    }
+
     /* The values of x[0:n) that are >= floor, with their masses exp(x - m), gathered into c in
        index order, chunks on nt threads; returns their count (up to n). */
     static Py_ssize_t tkp_gather_split(const float* x, Py_ssize_t n, float floor, float m,
@@ -613,7 +634,7 @@ cdef extern from *:
                     return;
                 }
             }
-            m = fd_max_nan(x, n, &has_nan);
+            m = split ? tkp_max_split(x, n, &has_nan, nt) : fd_max_nan(x, n, &has_nan);
         }
         if (has_nan || m == -INFINITY) return;
         if (!do_p) {
