@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _required import missing
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -137,9 +138,7 @@ def test_list_names_every_suite():
 def test_worker_path_measures_vllm_rows_in_the_vllm_interpreter(tmp_path):
     vllm_python, origin = find_vllm_python()
     if vllm_python is None:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must provide a vLLM interpreter for the bench worker path: {origin}")
-        pytest.skip(f"no vLLM interpreter here: {origin}")
+        missing(f"no vLLM interpreter for the bench worker path here: {origin}")
     proc, out_json, out_png = _run_bench(
         tmp_path, "--filter", "launch/override", "--vllm-python", vllm_python
     )

