@@ -248,7 +248,8 @@ def test_a_maximum_far_above_the_sample_voids_the_first_pass(where):
     x = torch.randn(4, V, generator=g) * 3
     at = {"first chunk": 3000, "middle": V // 2, "last value": V - 1, "NaN": V // 3}[where]
     x[:, at] = float("nan") if where == "NaN" else x[:, at] + 40.0
-    x[1, 7] = x[1, at] if where != "NaN" else x[1, 7]  # a second row with the top value twice
+    if where != "NaN":
+        x[1, 7] = x[1, at]  # row 1 holds its top value twice, once inside the sample
     p = torch.tensor([0.9, 0.5, 0.999, 0.2])
     results = []
     for n in (1, 4):  # 4 rows, 4 threads: each row on one thread; then one row split

@@ -429,6 +429,8 @@ class _Engine:
         for other in list(self.live.values()):
             if other is self:
                 continue
+            # the spin is timed from the other process's own last read, a little after our
+            # last call returned: 10 % and 50 ms of margin
             left = other.last_used + 1.1 * _Engine.spin_s + 0.05 - time.perf_counter()
             if left > 0:
                 time.sleep(left)
