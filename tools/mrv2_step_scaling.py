@@ -20,6 +20,11 @@ three cases: every request's first draft rejected (one-hot drafts off the top-p 
 read and drawn from), every draft accepted with one-hot drafts (peaked rows, the drafts their
 argmax: all five rows read, the bonus row drawn from), and every draft accepted with the
 drafter's probabilities (its logits the target's: five target rows and four draft rows read).
+
+``--rounds N`` instead times every thread count in turn, N rounds, and reports each step's
+speed-up over the same round's one-thread time (median and range over rounds) beside the host's
+own ceiling, a step with nothing shared (``_host_reference``): on a shared host whose speed
+drifts, one-thread and many-thread times from separate passes do not divide.
 """
 
 from __future__ import annotations
@@ -170,16 +175,18 @@ def main(argv=None):
         "--rounds",
         type=int,
         default=0,
-        help="also: this many rounds alternating the thread counts, each round's speed-up "
-        "over its own one-thread time, the median over rounds (a host whose speed drifts)",
+        help="instead: this many rounds alternating the thread counts, each round's speed-up "
+        "over its own one-thread time, the median over rounds (a host whose speed drifts); "
+        "with --verify, of the speculative cases",
     )
     ap.add_argument("--verify", action="store_true", help="the speculative step (docstring)")
     args = ap.parse_args(argv)
     threads = [int(t) for t in args.threads.split(",")]
-    if args.verify:
-        return verify_table(threads, [int(b) for b in args.batches.split(",")])
+    batches = [int(b) for b in args.batches.split(",")]
     if args.rounds:
-        return _rounds(threads, [int(b) for b in args.batches.split(",")], args.rounds)
+        return _rounds(threads, batches, args.rounds, args.verify)
+    if args.verify:
+        return verify_table(threads, batches)
     print(f"kernels_cpu OpenMP: {K.openmp_enabled()}")
     parts = []
     print("| B | rows | threads | step ms | copy ms | read ms | (step - copy) / read | speed-up |")
@@ -211,32 +218,65 @@ def main(argv=None):
         print(f"| {batch} | {n} | {temp_ms:.3f} | {topp_ms:.3f} | {draw_ms:.3f} |")
 
 
-def _rounds(threads, batches, rounds):
-    """Speed-ups side by side: per round, every thread count timed in turn -- the step, and the
-    step less the copy that restores its logits (the kernels alone) -- each divided into the
-    round's first; the median and range over rounds."""
-    print("| B | threads | step speed-up (median of rounds) | range | kernels alone | range |")
-    print("|---|---|---|---|---|---|")
+def _host_reference():
+    """A step with nothing shared between threads and no memory traffic to speak of: ``sin``
+    over 64k floats per thread (in cache), on torch's pool. Its speed-up is what the host
+    itself gives a perfectly parallel step -- below the thread count where all-core clocks
+    run slower than one core's, or where the threads share cores."""
+    x = torch.randn(1 << 20)
+    y = torch.empty_like(x)
+    return lambda: torch.sin(x, out=y)
+
+
+def _rounds(threads, batches, rounds, verify=False):
+    """Speed-ups side by side: per round, every thread count timed in turn, each divided into
+    the round's first; the median and range over rounds -- on a host whose speed drifts (one
+    thread's time moved by half between runs on the lent 16-core host), figures from separate
+    passes do not divide. The plain step is reported gross and less the copy that restores its
+    logits (the kernels alone); ``verify``: each speculative case (``make_verify``). The host's
+    own ceiling (``_host_reference``) is timed in the same rounds."""
+    steps = {}
     for batch in batches:
-        step, copy_only, _, base = make_step(batch)
-        check(step, base)
-        gross = {n: [] for n in threads}
-        net = {n: [] for n in threads}
-        for _ in range(rounds):
+        if verify:
+            for case in ("rejected", "accepted", "accepted+probs"):
+                steps[(batch, case)] = (make_verify(batch, case)[0], None)
+        else:
+            step, copy_only, _, base = make_step(batch)
+            check(step, base)
+            steps[(batch, "step")] = (step, copy_only)
+    steps[("-", "host: sin, nothing shared")] = (_host_reference(), None)
+    gross = {key: {n: [] for n in threads} for key in steps}
+    net = {key: {n: [] for n in threads} for key in steps}
+    for _ in range(rounds):
+        for key, (step, copy_only) in steps.items():
             g, k = {}, {}
             for n in threads:
                 K.set_num_threads(n)
                 torch.set_num_threads(n)
                 g[n] = _median_ms(step, 7)
-                k[n] = g[n] - _median_ms(copy_only, 7)
+                k[n] = g[n] - (_median_ms(copy_only, 7) if copy_only else 0.0)
             for n in threads:
-                gross[n].append(g[threads[0]] / g[n])
-                net[n].append(k[threads[0]] / k[n])
+                gross[key][n].append((g[threads[0]] / g[n], g[n]))
+                net[key][n].append(k[threads[0]] / k[n])
+    print(f"kernels_cpu OpenMP: {K.openmp_enabled()}; {rounds} rounds")
+    print(
+        "| B | step | threads | ms (median of rounds) | speed-up (median) | range | "
+        "kernels alone | range |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for (batch, name), per in gross.items():
         for n in threads:
-            a, b = sorted(gross[n]), sorted(net[n])
+            a = sorted(r for r, _ in per[n])
+            ms = statistics.median(t for _, t in per[n])
+            b = sorted(net[(batch, name)][n])
+            alone = (
+                f"{statistics.median(b):.1f}x | {b[0]:.1f}-{b[-1]:.1f}x"
+                if name == "step"
+                else "- | -"
+            )
             print(
-                f"| {batch} | {n} | {statistics.median(a):.1f}x | {a[0]:.1f}-{a[-1]:.1f}x | "
-                f"{statistics.median(b):.1f}x | {b[0]:.1f}-{b[-1]:.1f}x |"
+                f"| {batch} | {name} | {n} | {ms:.3f} | {statistics.median(a):.1f}x | "
+                f"{a[0]:.1f}-{a[-1]:.1f}x | {alone} |"
             )
     return 0
 
