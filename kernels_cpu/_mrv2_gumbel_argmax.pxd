@@ -236,6 +236,18 @@ cdef inline Py_ssize_t gumbel_block_argmax32(const float* logits, Py_ssize_t n_v
             lim = _higher(best, floor)  # the score to beat
             thr = lim if lim == lim else -INFINITY
             chunk_range(logits + s, m, &lo, &hi)     # NaN left out
+            if hi == -INFINITY:
+                # no lane above -inf (a masked stretch): each scores -inf, whatever its noise
+                # (finite), so none beats a score; with none yet and no floor, the chunk's
+                # first -inf lane is the block's best so far -- as the dense draw finds it
+                if lim != lim:
+                    for j in range(m):
+                        if logits[s + j] == -INFINITY:
+                            best = -INFINITY
+                            idx = s + j
+                            break
+                s += m
+                continue
             if not (hi + <float>NOISE32_BOUND >= thr):
                 s += m                  # no lane can win (NaN lanes never do)
                 continue
@@ -291,6 +303,13 @@ cdef inline Py_ssize_t gumbel_block_argmax64(const float* logits, Py_ssize_t n_v
     for j in range(n_valid):
         v = <double>logits[j]
         if noisy:
+            if v == -INFINITY:
+                # scores -inf whatever its (finite) noise: the first such lane only, where
+                # nothing was scored yet
+                if best != best:
+                    best = -INFINITY
+                    idx = j
+                continue
             if v + NOISE64_BOUND < best:
                 continue
             v = v + gumbel_noise64(seed, pos, <uint32_t>(first_key + j))

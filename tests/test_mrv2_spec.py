@@ -253,6 +253,60 @@ def test_resample_draws_from_the_residual(idx, seed):
                 assert tok == lo + int((x == m).nonzero()[0]) and val == float(m)
 
 
+@pytest.mark.parametrize("idx", IDX)
+@pytest.mark.parametrize("fp64", [False, True])
+def test_resample_passes_masked_stretches_as_any_losing_value(idx, fp64):
+    """A masked (-inf) lane scores -inf whatever its noise, so the draw passes over masked
+    stretches without hashing them: each block comes out as it does when the same lanes hold
+    a value that always loses (-1e30, hashed and scored like any other) wherever it holds a
+    number; a block without one gives its first -inf lane at -inf (NaN lanes never count), or
+    NaN at its first lane when it holds NaN only."""
+    R, V, bs = 6, 3000, 1024
+    nb = -(-V // bs)
+    g = torch.Generator().manual_seed(5)
+    logits = torch.randn(R, V, generator=g) * 3
+    masked = torch.rand(R, V, generator=g) < 0.97  # top-p leaves most of a row masked
+    masked[:, 300:1500] = True  # stretches longer than a chunk of the draw, a whole block
+    masked[1] = True  # a row masked whole
+    masked[2, :2048] = True
+    nan = torch.zeros(R, V, dtype=torch.bool)
+    nan[1, :5] = True  # NaN before the first -inf lane
+    nan[3, 1024:2048] = True  # a block of NaN only
+    masked &= ~nan
+    out = {}
+    for name, fill in (("lose", -1e30), ("inf", float("-inf"))):
+        x = torch.where(masked, fill, logits).masked_fill(nan, float("nan"))
+        la = torch.full((R, nb), -5, dtype=torch.int64)
+        lm = torch.full((R, nb), 9.0, dtype=torch.float64 if fp64 else torch.float32)
+        spec.resample_kernel(
+            la, nb, lm, nb, x, V, torch.zeros(R), None, 0, 0, torch.zeros(R),
+            torch.zeros(R, dtype=idx), torch.arange(R + 1, dtype=idx),  # bonus rows only
+            torch.tensor([0, 1, 2, 0, 1, 2], dtype=idx), torch.zeros(R + 1, dtype=idx),
+            torch.tensor([1.0, 0.7, 1.3]), torch.tensor([3, -(2**40), 17]),
+            torch.arange(R, dtype=idx) * 1000, None, None, 0, None, None, 0, 0, V, bs,
+            HAS_DRAFT_LOGITS=False, USE_FP64=fp64, USE_BLOCK_VERIFICATION=False,
+            CONTEXT_WIDTH=1, WATERMARK=False, DEDUPLICATE_CONTEXTS=False, grid=(R, nb),
+        )  # fmt: skip
+        out[name] = (la, lm)
+    (la_lose, lm_lose), (la_inf, lm_inf) = out["lose"], out["inf"]
+    kinds = set()
+    for r in range(R):
+        for b in range(nb):
+            lanes = slice(b * bs, min(V, (b + 1) * bs))
+            if not (masked[r, lanes] | nan[r, lanes]).all():
+                kinds.add("number")
+                assert la_inf[r, b] == la_lose[r, b] and lm_inf[r, b] == lm_lose[r, b], (r, b)
+            elif masked[r, lanes].any():
+                kinds.add("masked")
+                first = b * bs + int(masked[r, lanes].nonzero()[0])
+                assert la_inf[r, b] == first and lm_inf[r, b] == float("-inf"), (r, b)
+            else:
+                kinds.add("nan")
+                assert la_inf[r, b] == b * bs and lm_inf[r, b].isnan(), (r, b)
+    assert kinds == {"number", "masked", "nan"}
+    assert la_inf[1].tolist() == [5, 1024, 2048]  # past the NaN lanes
+
+
 def test_synthetic_rates_bound_acceptance():
     """Synthetic acceptance is ``u < rate`` with the uniform in (0, 1): rate 0 rejects the first
     draft, rate 1 accepts every one (the uniform's bits are the parity tests' to check)."""
