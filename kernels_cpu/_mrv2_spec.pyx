@@ -51,6 +51,7 @@ from kernels_cpu._buffers cimport (
 from kernels_cpu._checks cimport as_flag, as_int, index_at_least, need_min, no_overlap, required
 from kernels_cpu._philox cimport philox4x32_10
 from kernels_cpu._parallel cimport threads_for
+from kernels_cpu._rowmax cimport fd_max_nan
 from kernels_cpu._topk_topp_rows cimport (
     _k_at, _p_at, free_row_scratch, mask_row_f32_team, row_scratch,
 )
@@ -1427,40 +1428,51 @@ cdef struct Lazy:
     bint kwide, pdbl
     unsigned char* done # per row: processed
     void** arenas       # the mask's scratch: one per walking thread (a team shares [0])
+    float* cmax         # a team's copy of a row: each chunk's maximum and NaN flag
+    int* cnan
 
 
-cdef void _load_scaled(const Tab* raw, int64_t li, Py_ssize_t c0, Py_ssize_t width, float temp,
-                       float* row) noexcept nogil:
+cdef float _load_scaled(const Tab* raw, int64_t li, Py_ssize_t c0, Py_ssize_t width,
+                        float temp, float* row, int* nan) noexcept nogil:
     """Columns ``[c0, c0 + 8192)`` (those below ``width``) of raw row ``li`` into ``row`` as the
-    temperature kernel leaves them."""
+    temperature kernel leaves them; their maximum (NaN set aside; ``nan``: whether one
+    occurs), read while they are in cache."""
     cdef Py_ssize_t n = width - c0 if width - c0 < 8192 else 8192
     _ldrow(raw, _off(raw, li, 0) + c0, n, row + c0)
     if _scaled(raw, temp):
         fd_div_by(row + c0, n, temp)
+    return fd_max_nan(row + c0, n, nan)
 
 
 cdef void _lazy_row(Lazy* z, int64_t li) noexcept nogil:
-    """Process row ``li`` into ``proc`` (once)."""
+    """Process row ``li`` into ``proc`` (once): the copy finds the row's maximum, which the
+    mask then need not look for."""
     cdef float* row
     cdef int64_t rs
-    cdef float temp
-    cdef Py_ssize_t c
+    cdef float temp, m = -INFINITY, cm
+    cdef int nan = 0, cn = 0
+    cdef Py_ssize_t c, nch = (z.width + 8191) // 8192
     if z.proc == NULL or z.done[li]:
         return
     row = z.proc + li * z.width
     rs = iget(z.eim, li)
     temp = _ldr(z.temp, rs)
     if z.team > 1:                          # one long row: its copy split across the team
-        for c in prange((z.width + 8191) // 8192, num_threads=z.team, schedule="static"):
-            _load_scaled(&z.raw, li, c * 8192, z.width, temp, row)
+        for c in prange(nch, num_threads=z.team, schedule="static"):
+            z.cmax[c] = _load_scaled(&z.raw, li, c * 8192, z.width, temp, row, &z.cnan[c])
+        for c in range(nch):
+            m = z.cmax[c] if z.cmax[c] > m else m
+            nan = nan | z.cnan[c]
     else:
-        for c in range((z.width + 8191) // 8192):
-            _load_scaled(&z.raw, li, c * 8192, z.width, temp, row)
+        for c in range(nch):
+            cm = _load_scaled(&z.raw, li, c * 8192, z.width, temp, row, &cn)
+            m = cm if cm > m else m
+            nan = nan | cn
     if z.kp != NULL or z.pp != NULL:
         mask_row_f32_team(row, z.width,
                           _k_at(z.kp, z.kwide, rs) if z.kp != NULL else z.width,
                           _p_at(z.pp, z.pdbl, rs) if z.pp != NULL else 1.0,
-                          z.arenas[_thread_id() if z.team <= 1 else 0], z.team)
+                          z.arenas[_thread_id() if z.team <= 1 else 0], z.team, m, nan)
     z.done[li] = 1
 
 
@@ -2498,6 +2510,9 @@ def rejection_sample_fused(
     cdef double pv
     cdef bint process = not is_none(top_k_ptr) or not is_none(top_p_ptr)
     cdef unsigned char* done = NULL
+    cdef float* cmax = NULL
+    cdef int* cnan = NULL
+    cdef Py_ssize_t nch
     cdef Tab rtab, rtab2
     z.proc = NULL
     z.kp = z.pp = NULL
@@ -2641,13 +2656,21 @@ def rejection_sample_fused(
     rbuf = <float*>malloc(outer * padded * sizeof(float))
     if process:
         done = <unsigned char*>calloc(L if L > 0 else 1, 1)
-    if scratch == NULL or rbuf == NULL or (process and done == NULL):
+        nch = (z.width + 8191) // 8192 if z.width > 0 else 1
+        cmax = <float*>malloc(nch * sizeof(float))
+        cnan = <int*>malloc(nch * sizeof(int))
+    if (scratch == NULL or rbuf == NULL
+            or (process and (done == NULL or cmax == NULL or cnan == NULL))):
         free(scratch)
         free(rbuf)
         free(done)
+        free(cmax)
+        free(cnan)
         raise MemoryError()
     z.scratch = scratch
     z.done = done
+    z.cmax = cmax
+    z.cnan = cnan
     rj.lazy = &z
     cdef bint own_arenas = False
     try:
@@ -2664,6 +2687,8 @@ def rejection_sample_fused(
         free(scratch)
         free(rbuf)
         free(done)
+        free(cmax)
+        free(cnan)
         _give_arenas(z.arenas, outer, own_arenas)
     _resample(
         resampled_local_argmax_ptr, _stride0(resampled_local_argmax_ptr),

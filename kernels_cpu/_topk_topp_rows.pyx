@@ -73,6 +73,10 @@ cdef extern from *:
 
     typedef struct { float x; float e; int64_t i; } tkp_cand;
 
+    /* A row's maximum with NaN set aside and whether it holds a NaN (fd_max_nan's pair), where
+       the caller already read the row whole (its copy of it) */
+    typedef struct { float m; int nan; } tkp_rowmax;
+
     typedef struct {
         float* vals;        /* V floats: the row as float32 (fp16/bf16 rows) */
         float* sel;         /* V floats: the top-k selection buffer */
@@ -594,7 +598,8 @@ cdef extern from *:
        gather of what it keeps, the bucket and mask passes -- with the same thresholds, sums
        and candidates as on one thread. */
     static void tkp_row(char* row, int code, Py_ssize_t n, int64_t k, double p,
-                        float maskf, uint16_t mask16, tkp_scratch* s, int nt) {
+                        float maskf, uint16_t mask16, tkp_scratch* s, int nt,
+                        const tkp_rowmax* known) {
         int do_k = k < (int64_t)n, do_p = p < 1.0;
         if (n == 0 || !(do_k || do_p)) return;
         const float* x;
@@ -623,18 +628,26 @@ cdef extern from *:
                     ref = m0 + (0.5f * span < 16.0f ? 0.5f * span : 16.0f);
                     w = tkp_width(2.0f * span);
                 }
-                double above, target;
-                int bstar = tkp_topp_buckets(x, n, -INFINITY, ref, w, p, &above, &target,
-                                             s->part, nt);
-                if (bstar >= 0) {
-                    nc = tkp_mask_pass_split(row, code, x, n, -INFINITY, bstar, ref, w, maskf,
-                                             mask16, c, s->counts, nt);
-                    tkp_resolve(c, nc, ref, above, target, s->c2, &vstar, &ntie);
-                    tkp_drop(row, code, c, nc, vstar, ntie, maskf, mask16);
-                    return;
+                /* a known row maximum above ref (or a NaN) would void the pass: skip it */
+                if (!known || (!known->nan && !(known->m > ref))) {
+                    double above, target;
+                    int bstar = tkp_topp_buckets(x, n, -INFINITY, ref, w, p, &above, &target,
+                                                 s->part, nt);
+                    if (bstar >= 0) {
+                        nc = tkp_mask_pass_split(row, code, x, n, -INFINITY, bstar, ref, w,
+                                                 maskf, mask16, c, s->counts, nt);
+                        tkp_resolve(c, nc, ref, above, target, s->c2, &vstar, &ntie);
+                        tkp_drop(row, code, c, nc, vstar, ntie, maskf, mask16);
+                        return;
+                    }
                 }
             }
-            m = split ? tkp_max_split(x, n, &has_nan, nt) : fd_max_nan(x, n, &has_nan);
+            if (known) {
+                m = known->m;
+                has_nan = known->nan;
+            } else {
+                m = split ? tkp_max_split(x, n, &has_nan, nt) : fd_max_nan(x, n, &has_nan);
+            }
         }
         if (has_nan || m == -INFINITY) return;
         if (!do_p) {
@@ -701,8 +714,11 @@ cdef extern from *:
     """
     ctypedef struct tkp_scratch:
         float* vals
+    ctypedef struct tkp_rowmax:
+        float m
+        int nan
     void tkp_row(char* row, int code, Py_ssize_t n, int64_t k, double p, float maskf,
-                 uint16_t mask16, tkp_scratch* s, int nt) noexcept nogil
+                 uint16_t mask16, tkp_scratch* s, int nt, const tkp_rowmax* known) noexcept nogil
     int tkp_alloc(tkp_scratch* s, Py_ssize_t n, int need_vals) noexcept nogil
     void tkp_free(tkp_scratch* s) noexcept nogil
     void tkp_widen(const uint16_t* row, Py_ssize_t n, int code, float* out) noexcept nogil
@@ -750,16 +766,22 @@ cdef void free_row_scratch(void* s) noexcept nogil:
 cdef void mask_row_f32(float* row, Py_ssize_t n, int64_t k, double p, void* s) noexcept nogil:
     """One float32 row's top-k (``k >= n``: none) then top-p (``p >= 1``: none) mask, in place,
     ``-inf`` where a token is not kept."""
-    tkp_row(<char*>row, DT_FLOAT32, n, k, p, -INFINITY, 0, <tkp_scratch*>s, 1)
+    tkp_row(<char*>row, DT_FLOAT32, n, k, p, -INFINITY, 0, <tkp_scratch*>s, 1, NULL)
 
 
 cdef void mask_row_f32_team(float* row, Py_ssize_t n, int64_t k, double p, void* s,
-                            int nt) noexcept nogil:
+                            int nt, float row_max, bint row_nan) noexcept nogil:
     """``mask_row_f32`` with the row split across a team of ``nt`` threads (one scratch ``s``,
-    as ``mask_rows`` gives a row it splits; a row under two chunks is not split)."""
+    as ``mask_rows`` gives a row it splits; a row under two chunks is not split), for a caller
+    that wrote the row itself and so knows its maximum (NaN set aside) and whether it holds a
+    NaN: a row whose maximum lies far above its first values (a confident model's top token)
+    then goes straight to the exact-maximum path, without the bucket pass it would void."""
+    cdef tkp_rowmax known
+    known.m = row_max
+    known.nan = row_nan
     if n < 2 * SPAN:
         nt = 1
-    tkp_row(<char*>row, DT_FLOAT32, n, k, p, -INFINITY, 0, <tkp_scratch*>s, nt)
+    tkp_row(<char*>row, DT_FLOAT32, n, k, p, -INFINITY, 0, <tkp_scratch*>s, nt, &known)
 
 
 cdef void widen_row(const char* row, int code, Py_ssize_t n, float* out) noexcept nogil:
@@ -787,7 +809,7 @@ cdef int mask_rows(char* base, Py_ssize_t row_bytes, int code, Py_ssize_t B, Py_
         for r in range(B):
             if s != NULL:
                 tkp_row(base + r * row_bytes, code, V, _k_or(kp, kwide, r, V),
-                        _p_or(pp, pdbl, r), maskf, mask16, s, nt)
+                        _p_or(pp, pdbl, r), maskf, mask16, s, nt, NULL)
         _release(s)
     else:
         with parallel(num_threads=nt):
@@ -795,6 +817,6 @@ cdef int mask_rows(char* base, Py_ssize_t row_bytes, int code, Py_ssize_t B, Py_
             for r in prange(B, schedule="dynamic"):
                 if s != NULL:
                     tkp_row(base + r * row_bytes, code, V, _k_or(kp, kwide, r, V),
-                            _p_or(pp, pdbl, r), maskf, mask16, s, 1)
+                            _p_or(pp, pdbl, r), maskf, mask16, s, 1, NULL)
             _release(s)
     return failed[0]

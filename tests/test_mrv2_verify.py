@@ -295,6 +295,54 @@ def test_nan_and_minus_inf_rows_match(masks):
         _same_tokens(*_both(b, False, apply_temperature))
 
 
+@pytest.mark.parametrize("apply_temperature", [False, True])
+def test_rows_whose_maximum_the_first_values_miss_are_masked_as_top_p_masks_them(
+    team, apply_temperature
+):
+    """Top-p weighs a row against a reference from its first values; the one pass knows each
+    row's maximum from its copy and sends a row whose maximum lies above that reference (a
+    confident model's top token far into the row, a +inf) or that holds a NaN straight to the
+    exact-maximum path. Every processed row must be ``top_k_top_p``'s, bit for bit, and the
+    tokens the launches': peaked rows, a NaN and a +inf past the first values, a maximum just
+    above the first values' (the reference path), plain rows."""
+    V, R = 20000, 5  # three chunks: a team splits the row
+    b = _batch(2, R=R, K=1, V=V, idx=torch.int64, dtype=torch.float32, with_draft=False,
+               temps=(0.8,), accept_bias=0.0, placeholders=False, masks="p")  # fmt: skip
+    b["cu"] = torch.arange(0, 2 * R + 1, 2, dtype=torch.int64)
+    b["idx"] = torch.arange(R, dtype=torch.int64)
+    b["eim"] = torch.arange(R, dtype=torch.int64).repeat_interleave(2)
+    b["elp"] = torch.tensor([0, 1] * R, dtype=torch.int64)
+    b["pos"] = torch.arange(2 * R, dtype=torch.int64)
+    b["temp"] = torch.full((R,), 0.8)
+    b["top_p"] = torch.tensor([0.9, 0.9, 0.9, 0.9, 0.5])
+    t = torch.randn(2 * R, V, generator=torch.Generator().manual_seed(3)) * 2
+    first = t[:, :2048].amax(1)
+    # each request's first row is reached; request 0's draft is accepted (its row peaked)
+    t[0, 5000] = first[0] + 30  # peaked: the maximum far past the first values
+    t[1, 15000] = first[1] + 45  # its bonus row, too
+    t[2, 12000] = float("nan")
+    t[4, 19000] = float("inf")
+    t[6, 100] = first[6] + 25  # peaked, the maximum among the first values
+    t[8, 9000] = first[8] + 0.05  # above the first values' maximum, below the reference
+    b["target"] = t
+    b["ds"] = torch.zeros(2 * R, dtype=torch.int64)
+    b["ds"][1::2] = t[0::2].nan_to_num(nan=-1.0).argmax(1)  # each first draft: its argmax
+    args = _fused_args(b)
+    processed = torch.full((2 * R, V), 123.0)
+    spec.rejection_sample_fused(
+        *args, APPLY_TEMPERATURE=apply_temperature, top_p_ptr=b["top_p"],
+        processed_ptr=processed,
+    )  # fmt: skip
+    want = t / 0.8 if apply_temperature else t.clone()
+    kernels_cpu.top_k_top_p(want, None, b["top_p"][b["eim"]])
+    reached = [r for r in range(2 * R) if not (processed[r] == 123.0).all()]
+    assert {0, 1, 2, 4, 6, 8} <= set(reached)
+    for r in reached:
+        assert torch.equal(processed[r].view(torch.int32), want[r].view(torch.int32)), r
+    assert (processed[0] > float("-inf")).sum() == 1  # the peak alone holds 0.9 of the mass
+    _same_tokens(args[:2], _stock(*_args(b), False, apply_temperature, None, b["top_p"]))
+
+
 def test_unreached_rows_are_not_processed():
     """With top-k/top-p, only the rows the walk reaches (and each resampled row) are written to
     the processed buffer: a request whose first draft is rejected leaves its later rows alone."""
