@@ -86,6 +86,8 @@ cdef extern from *:
     /* the smallest and largest of x[0, n), NaN left out (+inf/-inf when none): 32 running
        extremes, a compare-and-select each, one reduction per loop -- fd_nanmax's shape, which
        the compiler vectorises (one chain of minss ran at its latency) */
+    #include <stdint.h>
+    #include <string.h>
     #include "_clones.h"
     FD_CLONES __attribute__((noinline))
     static void fd_chunk_range(const float *x, Py_ssize_t n, float *lo_out, float *hi_out) {
@@ -106,6 +108,27 @@ cdef extern from *:
         *lo_out = l;
         *hi_out = h;
     }
+    /* The lanes j < n (n <= 256) with x[j] + bound >= thr (NaN: never), in order, into
+       lanes; returns their count. The comparisons into a byte per lane (vectorised), then
+       the set bytes eight at a time: a masked stretch costs its compares, not a branch per
+       lane. */
+    FD_CLONES __attribute__((noinline))
+    static Py_ssize_t fd_lanes_reaching(const float *x, Py_ssize_t n, float bound, float thr,
+                                        int32_t *lanes) {
+        unsigned char hit[256 + 8];
+        Py_ssize_t j, k = 0;
+        for (j = 0; j < n; j++) hit[j] = x[j] + bound >= thr;
+        for (j = n; j < ((n + 7) & ~(Py_ssize_t)7); j++) hit[j] = 0;
+        for (j = 0; j < n; j += 8) {
+            uint64_t w;
+            memcpy(&w, hit + j, 8);
+            while (w) {
+                lanes[k++] = (int32_t)(j + (__builtin_ctzll(w) >> 3));
+                w &= w - 1;
+            }
+        }
+        return k;
+    }
     """
     enum: NOISE_BUCKETS "FD_NOISE_BUCKETS"
     float NOISE32_UP "fd_noise32_up"[]
@@ -113,6 +136,8 @@ cdef extern from *:
     float NOISE32_ENV "fd_noise32_env"[]
     int32_t IDENTITY_LANES "fd_identity_lanes"[]
     void chunk_range "fd_chunk_range"(const float* x, Py_ssize_t n, float* lo, float* hi) noexcept nogil
+    Py_ssize_t lanes_reaching "fd_lanes_reaching"(const float* x, Py_ssize_t n, float bound,
+                                                  float thr, int32_t* lanes) noexcept nogil
 
 cdef inline float noise32_of(float u) noexcept nogil:
     """The fp32 noise of uniform ``u``: ``-log(-log1p_neg_stable(u))``."""
@@ -256,10 +281,8 @@ cdef inline Py_ssize_t gumbel_block_argmax32(const float* logits, Py_ssize_t n_v
                 use = IDENTITY_LANES    # every lane (NaN ones drop out when scored)
                 k = m
             else:
-                k = 0
-                for j in range(m):      # NaN lanes drop out: they never win
-                    lanes[k] = <int32_t>j
-                    k += logits[s + j] + <float>NOISE32_BOUND >= thr
+                # NaN lanes drop out: they never win
+                k = lanes_reaching(logits + s, m, <float>NOISE32_BOUND, thr, lanes)
             if k > 0:
                 uniforms32_at(prefix, <uint32_t>(first_key + s), use, k, u)
                 if lim == lim and hi > -INFINITY:
