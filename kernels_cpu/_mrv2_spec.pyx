@@ -53,7 +53,7 @@ from kernels_cpu._philox cimport philox4x32_10
 from kernels_cpu._parallel cimport threads_for
 from kernels_cpu._rowmax cimport fd_max_nan
 from kernels_cpu._topk_topp_rows cimport (
-    _k_at, _p_at, free_row_scratch, mask_row_f32_team, row_scratch,
+    _k_at, _p_at, check_k_at, check_p_at, free_row_scratch, mask_row_f32_team, row_scratch,
 )
 from kernels_cpu._mrv2_gumbel_argmax cimport (
     fill_noise_bounds, gumbel_block_argmax32, gumbel_block_argmax64,
@@ -2506,8 +2506,6 @@ def rejection_sample_fused(
     cdef IBuf cu, eim
     cdef Py_ssize_t shp[3]
     cdef int kcode = 0, pcode = 0
-    cdef int64_t kv
-    cdef double pv
     cdef bint process = not is_none(top_k_ptr) or not is_none(top_p_ptr)
     cdef unsigned char* done = NULL
     cdef float* cmax = NULL
@@ -2588,18 +2586,12 @@ def rejection_sample_fused(
                 if start >= n_k:
                     raise ValueError(expected("top_k_ptr", f"an entry for request slot {start}",
                                               f"{n_k} elements"))
-                kv = (<const int64_t*>z.kp)[start] if z.kwide else (<const int*>z.kp)[start]
-                if kv < 1:
-                    raise ValueError(expected("top_k_ptr", "values >= 1",
-                                              f"top_k_ptr[{start}] = {kv}"))
+                check_k_at(z.kp, z.kwide, start, "top_k_ptr")
             if z.pp != NULL:
                 if start >= n_p:
                     raise ValueError(expected("top_p_ptr", f"an entry for request slot {start}",
                                               f"{n_p} elements"))
-                pv = (<const double*>z.pp)[start] if z.pdbl else (<const float*>z.pp)[start]
-                if not (0.0 < pv <= 1.0):
-                    raise ValueError(expected("top_p_ptr", "values in (0, 1]",
-                                              f"top_p_ptr[{start}] = {pv}"))
+                check_p_at(z.pp, z.pdbl, start, "top_p_ptr")
         z.raw.by_temp = by_temp
         by_temp = False                     # the programs read the processed rows
         target_logits_ptr = processed_ptr

@@ -47,7 +47,9 @@ from kernels_cpu._parallel cimport threads_for
 from kernels_cpu._race cimport (
     _accept_uniform, _accepts, _row_norm, race_logits, argmax_row, expf32,
 )
-from kernels_cpu._topk_topp_rows cimport row_scratch, free_row_scratch, mask_row_f32, widen_row
+from kernels_cpu._topk_topp_rows cimport (
+    check_k_at, check_p_at, free_row_scratch, mask_row_f32, row_scratch, widen_row,
+)
 
 cdef enum:
     M_LOGITS = (1 << DT_FLOAT32) | (1 << DT_FLOAT16) | (1 << DT_BFLOAT16)
@@ -215,8 +217,6 @@ cdef int _check_step(Step* a, output_token_ids, logits, target_logits_indices,
     cdef Py_ssize_t r, rstride
     cdef int code = 0
     cdef const float* tp
-    cdef double pv
-    cdef int64_t kv
     cdef StepRows rows
     check_step_rows(&rows, output_token_ids, cu_num_draft_tokens, draft_token_ids, max_spec_len)
     a.out, a.cu, a.draft = rows.out, rows.cu, rows.draft
@@ -264,9 +264,7 @@ cdef int _check_step(Step* a, output_token_ids, logits, target_logits_indices,
         if shp[0] < B:
             raise ValueError(expected("top_k", f"at least {B} elements (one per request)", shp[0]))
         for r in range(B):
-            kv = iget(a.k, r)
-            if kv < 1:
-                raise ValueError(expected("top_k", "values >= 1", f"top_k[{r}] = {kv}"))
+            check_k_at(a.k.ptr, a.k.wide, r, "top_k")
         a.has_k = True
     a.p = NULL
     if not is_none(top_p):
@@ -275,9 +273,7 @@ cdef int _check_step(Step* a, output_token_ids, logits, target_logits_indices,
         if shp[0] < B:
             raise ValueError(expected("top_p", f"at least {B} elements (one per request)", shp[0]))
         for r in range(B):
-            pv = (<const double*>a.p)[r] if a.p_dbl else (<const float*>a.p)[r]
-            if not (0.0 < pv <= 1.0):
-                raise ValueError(expected("top_p", "values in (0, 1]", f"top_p[{r}] = {pv}"))
+            check_p_at(a.p, a.p_dbl, r, "top_p")
     a.seeds = _seeds(seeds, "seeds", B)
     no_output_overlap(&rows, "target_logits_indices", a.tidx.ptr, a.T * isize(a.tidx))
     no_output_overlap(&rows, "bonus_logits_indices", a.bidx.ptr, B * isize(a.bidx))

@@ -14,7 +14,7 @@ from kernels_cpu._buffers cimport (
 )
 from kernels_cpu._checks cimport as_flag, as_int
 from kernels_cpu._parallel cimport threads_for
-from kernels_cpu._topk_topp_rows cimport _k_at, _p_at, mask_rows
+from kernels_cpu._topk_topp_rows cimport check_k_at, check_p_at, mask_rows
 
 
 cdef enum:
@@ -53,8 +53,6 @@ cdef _mask_rows(logits, k, p, mask_value, str ln, str kn, str pn, str mn, bint p
     cdef const char* kp = NULL
     cdef const char* pp = NULL
     cdef bint kwide = False, pdbl = False
-    cdef int64_t kv
-    cdef double pv
     cdef float maskf
     cdef uint16_t mask16 = 0
     try:
@@ -70,20 +68,14 @@ cdef _mask_rows(logits, k, p, mask_value, str ln, str kn, str pn, str mn, bint p
             raise ValueError(expected(kn, f"{B} values (one per row of {ln})", shp[0]))
         kwide = kcode == DT_INT64
         for r in range(B):
-            kv = _k_at(kp, kwide, r)
-            if kv < 1:
-                raise ValueError(expected(kn, "values >= 1", f"{kn}[{r}] = {kv}"))
+            check_k_at(kp, kwide, r, kn)
     if not is_none(p):
         pp = check_tensor(p, pn, M_FLOAT32 | M_FLOAT64, -1, &pcode, shp)
         if shp[0] != B:
             raise ValueError(expected(pn, f"{B} values (one per row of {ln})", shp[0]))
         pdbl = pcode == DT_FLOAT64
         for r in range(B):
-            pv = _p_at(pp, pdbl, r)
-            if not (0.0 < pv and (p_above_one or pv <= 1.0)):
-                raise ValueError(expected(
-                    pn, "values > 0" if p_above_one else "values in (0, 1]", f"{pn}[{r}] = {pv}"
-                ))
+            check_p_at(pp, pdbl, r, pn, p_above_one)
     if B == 0 or V == 0 or (kp == NULL and pp == NULL):
         return
     if code != DT_FLOAT32:

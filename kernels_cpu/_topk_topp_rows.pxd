@@ -7,6 +7,8 @@ row's temperature-scaled copy as its walk reaches it). The kept-set rules are
 """
 from libc.stdint cimport int32_t, int64_t, uint16_t
 
+from kernels_cpu._buffers cimport expected
+
 
 cdef inline int64_t _k_at(const char* kp, bint wide, Py_ssize_t r) noexcept nogil:
     """Row ``r``'s ``k`` from an int32 (or, ``wide``, int64) buffer."""
@@ -20,6 +22,26 @@ cdef inline double _p_at(const char* pp, bint dbl, Py_ssize_t r) noexcept nogil:
     if dbl:
         return (<const double*>pp)[r]
     return (<const float*>pp)[r]
+
+
+cdef inline int check_k_at(const char* kp, bint wide, Py_ssize_t i, str name) except -1:
+    """The rule every top-k entry keeps, for each kernel that takes a ``k`` buffer: ``k >= 1``
+    (``k >= V`` keeps the row); entry ``i`` of ``name`` refused naming it."""
+    cdef int64_t kv = _k_at(kp, wide, i)
+    if kv < 1:
+        raise ValueError(expected(name, "values >= 1", f"{name}[{i}] = {kv}"))
+    return 0
+
+
+cdef inline int check_p_at(const char* pp, bint dbl, Py_ssize_t i, str name,
+                           bint above_one=False) except -1:
+    """The rule every top-p entry keeps: ``0 < p <= 1`` (``1`` keeps the row; ``above_one``:
+    a caller for which p > 1 keeps it too); entry ``i`` of ``name`` refused naming it."""
+    cdef double pv = _p_at(pp, dbl, i)
+    if not (0.0 < pv and (above_one or pv <= 1.0)):
+        raise ValueError(expected(name, "values > 0" if above_one else "values in (0, 1]",
+                                  f"{name}[{i}] = {pv}"))
+    return 0
 
 
 cdef int mask_rows(char* base, Py_ssize_t row_bytes, int code, Py_ssize_t B, Py_ssize_t V,
