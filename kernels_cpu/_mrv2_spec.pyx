@@ -1500,8 +1500,11 @@ cdef bint _stats_or_reject(Lazy* z, const Tab* t, int64_t li, int64_t token, flo
     so once ``x_t - M - log(partial) < log(u)`` -- by a margin (1e-3 plus a relative 1e-6 of the
     logits, the partial sum also taken 1e-4 low: against the float rounding of the exponentials,
     their sums and the subtractions, all far below it) -- the test rejects whatever the rest of
-    the row holds. Otherwise (a NaN, an infinite maximum, a bf16/fp16 row, a probable draft,
-    a team splitting the row) every block is computed, as before: the answer never changes."""
+    the row holds. A draft the row gives no mass at all (``x_t = -inf``: top-k/top-p or a
+    logits mask took it) is rejected before any block, on a team too: ``x_t - lse`` is then
+    -inf or NaN, never above ``log(u)``. Otherwise (a NaN, an infinite maximum, a bf16/fp16
+    row, a probable draft, a team splitting the row) every block is computed, as before: the
+    answer never changes."""
     cdef const Stats* st = z.st
     cdef const float* row
     cdef float* buf
@@ -1510,6 +1513,9 @@ cdef bint _stats_or_reject(Lazy* z, const Tab* t, int64_t li, int64_t token, flo
     cdef int64_t V = st.V, b
     cdef Py_ssize_t om, os
     _lazy_row(z, li)
+    if (t.code == DT_FLOAT32 and temp > 0.0 and u > 0.0 and 0 <= token < V
+            and (<const float*>t.p)[_off(t, li, 0) + token] == -INFINITY):
+        return True
     if (z.team > 1 or t.code != DT_FLOAT32 or not (temp > 0.0) or not (u > 0.0)
             or not (0 <= token < V)):
         _lazy_stats(z, li)

@@ -248,12 +248,16 @@ def test_long_walks_and_first_rejections_both_occur():
 
 @pytest.mark.parametrize("masks", ["none", "p"])
 @pytest.mark.parametrize("apply_temperature", [False, True])
-def test_drafts_of_every_probability_get_the_launches_verdict(team, masks, apply_temperature):
+@pytest.mark.parametrize("shift", [0.0, -60.0])
+def test_drafts_of_every_probability_get_the_launches_verdict(
+    team, masks, apply_temperature, shift
+):
     """One-hot drafts whose target probability runs from ~1e-6 to ~1 (the first draft of each
-    request; rows flat, spread or peaked): the one pass decides many rejections from a row's
-    maximum and a partial sum of its exponentials, without its statistics -- the verdicts, and
-    so the tokens, are the launches' at every probability, those near the request's uniform
-    included."""
+    request; rows flat, spread or peaked; ``shift``: every logit far below zero, where only the
+    probabilities say what is likely): the one pass decides many rejections from a row's
+    maximum and a partial sum of its exponentials, or a draft's -inf alone, without its
+    statistics -- the verdicts, and so the tokens, are the launches' at every probability,
+    those near the request's uniform included."""
     R, K, V = 48, 2, 9000
     b = _batch(5, R=R, K=K, V=V, idx=torch.int64, dtype=torch.float32, with_draft=False,
                temps=(0.8, 1.0), accept_bias=0.0, placeholders=False, masks=masks)  # fmt: skip
@@ -270,7 +274,7 @@ def test_drafts_of_every_probability_get_the_launches_verdict(team, masks, apply
         want_p = 10 ** (-6 * float(torch.rand(1, generator=g)))  # 1e-6 .. 1
         others = torch.logsumexp(torch.cat([row[:tok], row[tok + 1 :]]), 0)
         row[tok] = others + torch.log(torch.tensor(want_p / (1 - want_p + 1e-12)))
-        t[li] = row
+        t[li] = row + shift
         b["ds"][li + 1] = tok
     got, want = _both(b, False, apply_temperature)
     _same_tokens(got, want)
