@@ -83,41 +83,33 @@ cdef extern from *:
        rising with k, so the first bucket whose bound a score cannot beat is a binary search */
     static float fd_noise32_env[FD_NOISE_BUCKETS + 1];
     static int32_t fd_identity_lanes[256];
-    /* the smallest and largest of x[0, n), NaN left out (+inf/-inf when none): 32 running
-       extremes, a compare-and-select each, one reduction per loop -- fd_nanmax's shape, which
-       the compiler vectorises (one chain of minss ran at its latency) */
     #include <stdint.h>
     #include <string.h>
     #include "_clones.h"
-    FD_CLONES __attribute__((noinline))
-    static void fd_chunk_range(const float *x, Py_ssize_t n, float *lo_out, float *hi_out) {
-        float b[32];
-        float l = INFINITY, h = -INFINITY;
-        Py_ssize_t j = 0;
-        for (int k = 0; k < 32; k++) b[k] = -INFINITY;
-        for (; j + 32 <= n; j += 32)
-            for (int k = 0; k < 32; k++) { float v = x[j + k]; b[k] = v > b[k] ? v : b[k]; }
-        for (int k = 0; k < 32; k++) h = b[k] > h ? b[k] : h;
-        for (; j < n; j++) h = x[j] > h ? x[j] : h;
-        j = 0;
-        for (int k = 0; k < 32; k++) b[k] = INFINITY;
-        for (; j + 32 <= n; j += 32)
-            for (int k = 0; k < 32; k++) { float v = x[j + k]; b[k] = v < b[k] ? v : b[k]; }
-        for (int k = 0; k < 32; k++) l = b[k] < l ? b[k] : l;
-        for (; j < n; j++) l = x[j] < l ? x[j] : l;
-        *lo_out = l;
-        *hi_out = h;
-    }
-    /* The lanes j < n (n <= 256) with x[j] + bound >= thr (NaN: never), in order, into
-       lanes; returns their count. The comparisons into a byte per lane (vectorised), then
-       the set bytes eight at a time: a masked stretch costs its compares, not a branch per
-       lane. */
+    /* A chunk of the draw, x[0, n) (n <= 256): its largest value, NaN left out (*hi_out; -inf
+       when none: then nothing more, 0 returned), and the lanes with x[j] + bound >= thr (NaN:
+       never) -- 32 running maxima, then the comparisons into a byte per lane (each loop
+       vectorised), then, unless no lane or every lane reaches (lanes untouched: the caller
+       takes them all), the set bytes eight at a time into lanes, in order: a masked stretch
+       costs its compares, not a branch per lane. Returns the count. */
     FD_CLONES __attribute__((noinline))
     static Py_ssize_t fd_lanes_reaching(const float *x, Py_ssize_t n, float bound, float thr,
-                                        int32_t *lanes) {
+                                        int32_t *lanes, float *hi_out) {
         unsigned char hit[256 + 8];
-        Py_ssize_t j, k = 0;
+        float b[32];
+        float h = -INFINITY;
+        Py_ssize_t j = 0, k = 0;
+        int count = 0;
+        for (int q = 0; q < 32; q++) b[q] = -INFINITY;
+        for (; j + 32 <= n; j += 32)
+            for (int q = 0; q < 32; q++) { float v = x[j + q]; b[q] = v > b[q] ? v : b[q]; }
+        for (int q = 0; q < 32; q++) h = b[q] > h ? b[q] : h;
+        for (; j < n; j++) h = x[j] > h ? x[j] : h;
+        *hi_out = h;
+        if (h == -INFINITY) return 0;             /* nothing but -inf and NaN */
         for (j = 0; j < n; j++) hit[j] = x[j] + bound >= thr;
+        for (j = 0; j < n; j++) count += hit[j];
+        if (count == 0 || count == n) return count;
         for (j = n; j < ((n + 7) & ~(Py_ssize_t)7); j++) hit[j] = 0;
         for (j = 0; j < n; j += 8) {
             uint64_t w;
@@ -127,7 +119,7 @@ cdef extern from *:
                 w &= w - 1;
             }
         }
-        return k;
+        return count;
     }
     """
     enum: NOISE_BUCKETS "FD_NOISE_BUCKETS"
@@ -135,9 +127,9 @@ cdef extern from *:
     double NOISE64_UP "fd_noise64_up"[]
     float NOISE32_ENV "fd_noise32_env"[]
     int32_t IDENTITY_LANES "fd_identity_lanes"[]
-    void chunk_range "fd_chunk_range"(const float* x, Py_ssize_t n, float* lo, float* hi) noexcept nogil
     Py_ssize_t lanes_reaching "fd_lanes_reaching"(const float* x, Py_ssize_t n, float bound,
-                                                  float thr, int32_t* lanes) noexcept nogil
+                                                  float thr, int32_t* lanes,
+                                                  float* hi) noexcept nogil
 
 cdef inline float noise32_of(float u) noexcept nogil:
     """The fp32 noise of uniform ``u``: ``-log(-log1p_neg_stable(u))``."""
@@ -228,7 +220,7 @@ cdef inline Py_ssize_t gumbel_block_argmax32(const float* logits, Py_ssize_t n_v
     argmax of the logits. NaN is skipped, ties keep the first index. Chunk by chunk, only the
     lanes whose logit plus the largest noise can still beat the best score are hashed, and of
     those only the ones whose bucket bound can are scored (notes above). A chunk is passed over
-    whole when its largest logit cannot win, hashed whole (no lane list) when its smallest can
+    whole when no lane's logit can win, hashed whole (no lane list) when every lane's can
     still, and its lanes are not scored at all when none of their uniforms lies below the cut
     that the best score less its largest logit sets (``uniform_cut32``: a margin above float
     rounding, so the lanes passed over are ones the per-lane test passes over too).
@@ -239,7 +231,7 @@ cdef inline Py_ssize_t gumbel_block_argmax32(const float* logits, Py_ssize_t n_v
     in order (a block tying an earlier one never wins: the first block with the largest score
     does)."""
     cdef Py_ssize_t j, idx = 0, s, m, q, k
-    cdef float best = NAN, v, thr, lo, hi, cut, lim
+    cdef float best = NAN, v, thr, hi, cut, lim
     cdef int32_t lanes[DRAW_CHUNK]
     cdef const int32_t* use
     cdef float u[DRAW_CHUNK]
@@ -260,7 +252,8 @@ cdef inline Py_ssize_t gumbel_block_argmax32(const float* logits, Py_ssize_t n_v
             m = n_valid - s if n_valid - s < DRAW_CHUNK else DRAW_CHUNK
             lim = _higher(best, floor)  # the score to beat
             thr = lim if lim == lim else -INFINITY
-            chunk_range(logits + s, m, &lo, &hi)     # NaN left out
+            # the lanes that can still win (NaN lanes never do), and the largest logit
+            k = lanes_reaching(logits + s, m, <float>NOISE32_BOUND, thr, lanes, &hi)
             if hi == -INFINITY:
                 # no lane above -inf (a masked stretch): each scores -inf, whatever its noise
                 # (finite), so none beats a score; with none yet and no floor, the chunk's
@@ -273,16 +266,12 @@ cdef inline Py_ssize_t gumbel_block_argmax32(const float* logits, Py_ssize_t n_v
                             break
                 s += m
                 continue
-            if not (hi + <float>NOISE32_BOUND >= thr):
-                s += m                  # no lane can win (NaN lanes never do)
+            if k == 0:
+                s += m                  # no lane can win
                 continue
             use = lanes
-            if lo + <float>NOISE32_BOUND >= thr:
-                use = IDENTITY_LANES    # every lane (NaN ones drop out when scored)
-                k = m
-            else:
-                # NaN lanes drop out: they never win
-                k = lanes_reaching(logits + s, m, <float>NOISE32_BOUND, thr, lanes)
+            if k == m:
+                use = IDENTITY_LANES    # every lane (the list was not written)
             if k > 0:
                 uniforms32_at(prefix, <uint32_t>(first_key + s), use, k, u)
                 if lim == lim and hi > -INFINITY:
