@@ -394,6 +394,9 @@ cdef int _table(object t, str name, int mask, int ndim, object st0, str n0, obje
 
 
 cdef int _need(const Tab* t, str name, int64_t i0, int64_t i1, int64_t ncols, str what) except -1:
+    """Refuses a table that does not hold ``ncols`` columns from row ``i0`` (step ``i1``). Its
+    message is built before the call: the per-row callers test ``_holds`` first, so that a
+    launch of many rows does not format one message per row for nothing."""
     if not _holds(t, i0, i1, ncols):
         raise ValueError(expected(name, f"a table holding {what}",
                                   _extent(t)))
@@ -515,7 +518,8 @@ def flatten_sampled_kernel(flat_sampled_ptr, sampled_ptr, sampled_stride, num_sa
         if start < 0:
             raise ValueError(expected("cu_num_logits_ptr", "non-negative offsets",
                                       f"[{r}] = {start}"))
-        _need(&s, "sampled_ptr", r, 0, n, f"row {r}'s {n} sampled tokens")
+        if not _holds(&s, r, 0, n):
+            _need(&s, "sampled_ptr", r, 0, n, f"row {r}'s {n} sampled tokens")
         if start + n > flat_need:
             flat_need = start + n
     flat = index_at_least(flat_sampled_ptr, "flat_sampled_ptr", flat_need,
@@ -818,7 +822,8 @@ cdef _local_logits_stats(
             raise ValueError(expected("expanded_idx_mapping_ptr",
                                       f"request slots in [0, {n_temp}) (temp_ptr's length)",
                                       f"[{li}] = {rs}"))
-        _need(&a.tgt, "target_logits_ptr", li, 0, cols, f"row {li}'s {cols} columns")
+        if not _holds(&a.tgt, li, 0, cols):
+            _need(&a.tgt, "target_logits_ptr", li, 0, cols, f"row {li}'s {cols} columns")
         temp = _ldr(a.temp, rs)
         if temp == 0.0:
             any_greedy = True
@@ -826,8 +831,9 @@ cdef _local_logits_stats(
             any_random = True
             if a.has_draft:
                 _need_row_mapping(a.has_rowmap, n_map, rs)
-                _need(&a.drf, "draft_logits_ptr", _mapped_row(a.has_rowmap, a.rowmap, rs), step,
-                      cols, f"request slot {rs}, step {step}: {cols} columns")
+                if not _holds(&a.drf, _mapped_row(a.has_rowmap, a.rowmap, rs), step, cols):
+                    _need(&a.drf, "draft_logits_ptr", _mapped_row(a.has_rowmap, a.rowmap, rs),
+                          step, cols, f"request slot {rs}, step {step}: {cols} columns")
     # outputs: rows of the grid's blocks
     _table(target_local_max_ptr, "target_local_max_ptr", M_FLOAT32, 2, target_local_max_stride,
            "target_local_max_stride", None, "", &a.tmax)
@@ -844,14 +850,19 @@ cdef _local_logits_stats(
         if _is_bonus(&a.bonus, li):
             continue
         temp = _ldr(a.temp, iget(a.eim, li))
-        _need(&a.tmax, "target_local_max_ptr", li, 0, NB, f"row {li}'s {NB} blocks")
+        if not _holds(&a.tmax, li, 0, NB):
+            _need(&a.tmax, "target_local_max_ptr", li, 0, NB, f"row {li}'s {NB} blocks")
         if temp == 0.0:
-            _need(&a.tam, "target_local_argmax_ptr", li, 0, NB, f"row {li}'s {NB} blocks")
+            if not _holds(&a.tam, li, 0, NB):
+                _need(&a.tam, "target_local_argmax_ptr", li, 0, NB, f"row {li}'s {NB} blocks")
         else:
-            _need(&a.tsum, "target_local_sumexp_ptr", li, 0, NB, f"row {li}'s {NB} blocks")
+            if not _holds(&a.tsum, li, 0, NB):
+                _need(&a.tsum, "target_local_sumexp_ptr", li, 0, NB, f"row {li}'s {NB} blocks")
             if a.has_draft:
-                _need(&a.dmax, "draft_local_max_ptr", li, 0, NB, f"row {li}'s {NB} blocks")
-                _need(&a.dsum, "draft_local_sumexp_ptr", li, 0, NB, f"row {li}'s {NB} blocks")
+                if not _holds(&a.dmax, li, 0, NB):
+                    _need(&a.dmax, "draft_local_max_ptr", li, 0, NB, f"row {li}'s {NB} blocks")
+                if not _holds(&a.dsum, li, 0, NB):
+                    _need(&a.dsum, "draft_local_sumexp_ptr", li, 0, NB, f"row {li}'s {NB} blocks")
     _no_overlap_rows(&a.tmax, "target_local_max_ptr", "target_local_max_stride", L, NB)
     if any_greedy:
         _no_overlap_rows(&a.tam, "target_local_argmax_ptr", "target_local_argmax_stride", L, NB)
@@ -920,8 +931,10 @@ cdef int _lse_tables(Lse* l, object mx, str mxn, object mxs, str mxsn, object se
 
 cdef int _need_lse(const Lse* l, str mxn, str sen, int64_t row) except -1:
     cdef int64_t real = min(l.nb, l.padded)
-    _need(&l.mx, mxn, row, 0, real, f"row {row}'s {real} blocks")
-    _need(&l.se, sen, row, 0, real, f"row {row}'s {real} blocks")
+    if not _holds(&l.mx, row, 0, real):
+        _need(&l.mx, mxn, row, 0, real, f"row {row}'s {real} blocks")
+    if not _holds(&l.se, row, 0, real):
+        _need(&l.se, sen, row, 0, real, f"row {row}'s {real} blocks")
     return 0
 
 
@@ -1349,18 +1362,22 @@ cdef _local_residual_mass(
                                       f"[{li}] = {rs}"))
         if _ldr(a.temp, rs) == 0.0:
             continue
-        _need(&a.g.tgt, "target_logits_ptr", li, 0, cols, f"row {li}'s {cols} columns")
+        if not _holds(&a.g.tgt, li, 0, cols):
+            _need(&a.g.tgt, "target_logits_ptr", li, 0, cols, f"row {li}'s {cols} columns")
         _need_row_mapping(a.g.has_rowmap, n_map, rs)
-        _need(&a.g.drf, "draft_logits_ptr", _draft_row(&a.g, rs), step, cols,
-              f"request slot {rs}, step {step}: {cols} columns")
+        if not _holds(&a.g.drf, _draft_row(&a.g, rs), step, cols):
+            _need(&a.g.drf, "draft_logits_ptr", _draft_row(&a.g, rs), step, cols,
+                  f"request slot {rs}, step {step}: {cols} columns")
         _need_lse(&a.g.tl, "target_local_max_ptr", "target_local_sumexp_ptr", li)
         _need_lse(&a.g.dl, "draft_local_max_ptr", "draft_local_sumexp_ptr", li)
         if li == 0:     # the kernel would read cumulative_log_p[-1]
             raise ValueError(expected("expanded_local_pos_ptr", "local position 0 at row 0 (a "
                                       "draft row reads the row before it of "
                                       "cumulative_log_p_ptr)", f"[0] = {step}"))
-        _need(&a.clp, "cumulative_log_p_ptr", 0, 0, li, f"the value of row {li - 1}")
-        _need(&a.out, "local_residual_mass_ptr", li, 0, NB, f"row {li}'s {NB} blocks")
+        if not _holds(&a.clp, 0, 0, li):
+            _need(&a.clp, "cumulative_log_p_ptr", 0, 0, li, f"the value of row {li - 1}")
+        if not _holds(&a.out, li, 0, NB):
+            _need(&a.out, "local_residual_mass_ptr", li, 0, NB, f"row {li}'s {NB} blocks")
         rows.append(li)
     if len(rows) > 1:
         _no_overlap_rows(&a.out, "local_residual_mass_ptr", "local_residual_mass_stride", L, NB)
@@ -1908,19 +1925,23 @@ cdef _rejection(
             li = start + i
             tok = iget(a.ds, li + 1)
             if greedy:
-                _need(&a.tam, "target_local_argmax_ptr", li, 0, real,
-                      f"row {li}'s {real} blocks")
-                _need(&a.g.tl.mx, "target_local_max_ptr", li, 0, real,
-                      f"row {li}'s {real} blocks")
+                if not _holds(&a.tam, li, 0, real):
+                    _need(&a.tam, "target_local_argmax_ptr", li, 0, real,
+                          f"row {li}'s {real} blocks")
+                if not _holds(&a.g.tl.mx, li, 0, real):
+                    _need(&a.g.tl.mx, "target_local_max_ptr", li, 0, real,
+                          f"row {li}'s {real} blocks")
                 if a.fly > 0 and tok >= 0:
                     _token_in(&a.g.tgt, "target_logits_ptr", li, 0, tok, "draft_sampled_ptr",
                               li + 1)
             elif a.block:
-                _need(&a.clp, "cumulative_log_p_ptr", 0, 0, li + 1, f"row {li}'s value")
+                if not _holds(&a.clp, 0, 0, li + 1):
+                    _need(&a.clp, "cumulative_log_p_ptr", 0, 0, li + 1, f"row {li}'s value")
                 if i < nd - 1 and iget(a.ds, li + 2) >= 0:
                     if a.g.has_draft:
-                        _need(&a.resid, "local_residual_mass_ptr", li + 1, 0, real,
-                              f"row {li + 1}'s {real} blocks")
+                        if not _holds(&a.resid, li + 1, 0, real):
+                            _need(&a.resid, "local_residual_mass_ptr", li + 1, 0, real,
+                                  f"row {li + 1}'s {real} blocks")
                     else:
                         _need_lse(&a.g.tl, "target_local_max_ptr", "target_local_sumexp_ptr",
                                   li + 1)
@@ -1954,7 +1975,8 @@ cdef _rejection(
            &a.sampled)
     for r in range(R):
         nd = iget(a.cu, r + 1) - iget(a.cu, r) - 1
-        _need(&a.sampled, "sampled_ptr", r, 0, nd, f"row {r}'s {nd} drafts")
+        if not _holds(&a.sampled, r, 0, nd):
+            _need(&a.sampled, "sampled_ptr", r, 0, nd, f"row {r}'s {nd} drafts")
     if R > 1:
         _no_overlap_rows(&a.sampled, "sampled_ptr", "sampled_stride", R, most)
     if into != NULL:
@@ -2326,10 +2348,13 @@ cdef _resample(
             if a.dedup and rti >= n_skip:
                 raise ValueError(expected("watermarking_skip_mask_ptr",
                                           f"an entry for row {rti}", f"{n_skip} elements"))
-            _need(&a.ctx, "contexts_ptr", rti, 0, a.width, f"row {rti}'s {a.width} context words")
+            if not _holds(&a.ctx, rti, 0, a.width):
+                _need(&a.ctx, "contexts_ptr", rti, 0, a.width,
+                      f"row {rti}'s {a.width} context words")
         if rti >= n_pos:
             raise ValueError(expected("pos_ptr", f"an entry for row {rti}", f"{n_pos} elements"))
-        _need(&a.tgt, "target_logits_ptr", rti, 0, cols, f"row {rti}'s {cols} columns")
+        if not _holds(&a.tgt, rti, 0, cols):
+            _need(&a.tgt, "target_logits_ptr", rti, 0, cols, f"row {rti}'s {cols} columns")
         rdt = 0
         if not bonus:
             if rti + 1 >= n_ds:
@@ -2341,12 +2366,16 @@ cdef _resample(
         if ri < 0:
             raise ValueError(expected("rejected_step_ptr", "steps >= 0", f"[{r}] = {ri}"))
         _need_row_mapping(a.has_rowmap, n_map, rs)
-        _need(&a.drf, "draft_logits_ptr", _mapped_row(a.has_rowmap, a.rowmap, rs), ri, cols,
-              f"request slot {rs}, step {ri}: {cols} columns")
-        _need(&a.trl, "target_rejected_logsumexp_ptr", 0, 0, r + 1, f"request {r}'s value")
-        _need(&a.drl, "draft_rejected_logsumexp_ptr", 0, 0, r + 1, f"request {r}'s value")
+        if not _holds(&a.drf, _mapped_row(a.has_rowmap, a.rowmap, rs), ri, cols):
+            _need(&a.drf, "draft_logits_ptr", _mapped_row(a.has_rowmap, a.rowmap, rs), ri, cols,
+                  f"request slot {rs}, step {ri}: {cols} columns")
+        if not _holds(&a.trl, 0, 0, r + 1):
+            _need(&a.trl, "target_rejected_logsumexp_ptr", 0, 0, r + 1, f"request {r}'s value")
+        if not _holds(&a.drl, 0, 0, r + 1):
+            _need(&a.drl, "draft_rejected_logsumexp_ptr", 0, 0, r + 1, f"request {r}'s value")
         if a.block and ri > 0:
-            _need(&a.clp, "cumulative_log_p_ptr", 0, 0, rti, f"row {rti - 1}'s value")
+            if not _holds(&a.clp, 0, 0, rti):
+                _need(&a.clp, "cumulative_log_p_ptr", 0, 0, rti, f"row {rti - 1}'s value")
     _table(resampled_local_argmax_ptr, "resampled_local_argmax_ptr", M_INDEX, 2,
            resampled_local_argmax_stride, "resampled_local_argmax_stride", None, "",
            &a.out_arg)
@@ -2357,8 +2386,10 @@ cdef _resample(
         rti = iget(a.cu, r) + iget(a.rej, r)
         if _ldr(a.temp, iget(a.eim, rti)) == 0.0 and rti != iget(a.cu, r + 1) - 1:
             continue
-        _need(&a.out_arg, "resampled_local_argmax_ptr", r, 0, NB, f"row {r}'s {NB} blocks")
-        _need(&a.out_max, "resampled_local_max_ptr", r, 0, NB, f"row {r}'s {NB} blocks")
+        if not _holds(&a.out_arg, r, 0, NB):
+            _need(&a.out_arg, "resampled_local_argmax_ptr", r, 0, NB, f"row {r}'s {NB} blocks")
+        if not _holds(&a.out_max, r, 0, NB):
+            _need(&a.out_max, "resampled_local_max_ptr", r, 0, NB, f"row {r}'s {NB} blocks")
     _no_overlap_rows(&a.out_arg, "resampled_local_argmax_ptr", "resampled_local_argmax_stride",
                      R, NB)
     _no_overlap_rows(&a.out_max, "resampled_local_max_ptr", "resampled_local_max_stride", R, NB)
@@ -2439,9 +2470,13 @@ def insert_resampled_kernel(sampled_ptr, sampled_stride, num_sampled_ptr,
             continue
         if ns < 0:
             raise ValueError(expected("num_sampled_ptr", "counts >= 0", f"[{r}] = {ns}"))
-        _need(&mx, "resampled_local_max_ptr", r, 0, max(real, 1), f"row {r}'s {real} blocks")
-        _need(&am, "resampled_local_argmax_ptr", r, 0, max(real, 1), f"row {r}'s {real} blocks")
-        _need(&s, "sampled_ptr", r, 0, ns + 1, f"row {r}'s slot {ns}")
+        if not _holds(&mx, r, 0, max(real, 1)):
+            _need(&mx, "resampled_local_max_ptr", r, 0, max(real, 1), f"row {r}'s {real} blocks")
+        if not _holds(&am, r, 0, max(real, 1)):
+            _need(&am, "resampled_local_argmax_ptr", r, 0, max(real, 1),
+                  f"row {r}'s {real} blocks")
+        if not _holds(&s, r, 0, ns + 1):
+            _need(&s, "sampled_ptr", r, 0, ns + 1, f"row {r}'s slot {ns}")
     with nogil:
         for r in range(R):
             ns = iget(num, r)
@@ -2635,8 +2670,10 @@ def rejection_sample_fused(
     if fp64 and rtab2.code != DT_FLOAT64:
         raise ValueError(expected("resampled_local_max_ptr", "float64 with USE_FP64", "float32"))
     for r in range(R):
-        _need(&rtab, "resampled_local_argmax_ptr", r, 0, RNB, f"row {r}'s {RNB} blocks")
-        _need(&rtab2, "resampled_local_max_ptr", r, 0, RNB, f"row {r}'s {RNB} blocks")
+        if not _holds(&rtab, r, 0, RNB):
+            _need(&rtab, "resampled_local_argmax_ptr", r, 0, RNB, f"row {r}'s {RNB} blocks")
+        if not _holds(&rtab2, r, 0, RNB):
+            _need(&rtab2, "resampled_local_max_ptr", r, 0, RNB, f"row {r}'s {RNB} blocks")
     _no_overlap_rows(&rtab, "resampled_local_argmax_ptr", "resampled_local_argmax_ptr.stride(0)",
                      R, RNB)
     _no_overlap_rows(&rtab2, "resampled_local_max_ptr", "resampled_local_max_ptr.stride(0)", R,
