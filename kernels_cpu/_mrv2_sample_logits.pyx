@@ -414,7 +414,8 @@ def apply_grammar_bitmask_kernel(logits_ptr, logits_stride, logits_indices_ptr,
                 raise ValueError(expected(f"logits_indices_ptr[{i}]", "an index >= 0", mapping))
             req = mapping // ms
             p = mapping % ms
-            need_count("cu_num_logits_ptr", c_cu, req + 2, f"request {req} and its end")
+            if c_cu < req + 2:          # (the message is formatted only when it is raised)
+                need_count("cu_num_logits_ptr", c_cu, req + 2, f"request {req} and its end")
             li = iget(cu, req)
             n = iget(cu, req + 1) - li
             if p < n and cols > 0:
