@@ -272,29 +272,28 @@ cdef inline Py_ssize_t gumbel_block_argmax32(const float* logits, Py_ssize_t n_v
             use = lanes
             if k == m:
                 use = IDENTITY_LANES    # every lane (the list was not written)
-            if k > 0:
-                uniforms32_at(prefix, <uint32_t>(first_key + s), use, k, u)
-                if lim == lim and hi > -INFINITY:
-                    # a lane beats the score to beat only with noise above lim - hi (hi: the
-                    # chunk's largest logit), less a margin for the sums' rounding
-                    cut = uniform_cut32((lim - hi) - (<float>1e-5 + <float>1e-5 * fabsf(lim)))
-                    any_low = False
-                    for q in range(k):
-                        any_low = any_low | (u[q] < cut)
-                    if not any_low:
-                        s += m
-                        continue
+            uniforms32_at(prefix, <uint32_t>(first_key + s), use, k, u)
+            if lim == lim:
+                # a lane beats the score to beat only with noise above lim - hi (hi: the
+                # chunk's largest logit, > -inf here), less a margin for the sums' rounding
+                cut = uniform_cut32((lim - hi) - (<float>1e-5 + <float>1e-5 * fabsf(lim)))
+                any_low = False
                 for q in range(k):
-                    j = s + use[q]
-                    lim = _higher(best, floor)
-                    if lim == lim and logits[j] + NOISE32_UP[noise_bucket(u[q])] <= lim:
-                        continue        # cannot beat the best score so far (or the floor)
-                    v = logits[j] + noise32_of(u[q])
-                    if v != v:
-                        continue
-                    if best != best or v > best:
-                        best = v
-                        idx = j
+                    any_low = any_low | (u[q] < cut)
+                if not any_low:
+                    s += m
+                    continue
+            for q in range(k):
+                j = s + use[q]
+                lim = _higher(best, floor)
+                if lim == lim and logits[j] + NOISE32_UP[noise_bucket(u[q])] <= lim:
+                    continue        # cannot beat the best score so far (or the floor)
+                v = logits[j] + noise32_of(u[q])
+                if v != v:
+                    continue
+                if best != best or v > best:
+                    best = v
+                    idx = j
             s += m
     if best != best and n_valid < block_size:
         # no number among the unmasked entries: the masked -inf (at their first index) win,

@@ -596,7 +596,9 @@ cdef extern from *:
     /* One row, in place. k >= n: no top-k; p >= 1: no top-p. code: 3 fp32, 8 fp16, 9 bf16.
        nt > 1: the row's passes split across nt threads by chunks -- the top-k selection, the
        gather of what it keeps, the bucket and mask passes -- with the same thresholds, sums
-       and candidates as on one thread. */
+       and candidates as on one thread. known (NULL: none): the row's maximum and NaN flag, as
+       a caller that wrote the row found them -- top-p alone then skips a bucket pass that its
+       reference from the first values would void, and the read for the exact maximum. */
     static void tkp_row(char* row, int code, Py_ssize_t n, int64_t k, double p,
                         float maskf, uint16_t mask16, tkp_scratch* s, int nt,
                         const tkp_rowmax* known) {
