@@ -309,7 +309,8 @@ CONTRACTS: tuple[Contract, ...] = (
         "target itself for a bonus row or a -1 placeholder; with WATERMARK a watermarked "
         "non-greedy request (its row's context not marked seen by DEDUPLICATE_CONTEXTS) draws "
         "with vLLM's keyed Philox PRF over the row's context words instead; stores the block's "
-        "token and noised max",
+        "token and noised max (first index on ties, the max ignoring NaN and the index counting "
+        "NaN as -inf: a block scoring nothing above -inf stores its first token)",
         (
             _a("resampled_local_argmax_ptr", "out", _INDEX, "table", "``R`` rows, ``NB`` blocks"),
             _stride("resampled_local_argmax_stride"),

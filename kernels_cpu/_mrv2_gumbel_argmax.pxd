@@ -11,8 +11,10 @@
 # widened to fp64, ``u = murmur3_uniform64``, noise ``-log(-log(u))``. Each operation is done in
 # the kernel's dtype and order (no fma contraction: the build has ``-ffp-contract=off``); only
 # libm's ``logf``/``log`` may differ in the last ulp from the library a GPU or numpy uses.
-# The argmax is ``tl.max(..., return_indices=True)``: NaN is ignored, ties go to the first index,
-# masked entries are -inf.
+# The argmax is ``tl.max(..., return_indices=True)`` as Triton's interpreter computes it
+# (``np.nanmax``, ``np.nanargmax``): the value ignores NaN, the index reads NaN as -inf; ties go
+# to the first index, masked entries are -inf. So a block with no score above -inf -- every lane
+# -inf or NaN -- has index 0.
 from libc.math cimport fabs, fabsf, log, logf, INFINITY, NAN
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 
@@ -210,6 +212,25 @@ cdef inline float _higher(float a, float b) noexcept nogil:
     return a if a >= b else b
 
 
+ctypedef fused score_t:
+    float
+    double
+
+
+cdef inline Py_ssize_t _no_score(score_t best, Py_ssize_t idx, Py_ssize_t n_valid,
+                                 Py_ssize_t block_size, score_t* best_out) noexcept nogil:
+    """A block's result from its best score and index: where nothing scored above -inf, every
+    lane is -inf or NaN (a logit above -inf scores above it, the noise being finite), and
+    ``np.nanargmax`` -- NaN read as -inf -- takes the first lane: index 0; the value is -inf
+    where a lane is (a masked one included), NaN where every lane is NaN."""
+    if not (best > -INFINITY):
+        idx = 0
+        if best != best and n_valid < block_size:
+            best = -INFINITY
+    best_out[0] = best
+    return idx
+
+
 cdef inline Py_ssize_t gumbel_block_argmax32(const float* logits, Py_ssize_t n_valid,
                                              Py_ssize_t block_size, int64_t first_key,
                                              int64_t seed, int64_t pos, bint noisy,
@@ -217,7 +238,9 @@ cdef inline Py_ssize_t gumbel_block_argmax32(const float* logits, Py_ssize_t n_v
     """Index (within the block) and value of the max of ``logits[j] + noise(first_key + j)``
     over the block's ``n_valid`` unmasked entries of ``block_size`` (masked ones are -inf; a
     block of no number at all gives NaN at index 0). ``noisy`` False (temperature 0): the plain
-    argmax of the logits. NaN is skipped, ties keep the first index. Chunk by chunk, only the
+    argmax of the logits. NaN is left out of the value and read as -inf for the index, ties
+    keep the first index: a block scoring nothing above -inf has index 0 (``_no_score``).
+    Chunk by chunk, only the
     lanes whose logit plus the largest noise can still beat the best score are hashed, and of
     those only the ones whose bucket bound can are scored (notes above). A chunk is passed over
     whole when no lane's logit can win, hashed whole (no lane list) when every lane's can
@@ -255,14 +278,13 @@ cdef inline Py_ssize_t gumbel_block_argmax32(const float* logits, Py_ssize_t n_v
             # the lanes that can still win (NaN lanes never do), and the largest logit
             k = lanes_reaching(logits + s, m, <float>NOISE32_BOUND, thr, lanes, &hi)
             if hi == -INFINITY:
-                # no lane above -inf (a masked stretch): each scores -inf, whatever its noise
-                # (finite), so none beats a score; with none yet and no floor, the chunk's
-                # first -inf lane is the block's best so far -- as the dense draw finds it
+                # no lane above -inf (a masked stretch): each scores -inf or NaN, whatever its
+                # noise (finite), so none beats a score; with none yet and no floor, a -inf
+                # lane makes the block's value -inf (its index is set at the end)
                 if lim != lim:
                     for j in range(m):
                         if logits[s + j] == -INFINITY:
                             best = -INFINITY
-                            idx = s + j
                             break
                 s += m
                 continue
@@ -295,13 +317,7 @@ cdef inline Py_ssize_t gumbel_block_argmax32(const float* logits, Py_ssize_t n_v
                     best = v
                     idx = j
             s += m
-    if best != best and n_valid < block_size:
-        # no number among the unmasked entries: the masked -inf (at their first index) win,
-        # as nanmax over the whole block finds them
-        best = -INFINITY
-        idx = n_valid
-    best_out[0] = best
-    return idx
+    return _no_score(best, idx, n_valid, block_size, best_out)
 
 
 cdef inline Py_ssize_t gumbel_block_argmax64(const float* logits, Py_ssize_t n_valid,
@@ -315,11 +331,10 @@ cdef inline Py_ssize_t gumbel_block_argmax64(const float* logits, Py_ssize_t n_v
         v = <double>logits[j]
         if noisy:
             if v == -INFINITY:
-                # scores -inf whatever its (finite) noise: the first such lane only, where
-                # nothing was scored yet
+                # scores -inf whatever its (finite) noise: the block's value is at least
+                # -inf (its index is set at the end)
                 if best != best:
                     best = -INFINITY
-                    idx = j
                 continue
             if v + NOISE64_BOUND < best:
                 continue
@@ -329,8 +344,4 @@ cdef inline Py_ssize_t gumbel_block_argmax64(const float* logits, Py_ssize_t n_v
         if best != best or v > best:
             best = v
             idx = j
-    if best != best and n_valid < block_size:
-        best = -INFINITY
-        idx = n_valid
-    best_out[0] = best
-    return idx
+    return _no_score(best, idx, n_valid, block_size, best_out)

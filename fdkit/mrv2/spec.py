@@ -73,6 +73,15 @@ class _Step:
             x[torch.rand(self.L, self.V, generator=g) < 0.2] = float("-inf")
         if rng.random() < 0.15 and self.L:  # a NaN logit (vLLM maps NaN maxima to -inf)
             x[rng.randrange(self.L), rng.randrange(self.V)] = float("nan")
+        if rng.random() < 0.1 and self.L:
+            # a row with no number above -inf: -inf with NaN lanes (argmaxes read NaN as -inf)
+            r = rng.randrange(self.L)
+            x[r] = float("-inf")
+            x[r, torch.rand(self.V, generator=g) < rng.choice([0.1, 0.5, 1.0])] = float("nan")
+            # a -inf in every 8 lanes (blocks are 16 or more, a multiple of 8): a full block of
+            # NaN only is past what vLLM's kernels can run under the interpreter (nanargmax
+            # raises on it)
+            x[r, 7::8] = float("-inf")
         self.extra = rng.choice([0, 0, rng.randint(1, 7)])
         # vLLM hands the kernels fp32 logits; the kernels read fp16/bf16 ones too
         dt = rng.choice([torch.float32] * 4 + [torch.float16, torch.bfloat16])
