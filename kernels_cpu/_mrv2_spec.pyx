@@ -2244,11 +2244,9 @@ cdef _resample(
     read): a request's blocks in order on one thread (``_res_row``), requests in parallel."""
     cdef Res a
     cdef int64_t R = _grid_axis(grid, 0, "grid"), NB = _grid_axis(grid, 1, "grid")
-    cdef int64_t r, ri, start, end, rti, rs, rdt, cols, P, p
+    cdef int64_t r, ri, start, end, rti, rs, rdt, cols
     cdef Py_ssize_t n_eim, n_temp, n_seed, n_pos, n_ds, n_wm = 0, n_skip = 0, n_map = 0
     cdef Py_ssize_t shp1[1]
-    cdef float* scratch
-    cdef int nt
     cdef bint bonus
     if R == 0 or NB == 0:
         R = NB = 0
@@ -2393,30 +2391,37 @@ cdef _resample(
     _no_overlap_rows(&a.out_arg, "resampled_local_argmax_ptr", "resampled_local_argmax_stride",
                      R, NB)
     _no_overlap_rows(&a.out_max, "resampled_local_max_ptr", "resampled_local_max_stride", R, NB)
-    P = R * NB
+    _res_run(&a, R, by_row)
+
+
+cdef int _res_run(const Res* a, int64_t R, bint by_row) except -1:
+    """The resampling programs of ``R`` requests (``a``'s arguments checked): every (request,
+    block) program in parallel, or ``by_row`` each request's blocks in order on one thread."""
+    cdef int64_t NB = a.NB, P = R * a.NB, r, p
+    cdef float* scratch
+    cdef int nt
     if P == 0:
-        return
+        return 0
     nt = _team(P * a.BS * 8, R if by_row else P)
     scratch = <float*>malloc(nt * a.BS * sizeof(float))
     if scratch == NULL:
         raise MemoryError()
-    try:
-        with nogil:
-            if by_row:
-                if nt == 1:
-                    for r in range(R):
-                        _res_row(&a, r, scratch)
-                else:
-                    for r in prange(R, num_threads=nt, schedule="dynamic"):
-                        _res_row(&a, r, scratch + threadid() * a.BS)
-            elif nt == 1:
-                for p in range(P):
-                    _res_program(&a, p // NB, p % NB, scratch)
+    with nogil:
+        if by_row:
+            if nt == 1:
+                for r in range(R):
+                    _res_row(a, r, scratch)
             else:
-                for p in prange(P, num_threads=nt, schedule="static"):
-                    _res_program(&a, p // NB, p % NB, scratch + threadid() * a.BS)
-    finally:
-        free(scratch)
+                for r in prange(R, num_threads=nt, schedule="dynamic"):
+                    _res_row(a, r, scratch + threadid() * a.BS)
+        elif nt == 1:
+            for p in range(P):
+                _res_program(a, p // NB, p % NB, scratch)
+        else:
+            for p in prange(P, num_threads=nt, schedule="static"):
+                _res_program(a, p // NB, p % NB, scratch + threadid() * a.BS)
+    free(scratch)
+    return 0
 
 
 # -- _insert_resampled_kernel ---------------------------------------------------------------------
@@ -2433,12 +2438,11 @@ def insert_resampled_kernel(sampled_ptr, sampled_stride, num_sampled_ptr,
     cdef int64_t R = _grid_axis(grid, 0, "grid")
     cdef int64_t nb = as_int(resample_num_blocks, "resample_num_blocks")
     cdef int64_t padded = as_int(PADDED_RESAMPLE_NUM_BLOCKS, "PADDED_RESAMPLE_NUM_BLOCKS")
-    cdef int64_t real, r, ns, start, end, rti, rs, b
+    cdef int64_t real, r, ns, start, end, rti, rs
     cdef Tab s, am, mx
     cdef IBuf num, cu, eim
     cdef Real temp
-    cdef Py_ssize_t n_eim, n_temp, idx
-    cdef double best, v
+    cdef Py_ssize_t n_eim, n_temp
     _pow2(padded, "PADDED_RESAMPLE_NUM_BLOCKS")
     real = min(nb, padded) if nb > 0 else 0
     num = index_at_least(num_sampled_ptr, "num_sampled_ptr", R, "one per request of the grid")
@@ -2478,23 +2482,31 @@ def insert_resampled_kernel(sampled_ptr, sampled_stride, num_sampled_ptr,
         if not _holds(&s, r, 0, ns + 1):
             _need(&s, "sampled_ptr", r, 0, ns + 1, f"row {r}'s slot {ns}")
     with nogil:
-        for r in range(R):
-            ns = iget(num, r)
-            start = iget(cu, r)
-            end = iget(cu, r + 1)
-            rti = start + ns
-            rs = iget(eim, rti)
-            iset(num, r, ns + 1)
-            if _ldr(temp, rs) == 0.0 and rti != end - 1:
-                continue
-            idx = 0
-            best = -INFINITY
-            for b in range(real):
-                v = _ldd(&mx, _off(&mx, r, 0) + b)
-                if v > best:
-                    best = v
-                    idx = b
-            _sti(&s, _off(&s, r, 0) + ns, _ldi(&am, _off(&am, r, 0) + idx))
+        _insert_rows(&s, num, cu, eim, &temp, &am, &mx, R, real)
+
+
+cdef void _insert_rows(const Tab* s, IBuf num, IBuf cu, IBuf eim, const Real* temp,
+                       const Tab* am, const Tab* mx, int64_t R, int64_t real) noexcept nogil:
+    """The insert's programs (arguments checked): ``num[r] += 1`` and, unless greedy off the
+    bonus row, the token of the first largest of ``real`` block maxima at ``s[r, num[r]]``."""
+    cdef int64_t r, ns, rti, rs, b
+    cdef Py_ssize_t idx
+    cdef double best, v
+    for r in range(R):
+        ns = iget(num, r)
+        rti = iget(cu, r) + ns
+        rs = iget(eim, rti)
+        iset(num, r, ns + 1)
+        if _ldr(temp[0], rs) == 0.0 and rti != iget(cu, r + 1) - 1:
+            continue
+        idx = 0
+        best = -INFINITY
+        for b in range(real):
+            v = _ldd(mx, _off(mx, r, 0) + b)
+            if v > best:
+                best = v
+                idx = b
+        _sti(s, _off(s, r, 0) + ns, _ldi(am, _off(am, r, 0) + idx))
 
 
 
@@ -2725,6 +2737,17 @@ def rejection_sample_fused(
         free(cmax)
         free(cnan)
         _give_arenas(z.arenas, outer, own_arenas)
+    # the resampling and the insert, from the arguments as checked above: what their launches
+    # would check again holds by those checks, but for the rows the walk picked -- a rejected
+    # draft's row of the draft logits, the slot after the accepted drafts -- checked here; where
+    # one fails, the launches themselves run and refuse it, naming the argument
+    cdef Res res
+    _res_after_walk(&res, &rj, &st, &rtab, &rtab2, V, RNB, has_draft, fp64)
+    if _walk_rows_held(&res, &rj.sampled, R):
+        _res_run(&res, R, outer > 1 or nt <= 1)
+        with nogil:
+            _insert_rows(&rj.sampled, rj.rej, rj.cu, st.eim, &rj.temp, &rtab, &rtab2, R, RNB)
+        return
     _resample(
         resampled_local_argmax_ptr, _stride0(resampled_local_argmax_ptr),
         resampled_local_max_ptr, _stride0(resampled_local_max_ptr), target_logits_ptr,
@@ -2739,6 +2762,61 @@ def rejection_sample_fused(
         _stride0(resampled_local_argmax_ptr), resampled_local_max_ptr,
         _stride0(resampled_local_max_ptr), RNB, cu_num_logits_ptr, expanded_idx_mapping_ptr,
         temp_ptr, rpadded, grid=(R,))
+
+
+cdef void _res_after_walk(Res* a, const Rej* rj, const Stats* st, const Tab* out_arg,
+                          const Tab* out_max, int64_t V, int64_t NB, bint has_draft,
+                          bint fp64) noexcept:
+    """The one pass's resampling arguments (vLLM 0.32's: no watermark, block verification or
+    row-mapped cache; 1024-wide blocks), from the tables its rejection and statistics checked:
+    the rejected steps are the walk's ``num_sampled``."""
+    a.out_arg = out_arg[0]
+    a.out_max = out_max[0]
+    a.tgt = rj.g.tgt
+    a.drf = rj.g.drf
+    a.trl = rj.trl
+    a.drl = rj.drl
+    a.rej = rj.rej
+    a.cu = rj.cu
+    a.eim = st.eim
+    a.ds = rj.ds
+    a.seed = rj.seed
+    a.pos = rj.pos
+    a.temp = rj.temp
+    a.V = V
+    a.BS = 1024
+    a.NB = NB
+    a.width = 1
+    a.has_draft = has_draft
+    a.fp64 = fp64
+    a.block = a.watermark = a.dedup = a.has_rowmap = a.skip_masked = False
+    a.wm = a.skip = NULL
+    a.key0 = a.key1 = 0
+    a.rowmap.ptr = NULL
+    a.rowmap.wide = False
+
+
+cdef bint _walk_rows_held(const Res* a, const Tab* sampled, int64_t R) noexcept nogil:
+    """Whether the rows the walk picked lie in their tables: each request's token slot after
+    its accepted drafts in ``sampled``, and, where a drawn draft was rejected, the draft logits'
+    row of its slot and step (``_resample``'s and the insert's checks of those rows; the rest of
+    theirs hold by the one pass's own)."""
+    cdef int64_t r, ri, start, end, rti, rs, cols = min(a.V, a.NB * a.BS) if a.V > 0 else 0
+    for r in range(R):
+        ri = iget(a.rej, r)
+        start = iget(a.cu, r)
+        end = iget(a.cu, r + 1)
+        rti = start + ri
+        rs = iget(a.eim, rti)
+        if _ldr(a.temp, rs) == 0.0 and rti != end - 1:
+            continue                # greedy: the walk stored the token, the insert counts it
+        if not _holds(sampled, r, 0, ri + 1):
+            return False
+        if not a.has_draft or rti == end - 1 or iget(a.ds, rti + 1) < 0:
+            continue
+        if not _holds(&a.drf, rs, ri, cols):
+            return False
+    return True
 
 
 # The top-k/top-p mask's scratch (a few MB per thread for a 128k row), kept between calls: fresh

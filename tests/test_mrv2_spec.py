@@ -157,7 +157,7 @@ def test_greedy_verification_walks_the_target_argmax(idx, seed):
         for i in range(cu[r + 1] - cu[r] - 1):
             li = cu[r] + i
             mx = kw["target_local_max_ptr"][li]
-            best = int(torch.nan_to_num(mx, nan=float("-inf")).argmax())
+            best = int(torch.nan_to_num(mx, nan=float("-inf"), neginf=float("-inf")).argmax())
             target = int(kw["target_local_argmax_ptr"][li, best])
             draft = int(kw["draft_sampled_ptr"][li + 1])
             ok = draft >= 0 and draft == target
@@ -210,7 +210,9 @@ def test_insert_takes_the_first_largest_block(idx, seed):
         slot = int(kw["expanded_idx_mapping_ptr"][row])
         if float(kw["temp_ptr"][slot]) == 0.0 and row != cu[r + 1] - 1:
             continue
-        mx = torch.nan_to_num(kw["resampled_local_max_ptr"][r], nan=float("-inf"))
+        mx = torch.nan_to_num(
+            kw["resampled_local_max_ptr"][r], nan=float("-inf"), neginf=float("-inf")
+        )
         want[r, n] = kw["resampled_local_argmax_ptr"][r, int(mx.argmax())]
     assert torch.equal(kw["sampled_ptr"], want)
     assert torch.equal(kw["num_sampled_ptr"], ns0 + 1)
@@ -252,7 +254,9 @@ def test_resample_draws_from_the_residual(idx, seed):
                 # np.nanargmax/np.nanmax, as Triton's interpreter runs tl.max: the index reads
                 # NaN as -inf (first of the largest), the value leaves it out -- a masked lane's
                 # -inf where the block is partial, NaN where every lane is NaN
-                assert tok == lo + int(x.nan_to_num(nan=float("-inf")).argmax())
+                assert tok == lo + int(
+                    x.nan_to_num(nan=float("-inf"), neginf=float("-inf")).argmax()
+                )
                 if x.isnan().all():
                     assert val == float("-inf") if n < bs else val != val
                 else:

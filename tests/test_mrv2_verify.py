@@ -418,6 +418,29 @@ def test_bad_input_is_refused_naming_it_and_nothing_is_written(arg, bad, name):
     assert (args[0] == -7).all() and (args[1] == -7).all()
 
 
+@pytest.mark.parametrize("accept", [False, True])
+def test_the_slot_after_the_accepted_drafts_is_checked_where_the_walk_picks_it(accept):
+    """A ``sampled`` table with a column per draft and none for the bonus token: a valid call
+    while every request rejects a draft (the token goes to that draft's column), refused naming
+    ``sampled_ptr`` once a request accepts all its drafts (its bonus token has no column) -- the
+    check of the rows only the walk picks, as the insert launch makes it."""
+    b = _small()
+    b["temp"] = torch.zeros_like(b["temp"])  # greedy: a draft is accepted iff it is the argmax
+    top = b["target"].argmax(1)
+    b["ds"] = (top + 1) % 50  # every draft off the argmax: rejected at once
+    if accept:
+        b["ds"][3:5] = top[2:4]  # request 1's drafts, checked at rows 2 and 3: its argmaxes
+    args = _fused_args(b)
+    args[0] = torch.full((2, 2), -7, dtype=torch.int64)  # K = 2 columns, no bonus column
+    if not accept:
+        spec.rejection_sample_fused(*args)
+        assert args[1].tolist() == [1, 1]
+        assert args[0][:, 0].tolist() == top[[0, 2]].tolist()
+        return
+    with pytest.raises(ValueError, match="sampled_ptr"):
+        spec.rejection_sample_fused(*args)
+
+
 @pytest.mark.parametrize(
     "kw, name",
     [
