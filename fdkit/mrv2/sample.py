@@ -39,6 +39,14 @@ def _logits(rng, n, v, dtype=torch.float32, specials=True):
             for _ in range(rng.randint(1, 4)):
                 c = rng.randrange(v)
                 x[r, c] = keep[c]
+        if rng.random() < 0.1:
+            # a row with no number above -inf: -inf and NaN lanes (argmaxes read NaN as -inf),
+            # a -inf in every 8 (a block of NaN only is past what vLLM's kernels can run under
+            # the interpreter: its nanargmax raises)
+            r = rng.randrange(n)
+            x[r] = float("-inf")
+            x[r, torch.rand(v, generator=g) < rng.choice((0.1, 0.5, 1.0))] = float("nan")
+            x[r, 7::8] = float("-inf")
     return x.to(dtype)
 
 
