@@ -2542,9 +2542,11 @@ def rejection_sample_fused(
 
     The tables (``[rows, 8192-blocks]`` statistics, ``[requests]`` log-sum-exps,
     ``[requests, 1024-blocks]`` resampling) are scratch laid out as vLLM's host code lays them
-    out; every argument is checked before anything is written. Requests run on a team each
-    (dynamic: their walks differ in length), or -- fewer requests than threads -- one after
-    another, each row's blocks split across the team."""
+    out; every argument is checked before anything is written, but for the rows only the walk
+    picks (the slot after a request's accepted drafts, a rejected draft's row of the draft
+    logits), checked after it as the resampling and insert launches check them. Requests run
+    on a team each (dynamic: their walks differ in length), or -- fewer requests than threads --
+    one after another, each row's blocks split across the team."""
     cdef Stats st
     cdef Rej rj
     cdef Lazy z
