@@ -53,7 +53,8 @@ from kernels_cpu._philox cimport philox4x32_10
 from kernels_cpu._parallel cimport threads_for
 from kernels_cpu._rowmax cimport fd_max_nan
 from kernels_cpu._topk_topp_rows cimport (
-    _k_at, _p_at, check_k_at, check_p_at, free_row_scratch, mask_row_f32_team, row_scratch,
+    _k_at, _p_at, check_k_at, check_p_at, free_row_scratch, mask_row_f32_team, mask_to_top_f32,
+    row_scratch,
 )
 from kernels_cpu._mrv2_gumbel_argmax cimport (
     fill_noise_bounds, gumbel_block_argmax32, gumbel_block_argmax64,
@@ -142,6 +143,10 @@ cdef extern from *:
     FD_CLONES static void fd_div_by(float *a, Py_ssize_t n, float d) {
         for (Py_ssize_t j = 0; j < n; j++) a[j] = a[j] / d;
     }
+    /* out[j] = a[j] / d, j < n: a copy and the division in one pass */
+    FD_CLONES static void fd_div_into(float *out, const float *a, Py_ssize_t n, float d) {
+        for (Py_ssize_t j = 0; j < n; j++) out[j] = a[j] / d;
+    }
     """
     int _thread_id "fd_spec_thread_id"() noexcept nogil
     float fd_bits_to_float(uint32_t b) noexcept nogil
@@ -149,6 +154,7 @@ cdef extern from *:
     void fd_exp_shifted(float* a, Py_ssize_t n, float m) noexcept nogil
     float fd_nanmax(const float* a, Py_ssize_t n) noexcept nogil
     void fd_div_by(float* a, Py_ssize_t n, float d) noexcept nogil
+    void fd_div_into(float* out, const float* a, Py_ssize_t n, float d) noexcept nogil
 
 
 cdef enum:
@@ -1445,8 +1451,8 @@ cdef struct Lazy:
     bint kwide, pdbl
     unsigned char* done # per row: processed
     void** arenas       # the mask's scratch: one per walking thread (a team shares [0])
-    float* cmax         # a team's copy of a row: each chunk's maximum and NaN flag
-    int* cnan
+    float* cmax         # each chunk's maximum, from a row's copy (nch per walking thread)
+    int* cnan           # a team's copy of a row: each chunk's NaN flag
 
 
 cdef float _load_scaled(const Tab* raw, int64_t li, Py_ssize_t c0, Py_ssize_t width,
@@ -1455,9 +1461,12 @@ cdef float _load_scaled(const Tab* raw, int64_t li, Py_ssize_t c0, Py_ssize_t wi
     temperature kernel leaves them; their maximum (NaN set aside; ``nan``: whether one
     occurs), read while they are in cache."""
     cdef Py_ssize_t n = width - c0 if width - c0 < 8192 else 8192
-    _ldrow(raw, _off(raw, li, 0) + c0, n, row + c0)
-    if _scaled(raw, temp):
-        fd_div_by(row + c0, n, temp)
+    if raw.code == DT_FLOAT32 and _scaled(raw, temp):
+        fd_div_into(row + c0, (<const float*>raw.p) + _off(raw, li, 0) + c0, n, temp)
+    else:
+        _ldrow(raw, _off(raw, li, 0) + c0, n, row + c0)
+        if _scaled(raw, temp):
+            fd_div_by(row + c0, n, temp)
     return fd_max_nan(row + c0, n, nan)
 
 
@@ -1467,6 +1476,7 @@ cdef void _lazy_row(Lazy* z, int64_t li) noexcept nogil:
     cdef float* row
     cdef int64_t rs
     cdef float temp, m = -INFINITY, cm
+    cdef double p
     cdef int nan = 0, cn = 0
     cdef Py_ssize_t c, nch = (z.width + 8191) // 8192
     if z.proc == NULL or z.done[li]:
@@ -1485,11 +1495,18 @@ cdef void _lazy_row(Lazy* z, int64_t li) noexcept nogil:
             cm = _load_scaled(&z.raw, li, c * 8192, z.width, temp, row, &cn)
             m = cm if cm > m else m
             nan = nan | cn
+            if z.pp != NULL:
+                z.cmax[_thread_id() * nch + c] = cm
     if z.kp != NULL or z.pp != NULL:
-        mask_row_f32_team(row, z.width,
-                          _k_at(z.kp, z.kwide, rs) if z.kp != NULL else z.width,
-                          _p_at(z.pp, z.pdbl, rs) if z.pp != NULL else 1.0,
-                          z.arenas[_thread_id() if z.team <= 1 else 0], z.team, m, nan)
+        p = _p_at(z.pp, z.pdbl, rs) if z.pp != NULL else 1.0
+        # a row whose maximum alone reaches p (a confident model's) is masked to it from the
+        # chunk maxima the copy found; any other row takes top-k/top-p's passes
+        if nan or not mask_to_top_f32(row, z.width, p,
+                                      z.cmax + (0 if z.team > 1 else _thread_id() * nch), m,
+                                      z.team):
+            mask_row_f32_team(row, z.width,
+                              _k_at(z.kp, z.kwide, rs) if z.kp != NULL else z.width, p,
+                              z.arenas[_thread_id() if z.team <= 1 else 0], z.team, m, nan)
     z.done[li] = 1
 
 
@@ -2706,7 +2723,7 @@ def rejection_sample_fused(
     if process:
         done = <unsigned char*>calloc(L if L > 0 else 1, 1)
         nch = (z.width + 8191) // 8192 if z.width > 0 else 1
-        cmax = <float*>malloc(nch * sizeof(float))
+        cmax = <float*>malloc(outer * nch * sizeof(float))   # a walking thread's each
         cnan = <int*>malloc(nch * sizeof(int))
     if (scratch == NULL or rbuf == NULL
             or (process and (done == NULL or cmax == NULL or cnan == NULL))):

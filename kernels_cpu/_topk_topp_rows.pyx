@@ -593,6 +593,58 @@ cdef extern from *:
         return nc;
     }
 
+    /* x[0:n) = -inf (n <= 0: nothing) */
+    FD_CLONES static void tkp_fill_ninf(float* x, Py_ssize_t n) {
+        for (Py_ssize_t i = 0; i < n; i++) x[i] = -INFINITY;
+    }
+
+    /* Top-p's answer for a float32 row whose maximum m alone reaches p of its mass, from the
+       maxima of its TKP_SPAN-value chunks (cmax, NaN set aside; the row holds no NaN) and a
+       read of the maximum's chunk, without the bucket and mask passes: the walk keeps the top
+       token (nothing ranks above it) and stops at the next while the mass above it, 1, is at
+       least p times the total -- the total at most 1 plus each chunk's count times the mass
+       of its maximum, the maximum's chunk counted by its second largest value. Where that
+       bound times p falls below 1 by a margin far above the masses' rounding (fd_expf within
+       an ulp of expf, their sums in double), every other value is masked to -inf, the mask
+       pass split across nt threads by chunks, and 1 is returned; 0 (nothing written) where it
+       does not, where the maximum is tied or not finite, or p >= 1 -- the row then takes the
+       passes, which give the same kept set wherever this applies. Top-k first changes
+       nothing: it keeps the maximum and only takes mass away. A confident model's row -- its
+       top token far above the rest -- is this case. */
+    static int tkp_only_top(float* row, Py_ssize_t n, double p, const float* cmax, float m,
+                            int nt) {
+        Py_ssize_t nch = (n + TKP_SPAN - 1) / TKP_SPAN, top = -1;
+        double rest = 0.0;
+        if (!(p < 1.0) || !(m > -INFINITY && m < INFINITY) || n < 2) return 0;
+        for (Py_ssize_t ch = 0; ch < nch; ch++) {
+            Py_ssize_t cn = n - ch * TKP_SPAN < TKP_SPAN ? n - ch * TKP_SPAN : TKP_SPAN;
+            if (top < 0 && cmax[ch] == m) { top = ch; continue; }
+            rest += (double)cn * (double)expf(cmax[ch] - m);   /* a -inf chunk: 0 */
+            if (!(p * (1.0 + rest * 1.00001) < 0.9999999)) return 0;
+        }
+        if (top < 0) return 0;
+        Py_ssize_t lo = top * TKP_SPAN, cn = n - lo < TKP_SPAN ? n - lo : TKP_SPAN, j = lo;
+        while (j < lo + cn && row[j] != m) j++;
+        if (j == lo + cn) return 0;
+        int nan = 0;
+        float a = fd_max_nan(row + lo, j - lo, &nan), b = fd_max_nan(row + j + 1, lo + cn - j - 1,
+                                                                      &nan);
+        float s2 = a > b ? a : b;
+        if (nan || !(s2 < m)) return 0;            /* a tie at the maximum */
+        rest += (double)(cn - 1) * (double)expf(s2 - m);
+        if (!(p * (1.0 + rest * 1.00001) < 0.9999999)) return 0;
+    #ifdef _OPENMP
+        #pragma omp parallel for num_threads(nt) schedule(static) if(nt > 1)
+    #endif
+        for (Py_ssize_t ch = 0; ch < nch; ch++) {
+            Py_ssize_t c0 = ch * TKP_SPAN, c1 = n - c0 < TKP_SPAN ? n : c0 + TKP_SPAN;
+            tkp_fill_ninf(row + c0, (j < c1 ? j : c1) - c0);
+            if (j + 1 > c0) tkp_fill_ninf(row + j + 1, c1 - (j + 1));
+            else tkp_fill_ninf(row + c0, c1 - c0);
+        }
+        return 1;
+    }
+
     /* One row, in place. k >= n: no top-k; p >= 1: no top-p. code: 3 fp32, 8 fp16, 9 bf16.
        nt > 1: the row's passes split across nt threads by chunks -- the top-k selection, the
        gather of what it keeps, the bucket and mask passes -- with the same thresholds, sums
@@ -722,6 +774,8 @@ cdef extern from *:
     void tkp_row(char* row, int code, Py_ssize_t n, int64_t k, double p, float maskf,
                  uint16_t mask16, tkp_scratch* s, int nt, const tkp_rowmax* known) noexcept nogil
     int tkp_alloc(tkp_scratch* s, Py_ssize_t n, int need_vals) noexcept nogil
+    int tkp_only_top(float* row, Py_ssize_t n, double p, const float* cmax, float m,
+                     int nt) noexcept nogil
     void tkp_free(tkp_scratch* s) noexcept nogil
     void tkp_widen(const uint16_t* row, Py_ssize_t n, int code, float* out) noexcept nogil
     enum: SPAN "TKP_SPAN"
@@ -784,6 +838,18 @@ cdef void mask_row_f32_team(float* row, Py_ssize_t n, int64_t k, double p, void*
     if n < 2 * SPAN:
         nt = 1
     tkp_row(<char*>row, DT_FLOAT32, n, k, p, -INFINITY, 0, <tkp_scratch*>s, nt, &known)
+
+
+cdef bint mask_to_top_f32(float* row, Py_ssize_t n, double p, const float* cmax,
+                          float row_max, int nt) noexcept nogil:
+    """Top-k (any ``k >= 1``) then top-p ``p`` on a float32 row without NaN, where its maximum
+    ``row_max`` alone reaches ``p`` of the mass (``tkp_only_top``: a bound from the maxima of
+    its ``SPAN``-value chunks, ``cmax``, which its writer found): every other value masked to
+    -inf, on ``nt`` threads; False (nothing written) where the bound does not show it -- then
+    ``mask_row_f32_team`` masks the row, to the same kept set wherever this applies."""
+    if n < 2 * SPAN:
+        nt = 1
+    return tkp_only_top(row, n, p, cmax, row_max, nt) != 0
 
 
 cdef void widen_row(const char* row, int code, Py_ssize_t n, float* out) noexcept nogil:

@@ -347,6 +347,60 @@ def test_rows_whose_maximum_the_first_values_miss_are_masked_as_top_p_masks_them
     _same_tokens(args[:2], _stock(*_args(b), False, apply_temperature, None, b["top_p"]))
 
 
+@pytest.mark.parametrize("with_k", [False, True])
+def test_a_row_whose_maximum_alone_reaches_p_is_masked_as_top_p_masks_it(team, with_k):
+    """A row whose maximum alone holds p of its mass is masked to it from the chunk maxima its
+    copy found, without top-p's passes -- where a bound shows it (the other chunks' maxima,
+    the maximum's chunk's second value). Each processed row must be ``top_k_top_p``'s bit for
+    bit: a peak swept across the point where the top token alone reaches p (the bound taken
+    too loose masks rows whose kept set is larger), at p 0.5, 0.9 and 0.999; a peak tied with
+    another value, one with a runner-up just below it, rows of a few finite values."""
+    V = 20000  # three chunks: a team splits the row
+    g = torch.Generator().manual_seed(11)
+    rows, ps = [], []
+    for p in (0.5, 0.9, 0.999):
+        for lift in [6.0 + 0.5 * i for i in range(30)]:
+            x = torch.randn(V, generator=g)
+            x[int(torch.randint(0, V, (1,), generator=g))] = lift + 4.0
+            rows.append(x)
+            ps.append(p)
+    x = torch.randn(V, generator=g)
+    x[[3000, 17000]] = 40.0  # tied at the top
+    rows.append(x)
+    x = torch.randn(V, generator=g)
+    x[9000], x[9001] = 40.0, 39.99  # a runner-up just below
+    rows.append(x)
+    for spot in (5, 8191, 8192, 19999):
+        x = torch.full((V,), float("-inf"))
+        x[[1, 12000]] = torch.tensor([0.0, -3.0])
+        x[spot] = 9.0  # a few finite values, the peak at a chunk's edge
+        rows.append(x)
+    ps += [0.9] * (len(rows) - len(ps))
+    R = len(rows)
+    b = _batch(2, R=R, K=1, V=V, idx=torch.int64, dtype=torch.float32, with_draft=False,
+               temps=(1.0,), accept_bias=0.0, placeholders=False, masks="p")  # fmt: skip
+    b["cu"] = torch.arange(0, R + 1, dtype=torch.int64)  # bonus rows only: each one drawn
+    b["idx"] = b["eim"] = torch.arange(R, dtype=torch.int64)
+    b["elp"] = torch.zeros(R, dtype=torch.int64)
+    b["pos"] = torch.arange(R, dtype=torch.int64)
+    b["temp"] = torch.full((R,), 1.0)
+    b["ds"] = torch.zeros(R, dtype=torch.int64)
+    b["top_p"] = torch.tensor(ps)
+    b["top_k"] = torch.tensor([1, 5, 50, 20000] * R, dtype=torch.int64)[:R] if with_k else None
+    b["target"] = torch.stack(rows)
+    args = _fused_args(b)
+    processed = torch.full((R, V), 123.0)
+    spec.rejection_sample_fused(
+        *args, top_k_ptr=b["top_k"], top_p_ptr=b["top_p"], processed_ptr=processed
+    )
+    want = b["target"].clone()
+    kernels_cpu.top_k_top_p(want, b["top_k"], b["top_p"])
+    for r in range(R):
+        assert torch.equal(processed[r].view(torch.int32), want[r].view(torch.int32)), r
+    kept = (want > float("-inf")).sum(1)
+    assert (kept == 1).any() and (kept > 1).any()  # both sides of the point are swept
+
+
 def test_unreached_rows_are_not_processed():
     """With top-k/top-p, only the rows the walk reaches (and each resampled row) are written to
     the processed buffer: a request whose first draft is rejected leaves its later rows alone."""
