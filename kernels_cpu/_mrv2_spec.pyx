@@ -53,8 +53,7 @@ from kernels_cpu._philox cimport philox4x32_10
 from kernels_cpu._parallel cimport threads_for
 from kernels_cpu._rowmax cimport fd_max_nan
 from kernels_cpu._topk_topp_rows cimport (
-    _k_at, _p_at, check_k_at, check_p_at, free_row_scratch, mask_row_f32_team, mask_to_top_f32,
-    row_scratch,
+    _k_at, _p_at, check_k_at, check_p_at, free_row_scratch, mask_row_f32_team, row_scratch,
 )
 from kernels_cpu._mrv2_gumbel_argmax cimport (
     fill_noise_bounds, gumbel_block_argmax32, gumbel_block_argmax64,
@@ -1476,7 +1475,6 @@ cdef void _lazy_row(Lazy* z, int64_t li) noexcept nogil:
     cdef float* row
     cdef int64_t rs
     cdef float temp, m = -INFINITY, cm
-    cdef double p
     cdef int nan = 0, cn = 0
     cdef Py_ssize_t c, nch = (z.width + 8191) // 8192
     if z.proc == NULL or z.done[li]:
@@ -1495,18 +1493,15 @@ cdef void _lazy_row(Lazy* z, int64_t li) noexcept nogil:
             cm = _load_scaled(&z.raw, li, c * 8192, z.width, temp, row, &cn)
             m = cm if cm > m else m
             nan = nan | cn
-            if z.pp != NULL:
-                z.cmax[_thread_id() * nch + c] = cm
+            z.cmax[_thread_id() * nch + c] = cm
     if z.kp != NULL or z.pp != NULL:
-        p = _p_at(z.pp, z.pdbl, rs) if z.pp != NULL else 1.0
-        # a row whose maximum alone reaches p (a confident model's) is masked to it from the
-        # chunk maxima the copy found; any other row takes top-k/top-p's passes
-        if nan or not mask_to_top_f32(row, z.width, p,
-                                      z.cmax + (0 if z.team > 1 else _thread_id() * nch), m,
-                                      z.team):
-            mask_row_f32_team(row, z.width,
-                              _k_at(z.kp, z.kwide, rs) if z.kp != NULL else z.width, p,
-                              z.arenas[_thread_id() if z.team <= 1 else 0], z.team, m, nan)
+        # the copy's maximum and chunk maxima: a row whose maximum alone reaches p (a confident
+        # model's) is masked to it from those, without top-k/top-p's passes
+        mask_row_f32_team(row, z.width,
+                          _k_at(z.kp, z.kwide, rs) if z.kp != NULL else z.width,
+                          _p_at(z.pp, z.pdbl, rs) if z.pp != NULL else 1.0,
+                          z.arenas[_thread_id() if z.team <= 1 else 0], z.team, m, nan,
+                          z.cmax + (0 if z.team > 1 else _thread_id() * nch))
     z.done[li] = 1
 
 

@@ -51,7 +51,6 @@ cdef void* row_scratch(Py_ssize_t V) noexcept nogil
 cdef void free_row_scratch(void* s) noexcept nogil
 cdef void mask_row_f32(float* row, Py_ssize_t n, int64_t k, double p, void* s) noexcept nogil
 cdef void mask_row_f32_team(float* row, Py_ssize_t n, int64_t k, double p, void* s,
-                           int nt, float row_max, bint row_nan) noexcept nogil
-cdef bint mask_to_top_f32(float* row, Py_ssize_t n, double p, const float* cmax,
-                          float row_max, int nt) noexcept nogil
+                           int nt, float row_max, bint row_nan,
+                           const float* chunk_max) noexcept nogil
 cdef void widen_row(const char* row, int code, Py_ssize_t n, float* out) noexcept nogil

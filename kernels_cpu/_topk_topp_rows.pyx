@@ -75,7 +75,7 @@ cdef extern from *:
 
     /* A row's maximum with NaN set aside and whether it holds a NaN (fd_max_nan's pair), where
        the caller already read the row whole (its copy of it) */
-    typedef struct { float m; int nan; } tkp_rowmax;
+    typedef struct { float m; int nan; const float* cmax; } tkp_rowmax;
 
     typedef struct {
         float* vals;        /* V floats: the row as float32 (fp16/bf16 rows) */
@@ -547,20 +547,22 @@ cdef extern from *:
         return lo;
     }
 
-    /* fd_max_nan over a row split across nt threads by chunks (the order of a maximum does not
-       change it): the exact-maximum path of a row on a team reads it in parallel */
-    static float tkp_max_split(const float* x, Py_ssize_t n, int* nan, int nt) {
+    /* fd_max_nan over a row by chunks, each chunk's maximum into cmax (NaN set aside), split
+       across nt threads (the order of a maximum does not change it): the exact-maximum path
+       reads a row on a team in parallel, and keeps the chunk maxima for tkp_only_top */
+    static float tkp_max_split(const float* x, Py_ssize_t n, int* nan, float* cmax, int nt) {
         Py_ssize_t nch = (n + TKP_SPAN - 1) / TKP_SPAN;
         float best = -INFINITY;
         int anynan = 0;
     #ifdef _OPENMP
         #pragma omp parallel for num_threads(nt) schedule(static) reduction(|:anynan) \
-            reduction(max:best)
+            reduction(max:best) if(nt > 1)
     #endif
         for (Py_ssize_t ch = 0; ch < nch; ch++) {
             Py_ssize_t lo = ch * TKP_SPAN, len = n - lo < TKP_SPAN ? n - lo : TKP_SPAN;
             int nc = 0;
             float mc = fd_max_nan(x + lo, len, &nc);
+            cmax[ch] = mc;
             best = mc > best ? mc : best;
             anynan |= nc;
         }
@@ -650,7 +652,10 @@ cdef extern from *:
        gather of what it keeps, the bucket and mask passes -- with the same thresholds, sums
        and candidates as on one thread. known (NULL: none): the row's maximum and NaN flag, as
        a caller that wrote the row found them -- top-p alone then skips a bucket pass that its
-       reference from the first values would void, and the read for the exact maximum. */
+       reference from the first values would void, and the read for the exact maximum -- and
+       its chunks' maxima (cmax, NULL: none), from which a row whose maximum alone reaches p
+       is masked to it at once (tkp_only_top; the exact-maximum path of top-p alone finds them
+       itself). */
     static void tkp_row(char* row, int code, Py_ssize_t n, int64_t k, double p,
                         float maskf, uint16_t mask16, tkp_scratch* s, int nt,
                         const tkp_rowmax* known) {
@@ -665,6 +670,9 @@ cdef extern from *:
         tkp_cand* c = s->c1;
         Py_ssize_t nc = 0;
         int split = nt > 1 && n > TKP_SPAN;
+        if (known && known->cmax && !known->nan && code == 3
+                && tkp_only_top((float*)row, n, p, known->cmax, known->m, nt))
+            return;                                   /* the maximum alone reaches p */
         if (do_k) {
             floor = split ? tkp_kth_largest_split(x, n, (Py_ssize_t)k, s, &m, &has_nan, nt)
                           : tkp_kth_largest(x, n, (Py_ssize_t)k, s->sel, &m, &has_nan);
@@ -700,7 +708,9 @@ cdef extern from *:
                 m = known->m;
                 has_nan = known->nan;
             } else {
-                m = split ? tkp_max_split(x, n, &has_nan, nt) : fd_max_nan(x, n, &has_nan);
+                m = tkp_max_split(x, n, &has_nan, s->pool, split ? nt : 1);
+                if (!has_nan && code == 3 && tkp_only_top((float*)row, n, p, s->pool, m, nt))
+                    return;                           /* the maximum alone reaches p */
             }
         }
         if (has_nan || m == -INFINITY) return;
@@ -771,11 +781,10 @@ cdef extern from *:
     ctypedef struct tkp_rowmax:
         float m
         int nan
+        const float* cmax
     void tkp_row(char* row, int code, Py_ssize_t n, int64_t k, double p, float maskf,
                  uint16_t mask16, tkp_scratch* s, int nt, const tkp_rowmax* known) noexcept nogil
     int tkp_alloc(tkp_scratch* s, Py_ssize_t n, int need_vals) noexcept nogil
-    int tkp_only_top(float* row, Py_ssize_t n, double p, const float* cmax, float m,
-                     int nt) noexcept nogil
     void tkp_free(tkp_scratch* s) noexcept nogil
     void tkp_widen(const uint16_t* row, Py_ssize_t n, int code, float* out) noexcept nogil
     enum: SPAN "TKP_SPAN"
@@ -826,30 +835,22 @@ cdef void mask_row_f32(float* row, Py_ssize_t n, int64_t k, double p, void* s) n
 
 
 cdef void mask_row_f32_team(float* row, Py_ssize_t n, int64_t k, double p, void* s,
-                            int nt, float row_max, bint row_nan) noexcept nogil:
+                            int nt, float row_max, bint row_nan,
+                            const float* chunk_max) noexcept nogil:
     """``mask_row_f32`` with the row split across a team of ``nt`` threads (one scratch ``s``,
     as ``mask_rows`` gives a row it splits; a row under two chunks is not split), for a caller
-    that wrote the row itself and so knows its maximum (NaN set aside) and whether it holds a
-    NaN: a row whose maximum lies far above its first values (a confident model's top token)
-    then goes straight to the exact-maximum path, without the bucket pass it would void."""
+    that wrote the row itself and so knows its maximum (NaN set aside), whether it holds a NaN
+    and the maximum of each of its ``SPAN``-value chunks (``chunk_max``; NULL: not known): a
+    row whose maximum alone reaches ``p`` (a confident model's top token far above the rest)
+    is masked to it from those, and one whose maximum lies far above its first values goes
+    straight to the exact-maximum path, without the bucket pass it would void."""
     cdef tkp_rowmax known
     known.m = row_max
     known.nan = row_nan
+    known.cmax = chunk_max
     if n < 2 * SPAN:
         nt = 1
     tkp_row(<char*>row, DT_FLOAT32, n, k, p, -INFINITY, 0, <tkp_scratch*>s, nt, &known)
-
-
-cdef bint mask_to_top_f32(float* row, Py_ssize_t n, double p, const float* cmax,
-                          float row_max, int nt) noexcept nogil:
-    """Top-k (any ``k >= 1``) then top-p ``p`` on a float32 row without NaN, where its maximum
-    ``row_max`` alone reaches ``p`` of the mass (``tkp_only_top``: a bound from the maxima of
-    its ``SPAN``-value chunks, ``cmax``, which its writer found): every other value masked to
-    -inf, on ``nt`` threads; False (nothing written) where the bound does not show it -- then
-    ``mask_row_f32_team`` masks the row, to the same kept set wherever this applies."""
-    if n < 2 * SPAN:
-        nt = 1
-    return tkp_only_top(row, n, p, cmax, row_max, nt) != 0
 
 
 cdef void widen_row(const char* row, int code, Py_ssize_t n, float* out) noexcept nogil:

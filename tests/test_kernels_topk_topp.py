@@ -266,6 +266,34 @@ def test_a_maximum_far_above_the_sample_voids_the_first_pass(where):
         assert torch.equal(y.isnan(), want[:rows].isnan()), where
 
 
+@pytest.mark.parametrize("n_threads", [1, 4])
+def test_a_row_whose_maximum_alone_reaches_p_keeps_it_alone(n_threads):
+    """A row whose maximum alone holds p of the mass is masked to it from the maxima of its
+    chunks (the exact-maximum path finds them), without the bucket and mask passes, where a
+    bound on the rest of the mass shows it. A peak swept across the point where it alone
+    reaches p, at three p, alone and split across a team, keeps the reference's set (away
+    from float ties of the boundary): a bound taken too loose drops tokens the row keeps."""
+    V = 8192 * 3 + 5
+    g = torch.Generator().manual_seed(17)
+    rows, ps = [], []
+    for p in (0.5, 0.9, 0.999):
+        for lift in [6.0 + 0.5 * i for i in range(30)]:
+            x = torch.randn(V, generator=g)
+            x[int(torch.randint(0, V, (1,), generator=g))] = lift + 4.0
+            rows.append(x)
+            ps.append(p)
+    x = torch.stack(rows)
+    p = torch.tensor(ps)
+    kept = torch.stack([kept_mask(x[r], None, float(p[r])) for r in range(len(rows))])
+    assert (kept.sum(1) == 1).any() and (kept.sum(1) > 1).any()  # both sides are swept
+    # all the rows (a row per thread), then rows one at a time (each split across the team)
+    for rows_at_once in [slice(None)] + [slice(r, r + 1) for r in range(3, len(rows), 4)]:
+        with threads(n_threads):
+            y = x[rows_at_once].clone()
+            kernels_cpu.top_k_top_p(y, None, p[rows_at_once])
+        _check_against_reference(x[rows_at_once], y, None, p[rows_at_once])
+
+
 def _bad_calls():
     x = torch.randn(3, 10)
     k = torch.ones(3, dtype=torch.int32)
