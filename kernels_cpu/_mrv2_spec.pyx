@@ -1452,6 +1452,7 @@ cdef struct Lazy:
     void** arenas       # the mask's scratch: one per walking thread (a team shares [0])
     float* cmax         # each chunk's maximum, from a row's copy (nch per walking thread)
     int* cnan           # a team's copy of a row: each chunk's NaN flag
+    int64_t* single     # per row: the one token its mask kept by the maximum alone, else -1
 
 
 cdef float _load_scaled(const Tab* raw, int64_t li, Py_ssize_t c0, Py_ssize_t width,
@@ -1497,17 +1498,43 @@ cdef void _lazy_row(Lazy* z, int64_t li) noexcept nogil:
     if z.kp != NULL or z.pp != NULL:
         # the copy's maximum and chunk maxima: a row whose maximum alone reaches p (a confident
         # model's) is masked to it from those, without top-k/top-p's passes
-        mask_row_f32_team(row, z.width,
-                          _k_at(z.kp, z.kwide, rs) if z.kp != NULL else z.width,
-                          _p_at(z.pp, z.pdbl, rs) if z.pp != NULL else 1.0,
-                          z.arenas[_thread_id() if z.team <= 1 else 0], z.team, m, nan,
-                          z.cmax + (0 if z.team > 1 else _thread_id() * nch))
+        z.single[li] = mask_row_f32_team(
+            row, z.width, _k_at(z.kp, z.kwide, rs) if z.kp != NULL else z.width,
+            _p_at(z.pp, z.pdbl, rs) if z.pp != NULL else 1.0,
+            z.arenas[_thread_id() if z.team <= 1 else 0], z.team, m, nan,
+            z.cmax + (0 if z.team > 1 else _thread_id() * nch))
     z.done[li] = 1
+
+
+cdef bint _stats_single(Lazy* z, int64_t li) noexcept nogil:
+    """Row ``li``'s statistics where its mask kept one token alone (``z.single``; a non-greedy
+    row, one-hot drafts): the block holding it as the program computes it, every other block
+    holding -inf alone -- the row has no NaN -- as the program leaves such a block (max -inf,
+    sum 0), without reading it. False (nothing written) for any other row."""
+    cdef const Stats* st = z.st
+    cdef int64_t j, b, bj
+    cdef Py_ssize_t om, os
+    if z.proc == NULL or st.has_draft or _is_bonus(&st.bonus, li):
+        return False
+    j = z.single[li]
+    if j < 0 or j >= st.V or not (_ldr(st.temp, iget(st.eim, li)) > 0.0):
+        return False
+    bj = j // st.BS
+    _stats_program(st, li, bj, z.scratch + _thread_id() * st.BS)
+    om = _off(&st.tmax, li, 0)
+    os = _off(&st.tsum, li, 0)
+    for b in range(st.NB):
+        if b != bj:
+            _stf(&st.tmax, om + b, -INFINITY)
+            _stf(&st.tsum, os + b, 0.0)
+    return True
 
 
 cdef void _lazy_stats(Lazy* z, int64_t li) noexcept nogil:
     cdef int64_t b, NB = z.st.NB, BS = z.st.BS
     _lazy_row(z, li)
+    if _stats_single(z, li):
+        return
     if z.team > 1:
         for b in prange(NB, num_threads=z.team, schedule="static"):
             _stats_program(z.st, li, b, z.scratch + _thread_id() * BS)
@@ -1545,6 +1572,8 @@ cdef bint _stats_or_reject(Lazy* z, const Tab* t, int64_t li, int64_t token, flo
     if (t.code == DT_FLOAT32 and temp > 0.0 and u > 0.0 and 0 <= token < V
             and (<const float*>t.p)[_off(t, li, 0) + token] == -INFINITY):
         return True
+    if _stats_single(z, li):
+        return False                # the draft is the one token kept: the test decides
     if (z.team > 1 or t.code != DT_FLOAT32 or not (temp > 0.0) or not (u > 0.0)
             or not (0 <= token < V)):
         _lazy_stats(z, li)
@@ -2577,9 +2606,11 @@ def rejection_sample_fused(
     cdef unsigned char* done = NULL
     cdef float* cmax = NULL
     cdef int* cnan = NULL
+    cdef int64_t* single = NULL
     cdef Py_ssize_t nch
     cdef Tab rtab, rtab2
     z.proc = NULL
+    z.single = NULL
     z.kp = z.pp = NULL
     z.kwide = z.pdbl = False
     z.arenas = NULL
@@ -2720,18 +2751,24 @@ def rejection_sample_fused(
         nch = (z.width + 8191) // 8192 if z.width > 0 else 1
         cmax = <float*>malloc(outer * nch * sizeof(float))   # a walking thread's each
         cnan = <int*>malloc(nch * sizeof(int))
+        single = <int64_t*>malloc((L if L > 0 else 1) * sizeof(int64_t))
     if (scratch == NULL or rbuf == NULL
-            or (process and (done == NULL or cmax == NULL or cnan == NULL))):
+            or (process and (done == NULL or cmax == NULL or cnan == NULL or single == NULL))):
         free(scratch)
         free(rbuf)
         free(done)
         free(cmax)
         free(cnan)
+        free(single)
         raise MemoryError()
+    if process:
+        for r in range(L):
+            single[r] = -1
     z.scratch = scratch
     z.done = done
     z.cmax = cmax
     z.cnan = cnan
+    z.single = single
     rj.lazy = &z
     cdef bint own_arenas = False
     try:
@@ -2750,6 +2787,7 @@ def rejection_sample_fused(
         free(done)
         free(cmax)
         free(cnan)
+        free(single)
         _give_arenas(z.arenas, outer, own_arenas)
     # the resampling and the insert, from the arguments as checked above: what their launches
     # would check again holds by those checks, but for the rows the walk picked -- a rejected

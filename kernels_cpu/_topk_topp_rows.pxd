@@ -50,7 +50,7 @@ cdef int mask_rows(char* base, Py_ssize_t row_bytes, int code, Py_ssize_t B, Py_
 cdef void* row_scratch(Py_ssize_t V) noexcept nogil
 cdef void free_row_scratch(void* s) noexcept nogil
 cdef void mask_row_f32(float* row, Py_ssize_t n, int64_t k, double p, void* s) noexcept nogil
-cdef void mask_row_f32_team(float* row, Py_ssize_t n, int64_t k, double p, void* s,
-                           int nt, float row_max, bint row_nan,
-                           const float* chunk_max) noexcept nogil
+cdef Py_ssize_t mask_row_f32_team(float* row, Py_ssize_t n, int64_t k, double p, void* s,
+                                 int nt, float row_max, bint row_nan,
+                                 const float* chunk_max) noexcept nogil
 cdef void widen_row(const char* row, int code, Py_ssize_t n, float* out) noexcept nogil

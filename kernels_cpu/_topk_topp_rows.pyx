@@ -608,33 +608,33 @@ cdef extern from *:
        of its maximum, the maximum's chunk counted by its second largest value. Where that
        bound times p falls below 1 by a margin far above the masses' rounding (fd_expf within
        an ulp of expf, their sums in double), every other value is masked to -inf, the mask
-       pass split across nt threads by chunks, and 1 is returned; 0 (nothing written) where it
-       does not, where the maximum is tied or not finite, or p >= 1 -- the row then takes the
+       pass split across nt threads by chunks, and its index is returned; -1 (nothing
+       written) where it does not, where the maximum is tied or not finite, or p >= 1 -- the row then takes the
        passes, which give the same kept set wherever this applies. Top-k first changes
        nothing: it keeps the maximum and only takes mass away. A confident model's row -- its
        top token far above the rest -- is this case. */
-    static int tkp_only_top(float* row, Py_ssize_t n, double p, const float* cmax, float m,
+    static Py_ssize_t tkp_only_top(float* row, Py_ssize_t n, double p, const float* cmax, float m,
                             int nt) {
         Py_ssize_t nch = (n + TKP_SPAN - 1) / TKP_SPAN, top = -1;
         double rest = 0.0;
-        if (!(p < 1.0) || !(m > -INFINITY && m < INFINITY) || n < 2) return 0;
+        if (!(p < 1.0) || !(m > -INFINITY && m < INFINITY) || n < 2) return -1;
         for (Py_ssize_t ch = 0; ch < nch; ch++) {
             Py_ssize_t cn = n - ch * TKP_SPAN < TKP_SPAN ? n - ch * TKP_SPAN : TKP_SPAN;
             if (top < 0 && cmax[ch] == m) { top = ch; continue; }
             rest += (double)cn * (double)expf(cmax[ch] - m);   /* a -inf chunk: 0 */
-            if (!(p * (1.0 + rest * 1.00001) < 0.9999999)) return 0;
+            if (!(p * (1.0 + rest * 1.00001) < 0.9999999)) return -1;
         }
-        if (top < 0) return 0;
+        if (top < 0) return -1;
         Py_ssize_t lo = top * TKP_SPAN, cn = n - lo < TKP_SPAN ? n - lo : TKP_SPAN, j = lo;
         while (j < lo + cn && row[j] != m) j++;
-        if (j == lo + cn) return 0;
+        if (j == lo + cn) return -1;
         int nan = 0;
         float a = fd_max_nan(row + lo, j - lo, &nan), b = fd_max_nan(row + j + 1, lo + cn - j - 1,
                                                                       &nan);
         float s2 = a > b ? a : b;
-        if (nan || !(s2 < m)) return 0;            /* a tie at the maximum */
+        if (nan || !(s2 < m)) return -1;            /* a tie at the maximum */
         rest += (double)(cn - 1) * (double)expf(s2 - m);
-        if (!(p * (1.0 + rest * 1.00001) < 0.9999999)) return 0;
+        if (!(p * (1.0 + rest * 1.00001) < 0.9999999)) return -1;
     #ifdef _OPENMP
         #pragma omp parallel for num_threads(nt) schedule(static) if(nt > 1)
     #endif
@@ -644,7 +644,7 @@ cdef extern from *:
             if (j + 1 > c0) tkp_fill_ninf(row + j + 1, c1 - (j + 1));
             else tkp_fill_ninf(row + c0, c1 - c0);
         }
-        return 1;
+        return j;
     }
 
     /* One row, in place. k >= n: no top-k; p >= 1: no top-p. code: 3 fp32, 8 fp16, 9 bf16.
@@ -655,12 +655,12 @@ cdef extern from *:
        reference from the first values would void, and the read for the exact maximum -- and
        its chunks' maxima (cmax, NULL: none), from which a row whose maximum alone reaches p
        is masked to it at once (tkp_only_top; the exact-maximum path of top-p alone finds them
-       itself). */
-    static void tkp_row(char* row, int code, Py_ssize_t n, int64_t k, double p,
+       itself). Returns the token so kept, -1 where the row took any other way. */
+    static Py_ssize_t tkp_row(char* row, int code, Py_ssize_t n, int64_t k, double p,
                         float maskf, uint16_t mask16, tkp_scratch* s, int nt,
                         const tkp_rowmax* known) {
         int do_k = k < (int64_t)n, do_p = p < 1.0;
-        if (n == 0 || !(do_k || do_p)) return;
+        if (n == 0 || !(do_k || do_p)) return -1;
         const float* x;
         if (code == 3) x = (const float*)row;
         else { tkp_widen((const uint16_t*)row, n, code, s->vals); x = s->vals; }
@@ -670,9 +670,10 @@ cdef extern from *:
         tkp_cand* c = s->c1;
         Py_ssize_t nc = 0;
         int split = nt > 1 && n > TKP_SPAN;
-        if (known && known->cmax && !known->nan && code == 3
-                && tkp_only_top((float*)row, n, p, known->cmax, known->m, nt))
-            return;                                   /* the maximum alone reaches p */
+        if (known && known->cmax && !known->nan && code == 3) {
+            Py_ssize_t top = tkp_only_top((float*)row, n, p, known->cmax, known->m, nt);
+            if (top >= 0) return top;                 /* the maximum alone reaches p */
+        }
         if (do_k) {
             floor = split ? tkp_kth_largest_split(x, n, (Py_ssize_t)k, s, &m, &has_nan, nt)
                           : tkp_kth_largest(x, n, (Py_ssize_t)k, s->sel, &m, &has_nan);
@@ -700,7 +701,7 @@ cdef extern from *:
                                                  maskf, mask16, c, s->counts, nt);
                         tkp_resolve(c, nc, ref, above, target, s->c2, &vstar, &ntie);
                         tkp_drop(row, code, c, nc, vstar, ntie, maskf, mask16);
-                        return;
+                        return -1;
                     }
                 }
             }
@@ -709,15 +710,16 @@ cdef extern from *:
                 has_nan = known->nan;
             } else {
                 m = tkp_max_split(x, n, &has_nan, s->pool, split ? nt : 1);
-                if (!has_nan && code == 3 && tkp_only_top((float*)row, n, p, s->pool, m, nt))
-                    return;                           /* the maximum alone reaches p */
+                Py_ssize_t top = has_nan || code != 3 ? -1
+                                 : tkp_only_top((float*)row, n, p, s->pool, m, nt);
+                if (top >= 0) return top;             /* the maximum alone reaches p */
             }
         }
-        if (has_nan || m == -INFINITY) return;
+        if (has_nan || m == -INFINITY) return -1;
         if (!do_p) {
             tkp_mask_pass_split(row, code, x, n, floor, -1, m, 8.0f, maskf, mask16, c,
                                 s->counts, nt);
-            return;
+            return -1;
         }
         int small = 1;
         if (m == INFINITY) {
@@ -755,6 +757,7 @@ cdef extern from *:
             tkp_resolve(c, nc, m, above, target, s->c2, &vstar, &ntie);
         }
         tkp_drop(row, code, c, nc, vstar, ntie, maskf, mask16);
+        return -1;
     }
 
     static int tkp_alloc(tkp_scratch* s, Py_ssize_t n, int need_vals) {
@@ -782,8 +785,9 @@ cdef extern from *:
         float m
         int nan
         const float* cmax
-    void tkp_row(char* row, int code, Py_ssize_t n, int64_t k, double p, float maskf,
-                 uint16_t mask16, tkp_scratch* s, int nt, const tkp_rowmax* known) noexcept nogil
+    Py_ssize_t tkp_row(char* row, int code, Py_ssize_t n, int64_t k, double p, float maskf,
+                       uint16_t mask16, tkp_scratch* s, int nt,
+                       const tkp_rowmax* known) noexcept nogil
     int tkp_alloc(tkp_scratch* s, Py_ssize_t n, int need_vals) noexcept nogil
     void tkp_free(tkp_scratch* s) noexcept nogil
     void tkp_widen(const uint16_t* row, Py_ssize_t n, int code, float* out) noexcept nogil
@@ -834,23 +838,24 @@ cdef void mask_row_f32(float* row, Py_ssize_t n, int64_t k, double p, void* s) n
     tkp_row(<char*>row, DT_FLOAT32, n, k, p, -INFINITY, 0, <tkp_scratch*>s, 1, NULL)
 
 
-cdef void mask_row_f32_team(float* row, Py_ssize_t n, int64_t k, double p, void* s,
-                            int nt, float row_max, bint row_nan,
-                            const float* chunk_max) noexcept nogil:
+cdef Py_ssize_t mask_row_f32_team(float* row, Py_ssize_t n, int64_t k, double p, void* s,
+                                  int nt, float row_max, bint row_nan,
+                                  const float* chunk_max) noexcept nogil:
     """``mask_row_f32`` with the row split across a team of ``nt`` threads (one scratch ``s``,
     as ``mask_rows`` gives a row it splits; a row under two chunks is not split), for a caller
     that wrote the row itself and so knows its maximum (NaN set aside), whether it holds a NaN
     and the maximum of each of its ``SPAN``-value chunks (``chunk_max``; NULL: not known): a
     row whose maximum alone reaches ``p`` (a confident model's top token far above the rest)
     is masked to it from those, and one whose maximum lies far above its first values goes
-    straight to the exact-maximum path, without the bucket pass it would void."""
+    straight to the exact-maximum path, without the bucket pass it would void. Returns the
+    token the row was masked to by its maximum alone, -1 where it took top-k/top-p's passes."""
     cdef tkp_rowmax known
     known.m = row_max
     known.nan = row_nan
     known.cmax = chunk_max
     if n < 2 * SPAN:
         nt = 1
-    tkp_row(<char*>row, DT_FLOAT32, n, k, p, -INFINITY, 0, <tkp_scratch*>s, nt, &known)
+    return tkp_row(<char*>row, DT_FLOAT32, n, k, p, -INFINITY, 0, <tkp_scratch*>s, nt, &known)
 
 
 cdef void widen_row(const char* row, int code, Py_ssize_t n, float* out) noexcept nogil:

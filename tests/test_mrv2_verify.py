@@ -401,6 +401,57 @@ def test_a_row_whose_maximum_alone_reaches_p_is_masked_as_top_p_masks_it(team, w
     assert (kept == 1).any() and (kept > 1).any()  # both sides of the point are swept
 
 
+@pytest.mark.parametrize("apply_temperature", [False, True])
+def test_rows_masked_to_one_token_have_the_launches_statistics(team, apply_temperature):
+    """A draft row top-p masked to its top token alone (a confident model's, its draft that
+    token) gets its statistics without a read of its other blocks: the block holding the token
+    as the program computes it, every other block max -inf and sum 0, as the program leaves a
+    block of -inf. The one pass's statistics tables must be the stats launch's over the
+    processed rows, bit for bit, beside rows of many kept tokens, and the tokens the
+    launches'."""
+    V, R, K = 20000, 3, 2  # three statistics blocks
+    L = R * (K + 1)
+    b = _batch(4, R=R, K=K, V=V, idx=torch.int64, dtype=torch.float32, with_draft=False,
+               temps=(0.8,), accept_bias=0.0, placeholders=False, masks="p")  # fmt: skip
+    b["cu"] = torch.arange(0, L + 1, K + 1, dtype=torch.int64)
+    b["idx"] = torch.arange(R, dtype=torch.int64)
+    b["eim"] = torch.arange(R, dtype=torch.int64).repeat_interleave(K + 1)
+    b["elp"] = torch.arange(K + 1, dtype=torch.int64).repeat(R)
+    b["pos"] = torch.arange(L, dtype=torch.int64)
+    b["temp"] = torch.full((R,), 0.8)
+    b["top_p"] = torch.tensor([0.9, 0.5, 0.9])
+    t = torch.randn(L, V, generator=torch.Generator().manual_seed(5)) * 2
+    tops = torch.randint(0, V, (L,), generator=torch.Generator().manual_seed(6))
+    peaked = [li for li in range(L) if li < 2 * (K + 1)]  # requests 0 and 1: confident
+    t[peaked, tops[peaked]] += 40.0
+    b["target"] = t
+    b["ds"] = torch.zeros(L, dtype=torch.int64)
+    b["ds"][1:] = t[:-1].argmax(1)  # each draft its row's argmax: request 2's may be rejected
+    args = _fused_args(b)
+    processed = torch.full((L, V), 123.0)
+    spec.rejection_sample_fused(
+        *args, APPLY_TEMPERATURE=apply_temperature, top_p_ptr=b["top_p"],
+        processed_ptr=processed,
+    )  # fmt: skip
+    assert args[1].tolist()[:2] == [K + 1, K + 1]  # the confident requests accept every draft
+    nb = _cdiv(V, 8192)
+    tam = torch.empty(L, nb, dtype=torch.int64)
+    tmax, tsum, dmax, dsum = (torch.full((L, nb), 7.0) for _ in range(4))
+    spec.compute_local_logits_stats_kernel(
+        tam, nb, tmax, nb, tsum, nb, dmax, nb, dsum, nb, processed, V, None, 0, 0, b["eim"],
+        b["elp"], b["temp"], V, K, 8192, HAS_DRAFT_LOGITS=False, grid=(L, nb),
+    )  # fmt: skip
+    got_max, got_sum = args[-8], args[-7]
+    for li in peaked:
+        if li % (K + 1) < K:  # a draft row of a confident request: reached, masked to one
+            assert (processed[li] > float("-inf")).sum() == 1, li
+            assert torch.equal(got_max[li].view(torch.int32), tmax[li].view(torch.int32)), li
+            assert torch.equal(got_sum[li].view(torch.int32), tsum[li].view(torch.int32)), li
+    assert (processed[2 * (K + 1)] > float("-inf")).sum() > 1  # request 2: many kept
+    stock = _stock(*_args(b), False, apply_temperature, None, b["top_p"])
+    _same_tokens(args[:2], stock)
+
+
 def test_unreached_rows_are_not_processed():
     """With top-k/top-p, only the rows the walk reaches (and each resampled row) are written to
     the processed buffer: a request whose first draft is rejected leaves its later rows alone."""
@@ -481,7 +532,8 @@ def test_the_slot_after_the_accepted_drafts_is_checked_where_the_walk_picks_it(a
     b = _small()
     b["temp"] = torch.zeros_like(b["temp"])  # greedy: a draft is accepted iff it is the argmax
     top = b["target"].argmax(1)
-    b["ds"] = (top + 1) % 50  # every draft off the argmax: rejected at once
+    b["ds"] = torch.zeros_like(top)
+    b["ds"][1:] = (top[:-1] + 1) % 50  # each draft (checked a row before) off that row's argmax
     if accept:
         b["ds"][3:5] = top[2:4]  # request 1's drafts, checked at rows 2 and 3: its argmaxes
     args = _fused_args(b)
