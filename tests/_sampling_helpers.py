@@ -75,3 +75,18 @@ def cu_from_counts(counts, dtype):
         total += c
         cu.append(total)
     return guarded(torch.tensor(cu, dtype=torch.int64).reshape(len(counts)), dtype)
+
+
+def peak_sweep(V, seed, ps=(0.5, 0.9, 0.999), lifts=tuple(6.0 + 0.5 * i for i in range(30))):
+    """Rows of ``V`` standard normal logits, each with one value lifted to ``4 + lift`` at a
+    random column, and the top-p ``p`` of each: every lift at every ``p`` -- a peak swept across
+    the point where it alone holds p of the row's mass (about lift 10 at V = 20000)."""
+    g = torch.Generator().manual_seed(seed)
+    rows, ps_out = [], []
+    for p in ps:
+        for lift in lifts:
+            x = torch.randn(V, generator=g)
+            x[int(torch.randint(0, V, (1,), generator=g))] = lift + 4.0
+            rows.append(x)
+            ps_out.append(p)
+    return rows, ps_out

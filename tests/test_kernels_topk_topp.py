@@ -13,7 +13,7 @@ import math
 import pytest
 import torch
 from _fuzz import fuzz_settings
-from _sampling_helpers import threads
+from _sampling_helpers import peak_sweep, threads
 from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
@@ -273,15 +273,7 @@ def test_a_row_whose_maximum_alone_reaches_p_keeps_it_alone(n_threads):
     bound on the rest of the mass shows it. A peak swept across the point where it alone
     reaches p, at three p, alone and split across a team, keeps the reference's set (away
     from float ties of the boundary): a bound taken too loose drops tokens the row keeps."""
-    V = 8192 * 3 + 5
-    g = torch.Generator().manual_seed(17)
-    rows, ps = [], []
-    for p in (0.5, 0.9, 0.999):
-        for lift in [6.0 + 0.5 * i for i in range(30)]:
-            x = torch.randn(V, generator=g)
-            x[int(torch.randint(0, V, (1,), generator=g))] = lift + 4.0
-            rows.append(x)
-            ps.append(p)
+    rows, ps = peak_sweep(8192 * 3 + 5, 17)
     x = torch.stack(rows)
     p = torch.tensor(ps)
     kept = torch.stack([kept_mask(x[r], None, float(p[r])) for r in range(len(rows))])

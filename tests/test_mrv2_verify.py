@@ -18,6 +18,7 @@ import kernels_cpu
 from kernels_cpu import _mrv2_sample as sample
 from kernels_cpu import _mrv2_spec as spec
 from tests._fuzz import fuzz_settings
+from tests._sampling_helpers import peak_sweep
 from tests._spec_helpers import threads
 
 
@@ -356,14 +357,8 @@ def test_a_row_whose_maximum_alone_reaches_p_is_masked_as_top_p_masks_it(team, w
     too loose masks rows whose kept set is larger), at p 0.5, 0.9 and 0.999; a peak tied with
     another value, one with a runner-up just below it, rows of a few finite values."""
     V = 20000  # three chunks: a team splits the row
-    g = torch.Generator().manual_seed(11)
-    rows, ps = [], []
-    for p in (0.5, 0.9, 0.999):
-        for lift in [6.0 + 0.5 * i for i in range(30)]:
-            x = torch.randn(V, generator=g)
-            x[int(torch.randint(0, V, (1,), generator=g))] = lift + 4.0
-            rows.append(x)
-            ps.append(p)
+    rows, ps = peak_sweep(V, 11)
+    g = torch.Generator().manual_seed(12)
     x = torch.randn(V, generator=g)
     x[[3000, 17000]] = 40.0  # tied at the top
     rows.append(x)
