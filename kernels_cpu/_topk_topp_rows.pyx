@@ -376,8 +376,8 @@ cdef extern from *:
     }
 
     /* Resolve the boundary among candidates c[0:nc) (index order, kept untouched; at least
-       one of positive mass) after `above`: narrow them into d by sub-bucket masses until few remain or all are tied, then
-       walk them in rank order. */
+       one of positive mass) after `above`: narrow them into d by sub-bucket masses until few
+       remain or all are tied, then walk them in rank order. */
     static void tkp_resolve(const tkp_cand* c, Py_ssize_t nc, float m, double above,
                             double target, tkp_cand* d, float* vstar, int64_t* ntie) {
         /* masses exp(x - m) (m = +inf: the +inf values share the mass); a zero mass ranks below
@@ -595,9 +595,9 @@ cdef extern from *:
         return nc;
     }
 
-    /* x[0:n) = -inf (n <= 0: nothing) */
-    FD_CLONES static void tkp_fill_ninf(float* x, Py_ssize_t n) {
-        for (Py_ssize_t i = 0; i < n; i++) x[i] = -INFINITY;
+    /* x[0:n) = v (n <= 0: nothing) */
+    FD_CLONES static void tkp_fill(float* x, Py_ssize_t n, float v) {
+        for (Py_ssize_t i = 0; i < n; i++) x[i] = v;
     }
 
     /* Top-p's answer for a float32 row whose maximum m alone reaches p of its mass, from the
@@ -607,14 +607,14 @@ cdef extern from *:
        least p times the total -- the total at most 1 plus each chunk's count times the mass
        of its maximum, the maximum's chunk counted by its second largest value. Where that
        bound times p falls below 1 by a margin far above the masses' rounding (fd_expf within
-       an ulp of expf, their sums in double), every other value is masked to -inf, the mask
+       an ulp of expf, their sums in double), every other value is masked (maskf), the mask
        pass split across nt threads by chunks, and its index is returned; -1 (nothing
-       written) where it does not, where the maximum is tied or not finite, or p >= 1 -- the row then takes the
-       passes, which give the same kept set wherever this applies. Top-k first changes
-       nothing: it keeps the maximum and only takes mass away. A confident model's row -- its
-       top token far above the rest -- is this case. */
-    static Py_ssize_t tkp_only_top(float* row, Py_ssize_t n, double p, const float* cmax, float m,
-                            int nt) {
+       written) where it does not, where the maximum is tied or not finite, or p >= 1 -- the
+       row then takes the passes, which give the same kept set wherever this applies. Top-k
+       first changes nothing: it keeps the maximum and only takes mass away. A confident
+       model's row -- its top token far above the rest -- is this case. */
+    static Py_ssize_t tkp_only_top(float* row, Py_ssize_t n, double p, const float* cmax,
+                                   float m, float maskf, int nt) {
         Py_ssize_t nch = (n + TKP_SPAN - 1) / TKP_SPAN, top = -1;
         double rest = 0.0;
         if (!(p < 1.0) || !(m > -INFINITY && m < INFINITY) || n < 2) return -1;
@@ -640,9 +640,9 @@ cdef extern from *:
     #endif
         for (Py_ssize_t ch = 0; ch < nch; ch++) {
             Py_ssize_t c0 = ch * TKP_SPAN, c1 = n - c0 < TKP_SPAN ? n : c0 + TKP_SPAN;
-            tkp_fill_ninf(row + c0, (j < c1 ? j : c1) - c0);
-            if (j + 1 > c0) tkp_fill_ninf(row + j + 1, c1 - (j + 1));
-            else tkp_fill_ninf(row + c0, c1 - c0);
+            tkp_fill(row + c0, (j < c1 ? j : c1) - c0, maskf);
+            if (j + 1 > c0) tkp_fill(row + j + 1, c1 - (j + 1), maskf);
+            else tkp_fill(row + c0, c1 - c0, maskf);
         }
         return j;
     }
@@ -657,8 +657,8 @@ cdef extern from *:
        is masked to it at once (tkp_only_top; the exact-maximum path of top-p alone finds them
        itself). Returns the token so kept, -1 where the row took any other way. */
     static Py_ssize_t tkp_row(char* row, int code, Py_ssize_t n, int64_t k, double p,
-                        float maskf, uint16_t mask16, tkp_scratch* s, int nt,
-                        const tkp_rowmax* known) {
+                              float maskf, uint16_t mask16, tkp_scratch* s, int nt,
+                              const tkp_rowmax* known) {
         int do_k = k < (int64_t)n, do_p = p < 1.0;
         if (n == 0 || !(do_k || do_p)) return -1;
         const float* x;
@@ -671,7 +671,7 @@ cdef extern from *:
         Py_ssize_t nc = 0;
         int split = nt > 1 && n > TKP_SPAN;
         if (known && known->cmax && !known->nan && code == 3) {
-            Py_ssize_t top = tkp_only_top((float*)row, n, p, known->cmax, known->m, nt);
+            Py_ssize_t top = tkp_only_top((float*)row, n, p, known->cmax, known->m, maskf, nt);
             if (top >= 0) return top;                 /* the maximum alone reaches p */
         }
         if (do_k) {
@@ -711,7 +711,7 @@ cdef extern from *:
             } else {
                 m = tkp_max_split(x, n, &has_nan, s->pool, split ? nt : 1);
                 Py_ssize_t top = has_nan || code != 3 ? -1
-                                 : tkp_only_top((float*)row, n, p, s->pool, m, nt);
+                                 : tkp_only_top((float*)row, n, p, s->pool, m, maskf, nt);
                 if (top >= 0) return top;             /* the maximum alone reaches p */
             }
         }

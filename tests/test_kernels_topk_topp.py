@@ -284,6 +284,13 @@ def test_a_row_whose_maximum_alone_reaches_p_keeps_it_alone(n_threads):
             y = x[rows_at_once].clone()
             kernels_cpu.top_k_top_p(y, None, p[rows_at_once])
         _check_against_reference(x[rows_at_once], y, None, p[rows_at_once])
+    # the mask value is the caller's, whichever way a row is masked
+    with threads(n_threads):
+        y = x.clone()
+        kernels_cpu.top_k_top_p(y, None, p, mask_value=-7.5)
+        want = x.clone()
+        kernels_cpu.top_k_top_p(want, None, p)
+    assert torch.equal(y, torch.where(want == float("-inf"), -7.5, want))
 
 
 def _bad_calls():
