@@ -273,7 +273,7 @@ def test_a_row_whose_maximum_alone_reaches_p_keeps_it_alone(n_threads):
     bound on the rest of the mass shows it. A peak swept across the point where it alone
     reaches p, at three p, alone and split across a team, keeps the reference's set (away
     from float ties of the boundary): a bound taken too loose drops tokens the row keeps."""
-    rows, ps = peak_sweep(8192 * 3 + 5, 17)
+    rows, ps = peak_sweep(8192 * 2 + 5, 17, lifts=tuple(6.0 + i for i in range(15)))
     x = torch.stack(rows)
     p = torch.tensor(ps)
     kept = torch.stack([kept_mask(x[r], None, float(p[r])) for r in range(len(rows))])
