@@ -32,6 +32,13 @@ Knobs (environment variables, all optional):
 ``FASTDISPATCH_EXTENSIONS=mod1,mod2``
     build only these extension modules (dotted names, ``fdkit._floor`` included); a developer
     convenience.
+``FASTDISPATCH_NO_BUILD=1``
+    only with an editable install (``pip install --no-build-isolation -e .``): declare no
+    extension module, so the install registers the metadata (the vLLM plugin's entry point)
+    and the path to a tree whose extensions are already built in place (``build_ext
+    --inplace``) without compiling them again -- a second venv over the same checkout
+    (tools/make_vllm_venv.sh). Refused for any other build: a wheel without its extensions
+    would run the pure-Python twin.
 ``FASTDISPATCH_DEV_EXTENSIONS=1``
     also build the dev kit's extensions, ``fdkit/*.pyx``. They are built without the variable
     too whenever the build is in place -- ``build_ext --inplace`` (``-i``) or an editable install
@@ -95,6 +102,10 @@ def _jobs():
 
 
 def _extensions():
+    if os.environ.get("FASTDISPATCH_NO_BUILD") == "1":
+        if {"build", "build_ext", "bdist_wheel", "bdist", "sdist", "install"} & set(sys.argv):
+            raise ValueError("FASTDISPATCH_NO_BUILD=1 is for an editable install only")
+        return []
     from Cython.Build import cythonize
 
     use_omp = _compiler_accepts_openmp()

@@ -75,10 +75,11 @@ step "build and test tools (Cython, setuptools, pytest, hypothesis)"
 
 step "fastdispatch: extensions in place, editable install (registers the vllm.general_plugins entry point)"
 (cd "$REPO" && "$PY" setup.py -q build_ext --inplace) || die "building the Cython extensions failed"
-# The editable install only registers metadata (entry point) and a path to the tree; skip it when
-# it is already there and points at this checkout (it would rebuild every extension).
+# The editable install only registers metadata (entry point) and a path to the tree, whose
+# extensions the line above built: FASTDISPATCH_NO_BUILD=1 (setup.py) keeps it from compiling
+# them all again. Skipped when it is already there and points at this checkout.
 if ! { have fastdispatch && (cd / && "$PY" -c "import fastdispatch, os, sys; sys.exit(os.path.dirname(os.path.dirname(os.path.realpath(fastdispatch.__file__))) != os.path.realpath('$REPO'))") 2>/dev/null; }; then
-    "${PIP[@]}" install --no-build-isolation --no-deps -e "$REPO" \
+    FASTDISPATCH_NO_BUILD=1 "${PIP[@]}" install --no-build-isolation --no-deps -e "$REPO" \
         || die "pip install -e of the repo failed"
 fi
 

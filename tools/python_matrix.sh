@@ -26,8 +26,10 @@
 #               (a missing Triton fails its tests); FASTDISPATCH_SLOW_HOST=1 drops hypothesis'
 #               per-example deadline, as this runs beside the main suite in CI and the deadline
 #               would time the other jobs.
-#   4. wheel    tools/build_wheels.sh VERSION makes the manylinux wheel (dist/), and `pip install`
-#               puts it into the venv (torch already there satisfies its requirement); from a
+#   4. wheel    the manylinux wheel (dist/) of step 2's build -- `pip wheel` of the copy, which
+#               compiles nothing again, then tools/repair_wheel.sh as tools/build_wheels.sh does
+#               (which builds one from scratch) -- and `pip install` puts it into the venv (torch
+#               already there satisfies its requirement); from a
 #               directory outside the tree, without PYTHONPATH, `python -m fastdispatch info` must
 #               report the compiled backend and tests/_openmp_runtime.py must find one OpenMP
 #               runtime that torch.set_num_threads governs -- what a user of that Python installs.
@@ -135,6 +137,24 @@ pip_install() {
     return "${PIPESTATUS[0]}"
 }
 
+# wheel_from_work: the manylinux wheel of the copy's own build, into $REPO/dist. setuptools'
+# `build_ext --inplace` (step 2) builds into WORK/build/lib.* and copies the modules in place, so
+# `pip wheel` of the copy (built in the tree, no isolation: this venv's Cython and setuptools)
+# finds every extension there up to date and compiles nothing again -- less the dev kit's
+# modules, which the in-place build adds and no wheel holds (removed first, checked after).
+# Then tools/repair_wheel.sh, as tools/build_wheels.sh does for a wheel built from scratch.
+wheel_from_work() {
+    local raw
+    raw=$(mktemp -d "${TMPDIR:-/tmp}/fd-wheel-raw.XXXXXX") || return 1
+    WORKS+=("$raw")
+    rm -rf "$WORK"/build/lib.*/fdkit
+    (cd "$WORK" && "$py" -m pip wheel -q --no-build-isolation --no-deps -w "$raw" .) || return 1
+    if "$py" -m zipfile -l "$raw"/*.whl | grep -q 'fdkit/'; then
+        echo "python_matrix: the wheel holds dev-kit (fdkit) files" >&2
+        return 1
+    fi
+    "$REPO/tools/repair_wheel.sh" "$raw"/*.whl "$REPO/dist"
+}
 declare -a ROWS=()
 FMT='%-7s | %-7s | %-14s | %-7s | %-14s | %-52s | %-14s | %5s'
 row() {   # this version's row of the summary table, from the loop's variables
@@ -226,7 +246,7 @@ for v in "${versions[@]}"; do
 
     log "Python $v: the manylinux wheel, installed into the venv"
     t=$SECONDS
-    if ! "$REPO/tools/build_wheels.sh" "$v" > "$WORK/wheel.log" 2>&1; then
+    if ! wheel_from_work > "$WORK/wheel.log" 2>&1; then
         tail -n 30 "$WORK/wheel.log"
         wheel="build FAILED"; vfail=1; finish; continue
     fi
