@@ -445,10 +445,13 @@ cdef extern from *:
                     uint16_t* w = (uint16_t*)row + lo;
                     for (Py_ssize_t j = 0; j < len; j++) w[j] = bk[j] <= bstar ? w[j] : mask16;
                 }
-                for (Py_ssize_t j = 0; j < len; j++)
-                    if (bk[j] == bstar) {
-                        c[nc].x = b[j]; c[nc].i = lo + j; nc++;
-                    }
+                int any = 0;              /* a vector test first: most blocks hold none */
+                for (Py_ssize_t j = 0; j < len; j++) any |= bk[j] == bstar;
+                if (any)
+                    for (Py_ssize_t j = 0; j < len; j++)
+                        if (bk[j] == bstar) {
+                            c[nc].x = b[j]; c[nc].i = lo + j; nc++;
+                        }
             } else if (code == 3) {
                 float* w = (float*)row + lo;
                 for (Py_ssize_t j = 0; j < len; j++) w[j] = b[j] >= floor ? w[j] : maskf;
