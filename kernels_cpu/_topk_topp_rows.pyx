@@ -307,7 +307,11 @@ cdef extern from *:
                                           float w, double* mass) {
         double hist[4][TKP_NB];
         memset(hist, 0, sizeof hist);
-        float e[TKP_BLK];
+        double* h0 = hist[0];
+        double* h1 = hist[1];
+        double* h2 = hist[2];
+        double* h3 = hist[3];
+        double e[TKP_BLK];          /* widened in the vector loop: the scatter only adds */
         int bk[TKP_BLK];
         for (Py_ssize_t lo = 0; lo < n; lo += TKP_BLK) {
             Py_ssize_t len = n - lo < TKP_BLK ? n - lo : TKP_BLK;
@@ -316,12 +320,20 @@ cdef extern from *:
             for (Py_ssize_t j = 0; j < len; j++) {
                 float v = b[j];
                 float ev = fd_expf(v - m);
-                e[j] = v >= floor ? ev : 0.0f;
+                e[j] = (double)(v >= floor ? ev : 0.0f);
                 bk[j] = tkp_bucket(v, m, w);
                 bad |= (v > m) | (v != v);
             }
             if (bad) return 1;
-            for (Py_ssize_t j = 0; j < len; j++) hist[j & 3][bk[j]] += (double)e[j];
+            /* value j into sum j % 4, four at a time (no index arithmetic per value) */
+            Py_ssize_t j = 0;
+            for (; j + 4 <= len; j += 4) {
+                h0[bk[j]] += e[j];
+                h1[bk[j + 1]] += e[j + 1];
+                h2[bk[j + 2]] += e[j + 2];
+                h3[bk[j + 3]] += e[j + 3];
+            }
+            for (; j < len; j++) hist[j & 3][bk[j]] += e[j];
         }
         for (int q = 0; q < TKP_NB; q++)
             mass[q] = (hist[0][q] + hist[1][q]) + (hist[2][q] + hist[3][q]);
