@@ -29,10 +29,10 @@
 #   4. wheel    the manylinux wheel (dist/) of step 2's build -- `pip wheel` of the copy, which
 #               compiles nothing again, then tools/repair_wheel.sh as tools/build_wheels.sh does
 #               (which builds one from scratch) -- and `pip install` puts it into the venv (torch
-#               already there satisfies its requirement); from a
-#               directory outside the tree, without PYTHONPATH, `python -m fastdispatch info` must
-#               report the compiled backend and tests/_openmp_runtime.py must find one OpenMP
-#               runtime that torch.set_num_threads governs -- what a user of that Python installs.
+#               already there satisfies its requirement); from a directory outside the tree,
+#               without PYTHONPATH, `python -m fastdispatch info` must report the compiled backend
+#               and tests/_openmp_runtime.py must find one OpenMP runtime that
+#               torch.set_num_threads governs -- what a user of that Python installs.
 # A summary table at the end: version | python | torch | triton | build | tests | wheel | seconds.
 #
 # Usage: tools/python_matrix.sh [--keep] [--drop-venvs] [--tests "FILE_OR_GLOB..."] [VERSION...]
