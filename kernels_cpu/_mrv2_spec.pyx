@@ -2259,14 +2259,15 @@ def resample_row_mapping_kernel(
         as_flag(SKIP_MASKED_BLOCKS, "SKIP_MASKED_BLOCKS", 0), grid)
 
 
-cdef void _res_row(const Res* a, int64_t r, float* buf) noexcept nogil:
-    """Request ``r``'s blocks in order, each draw passing over the lanes that cannot exceed
-    the best score of the blocks before it: the row's first largest score and its token come
-    out as the launch's (a block it passes over whole stores a score below that one, which the
-    insert never picks)."""
+cdef void _res_row(const Res* a, int64_t r, int64_t b0, int64_t b1, float* buf) noexcept nogil:
+    """Request ``r``'s blocks ``[b0, b1)`` in order, each draw passing over the lanes that
+    cannot exceed the best score of the blocks before it in that run: the run's first largest
+    score and its token come out as the launch's (a block it passes over whole stores a score
+    below that one, which the insert never picks), and so do the row's, over runs that cover
+    it -- a run's best is exact, every other block's score lies below one that is."""
     cdef float floor = NAN
     cdef int64_t b
-    for b in range(a.NB):
+    for b in range(b0, b1):
         _res_program(a, r, b, buf, &floor)
 
 
@@ -2282,7 +2283,7 @@ cdef _resample(
         CONTEXT_WIDTH, WATERMARK, DEDUPLICATE_CONTEXTS, bint skip_masked, grid,
         bint by_temp=False, bint by_row=False):
     """The resampling launch; ``by_row`` (the one pass, where only each request's winner is
-    read): a request's blocks in order on one thread (``_res_row``), requests in parallel."""
+    read): each request's blocks in order, in runs (``_res_run``)."""
     cdef Res a
     cdef int64_t R = _grid_axis(grid, 0, "grid"), NB = _grid_axis(grid, 1, "grid")
     cdef int64_t r, ri, start, end, rti, rs, rdt, cols
@@ -2437,13 +2438,22 @@ cdef _resample(
 
 cdef int _res_run(const Res* a, int64_t R, bint by_row) except -1:
     """The resampling programs of ``R`` requests (``a``'s arguments checked): every (request,
-    block) program in parallel, or ``by_row`` each request's blocks in order on one thread."""
-    cdef int64_t NB = a.NB, P = R * a.NB, r, p
+    block) program in parallel, or ``by_row`` (only each request's winner is read) each
+    request's blocks in order (``_res_row``) -- a request per thread, or, fewer requests than
+    threads, each request's blocks in as many runs as its share of the team, a run per thread:
+    one long row's draw split across the team with the pruning of a walk in order."""
+    cdef int64_t NB = a.NB, P = R * a.NB, r, p, runs, width
     cdef float* scratch
     cdef int nt
     if P == 0:
         return 0
-    nt = _team(P * a.BS * 8, R if by_row else P)
+    nt = _team(P * a.BS * 8, P)
+    runs = 1
+    if by_row and nt > R:
+        runs = min(NB, (nt + R - 1) // R)
+    elif by_row:
+        nt = <int>min(<int64_t>nt, R)
+    width = (NB + runs - 1) // runs
     scratch = <float*>malloc(nt * a.BS * sizeof(float))
     if scratch == NULL:
         raise MemoryError()
@@ -2451,10 +2461,11 @@ cdef int _res_run(const Res* a, int64_t R, bint by_row) except -1:
         if by_row:
             if nt == 1:
                 for r in range(R):
-                    _res_row(a, r, scratch)
+                    _res_row(a, r, 0, NB, scratch)
             else:
-                for r in prange(R, num_threads=nt, schedule="dynamic"):
-                    _res_row(a, r, scratch + threadid() * a.BS)
+                for p in prange(R * runs, num_threads=nt, schedule="dynamic"):
+                    _res_row(a, p // runs, (p % runs) * width, min(NB, (p % runs + 1) * width),
+                             scratch + threadid() * a.BS)
         elif nt == 1:
             for p in range(P):
                 _res_program(a, p // NB, p % NB, scratch)
@@ -2796,7 +2807,7 @@ def rejection_sample_fused(
     cdef Res res
     _res_after_walk(&res, &rj, &st, &rtab, &rtab2, V, RNB, has_draft, fp64)
     if _walk_rows_held(&res, &rj.sampled, R):
-        _res_run(&res, R, outer > 1 or nt <= 1)
+        _res_run(&res, R, True)
         with nogil:
             _insert_rows(&rj.sampled, rj.rej, rj.cu, st.eim, &rj.temp, &rtab, &rtab2, R, RNB)
         return
@@ -2808,7 +2819,7 @@ def rejection_sample_fused(
         draft_rejected_logsumexp_ptr, num_sampled_ptr, cu_num_logits_ptr,
         expanded_idx_mapping_ptr, draft_sampled_ptr, temp_ptr, seed_ptr, pos_ptr, None, None, 0,
         None, None, 0, 0, V, 1024, has_draft, fp64, False, None, False, False, False, (R, RNB),
-        by_temp, outer > 1 or nt <= 1)
+        by_temp, True)
     insert_resampled_kernel(
         sampled_ptr, _stride0(sampled_ptr), num_sampled_ptr, resampled_local_argmax_ptr,
         _stride0(resampled_local_argmax_ptr), resampled_local_max_ptr,
