@@ -161,6 +161,7 @@ cdef enum:
     M_HALF = (1 << DT_FLOAT16) | (1 << DT_BFLOAT16)
     M_LOGITS = M_FLOAT32 | M_HALF
     M_REAL = M_FLOAT32 | M_FLOAT64
+    ROW_VISITS = 8      # element-visits per value of a row the one pass walks
 
 
 # -- float helpers: the kernels' reductions ----------------------------------------------------
@@ -2748,13 +2749,16 @@ def rejection_sample_fused(
                      RNB)
     if R == 0:
         return
-    nt = threads_for(R * V)
+    # the work in element-visits (threads_for's unit): a walked row costs several a value -- its
+    # statistics' exponentials, the draw's hashes, with top-k/top-p its copy and the mask's
+    # passes -- so one request's 128k row is worth a team, as it is, on any calibration
+    nt = threads_for(ROW_VISITS * R * V)
     z.st = &st
     z.team = 1
     if nt > 1 and R >= nt:
         outer = nt
     elif nt > 1:
-        z.team = _team(V, NB)
+        z.team = _team(ROW_VISITS * V, NB)
     scratch = <float*>malloc(max(outer, z.team) * 8192 * sizeof(float))
     rbuf = <float*>malloc(outer * padded * sizeof(float))
     if process:

@@ -22,8 +22,11 @@ The threshold is decided, not guessed: the first time a team of ``n`` threads is
 cost of starting an (empty) parallel region of ``n`` threads and the cost of one serial
 element-visit are measured (minimum over repeats, after a warm-up), and the threshold is the
 work at which ``n`` threads beat one thread by a clear margin:
-``work * t_elem > MARGIN * (t_region + work * t_elem / n)``. ``set_parallel_threshold(work)``
-pins it instead (``None``: calibrated again).
+``work * t_elem > MARGIN * (t_region + work * t_elem / n)``. The region's minimum is over 16
+timed regions: a burst within a small time budget at each launch that considers the team until
+16 have been timed (one burst, normally), then remembered -- a burst the host stalled (threads
+waiting milliseconds for a core) does not decide the team's threshold for good.
+``set_parallel_threshold(work)`` pins it instead (``None``: calibrated again).
 
 Torch's thread count costs a Python call (~50 ns) per launch if asked for every time. Under
 torch's OpenMP backend ``torch.get_num_threads()`` *is* ``omp_get_max_threads()`` of the calling
@@ -82,8 +85,9 @@ cdef extern from *:
 
     /* Start-up and join of an empty parallel region of n threads, ns: minimum over at most
        reps regions, stopping once budget_ns have been spent (a loaded host, where a woken
-       thread can wait milliseconds for a core, must not stall the launch that calibrates). */
-    static double fd_region_ns(int n, int reps, double budget_ns) {
+       thread can wait milliseconds for a core, must not stall the launch that calibrates);
+       *done: how many were timed (at least one). */
+    static double fd_region_ns(int n, int reps, double budget_ns, int* done) {
     #ifdef _OPENMP
         double best = 1e30, t0, t, start = fd_now_ns();
         int r;
@@ -94,12 +98,14 @@ cdef extern from *:
             { if (omp_get_thread_num() < 0) sink = 1; }
             t = fd_now_ns() - t0;
             if (t < best) best = t;
-            if (t0 + t - start > budget_ns) break;
+            if (t0 + t - start > budget_ns) { r++; break; }
         }
         (void)sink;
+        *done = r;
         return best;
     #else
         (void)n; (void)reps; (void)budget_ns;
+        *done = reps;
         return 0.0;
     #endif
     }
@@ -132,7 +138,7 @@ cdef extern from *:
     int fd_watch_fork()
     int fd_get_thread_ready() nogil
     void fd_set_thread_ready() nogil
-    double fd_region_ns(int n, int reps, double budget_ns) nogil
+    double fd_region_ns(int n, int reps, double budget_ns, int* done) nogil
     double fd_visit_ns(long long* buf, long long n, int reps) nogil
 
 from libc.stdlib cimport malloc, free
@@ -151,7 +157,15 @@ cdef double MARGIN = 1.5
 
 cdef int _setting = 0               # 0: follow torch's thread count
 cdef Py_ssize_t _pinned = -1        # >= 0: set_parallel_threshold's value
-cdef Py_ssize_t _calibrated[MAX_TEAM + 1]   # 0: not measured yet
+cdef Py_ssize_t _calibrated[MAX_TEAM + 1]   # 0: not settled yet
+# A team's region time is the minimum over REGION_SAMPLES timed regions, gathered over as many
+# launches as it takes (each one a burst within a budget): one burst on a host that stalled it
+# -- a team's threads waiting milliseconds for cores -- must not decide for the process's
+# lifetime that the team never pays (a B1 row of a 128k vocabulary then ran on one thread of 16)
+cdef double _region_min[MAX_TEAM + 1]      # ns; the minimum so far (0: none yet)
+cdef int _region_count[MAX_TEAM + 1]
+cdef enum:
+    REGION_SAMPLES = 16
 cdef double _visit_ns = 0.0
 cdef object _torch_threads = torch.get_num_threads
 cdef bint _omp_follows_torch = False
@@ -163,6 +177,8 @@ cdef void _forget_calibration() noexcept:
     cdef int k
     for k in range(MAX_TEAM + 1):
         _calibrated[k] = 0
+        _region_min[k] = 0.0
+        _region_count[k] = 0
 
 
 _forget_calibration()
@@ -247,11 +263,39 @@ def set_parallel_threshold(work):
     _pinned = work
 
 
+cdef Py_ssize_t _work_at(int n, double region) noexcept:
+    """The threshold of a team of ``n`` whose empty region costs ``region`` ns."""
+    cdef double gain, work
+    # parallel wins by MARGIN when work * visit > MARGIN * (region + work * visit / n)
+    gain = 1.0 - MARGIN / n
+    if gain <= 0 or _visit_ns <= 0:
+        work = MAX_THRESHOLD
+    else:
+        work = MARGIN * region / (_visit_ns * gain)
+    if work < MIN_THRESHOLD:
+        work = MIN_THRESHOLD
+    if work > MAX_THRESHOLD:
+        work = MAX_THRESHOLD
+    return <Py_ssize_t>work
+
+
+cdef void _add_region(int k, double region, int count) noexcept:
+    """Fold ``count`` timed regions of minimum ``region`` ns into team ``k``'s calibration;
+    settled (remembered for good) once REGION_SAMPLES have been timed."""
+    if _region_count[k] == 0 or region < _region_min[k]:
+        _region_min[k] = region
+    _region_count[k] += count
+    if _region_count[k] >= REGION_SAMPLES:
+        _calibrated[k] = _work_at(k, _region_min[k])
+
+
 cdef Py_ssize_t _calibrate(int n) noexcept:
-    """Measure and remember the threshold of a team of ``n`` (>= 2) threads."""
+    """The threshold of a team of ``n`` (>= 2) threads: a burst of timed regions more, until
+    the team's calibration has settled, then the remembered value."""
     global _visit_ns
     cdef int k = n if n <= MAX_TEAM else MAX_TEAM
-    cdef double region, visit, gain, work
+    cdef int done = 0
+    cdef double region
     cdef long long* buf
     cdef long long i, m = 1 << 14
     if _calibrated[k] > 0:
@@ -266,21 +310,27 @@ cdef Py_ssize_t _calibrate(int n) noexcept:
         free(buf)
         if _visit_ns <= 0:
             _visit_ns = 0.25
-    fd_region_ns(n, 2, 1e6)              # warm-up: create the team's threads
-    region = fd_region_ns(n, 25, 2e6)
-    visit = _visit_ns
-    # parallel wins by MARGIN when work * visit > MARGIN * (region + work * visit / n)
-    gain = 1.0 - MARGIN / n
-    if gain <= 0:
-        work = MAX_THRESHOLD
-    else:
-        work = MARGIN * region / (visit * gain)
-    if work < MIN_THRESHOLD:
-        work = MIN_THRESHOLD
-    if work > MAX_THRESHOLD:
-        work = MAX_THRESHOLD
-    _calibrated[k] = <Py_ssize_t>work
-    return _calibrated[k]
+    if _region_count[k] == 0:
+        fd_region_ns(n, 2, 1e6, &done)   # warm-up: create the team's threads
+    region = fd_region_ns(n, 25, 2e6, &done)
+    _add_region(k, region, done)
+    if _calibrated[k] > 0:
+        return _calibrated[k]
+    return _work_at(k, _region_min[k])
+
+
+def _record_regions(int n, double region_ns, int count):
+    """Fold ``count`` regions of minimum ``region_ns`` into team ``n``'s calibration, as a
+    burst of the calibration does (tests: a stalled first burst)."""
+    if not 2 <= n <= MAX_TEAM or count < 1 or not region_ns > 0:
+        raise ValueError(expected("n, region_ns, count", "2 <= n <= 256, > 0, >= 1",
+                                  f"{n}, {region_ns}, {count}"))
+    _add_region(n, region_ns, count)
+
+
+def _forget():
+    """Forget every team's calibration (tests)."""
+    _forget_calibration()
 
 
 cdef inline Py_ssize_t _threshold(int n) noexcept:
@@ -302,10 +352,16 @@ def parallel_threshold():
 
 
 def _calibration():
-    """What the calibration measured: ``{"visit_ns": ..., "thresholds": {team: work}}``."""
+    """What the calibration measured: ``{"visit_ns": ..., "thresholds": {team: work}}`` (the
+    settled teams), ``"settling": {team: (regions timed, minimum ns)}`` (the others)."""
     return {
         "visit_ns": _visit_ns,
         "thresholds": {k: _calibrated[k] for k in range(2, MAX_TEAM + 1) if _calibrated[k] > 0},
+        "settling": {
+            k: (_region_count[k], _region_min[k])
+            for k in range(2, MAX_TEAM + 1)
+            if _calibrated[k] == 0 and _region_count[k] > 0
+        },
         "pinned": _pinned if _pinned >= 0 else None,
         "omp_follows_torch": bool(_omp_follows_torch),
     }

@@ -23,16 +23,52 @@ def restore():
     kernels_cpu.set_parallel_threshold(None)
 
 
+def _settle(n):
+    """Ask for team ``n``'s threshold until its calibration has settled (one burst of timed
+    regions per ask; 16 regions settle it -- one ask on a host that is not stalling)."""
+    for _ in range(64):
+        work = kernels_cpu.parallel_threshold()
+        if n in _parallel._calibration()["thresholds"]:
+            return work
+    raise AssertionError(f"team {n}'s calibration never settled: {_parallel._calibration()}")
+
+
 @needs_openmp
 def test_threshold_is_calibrated_per_team_size(restore):
     kernels_cpu.set_parallel_threshold(None)  # whatever an earlier test pinned
     kernels_cpu.set_num_threads(2)
-    work = kernels_cpu.parallel_threshold()
+    work = _settle(2)
     cal = _parallel._calibration()
     assert cal["pinned"] is None and cal["visit_ns"] > 0
-    assert cal["thresholds"][2] == work
+    assert cal["thresholds"][2] == work and 2 not in cal["settling"]
     assert 1024 <= work <= 1 << 24
-    assert kernels_cpu.parallel_threshold() == work  # measured once, then remembered
+    assert kernels_cpu.parallel_threshold() == work  # settled, then remembered
+
+
+@needs_openmp
+def test_a_stalled_first_burst_does_not_decide_the_threshold(restore):
+    """A burst the host stalled -- every region of it milliseconds, a team's threads waiting
+    for cores -- gives a threshold that keeps the team off every launch; it is not remembered:
+    the next launches time more regions, and the team's minimum decides."""
+    kernels_cpu.set_parallel_threshold(None)
+    kernels_cpu.set_num_threads(2)
+    _parallel._forget()
+    try:
+        _parallel._record_regions(2, 5e6, 1)  # one region of 5 ms: the first burst, stalled
+        cal = _parallel._calibration()
+        assert 2 not in cal["thresholds"] and cal["settling"][2] == (1, 5e6)
+        work = _settle(2)  # each ask times a burst of its own
+        cal = _parallel._calibration()
+        assert cal["thresholds"][2] == work
+        # the minimum over the regions timed since decides: the stalled one alone would
+        # have given the ceiling (5 ms of start-up outweighs 2**24 visits)
+        assert work < 1 << 24
+    finally:
+        _parallel._forget()
+    with pytest.raises(ValueError, match="region_ns"):
+        _parallel._record_regions(2, -1.0, 1)
+    with pytest.raises(ValueError, match="count"):
+        _parallel._record_regions(1, 5.0, 1)
 
 
 def test_pinned_threshold_and_back(restore):
