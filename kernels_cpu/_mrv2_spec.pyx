@@ -2463,10 +2463,16 @@ cdef int _res_run(const Res* a, int64_t R, bint by_row) except -1:
             if nt == 1:
                 for r in range(R):
                     _res_row(a, r, 0, NB, scratch)
-            else:
-                for p in prange(R * runs, num_threads=nt, schedule="dynamic"):
+            elif runs > 1:
+                # a run per thread, in order: where the runs line up with the 8192-value chunks
+                # the team copied and masked (a 128k row on 16 threads), run t's blocks are
+                # still in the cache of thread t, which wrote them
+                for p in prange(R * runs, num_threads=nt, schedule="static"):
                     _res_row(a, p // runs, (p % runs) * width, min(NB, (p % runs + 1) * width),
                              scratch + threadid() * a.BS)
+            else:
+                for r in prange(R, num_threads=nt, schedule="dynamic"):
+                    _res_row(a, r, 0, NB, scratch + threadid() * a.BS)
         elif nt == 1:
             for p in range(P):
                 _res_program(a, p // NB, p % NB, scratch)

@@ -939,3 +939,61 @@ def test_fly_needs_its_entropies():
         with pytest.raises((TypeError, ValueError), match=f"^{name}: expected"):
             spec.rejection_row_mapping_kernel(**dict(kw, **change), grid=(1, 1, 1))
         _unchanged(kw, before)
+
+
+def _one_block_draw(x, idx=torch.int64):
+    """``resample_kernel`` on one bonus row of one 1024-lane block (fp32, temperature 1, seed 3,
+    position 0): the block's token and score."""
+    la = torch.full((1, 1), -5, dtype=torch.int64)
+    lm = torch.full((1, 1), 9.0)
+    spec.resample_kernel(
+        la, 1, lm, 1, x.view(1, -1), 1024, torch.zeros(1), None, 0, 0, torch.zeros(1),
+        torch.zeros(1, dtype=idx), torch.arange(2, dtype=idx), torch.zeros(1, dtype=idx),
+        torch.zeros(2, dtype=idx), torch.tensor([1.0]), torch.tensor([3]),
+        torch.zeros(1, dtype=idx), None, None, 0, None, None, 0, 0, 1024, 1024,
+        HAS_DRAFT_LOGITS=False, USE_FP64=False, USE_BLOCK_VERIFICATION=False,
+        CONTEXT_WIDTH=1, WATERMARK=False, DEDUPLICATE_CONTEXTS=False, grid=(1, 1),
+    )  # fmt: skip
+    return int(la[0, 0]), float(lm[0, 0])
+
+
+@pytest.mark.parametrize("idx", IDX)
+@pytest.mark.parametrize("larger_logit_first", [False, True])
+def test_an_exact_tie_goes_to_the_first_lane_whichever_logit_is_larger(idx, larger_logit_first):
+    """Two lanes whose scores (logit + noise, fp32) are equal bit for bit: the block's token is
+    the first of them, as ``tl.max``'s index is, whichever holds the larger logit and whatever
+    the other lanes hold (the draw passes lanes over by bounds on their noise: none may pass
+    over a lane that ties). The tie is built from the kernel's own scores: lane b's noise is
+    its score at logit 0, and its logit is stepped an ulp at a time until its score equals lane
+    a's."""
+    minf = torch.full((1024,), float("-inf"))
+
+    def alone(lane, value):
+        x = minf.clone()
+        x[lane] = value
+        return _one_block_draw(x, idx)
+
+    a = 100
+    _, s_a = alone(a, 1.0)
+    for b in range(600, 1000):  # a lane b whose logit, to tie, lies above or below lane a's
+        _, g_b = alone(b, 0.0)
+        x_b = torch.tensor(s_a - g_b, dtype=torch.float32)
+        if (x_b.item() > 1.0) != larger_logit_first:
+            break
+    else:
+        raise AssertionError("no lane on the wanted side")
+    for _ in range(16):  # step an ulp at a time to the logit whose score is s_a exactly
+        got = (x_b + torch.tensor(g_b, dtype=torch.float32)).item()
+        if got == s_a:
+            break
+        x_b = torch.nextafter(x_b, torch.tensor(float("inf") if got < s_a else float("-inf")))
+    assert alone(b, x_b.item()) == (b, s_a), "no tie could be built"
+    assert (x_b.item() > 1.0) != larger_logit_first
+    for rest in (float("-inf"), -60.0, -8.0):  # other lanes masked, far below, or nearer
+        x = torch.full((1024,), rest)
+        x[a], x[b] = 1.0, x_b.item()
+        tok, score = _one_block_draw(x, idx)
+        if rest < -30:
+            assert score == s_a  # nothing else can reach it
+        if score == s_a:
+            assert tok == a, (rest, tok)
