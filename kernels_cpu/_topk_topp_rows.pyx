@@ -345,11 +345,14 @@ cdef extern from *:
        bucket at which the mass from the top reaches p times the total. *above: the mass of the
        buckets before it; *target: p times the total. */
     static int tkp_boundary(const double* part, Py_ssize_t nch, double p, double* above,
-                            double* target) {
+                            double* target, const double* summed) {
         double mass[TKP_NB];
-        memcpy(mass, part, sizeof mass);
-        for (Py_ssize_t ch = 1; ch < nch; ch++)
-            for (int q = 0; q < TKP_NB; q++) mass[q] += part[ch * TKP_NB + q];
+        if (summed) memcpy(mass, summed, sizeof mass);
+        else {
+            memcpy(mass, part, sizeof mass);
+            for (Py_ssize_t ch = 1; ch < nch; ch++)
+                for (int q = 0; q < TKP_NB; q++) mass[q] += part[ch * TKP_NB + q];
+        }
         double z = 0.0, acc = 0.0;
         for (int q = 0; q < TKP_NB; q++) z += mass[q];
         *target = p * z;
@@ -374,17 +377,37 @@ cdef extern from *:
         /* a value above m (or a NaN) voids the pass: the chunks not begun are then skipped,
            on every thread (the flag is read and written atomically, relaxed: a chunk begun
            before it is seen only costs its own time) */
-        int bad = 0;
+        int bad = 0, split = nt > 1 && nch > 1;
+        double summed[TKP_NB];
     #ifdef _OPENMP
-        #pragma omp parallel for num_threads(nt) schedule(static) if(nt > 1)
+        #pragma omp parallel num_threads(nt) if(split)
     #endif
-        for (Py_ssize_t ch = 0; ch < nch; ch++) {
-            if (__atomic_load_n(&bad, __ATOMIC_RELAXED)) continue;
-            Py_ssize_t lo = ch * TKP_SPAN, len = n - lo < TKP_SPAN ? n - lo : TKP_SPAN;
-            if (tkp_chunk_masses(x + lo, len, floor, m, w, part + ch * TKP_NB))
-                __atomic_store_n(&bad, 1, __ATOMIC_RELAXED);
+        {
+    #ifdef _OPENMP
+            #pragma omp for schedule(static)
+    #endif
+            for (Py_ssize_t ch = 0; ch < nch; ch++) {
+                if (__atomic_load_n(&bad, __ATOMIC_RELAXED)) continue;
+                Py_ssize_t lo = ch * TKP_SPAN, len = n - lo < TKP_SPAN ? n - lo : TKP_SPAN;
+                if (tkp_chunk_masses(x + lo, len, floor, m, w, part + ch * TKP_NB))
+                    __atomic_store_n(&bad, 1, __ATOMIC_RELAXED);
+            }
+            /* on a team, each thread sums its share of the buckets over the chunks, in chunk
+               order (the sums one thread makes): the chunks' masses lie in the caches of the
+               threads that wrote them, and one thread reading them all had been a serial
+               stretch longer than a chunk's pass */
+            if (split && !__atomic_load_n(&bad, __ATOMIC_RELAXED)) {
+    #ifdef _OPENMP
+                #pragma omp for schedule(static)
+    #endif
+                for (int q = 0; q < TKP_NB; q++) {
+                    double acc = part[q];
+                    for (Py_ssize_t ch = 1; ch < nch; ch++) acc += part[ch * TKP_NB + q];
+                    summed[q] = acc;
+                }
+            }
         }
-        return bad ? -1 : tkp_boundary(part, nch, p, above, target);
+        return bad ? -1 : tkp_boundary(part, nch, p, above, target, split ? summed : NULL);
     }
 
     /* Resolve the boundary among candidates c[0:nc) (index order, kept untouched; at least
