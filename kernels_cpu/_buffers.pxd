@@ -71,6 +71,7 @@ cdef inline str expected(str name, str what, object got):
 cdef int dtype_code(object dtype) noexcept
 cdef str dtype_name(int code)
 
+cdef object dim_stride(object t, int d)
 cdef char* check_tensor(object t, str name, int mask, int ndim, int* code_out,
                         Py_ssize_t* shape_out) except NULL
 cdef char* check_table(object t, str name, int mask, Py_ssize_t* shape_out,

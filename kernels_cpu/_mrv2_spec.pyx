@@ -44,7 +44,7 @@ from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy
 
 from kernels_cpu._buffers cimport (
-    IBuf, iget, iset, check_table, check_tensor, dtype_code, expected, is_none,
+    IBuf, iget, iset, check_table, check_tensor, dim_stride, dtype_code, expected, is_none,
     DT_BOOL, DT_FLOAT32, DT_FLOAT16, DT_BFLOAT16, DT_FLOAT64, DT_INT32, DT_INT64, DT_UINT8,
     M_FLOAT32, M_FLOAT64, M_INDEX,
 )
@@ -2972,9 +2972,7 @@ cdef object _stride0(object t):
 cdef object _stride(object t, int d):
     if is_none(t):
         return 0
-    if getattr(t, "ndim", 0) <= d:
-        return 0
-    return t.stride(d)
+    return dim_stride(t, d)
 
 
 # -- vLLM 0.34's draft logits cache (``draft_logits.py``) -----------------------------------------

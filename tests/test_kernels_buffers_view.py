@@ -108,6 +108,22 @@ def test_view_and_attribute_readers_agree(t, ndim, mask):
     assert _outcome(t, ndim, mask) == expected
 
 
+@fuzz_settings(300)
+@given(t=tensors(), d=st.integers(0, 4))
+def test_stride_reads_agree_with_torch_through_either_reader(t, d):
+    """``dim_stride`` (the tables' row strides a launch reads from the view) is ``t.stride(d)``
+    -- size-1 and empty dimensions included, whose strides a DLPack producer may normalise --
+    and 0 past the last dimension, with the view reader on and off."""
+    want = t.stride(d) if d < t.ndim else 0
+    assert _buffers._view_strides_trusted()  # torch 2.13's views carry torch's strides
+    try:
+        assert _buffers._dim_stride(t, d) == want
+        _buffers._set_view_reader(False)
+        assert _buffers._dim_stride(t, d) == want
+    finally:
+        assert _buffers._set_view_reader(True)
+
+
 @pytest.mark.parametrize("view", [True, False])
 def test_data_pointer_and_shape_match_torch(reader, view):
     reader(view)
