@@ -340,19 +340,11 @@ cdef extern from *:
         return 0;
     }
 
-    /* The boundary bucket of a row's bucket masses part[nch][TKP_NB], summed chunk by chunk in
-       row order (so a row split across threads sums exactly as one thread does): the first
-       bucket at which the mass from the top reaches p times the total. *above: the mass of the
+    /* The boundary bucket of a row's bucket masses mass[TKP_NB] (its chunks' summed in row
+       order, so a row split across threads sums exactly as one thread does): the first bucket
+       at which the mass from the top reaches p times the total. *above: the mass of the
        buckets before it; *target: p times the total. */
-    static int tkp_boundary(const double* part, Py_ssize_t nch, double p, double* above,
-                            double* target, const double* summed) {
-        double mass[TKP_NB];
-        if (summed) memcpy(mass, summed, sizeof mass);
-        else {
-            memcpy(mass, part, sizeof mass);
-            for (Py_ssize_t ch = 1; ch < nch; ch++)
-                for (int q = 0; q < TKP_NB; q++) mass[q] += part[ch * TKP_NB + q];
-        }
+    static int tkp_boundary(const double* mass, double p, double* above, double* target) {
         double z = 0.0, acc = 0.0;
         for (int q = 0; q < TKP_NB; q++) z += mass[q];
         *target = p * z;
@@ -407,7 +399,13 @@ cdef extern from *:
                 }
             }
         }
-        return bad ? -1 : tkp_boundary(part, nch, p, above, target, split ? summed : NULL);
+        if (bad) return -1;
+        if (!split) {                 /* one thread: the same sums, a chunk's masses at a time */
+            memcpy(summed, part, sizeof summed);
+            for (Py_ssize_t ch = 1; ch < nch; ch++)
+                for (int q = 0; q < TKP_NB; q++) summed[q] += part[ch * TKP_NB + q];
+        }
+        return tkp_boundary(summed, p, above, target);
     }
 
     /* Resolve the boundary among candidates c[0:nc) (index order, kept untouched; at least
