@@ -24,9 +24,9 @@ How, per row (``k`` and ``p`` are per row; any count of rows, zero included):
 
 1. one vectorised pass for the row maximum (and NaN);
 2. top-k: the k-th largest by a filtered selection -- a buffer collects values ``>=`` a running
-   threshold (whole 16-value chunks below it are skipped after one vectorised max), and each
-   time it fills, a quickselect raises the threshold to the buffer's k-th largest -- about one
-   read of the row for the small ``k`` that models ship;
+   threshold (whole 32-value blocks with none at or above it are skipped after one vectorised
+   count), and each time it holds ``2k`` a quickselect raises the threshold to the buffer's k-th
+   largest -- about one read of the row for the small ``k`` that models ship;
 3. top-p after top-k (the kept set is small): the kept values are gathered, sorted and walked;
    top-p alone (or after a large ``k``): one pass sums the masses ``exp(x - max)`` (vectorised
    float32 ``exp``, < 2 ulp, sums in float64) into 512 buckets of width 1/8 in ``max - x``, the
@@ -137,108 +137,59 @@ cdef extern from *:
         return a[t];
     }
 
-    typedef float tkp_v16 __attribute__((vector_size(64)));
-    typedef int32_t tkp_i16 __attribute__((vector_size(64)));
-
-    /* Lane-wise a > b ? a : b (C has no vector ?:). Macros and a pointer argument, not vector
-       arguments: a 64-byte vector passed by value has an ABI that depends on the ISA (GCC's
-       -Wpsabi), and these never leave this file. Arguments are plain variables. */
-    #define TKP_VMAX(a, b) ((tkp_v16)(((tkp_i16)(a) & ((a) > (b))) | ((tkp_i16)(b) & ~((a) > (b)))))
-    #if defined(__clang__)
-    #define TKP_SHUF(v, ...) __builtin_shufflevector(v, v, __VA_ARGS__)
-    #else
-    #define TKP_SHUF(v, ...) __builtin_shuffle(v, (tkp_i16){__VA_ARGS__})
-    #endif
-
-    /* the maximum of the 16 lanes of *p */
-    static inline float tkp_hmax(const tkp_v16* p) {
-        tkp_v16 v = *p, w;
-        w = TKP_SHUF(v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
-        v = TKP_VMAX(v, w);
-        w = TKP_SHUF(v, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11);
-        v = TKP_VMAX(v, w);
-        w = TKP_SHUF(v, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
-        v = TKP_VMAX(v, w);
-        w = TKP_SHUF(v, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
-        v = TKP_VMAX(v, w);
-        return v[0];
-    }
-
-    /* whether any lane of *p is >= t (a NaN lane is not): one vector compare, then the mask
-       tested as eight 64-bit words -- cheaper than a horizontal max */
-    static inline int tkp_any_ge(const tkp_v16* p, float t) {
-        tkp_i16 ge = *p >= t;
-        uint64_t q[8];
-        memcpy(q, &ge, sizeof q);
-        return ((q[0] | q[1]) | (q[2] | q[3])) | ((q[4] | q[5]) | (q[6] | q[7])) ? 1 : 0;
-    }
-
-    /* One chunk of 16 values at src (len of them real) for tkp_kth_largest: skipped after one
-       vector compare when none can be among the k largest (NaN lanes never qualify), else its
-       values >= the running threshold are appended; a buffer past its capacity is cut back to
-       its k largest (no value below the buffer's k-th largest can be among the row's k
-       largest). */
-    #define TKP_CHUNK(v, src, len)                                                          \
-        if (cnt == 0 || tkp_any_ge(&(v), thr)) {                                           \
-            /* branch-free append: every value is written, the count moves for those that  \
-               qualify (the write index never passes the value's own index, < n) */        \
-            for (Py_ssize_t j = 0; j < (len); j++) {                                       \
-                float e = (src)[j];                                                        \
-                buf[cnt] = e;                                                              \
-                cnt += (e >= thr) & (e > -INFINITY);  /* -inf values only count as -inf */ \
-            }                                                                              \
-            if (cnt >= cap) {                                                              \
-                thr = tkp_nth(buf, cnt, cnt - k);                                          \
-                Py_ssize_t w = 0;                                                          \
-                for (Py_ssize_t q = 0; q < cnt; q++)                                       \
-                    if (buf[q] >= thr) buf[w++] = buf[q];                                  \
-                cnt = w;                                                                   \
-                if (2 * cnt > cap) cap *= 2;   /* ties at thr: grow, never stall */        \
-            }                                                                              \
-        }
-
     /* The k-th largest value of x[0:n) counted with multiplicity (1 <= k < n); the row's
-       maximum into *mx and whether it holds a NaN into *nan, in the same pass. Two chunks of 16
-       per step, each with its own NaN accumulator (two short dependency chains, not one long
-       one); the maximum is the buffer's, which always holds it (every value >= the threshold
-       is kept, and the maximum is). */
+       maximum into *mx and whether it holds a NaN into *nan, in the same pass. A buffer collects
+       the values >= a running threshold; each time it holds 2k (at least 128) the threshold is
+       raised to its k-th largest (a quickselect) and what falls below is dropped -- no value
+       below the buffer's k-th largest can be among the row's k largest -- so the threshold
+       tracks the k-th largest of what has been read and few blocks are ever appended.
+       Blocks of TKP_KB values are tested by one count of the values not below the threshold
+       (a NaN counts: the block is appended, where the NaN is seen); a block with none is
+       skipped. Plain loops of fixed length over float compares and an int count, which GCC
+       vectorises at every width (SSE2, AVX2, AVX-512, NEON): 16-lane vector-extension code with
+       shuffles had been scalarised, through the stack, on all but AVX-512 (~10x slower). */
+    #define TKP_KB 32
     FD_CLONES static float tkp_kth_largest(const float* x, Py_ssize_t n, Py_ssize_t k,
                                             float* buf, float* mx, int* nan) {
-        Py_ssize_t cap = 4 * k < 256 ? 256 : 4 * k, cnt = 0;
+        Py_ssize_t cap = 2 * k < 128 ? 128 : 2 * k, cnt = 0;
         float thr = -INFINITY;
-        tkp_i16 vn0 = {0}, vn1 = {0};
-        Py_ssize_t i = 0;
-        for (; i + 32 <= n; i += 32) {
-            tkp_v16 v0, v1;
-            memcpy(&v0, x + i, sizeof v0);
-            memcpy(&v1, x + i + 16, sizeof v1);
-            vn0 |= v0 != v0;
-            vn1 |= v1 != v1;
-            /* one horizontal max decides for both chunks whether either can qualify (a NaN
-               may hide a lane's maximum here, but a row with a NaN is discarded below) */
-            tkp_v16 m01 = TKP_VMAX(v0, v1);
-            if (cnt == 0 || tkp_any_ge(&m01, thr)) {
-                TKP_CHUNK(v0, x + i, 16)
-                TKP_CHUNK(v1, x + i + 16, 16)
+        int anynan = 0;
+        for (Py_ssize_t i = 0; i < n; i += TKP_KB) {
+            Py_ssize_t len = n - i < TKP_KB ? n - i : TKP_KB;
+            const float* b = x + i;
+            int q = 0;
+            if (len == TKP_KB) { for (int j = 0; j < TKP_KB; j++) q += !(b[j] < thr); }
+            else { for (Py_ssize_t j = 0; j < len; j++) q += !(b[j] < thr); }
+            if (!q) continue;
+            /* branch-free append: every value is written, the count moves for those that
+               qualify (the write index never passes the value's own index, < n) */
+            int nq = 0;
+            for (Py_ssize_t j = 0; j < len; j++) {
+                float e = b[j];
+                buf[cnt] = e;
+                nq |= e != e;
+                cnt += (e >= thr) & (e > -INFINITY);  /* -inf values only count as -inf */
+            }
+            anynan |= nq;
+            if (cnt >= cap) {
+                thr = tkp_nth(buf, cnt, cnt - k);
+                Py_ssize_t w = 0;
+                for (Py_ssize_t r = 0; r < cnt; r++)
+                    if (buf[r] >= thr) buf[w++] = buf[r];
+                cnt = w;
+                if (2 * cnt > cap) cap *= 2;   /* ties at thr: grow, never stall */
             }
         }
-        for (; i < n; i += 16) {   /* the tail, padded with -inf (never a candidate) */
-            Py_ssize_t len = n - i < 16 ? n - i : 16;
-            tkp_v16 v;
-            for (int j = 0; j < 16; j++) v[j] = j < len ? x[i + j] : -INFINITY;
-            vn0 |= v != v;
-            TKP_CHUNK(v, x + i, len)
-        }
-        int anynan = 0;
-        for (int j = 0; j < 16; j++) anynan |= (vn0[j] | vn1[j]) != 0;
+        /* the maximum is the buffer's, which always holds it (every value >= the threshold is
+           kept, and the maximum is) */
         float best = -INFINITY;
-        for (Py_ssize_t q = 0; q < cnt; q++) best = buf[q] > best ? buf[q] : best;
+        for (Py_ssize_t r = 0; r < cnt; r++) best = buf[r] > best ? buf[r] : best;
         *mx = best;
         *nan = anynan;
         if (anynan || cnt < k) return -INFINITY;
         return tkp_nth(buf, cnt, cnt - k);
     }
-    #undef TKP_CHUNK
+    #undef TKP_KB
 
     /* rank order: larger value first, then lower index */
     static int tkp_cmp(const void* pa, const void* pb) {

@@ -266,6 +266,32 @@ def test_a_maximum_far_above_the_sample_voids_the_first_pass(where):
         assert torch.equal(y.isnan(), want[:rows].isnan()), where
 
 
+@pytest.mark.parametrize("at", [0, 5000, 8192 * 3 + 17, -1])
+@pytest.mark.parametrize("n_threads", [1, 4])
+def test_topk_leaves_a_row_with_a_nan_wherever_it_lies(at, n_threads):
+    """Top-k skips whole blocks of values below its running threshold after one count; a NaN
+    counts as not below, so its block is read value by value and the NaN seen -- at the start
+    (no threshold yet), deep in the row among values far below a threshold that has long risen,
+    in the last, partial block. One thread or the row split across a team: the row with the NaN
+    is left as it is, the row beside it masked (the reference)."""
+    V = 8192 * 4 + 21
+    g = torch.Generator().manual_seed(V + at)
+    x = torch.randn(3, V, generator=g) * 3
+    lo = at % V - at % V % 32
+    x[0, lo : lo + 32] = -20.0  # the NaN's block otherwise below any threshold
+    x[0, at] = float("nan")
+    for k in (1, 50, V - 1):
+        want = x.clone()
+        reference(want, torch.full((3,), k), None)
+        for rows in (slice(None), slice(0, 1)):
+            with threads(n_threads):
+                y = x[rows].clone()
+                kernels_cpu.top_k_top_p(y, torch.full((y.shape[0],), k), None)
+            assert torch.equal(y[0].isnan(), x[0].isnan()), (k, rows)
+            assert torch.equal(y[0][~y[0].isnan()], x[0][~x[0].isnan()]), (k, rows)
+            assert torch.equal(y.isinf(), want[rows].isinf()), (k, rows)
+
+
 @pytest.mark.parametrize("n_threads", [1, 4])
 def test_a_row_whose_maximum_alone_reaches_p_keeps_it_alone(n_threads):
     """A row whose maximum alone holds p of the mass is masked to it from the maxima of its
