@@ -138,7 +138,12 @@ def groups(ctx):
                 needs_vllm=True,
                 params={"B": B, "V": V, "mode": mode, "dtype": dtype},
                 max_repeats={"quick": 5, "default": 7}.get(ctx.preset),
-                family="topk_topp",
+                # Two families: the top-k-alone groups are interleaved with each other only.
+                # Beside vLLM's ~400 ms sort-based top-p calls every row meets its logits cold
+                # (evicted by the sort's gigabyte of traffic), which no sampler step does -- its
+                # logits were just written -- and which moves a memory-bound ~2.5 ms mask by
+                # 2 ms while torch.topk's ~20 ms hardly notices (docs/benchmark.md).
+                family="topk_topp/" + ("sort" if MODES[mode][1] is not None else "topk"),
             )
         )
     return specs
