@@ -262,7 +262,8 @@ cdef extern from *:
         double* h1 = hist[1];
         double* h2 = hist[2];
         double* h3 = hist[3];
-        double e[TKP_BLK];          /* widened in the vector loop: the scatter only adds */
+        float e[TKP_BLK];           /* float in the vector loop (a double there halves its
+                                       width), widened -- exactly -- where the scatter adds */
         int bk[TKP_BLK];
         for (Py_ssize_t lo = 0; lo < n; lo += TKP_BLK) {
             Py_ssize_t len = n - lo < TKP_BLK ? n - lo : TKP_BLK;
@@ -271,7 +272,7 @@ cdef extern from *:
             for (Py_ssize_t j = 0; j < len; j++) {
                 float v = b[j];
                 float ev = fd_expf(v - m);
-                e[j] = (double)(v >= floor ? ev : 0.0f);
+                e[j] = v >= floor ? ev : 0.0f;
                 bk[j] = tkp_bucket(v, m, w);
                 bad |= (v > m) | (v != v);
             }
@@ -279,12 +280,12 @@ cdef extern from *:
             /* value j into sum j % 4, four at a time (no index arithmetic per value) */
             Py_ssize_t j = 0;
             for (; j + 4 <= len; j += 4) {
-                h0[bk[j]] += e[j];
-                h1[bk[j + 1]] += e[j + 1];
-                h2[bk[j + 2]] += e[j + 2];
-                h3[bk[j + 3]] += e[j + 3];
+                h0[bk[j]] += (double)e[j];
+                h1[bk[j + 1]] += (double)e[j + 1];
+                h2[bk[j + 2]] += (double)e[j + 2];
+                h3[bk[j + 3]] += (double)e[j + 3];
             }
-            for (; j < len; j++) hist[j & 3][bk[j]] += e[j];
+            for (; j < len; j++) hist[j & 3][bk[j]] += (double)e[j];
         }
         for (int q = 0; q < TKP_NB; q++)
             mass[q] = (hist[0][q] + hist[1][q]) + (hist[2][q] + hist[3][q]);
@@ -789,6 +790,12 @@ cdef inline double _p_or(const char* pp, bint dbl, Py_ssize_t r) noexcept nogil:
     return _p_at(pp, dbl, r) if pp != NULL else 1.0
 
 
+cdef inline bint _splits(Py_ssize_t n) noexcept nogil:
+    """Whether a row of ``n`` values is split across a team (``mask_rows``' rows when they are
+    fewer than its threads, ``mask_row_f32_team``'s row): two chunks of ``SPAN`` at least."""
+    return n >= 2 * SPAN
+
+
 cdef tkp_scratch* _arena(Py_ssize_t V, int half, int* failed) noexcept nogil:
     """A thread's scratch (NULL, with ``failed`` set, when memory runs out)."""
     cdef tkp_scratch* s = <tkp_scratch*>malloc(sizeof(tkp_scratch))
@@ -829,18 +836,19 @@ cdef Py_ssize_t mask_row_f32_team(float* row, Py_ssize_t n, int64_t k, double p,
                                   int nt, float row_max, bint row_nan,
                                   const float* chunk_max) noexcept nogil:
     """``mask_row_f32`` with the row split across a team of ``nt`` threads (one scratch ``s``,
-    as ``mask_rows`` gives a row it splits; a row under two chunks is not split), for a caller
-    that wrote the row itself and so knows its maximum (NaN set aside), whether it holds a NaN
-    and the maximum of each of its ``SPAN``-value chunks (``chunk_max``; NULL: not known): a
-    row whose maximum alone reaches ``p`` (a confident model's top token far above the rest)
-    is masked to it from those, and one whose maximum lies far above its first values goes
-    straight to the exact-maximum path, without the bucket pass it would void. Returns the
-    token the row was masked to by its maximum alone, -1 where it took top-k/top-p's passes."""
+    as ``mask_rows`` gives a row it splits; a row too short to split, ``_splits``, runs on one
+    thread), for a caller that wrote the row itself and so knows its maximum (NaN set aside),
+    whether it holds a NaN and the maximum of each of its ``SPAN``-value chunks (``chunk_max``;
+    NULL: not known): a row whose maximum alone reaches ``p`` (a confident model's top token far
+    above the rest) is masked to it from those, and one whose maximum lies far above its first
+    values goes straight to the exact-maximum path, without the bucket pass it would void.
+    Returns the token the row was masked to by its maximum alone, -1 where it took
+    top-k/top-p's passes."""
     cdef tkp_rowmax known
     known.m = row_max
     known.nan = row_nan
     known.cmax = chunk_max
-    if n < 2 * SPAN:
+    if not _splits(n):
         nt = 1
     return tkp_row(<char*>row, DT_FLOAT32, n, k, p, -INFINITY, 0, <tkp_scratch*>s, nt, &known)
 
@@ -863,7 +871,7 @@ cdef int mask_rows(char* base, Py_ssize_t row_bytes, int code, Py_ssize_t B, Py_
     cdef int failed[1]
     failed[0] = 0
     cdef int half = code != DT_FLOAT32
-    if B < nt and V < 2 * SPAN:
+    if B < nt and not _splits(V):
         nt = <int>B                     # rows too short to split: a row per thread
     if nt <= 1 or B < nt:
         s = _arena(V, half, failed)
