@@ -123,6 +123,38 @@ cdef extern from *:
         }
         return count;
     }
+
+    /* The offsets of x[0, n) above -inf, in order, into out (at most cap of them): a draw over
+       a masked row -- top-k/top-p keep a few thousand of a 128k vocabulary -- looks at those
+       lanes alone. Returns their count; -1 where there are more than cap or a NaN occurs (the
+       caller then draws block by block). 256 values at a time: compares into a byte per lane
+       and a NaN count (each loop vectorised), then the set bytes eight at a time -- a masked
+       stretch costs its compares. */
+    FD_CLONES __attribute__((noinline))
+    static Py_ssize_t fd_kept_lanes(const float *x, Py_ssize_t n, int32_t *out, Py_ssize_t cap) {
+        unsigned char hit[256 + 8];
+        Py_ssize_t k = 0;
+        for (Py_ssize_t j0 = 0; j0 < n; j0 += 256) {
+            const float *c = x + j0;
+            Py_ssize_t m = n - j0 < 256 ? n - j0 : 256, j;
+            int count = 0, nan = 0;
+            for (j = 0; j < m; j++) hit[j] = c[j] > -INFINITY;
+            for (j = 0; j < m; j++) count += hit[j];
+            for (j = 0; j < m; j++) nan += c[j] != c[j];
+            if (nan || k + count > cap) return -1;
+            if (!count) continue;
+            for (j = m; j < ((m + 7) & ~(Py_ssize_t)7); j++) hit[j] = 0;
+            for (j = 0; j < m; j += 8) {
+                uint64_t w;
+                memcpy(&w, hit + j, 8);
+                while (w) {
+                    out[k++] = (int32_t)(j0 + j + (__builtin_ctzll(w) >> 3));
+                    w &= w - 1;
+                }
+            }
+        }
+        return k;
+    }
     """
     enum: NOISE_BUCKETS "FD_NOISE_BUCKETS"
     float NOISE32_UP "fd_noise32_up"[]
@@ -132,6 +164,8 @@ cdef extern from *:
     Py_ssize_t lanes_reaching "fd_lanes_reaching"(const float* x, Py_ssize_t n, float bound,
                                                   float thr, int32_t* lanes,
                                                   float* hi) noexcept nogil
+    Py_ssize_t kept_lanes "fd_kept_lanes"(const float* x, Py_ssize_t n, int32_t* out,
+                                          Py_ssize_t cap) noexcept nogil
 
 cdef inline float noise32_of(float u) noexcept nogil:
     """The fp32 noise of uniform ``u``: ``-log(-log1p_neg_stable(u))``."""
@@ -318,6 +352,40 @@ cdef inline Py_ssize_t gumbel_block_argmax32(const float* logits, Py_ssize_t n_v
                     idx = j
             s += m
     return _no_score(best, idx, n_valid, block_size, best_out)
+
+
+cdef inline Py_ssize_t gumbel_lanes_argmax32(const float* logits, const int32_t* lanes,
+                                             Py_ssize_t n, int64_t first_key, int64_t skip,
+                                             int64_t seed, int64_t pos, float* u,
+                                             float* best_out) noexcept nogil:
+    """``gumbel_block_argmax32``'s noisy draw over the lanes ``lanes[:n]`` (in order; offsets
+    from ``logits`` and ``first_key``) of a stretch whose other lanes are -inf, lane ``skip``
+    (an offset; -1: none) read as -inf too: the offset and score of the first largest score
+    among them -- the stretch's, wherever it holds a lane above -inf, as a -inf lane never beats
+    one (its score is -inf, the noise being finite). -1 (``best_out`` NaN) where no lane is
+    left. The same scores and the same bound on each lane's noise as the block draw; ``u``: a
+    ``DRAW_CHUNK`` buffer."""
+    cdef Py_ssize_t q0 = 0, q, m, j, idx = -1
+    cdef float best = NAN, v
+    cdef uint32_t prefix = murmur3_prefix(seed, pos)
+    while q0 < n:
+        m = n - q0 if n - q0 < DRAW_CHUNK else DRAW_CHUNK
+        uniforms32_at(prefix, <uint32_t>first_key, lanes + q0, m, u)
+        for q in range(m):
+            j = lanes[q0 + q]
+            if j == skip:
+                continue
+            if best == best and logits[j] + NOISE32_UP[noise_bucket(u[q])] <= best:
+                continue        # cannot beat the best score so far
+            v = logits[j] + noise32_of(u[q])
+            if v != v:
+                continue
+            if best != best or v > best:
+                best = v
+                idx = j
+        q0 += m
+    best_out[0] = best
+    return idx
 
 
 cdef inline Py_ssize_t gumbel_block_argmax64(const float* logits, Py_ssize_t n_valid,

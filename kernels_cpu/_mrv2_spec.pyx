@@ -39,7 +39,7 @@ decided by the same comparisons as the kernel's.
 """
 from cython.parallel cimport prange, threadid
 from libc.math cimport exp, expf, fabs, log, logf, log1pf, INFINITY, NAN
-from libc.stdint cimport int64_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy
 
@@ -53,10 +53,11 @@ from kernels_cpu._philox cimport philox4x32_10
 from kernels_cpu._parallel cimport threads_for
 from kernels_cpu._rowmax cimport fd_max_nan
 from kernels_cpu._topk_topp_rows cimport (
-    _k_at, _p_at, check_k_at, check_p_at, free_row_scratch, mask_row_f32_team, row_scratch,
+    _k_at, _p_at, check_k_at, check_p_at, free_row_scratch, load_mask_row_f32_team, row_scratch,
 )
 from kernels_cpu._mrv2_gumbel_argmax cimport (
-    fill_noise_bounds, gumbel_block_argmax32, gumbel_block_argmax64,
+    fill_noise_bounds, gumbel_block_argmax32, gumbel_block_argmax64, gumbel_lanes_argmax32,
+    kept_lanes,
 )
 
 fill_noise_bounds()     # the Gumbel draw's noise bound tables (_mrv2_gumbel_argmax.pxd)
@@ -162,6 +163,7 @@ cdef enum:
     M_LOGITS = M_FLOAT32 | M_HALF
     M_REAL = M_FLOAT32 | M_FLOAT64
     ROW_VISITS = 8      # element-visits per value of a row the one pass walks
+    DRAW_LANES = 256    # the fewest lanes above -inf a masked row's draw makes room for
 
 
 # -- float helpers: the kernels' reductions ----------------------------------------------------
@@ -1452,7 +1454,7 @@ cdef struct Lazy:
     unsigned char* done # per row: processed
     void** arenas       # the mask's scratch: one per walking thread (a team shares [0])
     float* cmax         # each chunk's maximum, from a row's copy (nch per walking thread)
-    int* cnan           # a team's copy of a row: each chunk's NaN flag
+    int* cnan           # each chunk's NaN flag, from a row's copy (nch per walking thread)
     int64_t* single     # per row: the one token its mask kept by the maximum alone, else -1
 
 
@@ -1471,39 +1473,40 @@ cdef float _load_scaled(const Tab* raw, int64_t li, Py_ssize_t c0, Py_ssize_t wi
     return fd_max_nan(row + c0, n, nan)
 
 
+cdef struct Load:
+    # one row's load for ``load_mask_row_f32_team`` (``_load_chunk``)
+    const Tab* raw
+    int64_t li
+    Py_ssize_t width
+    float temp
+
+
+cdef float _load_chunk(void* ctx, Py_ssize_t c0, Py_ssize_t length, float* row,
+                       int* nan) noexcept nogil:
+    cdef Load* a = <Load*>ctx
+    return _load_scaled(a.raw, a.li, c0, a.width, a.temp, row, nan)
+
+
 cdef void _lazy_row(Lazy* z, int64_t li) noexcept nogil:
-    """Process row ``li`` into ``proc`` (once): the copy finds the row's maximum, which the
-    mask then need not look for."""
-    cdef float* row
+    """Process row ``li`` into ``proc`` (once): loaded and masked by ``load_mask_row_f32_team``
+    -- the copy finds the row's maximum and its chunks', which the mask then need not look for;
+    on a team the copy and the mask's passes are one parallel region."""
+    cdef Load a
     cdef int64_t rs
-    cdef float temp, m = -INFINITY, cm
-    cdef int nan = 0, cn = 0
-    cdef Py_ssize_t c, nch = (z.width + 8191) // 8192
+    cdef Py_ssize_t nch = (z.width + 8191) // 8192
+    cdef Py_ssize_t own = 0 if z.team > 1 else _thread_id() * nch
     if z.proc == NULL or z.done[li]:
         return
-    row = z.proc + li * z.width
     rs = iget(z.eim, li)
-    temp = _ldr(z.temp, rs)
-    if z.team > 1:                          # one long row: its copy split across the team
-        for c in prange(nch, num_threads=z.team, schedule="static"):
-            z.cmax[c] = _load_scaled(&z.raw, li, c * 8192, z.width, temp, row, &z.cnan[c])
-        for c in range(nch):
-            m = z.cmax[c] if z.cmax[c] > m else m
-            nan = nan | z.cnan[c]
-    else:
-        for c in range(nch):
-            cm = _load_scaled(&z.raw, li, c * 8192, z.width, temp, row, &cn)
-            m = cm if cm > m else m
-            nan = nan | cn
-            z.cmax[_thread_id() * nch + c] = cm
-    if z.kp != NULL or z.pp != NULL:
-        # the copy's maximum and chunk maxima: a row whose maximum alone reaches p (a confident
-        # model's) is masked to it from those, without top-k/top-p's passes
-        z.single[li] = mask_row_f32_team(
-            row, z.width, _k_at(z.kp, z.kwide, rs) if z.kp != NULL else z.width,
-            _p_at(z.pp, z.pdbl, rs) if z.pp != NULL else 1.0,
-            z.arenas[_thread_id() if z.team <= 1 else 0], z.team, m, nan,
-            z.cmax + (0 if z.team > 1 else _thread_id() * nch))
+    a.raw = &z.raw
+    a.li = li
+    a.width = z.width
+    a.temp = _ldr(z.temp, rs)
+    z.single[li] = load_mask_row_f32_team(
+        z.proc + li * z.width, z.width, _k_at(z.kp, z.kwide, rs) if z.kp != NULL else z.width,
+        _p_at(z.pp, z.pdbl, rs) if z.pp != NULL else 1.0,
+        z.arenas[_thread_id() if z.team <= 1 else 0], z.team, _load_chunk, &a, z.cmax + own,
+        z.cnan + own)
     z.done[li] = 1
 
 
@@ -2260,14 +2263,64 @@ def resample_row_mapping_kernel(
         as_flag(SKIP_MASKED_BLOCKS, "SKIP_MASKED_BLOCKS", 0), grid)
 
 
-cdef void _res_row(const Res* a, int64_t r, int64_t b0, int64_t b1, float* buf) noexcept nogil:
+cdef bint _res_row_sparse(const Res* a, int64_t r, int64_t b0, int64_t b1, float* buf,
+                          int32_t* lanes, Py_ssize_t cap) noexcept nogil:
+    """Request ``r``'s blocks ``[b0, b1)`` drawn from the lanes above -inf alone, where its
+    resampled row is a masked one -- top-k/top-p's processed row keeps a few thousand of 128k
+    values -- and the draw reads the target row as it is (no draft probabilities' residual,
+    fp32 scores, no watermark; a one-hot draft's token read as -inf): the lanes found by one
+    pass of compares (``kept_lanes``, at most ``cap``), the first largest score among them
+    (``gumbel_lanes_argmax32``: the block draw's scores), stored in the block that holds it and
+    -inf (at the block's first token, as a block of -inf lanes stores it) in the others -- the
+    insert's first largest is the block draw's token. False (nothing written) where this does
+    not apply, or the row holds a NaN or more than ``cap`` lanes: the blocks are then drawn."""
+    cdef int64_t ri = iget(a.rej, r), start = iget(a.cu, r), end = iget(a.cu, r + 1)
+    cdef int64_t rti = start + ri, rs, ex = -1, c0, c1, b
+    cdef float temp, best
+    cdef Py_ssize_t n, idx
+    cdef const float* row
+    if a.fp64 or a.watermark or a.block or a.tgt.code != DT_FLOAT32:
+        return False
+    rs = iget(a.eim, rti)
+    temp = _ldr(a.temp, rs)
+    if temp == 0.0 or _scaled(&a.tgt, temp):
+        return False                            # greedy, or a row scaled as it is read
+    if rti != end - 1:
+        ex = iget(a.ds, rti + 1)
+        if ex >= 0 and a.has_draft:
+            return False                        # the residual of the draft's probabilities
+    c0 = b0 * a.BS
+    c1 = min(b1 * a.BS, a.V)
+    if c1 <= c0:
+        return False
+    row = (<const float*>a.tgt.p) + _off(&a.tgt, rti, 0) + c0
+    n = kept_lanes(row, c1 - c0, lanes, cap)
+    if n < 0:
+        return False
+    idx = gumbel_lanes_argmax32(row, lanes, n, c0, ex - c0 if ex >= 0 else -1,
+                                iget(a.seed, rs), iget(a.pos, rti), buf, &best)
+    for b in range(b0, b1):
+        _stf(&a.out_max, _off(&a.out_max, r, 0) + b, -INFINITY)
+        _sti(&a.out_arg, _off(&a.out_arg, r, 0) + b, b * a.BS)
+    if idx >= 0:
+        b = (c0 + idx) // a.BS
+        _stf(&a.out_max, _off(&a.out_max, r, 0) + b, best)
+        _sti(&a.out_arg, _off(&a.out_arg, r, 0) + b, c0 + idx)
+    return True
+
+
+cdef void _res_row(const Res* a, int64_t r, int64_t b0, int64_t b1, float* buf,
+                   int32_t* lanes, Py_ssize_t cap) noexcept nogil:
     """Request ``r``'s blocks ``[b0, b1)`` in order, each draw passing over the lanes that
     cannot exceed the best score of the blocks before it in that run: the run's first largest
     score and its token come out as the launch's (a block it passes over whole stores a score
     below that one, which the insert never picks), and so do the row's, over runs that cover
-    it -- a run's best is exact, every other block's score lies below one that is."""
+    it -- a run's best is exact, every other block's score lies below one that is. A masked
+    row's run looks at its lanes above -inf alone (``_res_row_sparse``)."""
     cdef float floor = NAN
     cdef int64_t b
+    if _res_row_sparse(a, r, b0, b1, buf, lanes, cap):
+        return
     for b in range(b0, b1):
         _res_program(a, r, b, buf, &floor)
 
@@ -2443,8 +2496,9 @@ cdef int _res_run(const Res* a, int64_t R, bint by_row) except -1:
     request's blocks in order (``_res_row``) -- a request per thread, or, fewer requests than
     threads, each request's blocks in as many runs as its share of the team, a run per thread:
     one long row's draw split across the team with the pruning of a walk in order."""
-    cdef int64_t NB = a.NB, P = R * a.NB, r, p, runs, width
+    cdef int64_t NB = a.NB, P = R * a.NB, r, p, runs, width, cap
     cdef float* scratch
+    cdef int32_t* lanes
     cdef int nt
     if P == 0:
         return 0
@@ -2455,24 +2509,31 @@ cdef int _res_run(const Res* a, int64_t R, bint by_row) except -1:
     elif by_row:
         nt = <int>min(<int64_t>nt, R)
     width = (NB + runs - 1) // runs
+    # a run's lanes above -inf, for a masked row's draw: up to an eighth of the run's values
+    # (beyond that the block draw, which prunes lanes as it goes, is the cheaper)
+    cap = max(<int64_t>DRAW_LANES, width * a.BS // 8) if by_row else 0
     scratch = <float*>malloc(nt * a.BS * sizeof(float))
-    if scratch == NULL:
+    lanes = <int32_t*>malloc(max(nt * cap, 1) * sizeof(int32_t))
+    if scratch == NULL or lanes == NULL:
+        free(scratch)
+        free(lanes)
         raise MemoryError()
     with nogil:
         if by_row:
             if nt == 1:
                 for r in range(R):
-                    _res_row(a, r, 0, NB, scratch)
+                    _res_row(a, r, 0, NB, scratch, lanes, cap)
             elif runs > 1:
                 # a run per thread, in order: where the runs line up with the 8192-value chunks
                 # the team copied and masked (a 128k row on 16 threads), run t's blocks are
                 # still in the cache of thread t, which wrote them
                 for p in prange(R * runs, num_threads=nt, schedule="static"):
                     _res_row(a, p // runs, (p % runs) * width, min(NB, (p % runs + 1) * width),
-                             scratch + threadid() * a.BS)
+                             scratch + threadid() * a.BS, lanes + threadid() * cap, cap)
             else:
                 for r in prange(R, num_threads=nt, schedule="dynamic"):
-                    _res_row(a, r, 0, NB, scratch + threadid() * a.BS)
+                    _res_row(a, r, 0, NB, scratch + threadid() * a.BS, lanes + threadid() * cap,
+                             cap)
         elif nt == 1:
             for p in range(P):
                 _res_program(a, p // NB, p % NB, scratch)
@@ -2480,6 +2541,7 @@ cdef int _res_run(const Res* a, int64_t R, bint by_row) except -1:
             for p in prange(P, num_threads=nt, schedule="static"):
                 _res_program(a, p // NB, p % NB, scratch + threadid() * a.BS)
     free(scratch)
+    free(lanes)
     return 0
 
 
@@ -2771,7 +2833,7 @@ def rejection_sample_fused(
         done = <unsigned char*>calloc(L if L > 0 else 1, 1)
         nch = (z.width + 8191) // 8192 if z.width > 0 else 1
         cmax = <float*>malloc(outer * nch * sizeof(float))   # a walking thread's each
-        cnan = <int*>malloc(nch * sizeof(int))
+        cnan = <int*>malloc(outer * nch * sizeof(int))      # the same
         single = <int64_t*>malloc((L if L > 0 else 1) * sizeof(int64_t))
     if (scratch == NULL or rbuf == NULL
             or (process and (done == NULL or cmax == NULL or cnan == NULL or single == NULL))):

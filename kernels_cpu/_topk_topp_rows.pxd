@@ -53,4 +53,11 @@ cdef void mask_row_f32(float* row, Py_ssize_t n, int64_t k, double p, void* s) n
 cdef Py_ssize_t mask_row_f32_team(float* row, Py_ssize_t n, int64_t k, double p, void* s,
                                  int nt, float row_max, bint row_nan,
                                  const float* chunk_max) noexcept nogil
+# Writes row[c0, c0 + length) (a caller's copy of its source row, e.g. divided by a
+# temperature) and returns the largest of those values, NaN set aside; nan: whether one is NaN
+ctypedef float (*row_loader)(void* ctx, Py_ssize_t c0, Py_ssize_t length, float* row,
+                             int* nan) noexcept nogil
+cdef Py_ssize_t load_mask_row_f32_team(float* row, Py_ssize_t n, int64_t k, double p, void* s,
+                                       int nt, row_loader load, void* ctx, float* chunk_max,
+                                       int* chunk_nan) noexcept nogil
 cdef void widen_row(const char* row, int code, Py_ssize_t n, float* out) noexcept nogil

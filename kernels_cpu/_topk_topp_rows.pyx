@@ -448,6 +448,23 @@ cdef extern from *:
         return nc;
     }
 
+    /* The boundary candidates of a row's nch chunks, each gathered by tkp_mask_pass at its
+       chunk's offset in c (counts[ch] of them, indices within the chunk), packed in row order
+       with row indices: the candidates one thread's pass over the row gathers. Returns their
+       count. */
+    static Py_ssize_t tkp_pack(tkp_cand* c, const Py_ssize_t* counts, Py_ssize_t nch) {
+        Py_ssize_t nc = 0;                        /* nc <= lo + j: packed in place */
+        for (Py_ssize_t ch = 0; ch < nch; ch++) {
+            Py_ssize_t lo = ch * TKP_SPAN;
+            for (Py_ssize_t j = 0; j < counts[ch]; j++) {
+                c[nc] = c[lo + j];
+                c[nc].i += lo;
+                nc++;
+            }
+        }
+        return nc;
+    }
+
     /* tkp_mask_pass over a whole row, TKP_SPAN values at a time on nt threads (nt <= 1 or one
        chunk: tkp_mask_pass itself): each chunk gathers its boundary candidates into c at its
        own offset, then they are packed in row order -- the candidates one thread gathers. */
@@ -467,16 +484,7 @@ cdef extern from *:
             counts[ch] = tkp_mask_pass(row + lo * es, code, x + lo, len, floor, bstar, m, w,
                                        maskf, mask16, c + lo);
         }
-        Py_ssize_t nc = 0;                        /* nc <= lo + j: packed in place */
-        for (Py_ssize_t ch = 0; ch < nch; ch++) {
-            Py_ssize_t lo = ch * TKP_SPAN;
-            for (Py_ssize_t j = 0; j < counts[ch]; j++) {
-                c[nc] = c[lo + j];
-                c[nc].i += lo;
-                nc++;
-            }
-        }
-        return nc;
+        return tkp_pack(c, counts, nch);
     }
 
     /* mask the candidates c[0:nc) (index order) that top-p drops */
@@ -595,14 +603,14 @@ cdef extern from *:
        least p times the total -- the total at most 1 plus each chunk's count times the mass
        of its maximum, the maximum's chunk counted by its second largest value. Where that
        bound times p falls below 1 by a margin far above the masses' rounding (fd_expf within
-       an ulp of expf, their sums in double), every other value is masked (maskf), the mask
-       pass split across nt threads by chunks, and its index is returned; -1 (nothing
-       written) where it does not, where the maximum is tied or not finite, or p >= 1 -- the
+       an ulp of expf, their sums in double), the maximum's index is returned (nothing
+       written: tkp_only_top then masks every other value, maskf, chunk by chunk on nt
+       threads); -1 where it does not, where the maximum is tied or not finite, or p >= 1 -- the
        row then takes the passes, which give the same kept set wherever this applies. Top-k
        first changes nothing: it keeps the maximum and only takes mass away. A confident
        model's row -- its top token far above the rest -- is this case. */
-    static Py_ssize_t tkp_only_top(float* row, Py_ssize_t n, double p, const float* cmax,
-                                   float m, float maskf, int nt) {
+    static Py_ssize_t tkp_only_top_find(const float* row, Py_ssize_t n, double p,
+                                        const float* cmax, float m) {
         Py_ssize_t nch = (n + TKP_SPAN - 1) / TKP_SPAN, top = -1;
         double rest = 0.0;
         if (!(p < 1.0) || !(m > -INFINITY && m < INFINITY) || n < 2) return -1;
@@ -623,15 +631,27 @@ cdef extern from *:
         if (nan || !(s2 < m)) return -1;            /* a tie at the maximum */
         rest += (double)(cn - 1) * (double)expf(s2 - m);
         if (!(p * (1.0 + rest * 1.00001) < 0.9999999)) return -1;
+        return j;
+    }
+
+    /* tkp_only_top's mask of chunk ch: every value but row[j] (maskf) */
+    static void tkp_only_top_fill(float* row, Py_ssize_t n, Py_ssize_t ch, Py_ssize_t j,
+                                  float maskf) {
+        Py_ssize_t c0 = ch * TKP_SPAN, c1 = n - c0 < TKP_SPAN ? n : c0 + TKP_SPAN;
+        tkp_fill(row + c0, (j < c1 ? j : c1) - c0, maskf);
+        if (j + 1 > c0) tkp_fill(row + j + 1, c1 - (j + 1), maskf);
+        else tkp_fill(row + c0, c1 - c0, maskf);
+    }
+
+    static Py_ssize_t tkp_only_top(float* row, Py_ssize_t n, double p, const float* cmax,
+                                   float m, float maskf, int nt) {
+        Py_ssize_t nch = (n + TKP_SPAN - 1) / TKP_SPAN;
+        Py_ssize_t j = tkp_only_top_find(row, n, p, cmax, m);
+        if (j < 0) return -1;
     #ifdef _OPENMP
         #pragma omp parallel for num_threads(nt) schedule(static) if(nt > 1)
     #endif
-        for (Py_ssize_t ch = 0; ch < nch; ch++) {
-            Py_ssize_t c0 = ch * TKP_SPAN, c1 = n - c0 < TKP_SPAN ? n : c0 + TKP_SPAN;
-            tkp_fill(row + c0, (j < c1 ? j : c1) - c0, maskf);
-            if (j + 1 > c0) tkp_fill(row + j + 1, c1 - (j + 1), maskf);
-            else tkp_fill(row + c0, c1 - c0, maskf);
-        }
+        for (Py_ssize_t ch = 0; ch < nch; ch++) tkp_only_top_fill(row, n, ch, j, maskf);
         return j;
     }
 
@@ -748,6 +768,142 @@ cdef extern from *:
         return -1;
     }
 
+    /* A chunk loader for tkp_row_loaded: writes row[c0, c0 + len) and returns the largest of
+       those values (NaN set aside), *nan: whether one is NaN. */
+    typedef float (*tkp_loader)(void* ctx, Py_ssize_t c0, Py_ssize_t len, float* row, int* nan);
+
+    /* tkp_row_loaded's path for a row it loaded: the one tkp_row takes given its maximum */
+    typedef struct { float m; int nan; int mode; Py_ssize_t top; float ref, w; } tkp_plan;
+
+    enum { TKP_OTHER = 0, TKP_ONLY_TOP = 1, TKP_BUCKETS = 2 };
+
+    static void tkp_plan_row(const float* x, Py_ssize_t n, int64_t k, double p,
+                             const float* cmax, const int* cnan, tkp_plan* pl) {
+        Py_ssize_t nch = (n + TKP_SPAN - 1) / TKP_SPAN;
+        pl->m = -INFINITY;
+        pl->nan = 0;
+        pl->mode = TKP_OTHER;
+        pl->top = -1;
+        for (Py_ssize_t ch = 0; ch < nch; ch++) {
+            pl->m = cmax[ch] > pl->m ? cmax[ch] : pl->m;
+            pl->nan |= cnan[ch];
+        }
+        if (pl->nan) return;
+        pl->top = tkp_only_top_find(x, n, p, cmax, pl->m);
+        if (pl->top >= 0) { pl->mode = TKP_ONLY_TOP; return; }
+        if (k < (int64_t)n || !(p < 1.0)) return;
+        int has_nan = 0;
+        Py_ssize_t ns = n < TKP_SAMPLE ? n : TKP_SAMPLE;
+        float m0 = fd_max_nan(x, ns, &has_nan);
+        if (has_nan || !(m0 > -INFINITY && m0 < INFINITY)) return;
+        float span = m0 - tkp_low(x, ns, -INFINITY, m0);
+        pl->ref = m0 + 16.0f;
+        pl->w = 8.0f;
+        if (span > 0.0f && span < INFINITY) {
+            pl->ref = m0 + (0.5f * span < 16.0f ? 0.5f * span : 16.0f);
+            pl->w = tkp_width(2.0f * span);
+        }
+        if (!(pl->m > pl->ref)) pl->mode = TKP_BUCKETS;
+    }
+
+    /* One float32 row split across nt threads (nt > 1, two chunks at least), loaded and
+       masked in one parallel region: each thread loads its chunks (load: the caller's copy of
+       the row into row, e.g. a temperature's division), then -- one thread planning from the
+       chunks' maxima (tkp_plan_row) -- the same path tkp_row takes with the row's maximum known:
+       the maximum alone (tkp_only_top), or top-p alone's bucket and mask passes on the chunks
+       each thread loaded (still in its cache), with barriers between the passes rather than a
+       region each (a region's start costs several barriers' time on a wide team). Returns the
+       token kept alone, -1 where the passes masked the row, -2 where the row is loaded but
+       takes another path (top-k, a NaN, a maximum far above the first values): the caller
+       then runs tkp_row with *known (the row's maximum, NaN flag and chunk maxima, cmax). */
+    static Py_ssize_t tkp_row_loaded(float* row, Py_ssize_t n, int64_t k, double p,
+                                     tkp_scratch* s, int nt, tkp_loader load, void* ctx,
+                                     float* cmax, int* cnan, tkp_rowmax* known) {
+        Py_ssize_t nch = (n + TKP_SPAN - 1) / TKP_SPAN, ret = -2;
+        double summed[TKP_NB];
+        int bad = 0;
+        tkp_plan pl;
+    #ifdef _OPENMP
+        #pragma omp parallel num_threads(nt)
+    #endif
+        {
+    #ifdef _OPENMP
+            #pragma omp for schedule(static)
+    #endif
+            for (Py_ssize_t ch = 0; ch < nch; ch++) {
+                Py_ssize_t lo = ch * TKP_SPAN, len = n - lo < TKP_SPAN ? n - lo : TKP_SPAN;
+                cmax[ch] = load(ctx, lo, len, row, &cnan[ch]);
+            }
+            /* one thread plans (its reads of the first values and of the maximum's chunk
+               are not repeated on every core), the team waits for it */
+    #ifdef _OPENMP
+            #pragma omp single
+    #endif
+            tkp_plan_row(row, n, k, p, cmax, cnan, &pl);
+            if (pl.mode == TKP_ONLY_TOP) {
+    #ifdef _OPENMP
+                #pragma omp for schedule(static)
+    #endif
+                for (Py_ssize_t ch = 0; ch < nch; ch++)
+                    tkp_only_top_fill(row, n, ch, pl.top, -INFINITY);
+            } else if (pl.mode == TKP_BUCKETS) {
+                /* the same chunks on the same threads as the load (static, same count) */
+    #ifdef _OPENMP
+                #pragma omp for schedule(static)
+    #endif
+                for (Py_ssize_t ch = 0; ch < nch; ch++) {
+                    Py_ssize_t lo = ch * TKP_SPAN, len = n - lo < TKP_SPAN ? n - lo : TKP_SPAN;
+                    if (tkp_chunk_masses(row + lo, len, -INFINITY, pl.ref, pl.w,
+                                         s->part + ch * TKP_NB))
+                        __atomic_store_n(&bad, 1, __ATOMIC_RELAXED);
+                }
+    #ifdef _OPENMP
+                #pragma omp for schedule(static)
+    #endif
+                for (int q = 0; q < TKP_NB; q++) {
+                    double acc = s->part[q];
+                    for (Py_ssize_t ch = 1; ch < nch; ch++) acc += s->part[ch * TKP_NB + q];
+                    summed[q] = acc;
+                }
+                if (!__atomic_load_n(&bad, __ATOMIC_RELAXED)) {
+                    double above, target;
+                    int bstar = tkp_boundary(summed, p, &above, &target);
+    #ifdef _OPENMP
+                    #pragma omp for schedule(static)
+    #endif
+                    for (Py_ssize_t ch = 0; ch < nch; ch++) {
+                        Py_ssize_t lo = ch * TKP_SPAN, len = n - lo < TKP_SPAN ? n - lo : TKP_SPAN;
+                        s->counts[ch] = tkp_mask_pass((char*)(row + lo), 3, row + lo, len,
+                                                      -INFINITY, bstar, pl.ref, pl.w,
+                                                      -INFINITY, 0, s->c1 + lo);
+                    }
+    #ifdef _OPENMP
+                    #pragma omp single nowait
+    #endif
+                    {
+                        Py_ssize_t nc = tkp_pack(s->c1, s->counts, nch);
+                        float vstar = 0.0f;
+                        int64_t ntie = 0;
+                        tkp_resolve(s->c1, nc, pl.ref, above, target, s->c2, &vstar, &ntie);
+                        tkp_drop((char*)row, 3, s->c1, nc, vstar, ntie, -INFINITY, 0);
+                    }
+                }
+            }
+    #ifdef _OPENMP
+            #pragma omp master
+    #endif
+            {
+                known->m = pl.m;
+                known->nan = pl.nan;
+                known->cmax = cmax;
+                if (pl.mode == TKP_ONLY_TOP) ret = pl.top;
+                else if (pl.mode == TKP_BUCKETS && !__atomic_load_n(&bad, __ATOMIC_RELAXED))
+                    ret = -1;
+            }
+        }
+        return ret;
+    }
+
     static int tkp_alloc(tkp_scratch* s, Py_ssize_t n, int need_vals) {
         size_t nn = (size_t)(n > 0 ? n : 1);
         s->vals = need_vals ? (float*)malloc(nn * sizeof(float)) : NULL;
@@ -776,6 +932,11 @@ cdef extern from *:
     Py_ssize_t tkp_row(char* row, int code, Py_ssize_t n, int64_t k, double p, float maskf,
                        uint16_t mask16, tkp_scratch* s, int nt,
                        const tkp_rowmax* known) noexcept nogil
+    ctypedef float (*tkp_loader)(void* ctx, Py_ssize_t c0, Py_ssize_t length, float* row,
+                                 int* nan) noexcept nogil
+    Py_ssize_t tkp_row_loaded(float* row, Py_ssize_t n, int64_t k, double p, tkp_scratch* s,
+                              int nt, tkp_loader load, void* ctx, float* cmax, int* cnan,
+                              tkp_rowmax* known) noexcept nogil
     int tkp_alloc(tkp_scratch* s, Py_ssize_t n, int need_vals) noexcept nogil
     void tkp_free(tkp_scratch* s) noexcept nogil
     void tkp_widen(const uint16_t* row, Py_ssize_t n, int code, float* out) noexcept nogil
@@ -851,6 +1012,33 @@ cdef Py_ssize_t mask_row_f32_team(float* row, Py_ssize_t n, int64_t k, double p,
     if not _splits(n):
         nt = 1
     return tkp_row(<char*>row, DT_FLOAT32, n, k, p, -INFINITY, 0, <tkp_scratch*>s, nt, &known)
+
+
+cdef Py_ssize_t load_mask_row_f32_team(float* row, Py_ssize_t n, int64_t k, double p, void* s,
+                                       int nt, row_loader load, void* ctx, float* chunk_max,
+                                       int* chunk_nan) noexcept nogil:
+    """``mask_row_f32_team`` for a row its caller has yet to write: ``load`` writes it, ``SPAN``
+    values at a time (each chunk's maximum into ``chunk_max`` and NaN flag into ``chunk_nan``,
+    ``n / SPAN`` rounded up of each), then the row is masked as ``mask_row_f32_team`` masks it
+    with what the load found. Split across the team, the load and the mask's passes run in one
+    parallel region (``tkp_row_loaded``): on a wide team a region's start is the dearer part of
+    a one-row step, and each thread's passes then read the chunks it loaded."""
+    cdef Py_ssize_t ch, nch = (n + SPAN - 1) // SPAN, top
+    cdef float m = -INFINITY
+    cdef bint nan = False
+    cdef tkp_rowmax known
+    if nt > 1 and _splits(n):
+        top = tkp_row_loaded(row, n, k, p, <tkp_scratch*>s, nt, <tkp_loader>load, ctx,
+                             chunk_max, chunk_nan, &known)
+        if top != -2:
+            return top
+        return tkp_row(<char*>row, DT_FLOAT32, n, k, p, -INFINITY, 0, <tkp_scratch*>s, nt,
+                       &known)
+    for ch in range(nch):
+        chunk_max[ch] = load(ctx, ch * SPAN, min(n - ch * SPAN, SPAN), row, &chunk_nan[ch])
+        m = chunk_max[ch] if chunk_max[ch] > m else m
+        nan = nan or chunk_nan[ch] != 0
+    return mask_row_f32_team(row, n, k, p, s, 1, m, nan, chunk_max)
 
 
 cdef void widen_row(const char* row, int code, Py_ssize_t n, float* out) noexcept nogil:

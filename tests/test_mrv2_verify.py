@@ -285,6 +285,64 @@ def test_drafts_of_every_probability_get_the_launches_verdict(
     assert verdicts == {True, False}  # both verdicts occur
 
 
+@pytest.mark.parametrize("apply_temperature", [False, True])
+def test_a_masked_rows_draw_gives_the_block_draws_token(team, apply_temperature):
+    """A resampled row that is mostly -inf (a logits mask, top-k) is drawn from its lanes above
+    -inf alone; the token must be the block draw's: a few lanes kept, spread over the row or
+    in one block, the rejected draft among them (read as -inf), the draft kept with one other
+    lane, more lanes than the sparse draw makes room for (the blocks drawn), a NaN in a masked
+    row (the blocks drawn), a row whose kept lanes tie, and bonus rows (every draft
+    accepted)."""
+    V, K = 20000, 1  # twenty 1024-blocks: a team splits the draw into runs of blocks
+    cases = 32
+    b = _batch(4, R=cases, K=K, V=V, idx=torch.int64, dtype=torch.float32, with_draft=False,
+               temps=(0.8, 1.0), accept_bias=0.0, placeholders=False)  # fmt: skip
+    R = cases
+    b["cu"] = torch.arange(0, 2 * R + 1, 2, dtype=torch.int64)
+    b["idx"] = torch.arange(R, dtype=torch.int64)
+    b["eim"] = torch.arange(R, dtype=torch.int64).repeat_interleave(2)
+    b["elp"] = torch.tensor([0, 1] * R, dtype=torch.int64)
+    b["pos"] = torch.arange(2 * R, dtype=torch.int64) * 3 + 1
+    b["temp"] = torch.tensor([0.8, 1.0] * (R // 2))
+    g = torch.Generator().manual_seed(21)
+    t = torch.full((2 * R, V), float("-inf"))
+    ds = torch.zeros(2 * R, dtype=torch.int64)
+    kept = [3, 40, V // 40, V // 9, V // 7, V // 2, 1, 2]  # below and above an eighth
+    for r in range(R):
+        row = t[2 * r]
+        n = kept[r % len(kept)]
+        lanes = torch.randperm(V, generator=g)[:n]
+        if r % 3 == 1:
+            lanes = torch.arange(n) % 1024 + 5 * 1024  # all in one block
+        row[lanes] = torch.randn(n, generator=g) * 2
+        if n == 1:
+            lanes = torch.cat([lanes, torch.tensor([(int(lanes[0]) + 7) % V])])
+            row[lanes[1]] = row[lanes[0]] - 3.0  # the draft kept with one other lane
+        draft = int(lanes[0])
+        row[draft] = row.max() - 6.0  # kept, unlikely: rejected (rarely accepted)
+        if r % 4 == 2:
+            row[draft] = row.max() + 1.5  # the likeliest token: when rejected, the draw must
+            # pass over it (it would often win it)
+        if r % 4 == 3:
+            row[draft] = row.max() + 40.0  # certain: accepted, the bonus row drawn
+        if r == 5:
+            row[lanes[1]] = float("nan")  # a NaN among the masked lanes: the blocks drawn
+        if r == 6:
+            row[lanes] = 1.5  # every kept lane tied but for the draft
+            row[draft] = -4.0
+        ds[2 * r + 1] = draft  # the draft checked at the request's first row
+        t[2 * r + 1] = torch.where(
+            torch.rand(V, generator=g) < 0.05, torch.randn(V, generator=g), float("-inf")
+        )  # its bonus row: sparse too
+    b["target"] = t
+    b["ds"] = ds
+    got, want = _both(b, False, apply_temperature)
+    _same_tokens(got, want)
+    assert set(got[1].tolist()) == {1, 2}  # rejected first drafts and accepted ones (bonus)
+    # a likeliest draft rejected: the draw's exclusion of it is tested
+    assert any(int(got[1][r]) == 1 for r in range(2, R, 4))
+
+
 @pytest.mark.parametrize("masks", ["none", "kp"])
 def test_nan_and_minus_inf_rows_match(masks):
     """A row of NaN, one of -inf and one of a single finite value: the walk and the draw give

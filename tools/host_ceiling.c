@@ -12,6 +12,8 @@
      only reads can reach).
    - region: the cost of one empty parallel region, back to back (the fork/join a kernel pays
      each time it splits a row across the team).
+   - barrier: the cost of one barrier inside a region (what a kernel pays between two passes
+     it runs in one region instead of a region each).
    - pairs: one thread pinned to CPU 0 and one to CPU j, each doing the compute work: the pair's
      speed-up over one thread; about 1.0-1.3x where CPU j is CPU 0's SMT sibling, 2x where
      it is a core of its own.
@@ -101,8 +103,9 @@ int main(int argc, char** argv) {
 #pragma omp parallel for num_threads(maxt) schedule(static)
     for (size_t i = 0; i < n; i++) big[i] = 1.0f;
     double c1 = compute_time(1);
-    printf("| threads | compute speed-up | stream GB/s | stream speed-up | empty region us |\n");
-    printf("|---|---|---|---|---|\n");
+    printf("| threads | compute speed-up | stream GB/s | stream speed-up | empty region us | "
+           "barrier us |\n");
+    printf("|---|---|---|---|---|---|\n");
     double s1 = 0.0;
     for (int t = 1; t <= maxt; t++) {
         if (t > 2 && t % 2 && t != maxt) continue;
@@ -129,8 +132,20 @@ int main(int argc, char** argv) {
             double dt = (now() - t0) / 2000;
             rbest = dt < rbest ? dt : rbest;
         }
-        printf("| %d | %.2fx | %.1f | %.2fx | %.2f |\n", t, t * c1 / ct, gbs, gbs / s1,
-               rbest * 1e6);
+        double bbest = 1e30;
+        for (int k = 0; k < 5; k++) {
+            double t0 = now();
+#pragma omp parallel num_threads(t)
+            {
+                for (int i = 0; i < 2000; i++) {
+#pragma omp barrier
+                }
+            }
+            double dt = (now() - t0) / 2000;
+            bbest = dt < bbest ? dt : bbest;
+        }
+        printf("| %d | %.2fx | %.1f | %.2fx | %.2f | %.2f |\n", t, t * c1 / ct, gbs, gbs / s1,
+               rbest * 1e6, bbest * 1e6);
         fflush(stdout);
     }
     printf("\n| CPU 0 with CPU j | pair speed-up over one thread |\n|---|---|\n");
