@@ -621,8 +621,8 @@ cdef extern from *:
             if (!(p * (1.0 + rest * 1.00001) < 0.9999999)) return -1;
         }
         if (top < 0) return -1;
-        Py_ssize_t lo = top * TKP_SPAN, cn = n - lo < TKP_SPAN ? n - lo : TKP_SPAN, j = lo;
-        while (j < lo + cn && row[j] != m) j++;
+        Py_ssize_t lo = top * TKP_SPAN, cn = n - lo < TKP_SPAN ? n - lo : TKP_SPAN;
+        Py_ssize_t j = lo + fd_first_equal(row + lo, cn, m);
         if (j == lo + cn) return -1;
         int nan = 0;
         float a = fd_max_nan(row + lo, j - lo, &nan), b = fd_max_nan(row + j + 1, lo + cn - j - 1,
