@@ -130,7 +130,7 @@ cdef extern from *:
        caller then draws block by block). 256 values at a time: compares into a byte per lane
        and a NaN count (each loop vectorised), then the set bytes eight at a time -- a masked
        stretch costs its compares. */
-    FD_CLONES __attribute__((noinline))
+    FD_CLONES __attribute__((noinline, unused))
     static Py_ssize_t fd_kept_lanes(const float *x, Py_ssize_t n, int32_t *out, Py_ssize_t cap) {
         unsigned char hit[256 + 8];
         Py_ssize_t k = 0;
