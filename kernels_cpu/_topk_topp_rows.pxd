@@ -2,8 +2,9 @@
 """What ``_topk_topp_rows`` shares at C level: the ``nogil`` loop over a table's rows, for the
 validated entry points (``_topk_topp``), and one row's top-k/top-p mask on a float32 working
 row, for kernels that mask a row they have already read (``_spec_step`` masks each sampled
-row's temperature-scaled copy as its walk reaches it). The kept-set rules are
-``_topk_topp_rows.pyx``'s, written once there.
+row's temperature-scaled copy as its walk reaches it) or have yet to write (``_mrv2_spec``'s one
+pass hands ``load_mask_row_f32_team`` a loader, so a team copies and masks the row in one
+parallel region). The kept-set rules are ``_topk_topp_rows.pyx``'s, written once there.
 """
 from libc.stdint cimport int32_t, int64_t, uint16_t
 

@@ -40,7 +40,9 @@ the decisions are made there, and masked entries are written in the row's dtype.
 parallel (OpenMP, one scratch arena per thread) above the calibrated work threshold; where there
 are fewer rows than threads (one request's few long rows) each row is split instead: its passes
 run in chunks of 8192 values on every thread, with the thresholds, sums (chunk by chunk, in row
-order, as one thread sums them too) and candidates (packed in row order) of one thread.
+order, as one thread sums them too) and candidates (packed in row order) of one thread. A caller
+that writes the row itself (the one pass's copy of a target row) can have it written and masked
+in one parallel region, barriers between the passes (``load_mask_row_f32_team``).
 """
 from cython.parallel cimport prange, parallel
 from libc.stdint cimport int64_t, uint16_t
