@@ -265,6 +265,22 @@ cdef inline Py_ssize_t _no_score(score_t best, Py_ssize_t idx, Py_ssize_t n_vali
     return idx
 
 
+cdef inline void _score_lane(const float* logits, Py_ssize_t j, float u, float lim, float* best,
+                             Py_ssize_t* idx) noexcept nogil:
+    """Lane ``j`` of a fp32 draw, its uniform ``u``: passed over where its logit plus the bound
+    of its noise cannot beat ``lim`` (the score to beat; NaN: none), else scored -- ``logit +
+    noise``, a NaN left out -- into the first largest (``best``, ``idx``)."""
+    cdef float v
+    if lim == lim and logits[j] + NOISE32_UP[noise_bucket(u)] <= lim:
+        return
+    v = logits[j] + noise32_of(u)
+    if v != v:
+        return
+    if best[0] != best[0] or v > best[0]:
+        best[0] = v
+        idx[0] = j
+
+
 cdef inline Py_ssize_t gumbel_block_argmax32(const float* logits, Py_ssize_t n_valid,
                                              Py_ssize_t block_size, int64_t first_key,
                                              int64_t seed, int64_t pos, bint noisy,
@@ -340,16 +356,8 @@ cdef inline Py_ssize_t gumbel_block_argmax32(const float* logits, Py_ssize_t n_v
                     s += m
                     continue
             for q in range(k):
-                j = s + use[q]
-                lim = _higher(best, floor)
-                if lim == lim and logits[j] + NOISE32_UP[noise_bucket(u[q])] <= lim:
-                    continue        # cannot beat the best score so far (or the floor)
-                v = logits[j] + noise32_of(u[q])
-                if v != v:
-                    continue
-                if best != best or v > best:
-                    best = v
-                    idx = j
+                # against the best score so far, or the floor
+                _score_lane(logits, s + use[q], u[q], _higher(best, floor), &best, &idx)
             s += m
     return _no_score(best, idx, n_valid, block_size, best_out)
 
@@ -366,23 +374,15 @@ cdef inline Py_ssize_t gumbel_lanes_argmax32(const float* logits, const int32_t*
     left. The same scores and the same bound on each lane's noise as the block draw; ``u``: a
     ``DRAW_CHUNK`` buffer."""
     cdef Py_ssize_t q0 = 0, q, m, j, idx = -1
-    cdef float best = NAN, v
+    cdef float best = NAN
     cdef uint32_t prefix = murmur3_prefix(seed, pos)
     while q0 < n:
         m = n - q0 if n - q0 < DRAW_CHUNK else DRAW_CHUNK
         uniforms32_at(prefix, <uint32_t>first_key, lanes + q0, m, u)
         for q in range(m):
             j = lanes[q0 + q]
-            if j == skip:
-                continue
-            if best == best and logits[j] + NOISE32_UP[noise_bucket(u[q])] <= best:
-                continue        # cannot beat the best score so far
-            v = logits[j] + noise32_of(u[q])
-            if v != v:
-                continue
-            if best != best or v > best:
-                best = v
-                idx = j
+            if j != skip:
+                _score_lane(logits, j, u[q], best, &best, &idx)
         q0 += m
     best_out[0] = best
     return idx
