@@ -44,6 +44,7 @@ from kernels_cpu._mrv2_rows cimport (
     load_f32, load_real, need_frows, parse_grid,
 )
 from kernels_cpu._parallel cimport threads_for
+from kernels_cpu._rowmax cimport fd_first_equal
 
 
 cdef enum:
@@ -717,11 +718,14 @@ cdef inline void _gumbel_tile(const GumbelArgs* a, Py_ssize_t tile) noexcept nog
     cdef double m64 = -INFINITY, best64 = -INFINITY, low64 = -INFINITY, v64, u64
     cdef bint noisy = temp != <float>0.0
     cdef bint scale = noisy and a.apply_temp
+    cdef bint fast = False      # a float32 row, no bias, a positive finite temperature if any
+    cdef Py_ssize_t dense       # the lanes the dense loop below scores
     cdef uint32_t prefix
     c0 = b * a.bs
     n = a.V - c0 if a.V - c0 < a.bs else a.bs       # valid lanes of this block (may be <= 0)
     if n < 0:
         n = 0
+    dense = n
     cdef int64_t crow = r
     cdef const float* bias = NULL
     if a.bias != NULL:
@@ -757,8 +761,9 @@ cdef inline void _gumbel_tile(const GumbelArgs* a, Py_ssize_t tile) noexcept nog
     if noisy:
         # Only a lane whose logit plus the largest noise reaches the block's largest logit
         # plus the smallest noise can win: the others' scores are computed for nothing.
-        if (a.logits_code == DT_FLOAT32 and bias == NULL
-                and (not scale or (temp > 0 and temp < INFINITY))):
+        fast = (a.logits_code == DT_FLOAT32 and bias == NULL
+                and (not scale or (temp > 0 and temp < INFINITY)))
+        if fast:
             # dividing by a positive temperature rounds monotonically: the largest quotient
             # is the largest logit's
             m32 = _max_ignoring_nan((<const float*>row) + c0, n)
@@ -776,10 +781,18 @@ cdef inline void _gumbel_tile(const GumbelArgs* a, Py_ssize_t tile) noexcept nog
             low64 = <double>m32 + G64_LOW
         else:
             low32 = m32 + <float>G32_LOW
-    if noisy and not a.fp64:
+    if noisy and not a.fp64 and m32 == -INFINITY and fast:
+        # no lane above -inf (a top-k/top-p row's masked block): each scores -inf (-inf plus a
+        # finite noise) or NaN (read as -inf), so the first lane wins at -inf without a hash;
+        # a lane that is not NaN is a -inf one
+        seen = n > 0 and fd_first_equal((<const float*>row) + c0, n, -INFINITY) < n
+        if n > 0:
+            best_j = 0
+        dense = 0
+    elif noisy and not a.fp64:
         best_j = _draw32(a, row, bias, c0, n, temp, scale, prefix, low32, &seen, &best32)
-        n = 0
-    for j in range(n):
+        dense = 0
+    for j in range(dense):
         x = load_f32(row, a.logits_code, c0 + j)
         if bias != NULL:
             x = x + bias[c0 + j]
@@ -814,7 +827,7 @@ cdef inline void _gumbel_tile(const GumbelArgs* a, Py_ssize_t tile) noexcept nog
     # lane 0; a block of NaNs only scores NaN
     if best_j < 0:
         best_j = 0
-    if not seen and n == a.bs:
+    if not seen and n == a.bs:              # every lane NaN, whichever loop scored them
         best32 = NAN
         best64 = NAN
     iset(a.local_argmax, t * a.argmax_stride + b, c0 + best_j)

@@ -7,6 +7,7 @@ that do not depend on the thread count at the vocabulary sizes the kernels run a
 refused naming the argument with nothing written; empty launches.
 """
 
+import math
 import os
 import subprocess
 import sys
@@ -472,6 +473,38 @@ def test_gumbel_nan_counts_as_minus_inf_for_the_index(idx):
     )  # fmt: skip
     assert la.view(-1).tolist() == [0, 3, 0]
     assert lm[0, 0] == inf and lm[1, 0] == 5.0 and lm[2, 0].isnan()
+
+
+@pytest.mark.parametrize("fp64", [False, True])
+@pytest.mark.parametrize("apply_temperature", [False, True])
+def test_gumbel_blocks_without_a_number_above_minus_inf(idx, fp64, apply_temperature):
+    """At a temperature above 0, a block with no lane above -inf (a top-k/top-p row's masked
+    block) scores as the interpreter reduces it, whichever loop scores it (the float32 draw
+    passes over such a block without a hash): -inf at its first lane where a lane is -inf, NaN
+    where every lane is NaN (but for a last block's lanes past the vocabulary: -inf), and a
+    block holding a number is drawn as before."""
+    nan, inf = float("nan"), float("-inf")
+    v, bs = 10, 4  # three blocks, the last of two lanes
+    rows = [
+        [inf] * v,
+        [nan, inf, nan, nan] + [inf, inf, nan, inf] + [nan, inf],
+        [nan] * v,
+        [nan, nan, nan, nan] + [inf, inf, 3.0, inf] + [nan, nan],
+    ]
+    logits = torch.tensor(rows)
+    n = len(rows)
+    la = torch.full((n, 3), -7, dtype=torch.int64)
+    lm = torch.full((n, 3), 9.0, dtype=torch.float64 if fp64 else torch.float32)
+    kernels_cpu.gumbel_sample_kernel(
+        la, 3, lm, 3, None, 0, 0, None, None, 0, logits, v, torch.zeros(n, dtype=idx),
+        torch.tensor([5], dtype=idx), torch.arange(n, dtype=idx), torch.tensor([0.8]), v, bs,
+        False, apply_temperature, fp64, False, grid=(n, 3),
+    )  # fmt: skip
+    assert la.tolist() == [[0, 4, 8], [0, 4, 8], [0, 4, 8], [0, 6, 8]]
+    scores = lm.tolist()
+    assert scores[0] == [inf, inf, inf] and scores[1] == [inf, inf, inf]
+    assert math.isnan(scores[2][0]) and math.isnan(scores[2][1]) and scores[2][2] == inf
+    assert math.isnan(scores[3][0]) and scores[3][1] > 3.0 - 2.0 and scores[3][2] == inf
 
 
 def test_the_noise_bounds_hold_over_the_hash_range():
