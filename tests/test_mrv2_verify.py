@@ -343,6 +343,79 @@ def test_a_masked_rows_draw_gives_the_block_draws_token(team, apply_temperature)
     assert any(int(got[1][r]) == 1 for r in range(2, R, 4))
 
 
+@pytest.mark.parametrize("masks", ["p", "k", "kp"])
+def test_one_requests_rows_split_across_the_team_are_masked_as_top_k_top_p_masks_them(team, masks):
+    """One request at a time, so a team splits each row (its copy and top-p's passes in one
+    parallel region, the path planned from the chunk maxima): every row kind -- plain, peaked
+    far past the first values or among them, a maximum just above the first values', a NaN, a
+    +inf, a row of one value repeated, -inf stretches -- is processed as ``top_k_top_p`` masks
+    it, bit for bit, and the tokens are the launches'. Every draft is its row's argmax, so each
+    row is reached."""
+    V = 3 * 8192 - 100  # three chunks, the last partial
+    g = torch.Generator().manual_seed(8)
+    base = torch.randn(2, V, generator=g) * 2.5
+    first = base[:, :2048].amax(1)
+    kinds = []
+    for kind in range(8):
+        t = base.clone()
+        if kind == 1:
+            t[0, 20000] = first[0] + 35  # peaked far past the first values
+        elif kind == 2:
+            t[0, 50] = first[0] + 25  # peaked among the first values
+        elif kind == 3:
+            t[0, 15000] = first[0] + 0.05  # just above the first values' maximum
+        elif kind == 4:
+            t[0, 23333] = float("nan")
+        elif kind == 5:
+            t[0, 9000] = float("inf")
+        elif kind == 6:
+            t[0] = 0.25  # one value repeated: every token tied
+        elif kind == 7:
+            t[0, 8192:16384] = float("-inf")  # a whole chunk masked
+        kinds.append(t)
+    for kind, t in enumerate(kinds):
+        for apply_temperature in (False, True):
+            b = _batch(kind, R=1, K=1, V=V, idx=torch.int64, dtype=torch.float32,
+                       with_draft=False, temps=(0.8,), accept_bias=0.0, placeholders=False,
+                       masks=masks)  # fmt: skip
+            b["cu"] = torch.tensor([0, 2], dtype=torch.int64)
+            b["idx"] = torch.tensor([0], dtype=torch.int64)
+            b["eim"] = torch.zeros(2, dtype=torch.int64)
+            b["elp"] = torch.tensor([0, 1], dtype=torch.int64)
+            b["pos"] = torch.tensor([3, 4], dtype=torch.int64)
+            b["temp"] = torch.tensor([0.8])
+            if b["top_k"] is not None:
+                b["top_k"] = torch.tensor([40 + 300 * kind], dtype=torch.int64)
+            if b["top_p"] is not None:
+                b["top_p"] = torch.tensor([0.9])
+            b["target"] = t
+            b["ds"] = torch.tensor([0, int(t[0].nan_to_num(nan=-1.0).argmax())])
+            args = _fused_args(b)
+            processed = torch.full((2, V), 123.0)
+            spec.rejection_sample_fused(
+                *args, APPLY_TEMPERATURE=apply_temperature, top_k_ptr=b["top_k"],
+                top_p_ptr=b["top_p"], processed_ptr=processed,
+            )  # fmt: skip
+            want = t / 0.8 if apply_temperature else t.clone()
+            kernels_cpu.top_k_top_p(
+                want,
+                None if b["top_k"] is None else b["top_k"].repeat(2),
+                None if b["top_p"] is None else b["top_p"].repeat(2),
+            )
+            assert not (processed[0] == 123.0).all(), kind  # the first row is reached
+            for r in range(2):
+                if not (processed[r] == 123.0).all():
+                    assert torch.equal(processed[r].view(torch.int32), want[r].view(torch.int32)), (
+                        kind,
+                        r,
+                        apply_temperature,
+                    )
+            _same_tokens(
+                args[:2],
+                _stock(*_args(b), False, apply_temperature, b["top_k"], b["top_p"]),
+            )
+
+
 @pytest.mark.parametrize("masks", ["none", "kp"])
 def test_nan_and_minus_inf_rows_match(masks):
     """A row of NaN, one of -inf and one of a single finite value: the walk and the draw give
