@@ -58,7 +58,11 @@ cdef Py_ssize_t mask_row_f32_team(float* row, Py_ssize_t n, int64_t k, double p,
 # temperature) and returns the largest of those values, NaN set aside; nan: whether one is NaN
 ctypedef float (*row_loader)(void* ctx, Py_ssize_t c0, Py_ssize_t length, float* row,
                              int* nan) noexcept nogil
+# The largest of the values the loader would write to row[c0, c0 + length), NaN set aside
+# (nan: whether one is NaN), read without writing them
+ctypedef float (*row_peeker)(void* ctx, Py_ssize_t c0, Py_ssize_t length,
+                             int* nan) noexcept nogil
 cdef Py_ssize_t load_mask_row_f32_team(float* row, Py_ssize_t n, int64_t k, double p, void* s,
-                                       int nt, row_loader load, void* ctx, float* chunk_max,
-                                       int* chunk_nan) noexcept nogil
+                                       int nt, row_loader load, row_peeker peek, void* ctx,
+                                       float* chunk_max, int* chunk_nan) noexcept nogil
 cdef void widen_row(const char* row, int code, Py_ssize_t n, float* out) noexcept nogil

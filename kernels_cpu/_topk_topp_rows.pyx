@@ -611,8 +611,10 @@ cdef extern from *:
        row then takes the passes, which give the same kept set wherever this applies. Top-k
        first changes nothing: it keeps the maximum and only takes mass away. A confident
        model's row -- its top token far above the rest -- is this case. */
-    static Py_ssize_t tkp_only_top_find(const float* row, Py_ssize_t n, double p,
-                                        const float* cmax, float m) {
+    static Py_ssize_t tkp_only_top_chunks(Py_ssize_t n, double p, const float* cmax, float m,
+                                          double* rest_out) {
+        /* tkp_only_top_find's test on the chunk maxima alone: the chunk holding the maximum
+           (its first), or -1; *rest_out: the other chunks' mass bound */
         Py_ssize_t nch = (n + TKP_SPAN - 1) / TKP_SPAN, top = -1;
         double rest = 0.0;
         if (!(p < 1.0) || !(m > -INFINITY && m < INFINITY) || n < 2) return -1;
@@ -622,7 +624,14 @@ cdef extern from *:
             rest += (double)cn * (double)expf(cmax[ch] - m);   /* a -inf chunk: 0 */
             if (!(p * (1.0 + rest * 1.00001) < 0.9999999)) return -1;
         }
-        if (top < 0) return -1;
+        *rest_out = rest;
+        return top;
+    }
+
+    /* tkp_only_top_find's test within the maximum's chunk `top` (as tkp_only_top_chunks left
+       it): the maximum's index, or -1 (a tie at the maximum, or the bound fails) */
+    static Py_ssize_t tkp_only_top_in(const float* row, Py_ssize_t n, double p, float m,
+                                      Py_ssize_t top, double rest) {
         Py_ssize_t lo = top * TKP_SPAN, cn = n - lo < TKP_SPAN ? n - lo : TKP_SPAN;
         Py_ssize_t j = lo + fd_first_equal(row + lo, cn, m);
         if (j == lo + cn) return -1;
@@ -634,6 +643,13 @@ cdef extern from *:
         rest += (double)(cn - 1) * (double)expf(s2 - m);
         if (!(p * (1.0 + rest * 1.00001) < 0.9999999)) return -1;
         return j;
+    }
+
+    static Py_ssize_t tkp_only_top_find(const float* row, Py_ssize_t n, double p,
+                                        const float* cmax, float m) {
+        double rest = 0.0;
+        Py_ssize_t top = tkp_only_top_chunks(n, p, cmax, m, &rest);
+        return top < 0 ? -1 : tkp_only_top_in(row, n, p, m, top, rest);
     }
 
     /* tkp_only_top's mask of chunk ch: every value but row[j] (maskf) */
@@ -774,14 +790,22 @@ cdef extern from *:
        those values (NaN set aside), *nan: whether one is NaN. */
     typedef float (*tkp_loader)(void* ctx, Py_ssize_t c0, Py_ssize_t len, float* row, int* nan);
 
+    /* A chunk peeker: the largest of the values a loader would write to row[c0, c0 + len)
+       (NaN set aside; *nan: whether one is NaN), read without writing them */
+    typedef float (*tkp_peeker)(void* ctx, Py_ssize_t c0, Py_ssize_t len, int* nan);
+
     /* tkp_row_loaded's path for a row it loaded: the one tkp_row takes given its maximum */
     typedef struct { float m; int nan; int mode; Py_ssize_t top; float ref, w; } tkp_plan;
 
     enum { TKP_OTHER = 0, TKP_ONLY_TOP = 1, TKP_BUCKETS = 2 };
 
-    static void tkp_plan_row(const float* x, Py_ssize_t n, int64_t k, double p,
-                             const float* cmax, const int* cnan, tkp_plan* pl) {
-        Py_ssize_t nch = (n + TKP_SPAN - 1) / TKP_SPAN;
+    /* load (NULL: x holds the row): x is not yet written (cmax and cnan came from a peek), and
+       the plan loads the values it reads -- the maximum's chunk, the first values -- itself */
+    static void tkp_plan_row(float* x, Py_ssize_t n, int64_t k, double p, const float* cmax,
+                             const int* cnan, tkp_loader load, void* ctx, tkp_plan* pl) {
+        Py_ssize_t nch = (n + TKP_SPAN - 1) / TKP_SPAN, top;
+        double rest = 0.0;
+        int first = 0;                  /* x[0, TKP_SAMPLE) loaded */
         pl->m = -INFINITY;
         pl->nan = 0;
         pl->mode = TKP_OTHER;
@@ -791,11 +815,22 @@ cdef extern from *:
             pl->nan |= cnan[ch];
         }
         if (pl->nan) return;
-        pl->top = tkp_only_top_find(x, n, p, cmax, pl->m);
-        if (pl->top >= 0) { pl->mode = TKP_ONLY_TOP; return; }
+        top = tkp_only_top_chunks(n, p, cmax, pl->m, &rest);
+        if (top >= 0) {
+            if (load) {
+                Py_ssize_t lo = top * TKP_SPAN;
+                int nan = 0;
+                load(ctx, lo, n - lo < TKP_SPAN ? n - lo : TKP_SPAN, x, &nan);
+                first = top == 0;
+            }
+            pl->top = tkp_only_top_in(x, n, p, pl->m, top, rest);
+            if (pl->top >= 0) { pl->mode = TKP_ONLY_TOP; return; }
+        }
         if (k < (int64_t)n || !(p < 1.0)) return;
         int has_nan = 0;
         Py_ssize_t ns = n < TKP_SAMPLE ? n : TKP_SAMPLE;
+        if (load && !first) load(ctx, 0, ns, x, &has_nan);
+        has_nan = 0;
         float m0 = fd_max_nan(x, ns, &has_nan);
         if (has_nan || !(m0 > -INFINITY && m0 < INFINITY)) return;
         float span = m0 - tkp_low(x, ns, -INFINITY, m0);
@@ -819,8 +854,8 @@ cdef extern from *:
        takes another path (top-k, a NaN, a maximum far above the first values): the caller
        then runs tkp_row with *known (the row's maximum, NaN flag and chunk maxima, cmax). */
     static Py_ssize_t tkp_row_loaded(float* row, Py_ssize_t n, int64_t k, double p,
-                                     tkp_scratch* s, int nt, tkp_loader load, void* ctx,
-                                     float* cmax, int* cnan, tkp_rowmax* known) {
+                                     tkp_scratch* s, int nt, tkp_loader load, tkp_peeker peek,
+                                     void* ctx, float* cmax, int* cnan, tkp_rowmax* known) {
         Py_ssize_t nch = (n + TKP_SPAN - 1) / TKP_SPAN, ret = -2;
         double summed[TKP_NB];
         int bad = 0;
@@ -834,14 +869,14 @@ cdef extern from *:
     #endif
             for (Py_ssize_t ch = 0; ch < nch; ch++) {
                 Py_ssize_t lo = ch * TKP_SPAN, len = n - lo < TKP_SPAN ? n - lo : TKP_SPAN;
-                cmax[ch] = load(ctx, lo, len, row, &cnan[ch]);
+                cmax[ch] = peek ? peek(ctx, lo, len, &cnan[ch]) : load(ctx, lo, len, row, &cnan[ch]);
             }
             /* one thread plans (its reads of the first values and of the maximum's chunk
                are not repeated on every core), the team waits for it */
     #ifdef _OPENMP
             #pragma omp single
     #endif
-            tkp_plan_row(row, n, k, p, cmax, cnan, &pl);
+            tkp_plan_row(row, n, k, p, cmax, cnan, peek ? load : NULL, ctx, &pl);
             if (pl.mode == TKP_ONLY_TOP) {
     #ifdef _OPENMP
                 #pragma omp for schedule(static)
@@ -855,6 +890,8 @@ cdef extern from *:
     #endif
                 for (Py_ssize_t ch = 0; ch < nch; ch++) {
                     Py_ssize_t lo = ch * TKP_SPAN, len = n - lo < TKP_SPAN ? n - lo : TKP_SPAN;
+                    int nan = 0;
+                    if (peek) load(ctx, lo, len, row, &nan);    /* written here, then read */
                     if (tkp_chunk_masses(row + lo, len, -INFINITY, pl.ref, pl.w,
                                          s->part + ch * TKP_NB))
                         __atomic_store_n(&bad, 1, __ATOMIC_RELAXED);
@@ -889,6 +926,16 @@ cdef extern from *:
                         tkp_resolve(s->c1, nc, pl.ref, above, target, s->c2, &vstar, &ntie);
                         tkp_drop((char*)row, 3, s->c1, nc, vstar, ntie, -INFINITY, 0);
                     }
+                }
+            } else if (peek) {
+                /* another path: the row written for tkp_row */
+    #ifdef _OPENMP
+                #pragma omp for schedule(static)
+    #endif
+                for (Py_ssize_t ch = 0; ch < nch; ch++) {
+                    Py_ssize_t lo = ch * TKP_SPAN, len = n - lo < TKP_SPAN ? n - lo : TKP_SPAN;
+                    int nan = 0;
+                    load(ctx, lo, len, row, &nan);
                 }
             }
     #ifdef _OPENMP
@@ -936,9 +983,17 @@ cdef extern from *:
                        const tkp_rowmax* known) noexcept nogil
     ctypedef float (*tkp_loader)(void* ctx, Py_ssize_t c0, Py_ssize_t length, float* row,
                                  int* nan) noexcept nogil
+    ctypedef float (*tkp_peeker)(void* ctx, Py_ssize_t c0, Py_ssize_t length,
+                                 int* nan) noexcept nogil
     Py_ssize_t tkp_row_loaded(float* row, Py_ssize_t n, int64_t k, double p, tkp_scratch* s,
-                              int nt, tkp_loader load, void* ctx, float* cmax, int* cnan,
-                              tkp_rowmax* known) noexcept nogil
+                              int nt, tkp_loader load, tkp_peeker peek, void* ctx, float* cmax,
+                              int* cnan, tkp_rowmax* known) noexcept nogil
+    Py_ssize_t tkp_only_top_chunks(Py_ssize_t n, double p, const float* cmax, float m,
+                                   double* rest_out) noexcept nogil
+    Py_ssize_t tkp_only_top_in(const float* row, Py_ssize_t n, double p, float m,
+                               Py_ssize_t top, double rest) noexcept nogil
+    void tkp_only_top_fill(float* row, Py_ssize_t n, Py_ssize_t ch, Py_ssize_t j,
+                           float maskf) noexcept nogil
     int tkp_alloc(tkp_scratch* s, Py_ssize_t n, int need_vals) noexcept nogil
     void tkp_free(tkp_scratch* s) noexcept nogil
     void tkp_widen(const uint16_t* row, Py_ssize_t n, int code, float* out) noexcept nogil
@@ -1017,25 +1072,48 @@ cdef Py_ssize_t mask_row_f32_team(float* row, Py_ssize_t n, int64_t k, double p,
 
 
 cdef Py_ssize_t load_mask_row_f32_team(float* row, Py_ssize_t n, int64_t k, double p, void* s,
-                                       int nt, row_loader load, void* ctx, float* chunk_max,
-                                       int* chunk_nan) noexcept nogil:
+                                       int nt, row_loader load, row_peeker peek, void* ctx,
+                                       float* chunk_max, int* chunk_nan) noexcept nogil:
     """``mask_row_f32_team`` for a row its caller has yet to write: ``load`` writes it, ``SPAN``
     values at a time (each chunk's maximum into ``chunk_max`` and NaN flag into ``chunk_nan``,
     ``n / SPAN`` rounded up of each), then the row is masked as ``mask_row_f32_team`` masks it
     with what the load found. Split across the team, the load and the mask's passes run in one
     parallel region (``tkp_row_loaded``): on a wide team a region's start is the dearer part of
-    a one-row step, and each thread's passes then read the chunks it loaded."""
-    cdef Py_ssize_t ch, nch = (n + SPAN - 1) // SPAN, top
+    a one-row step, and each thread's passes then read the chunks it loaded.
+
+    ``peek`` (NULL: none) reads the chunks' maxima without writing them: a row whose maximum
+    alone reaches ``p`` is then written once -- its maximum's chunk loaded, every other value
+    masked -- rather than copied and then masked; any other row is loaded after the peek, each
+    chunk as the pass that reads it next begins (one more read of the source, in cache). For a
+    caller that expects such a row (a confident model's rows come in runs)."""
+    cdef Py_ssize_t ch, nch = (n + SPAN - 1) // SPAN, top, j
     cdef float m = -INFINITY
     cdef bint nan = False
+    cdef int ignored = 0
+    cdef double rest = 0.0
     cdef tkp_rowmax known
     if nt > 1 and _splits(n):
-        top = tkp_row_loaded(row, n, k, p, <tkp_scratch*>s, nt, <tkp_loader>load, ctx,
-                             chunk_max, chunk_nan, &known)
+        top = tkp_row_loaded(row, n, k, p, <tkp_scratch*>s, nt, <tkp_loader>load,
+                             <tkp_peeker>peek, ctx, chunk_max, chunk_nan, &known)
         if top != -2:
             return top
         return tkp_row(<char*>row, DT_FLOAT32, n, k, p, -INFINITY, 0, <tkp_scratch*>s, nt,
                        &known)
+    if peek != NULL:
+        for ch in range(nch):
+            chunk_max[ch] = peek(ctx, ch * SPAN, min(n - ch * SPAN, SPAN), &chunk_nan[ch])
+            m = chunk_max[ch] if chunk_max[ch] > m else m
+            nan = nan or chunk_nan[ch] != 0
+        top = -1 if nan else tkp_only_top_chunks(n, p, chunk_max, m, &rest)
+        if top >= 0:
+            load(ctx, top * SPAN, min(n - top * SPAN, SPAN), row, &ignored)
+            j = tkp_only_top_in(row, n, p, m, top, rest)
+            if j >= 0:
+                for ch in range(nch):
+                    tkp_only_top_fill(row, n, ch, j, -INFINITY)
+                return j
+        m = -INFINITY
+        nan = False
     for ch in range(nch):
         chunk_max[ch] = load(ctx, ch * SPAN, min(n - ch * SPAN, SPAN), row, &chunk_nan[ch])
         m = chunk_max[ch] if chunk_max[ch] > m else m

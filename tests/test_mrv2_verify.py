@@ -416,6 +416,97 @@ def test_one_requests_rows_split_across_the_team_are_masked_as_top_k_top_p_masks
             )
 
 
+def _peaked_runs(tails, steps, V, seed):
+    """Target rows for ``_fused_args``: one request per tail, its first two rows peaked (the
+    maximum alone holds 0.9 of the mass at top-p 0.9), then the tail's row, then a plain bonus
+    row; each draft its row's argmax (so a walk runs through the run)."""
+    R = len(tails)
+    L = R * steps
+    g = torch.Generator().manual_seed(seed)
+    t = torch.randn(L, V, generator=g) * 2
+    first = t[:, :2048].amax(1)
+    for r, tail in enumerate(tails):
+        for i in range(steps):
+            li = r * steps + i
+            if i < 2 or tail == "peaked":
+                t[li, (3001 * (li + 1)) % V] = first[li] + 30
+            elif i == steps - 1:
+                pass  # the bonus row: plain
+            elif tail == "nan":
+                t[li, 12000] = float("nan")
+            elif tail == "inf":
+                t[li, 19000] = float("inf")
+            elif tail == "tie":
+                t[li, 500] = t[li, 15000] = first[li] + 30
+            elif tail == "above":
+                t[li, 9000] = first[li] + 0.05
+    ds = torch.zeros(L, dtype=torch.int64)
+    ds[1:] = t[:-1].nan_to_num(nan=-1.0).argmax(1)  # each draft: its row's argmax
+    return t, ds
+
+
+@pytest.mark.parametrize("apply_temperature", [False, True])
+@pytest.mark.parametrize("together", [False, True], ids=["a-request-a-call", "one-call"])
+def test_rows_after_one_masked_to_its_top_token_are_masked_as_top_k_top_p_masks_them(
+    team, apply_temperature, together
+):
+    """A row whose request's previous row was masked to its top token alone is first read for
+    its chunks' maxima (a peek), without the copy: peaked again, it is written once; any other
+    row is then loaded chunk by chunk as the passes reach it. Runs of peaked rows followed by
+    every other kind -- a plain row (top-p's passes), a NaN, a +inf past the first values, a
+    maximum tied with another value, a maximum just above the first values', a top-k row --
+    at temperatures 0.8, 1 (the row not divided) and 0 (greedy); one request a call (its rows
+    split across the team) and all in one call (a request a thread): each processed row must
+    be ``top_k_top_p``'s, bit for bit, and the tokens the launches'."""
+    V, K = 20000, 2  # three chunks: a team splits the row
+    tails = ["plain", "nan", "inf", "tie", "above", "topk", "peaked"]
+    temps = [0.8, 1.0, 0.8, 0.0, 0.8, 1.0, 0.8]
+    steps = K + 2  # the run's two rows, the tail's, the bonus row
+    t, ds = _peaked_runs(tails, steps, V, 11)
+    groups = [list(range(len(tails)))] if together else [[r] for r in range(len(tails))]
+    for reqs in groups:
+        R = len(reqs)
+        rows = torch.cat([torch.arange(r * steps, (r + 1) * steps) for r in reqs])
+        L = R * steps
+        b = _batch(5, R=R, K=K + 1, V=V, idx=torch.int64, dtype=torch.float32,
+                   with_draft=False, temps=(0.8,), accept_bias=0.0, placeholders=False,
+                   masks="p")  # fmt: skip
+        b["cu"] = torch.arange(0, L + 1, steps, dtype=torch.int64)
+        b["idx"] = torch.arange(R, dtype=torch.int64)
+        b["eim"] = torch.arange(R, dtype=torch.int64).repeat_interleave(steps)
+        b["elp"] = torch.arange(steps, dtype=torch.int64).repeat(R)
+        b["pos"] = torch.arange(L, dtype=torch.int64)
+        b["temp"] = torch.tensor([temps[r] for r in reqs])
+        b["top_p"] = torch.full((R,), 0.9)
+        b["top_k"] = torch.tensor([40 if tails[r] == "topk" else V for r in reqs])
+        b["target"] = t[rows].clone()
+        b["ds"] = ds[rows].clone()
+        b["ds"][0::steps] = 0
+        args = _fused_args(b)
+        processed = torch.full((L, V), 123.0)
+        spec.rejection_sample_fused(
+            *args, APPLY_TEMPERATURE=apply_temperature, top_k_ptr=b["top_k"],
+            top_p_ptr=b["top_p"], processed_ptr=processed,
+        )  # fmt: skip
+        want = b["target"].clone()
+        if apply_temperature:
+            rt = b["temp"][b["eim"]]
+            want /= torch.where((rt == 0) | (rt == 1), torch.ones_like(rt), rt)[:, None]
+        kernels_cpu.top_k_top_p(want, b["top_k"][b["eim"]], b["top_p"][b["eim"]])
+        reached = [li for li in range(L) if not (processed[li] == 123.0).all()]
+        # each walk reaches the row after its run (the run's drafts are accepted)
+        assert {r * steps + 2 for r in range(R)} <= set(reached), reqs
+        for li in reached:
+            assert torch.equal(processed[li].view(torch.int32), want[li].view(torch.int32)), (
+                reqs,
+                li,
+            )
+        _same_tokens(
+            args[:2],
+            _stock(*_args(b), False, apply_temperature, b["top_k"], b["top_p"]),
+        )
+
+
 @pytest.mark.parametrize("masks", ["none", "kp"])
 def test_nan_and_minus_inf_rows_match(masks):
     """A row of NaN, one of -inf and one of a single finite value: the walk and the draw give
