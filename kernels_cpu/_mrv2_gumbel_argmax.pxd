@@ -28,6 +28,9 @@ from kernels_cpu._murmur3 cimport (_fmix32, _mix, murmur3_uniform32, murmur3_uni
 # ``best`` whatever its noise, as ``fl(x + noise) <= fl(x + bound)`` (each sum in the draw's
 # dtype).
 DEF NOISE32_BOUND = 24.0
+# and a lower bound of the fp32 noise (at least ~-2.82): a lane with logit ``x`` scores at
+# least ``fl(x + NOISE32_LOW)``, whatever its noise
+DEF NOISE32_LOW = -3.0
 DEF NOISE64_BOUND = 40.0
 
 
@@ -90,13 +93,15 @@ cdef extern from *:
     #include "_clones.h"
     /* A chunk of the draw, x[0, n) (n <= 256): its largest value, NaN left out (*hi_out; -inf
        when none: then nothing more, 0 returned), and the lanes with x[j] + bound >= thr (NaN:
-       never) -- 32 running maxima, then the comparisons into a byte per lane (each loop
+       never), thr first raised to the largest value plus low (the least noise: a score the
+       chunk's largest value reaches whatever its noise, which a lane below it less the bound
+       cannot reach -- a masked lane's -inf among them) -- 32 running maxima, then the comparisons into a byte per lane (each loop
        vectorised), then, unless no lane or every lane reaches (lanes untouched: the caller
        takes them all), the set bytes eight at a time into lanes, in order: a masked stretch
        costs its compares, not a branch per lane. Returns the count. */
     FD_CLONES __attribute__((noinline))
-    static Py_ssize_t fd_lanes_reaching(const float *x, Py_ssize_t n, float bound, float thr,
-                                        int32_t *lanes, float *hi_out) {
+    static Py_ssize_t fd_lanes_reaching(const float *x, Py_ssize_t n, float bound, float low,
+                                        float thr, int32_t *lanes, float *hi_out) {
         unsigned char hit[256 + 8];
         float b[32];
         float h = -INFINITY;
@@ -109,6 +114,7 @@ cdef extern from *:
         for (; j < n; j++) h = x[j] > h ? x[j] : h;
         *hi_out = h;
         if (h == -INFINITY) return 0;             /* nothing but -inf and NaN */
+        if (h + low > thr) thr = h + low;
         for (j = 0; j < n; j++) hit[j] = x[j] + bound >= thr;
         for (j = 0; j < n; j++) count += hit[j];
         if (count == 0 || count == n) return count;
@@ -162,7 +168,7 @@ cdef extern from *:
     float NOISE32_ENV "fd_noise32_env"[]
     int32_t IDENTITY_LANES "fd_identity_lanes"[]
     Py_ssize_t lanes_reaching "fd_lanes_reaching"(const float* x, Py_ssize_t n, float bound,
-                                                  float thr, int32_t* lanes,
+                                                  float low, float thr, int32_t* lanes,
                                                   float* hi) noexcept nogil
     Py_ssize_t kept_lanes "fd_kept_lanes"(const float* x, Py_ssize_t n, int32_t* out,
                                           Py_ssize_t cap) noexcept nogil
@@ -326,7 +332,8 @@ cdef inline Py_ssize_t gumbel_block_argmax32(const float* logits, Py_ssize_t n_v
             lim = _higher(best, floor)  # the score to beat
             thr = lim if lim == lim else -INFINITY
             # the lanes that can still win (NaN lanes never do), and the largest logit
-            k = lanes_reaching(logits + s, m, <float>NOISE32_BOUND, thr, lanes, &hi)
+            k = lanes_reaching(logits + s, m, <float>NOISE32_BOUND, <float>NOISE32_LOW, thr,
+                               lanes, &hi)
             if hi == -INFINITY:
                 # no lane above -inf (a masked stretch): each scores -inf or NaN, whatever its
                 # noise (finite), so none beats a score; with none yet and no floor, a -inf

@@ -36,8 +36,8 @@ from kernels_cpu._checks cimport (
 )
 from kernels_cpu._murmur3 cimport murmur3_hash32, murmur3_uniform32, murmur3_uniform64
 from kernels_cpu._mrv2_gumbel_argmax cimport (
-    NOISE32_UP, NOISE64_UP, fill_noise_bounds, murmur3_prefix, noise32_of, noise_bucket,
-    uniforms32_at,
+    NOISE32_UP, NOISE64_UP, fill_noise_bounds, gumbel_block_argmax32, murmur3_prefix, noise32_of,
+    noise_bucket, uniforms32_at,
 )
 from kernels_cpu._mrv2_rows cimport (
     M_BFLOAT16, M_FLOAT16, M_LOGITS, FRows, _block_size, _cdiv, _cols, _request, check_frows,
@@ -706,6 +706,29 @@ cdef Py_ssize_t _draw32(const GumbelArgs* a, const char* row, const float* bias,
     return best_j
 
 
+cdef enum:
+    DRAW_BUF = 1024     # the largest block _block_draw32 divides by a temperature on its stack
+
+
+cdef inline void _block_draw32(const GumbelArgs* a, const float* x, Py_ssize_t c0, Py_ssize_t n,
+                               float temp, bint scale, int64_t seed, int64_t pos,
+                               Py_ssize_t* best_j, float* best, bint* seen) noexcept nogil:
+    """A float32 block's noisy draw over its ``n`` lanes from column ``c0`` (no bias;
+    ``scale``: divided by ``temp``, positive and finite, first): the one pass's block draw (``gumbel_block_argmax32``: the same hash, noise
+    and first largest score, lanes that cannot win neither hashed nor scored, the lane lists
+    vectorised). Its result read as ``_gumbel_tile``'s loops leave theirs: where nothing scored
+    above -inf it is index 0, NaN where every lane is NaN (``seen`` False), else -inf."""
+    cdef float buf[DRAW_BUF]
+    cdef Py_ssize_t j
+    cdef const float* src = x
+    if scale:
+        for j in range(n):
+            buf[j] = x[j] / temp
+        src = buf
+    best_j[0] = gumbel_block_argmax32(src, n, a.bs, c0, seed, pos, True, best)
+    seen[0] = best[0] == best[0]
+
+
 cdef inline void _gumbel_tile(const GumbelArgs* a, Py_ssize_t tile) noexcept nogil:
     cdef Py_ssize_t t = tile // a.nb, b = tile % a.nb, j, c0, n, best_j = -1
     cdef bint seen = False       # a lane that is not NaN
@@ -758,6 +781,12 @@ cdef inline void _gumbel_tile(const GumbelArgs* a, Py_ssize_t tile) noexcept nog
     if a.drafting:
         pos = <int64_t>(<uint64_t>pos + (<uint64_t>1 << 30))    # _DRAFT_NOISE_SALT
     prefix = murmur3_prefix(seed, pos)
+    if (noisy and not a.fp64 and a.logits_code == DT_FLOAT32 and bias == NULL
+            and (not scale or (temp > 0 and temp < INFINITY and a.bs <= DRAW_BUF))):
+        _block_draw32(a, (<const float*>row) + c0, c0, n, temp, scale, seed, pos, &best_j,
+                      &best32, &seen)
+        dense = 0
+        noisy = False           # drawn: the loops below have nothing left to do
     if noisy:
         # Only a lane whose logit plus the largest noise reaches the block's largest logit
         # plus the smallest noise can win: the others' scores are computed for nothing.

@@ -507,6 +507,46 @@ def test_gumbel_blocks_without_a_number_above_minus_inf(idx, fp64, apply_tempera
     assert math.isnan(scores[3][0]) and scores[3][1] > 3.0 - 2.0 and scores[3][2] == inf
 
 
+@pytest.mark.parametrize("apply_temperature", [False, True])
+@pytest.mark.parametrize("bs", [64, 1024])
+def test_the_float32_draw_is_the_dense_draws(idx, apply_temperature, bs):
+    """The float32 draw passes over the lanes that cannot win (the block draw's lane lists and
+    noise bounds); a bfloat16 row is drawn lane by lane. On rows whose values bfloat16 holds
+    exactly, the two give the same tokens and scores, block for block -- rows where the
+    winner mostly lies far below the maximum (a flat row with one lane 6 above, a row of
+    four levels), masked lanes, a NaN, a +inf, a block of -inf, temperatures 0.7 and 1."""
+    nan, inf = float("nan"), float("-inf")
+    v, n = 3000, 12
+    nb = _cdiv(v, bs)
+    g = torch.Generator().manual_seed(3)
+    logits = torch.zeros(n, v)
+    logits[:, 7::97] = 6.0  # one lane well above the rest in most blocks
+    logits[1::3] = torch.randint(-3, 1, (len(range(1, n, 3)), v), generator=g).float() * 2
+    logits[2, torch.randperm(v, generator=g)[: v // 3]] = inf  # masked lanes
+    logits[4, 1000:2100] = inf  # whole blocks masked
+    logits[5, 17] = nan
+    logits[7, 2999] = float("inf")
+    half = logits.to(torch.bfloat16)
+    assert torch.equal(half.float().nan_to_num(1.5), logits.nan_to_num(1.5))
+    out = {}
+    for rows in (logits, half):
+        la = torch.full((n, nb), -7, dtype=torch.int64)
+        lm = torch.full((n, nb), 9.0)
+        kernels_cpu.gumbel_sample_kernel(
+            la, nb, lm, nb, None, 0, 0, None, None, 0, rows, v, torch.arange(n, dtype=idx) % 2,
+            torch.tensor([5, 2**30 + 3], dtype=idx), torch.arange(n, dtype=idx) * 3,
+            torch.tensor([0.7, 1.0]), v, bs, False, apply_temperature, False, False,
+            grid=(n, nb),
+        )  # fmt: skip
+        out[rows.dtype] = (la, lm)
+    (la32, lm32), (la16, lm16) = out[torch.float32], out[torch.bfloat16]
+    assert torch.equal(la32, la16)
+    assert torch.equal(lm32.nan_to_num(1.5), lm16.nan_to_num(1.5))
+    # the draw is a draw: the flat rows' tokens are mostly not the lane 6 above
+    tokens = la32.gather(1, lm32.nan_to_num(-float("inf")).argmax(1, keepdim=True)).view(-1)
+    assert (logits[0::3].gather(1, tokens[0::3, None]) < 6.0).any()
+
+
 def test_the_noise_bounds_hold_over_the_hash_range():
     """The Gumbel draw skips a lane when its logit plus the noise bound of its uniform's bucket
     cannot beat the block's best: each bound must be at least every noise its bucket can give.
