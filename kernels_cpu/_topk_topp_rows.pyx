@@ -42,7 +42,8 @@ are fewer rows than threads (one request's few long rows) each row is split inst
 run in chunks of 8192 values on every thread, with the thresholds, sums (chunk by chunk, in row
 order, as one thread sums them too) and candidates (packed in row order) of one thread. A caller
 that writes the row itself (the one pass's copy of a target row) can have it written and masked
-in one parallel region, barriers between the passes (``load_mask_row_f32_team``).
+in one parallel region, barriers between the passes (``load_mask_row_f32_team``), or first read
+for its chunks' maxima alone (a peek), so a row masked to its maximum is written once.
 """
 from cython.parallel cimport prange, parallel
 from libc.stdint cimport int64_t, uint16_t
@@ -852,7 +853,10 @@ cdef extern from *:
        region each (a region's start costs several barriers' time on a wide team). Returns the
        token kept alone, -1 where the passes masked the row, -2 where the row is loaded but
        takes another path (top-k, a NaN, a maximum far above the first values): the caller
-       then runs tkp_row with *known (the row's maximum, NaN flag and chunk maxima, cmax). */
+       then runs tkp_row with *known (the row's maximum, NaN flag and chunk maxima, cmax).
+       peek (NULL: none): the first pass reads the chunks' maxima without writing the row; the
+       plan loads the chunks it reads, the maximum alone fills around its loaded chunk, and any
+       other path loads each chunk as its next pass begins (load_mask_row_f32_team). */
     static Py_ssize_t tkp_row_loaded(float* row, Py_ssize_t n, int64_t k, double p,
                                      tkp_scratch* s, int nt, tkp_loader load, tkp_peeker peek,
                                      void* ctx, float* cmax, int* cnan, tkp_rowmax* known) {
