@@ -95,10 +95,11 @@ cdef extern from *:
        when none: then nothing more, 0 returned), and the lanes with x[j] + bound >= thr (NaN:
        never), thr first raised to the largest value plus low (the least noise: a score the
        chunk's largest value reaches whatever its noise, which a lane below it less the bound
-       cannot reach -- a masked lane's -inf among them) -- 32 running maxima, then the comparisons into a byte per lane (each loop
-       vectorised), then, unless no lane or every lane reaches (lanes untouched: the caller
-       takes them all), the set bytes eight at a time into lanes, in order: a masked stretch
-       costs its compares, not a branch per lane. Returns the count. */
+       cannot reach -- a masked lane's -inf among them) -- 32 running maxima, then the
+       comparisons into a byte per lane (each loop vectorised), then, unless no lane or every
+       lane reaches (lanes untouched: the caller takes them all), the set bytes eight at a time
+       into lanes, in order: a masked stretch costs its compares, not a branch per lane.
+       Returns the count. */
     FD_CLONES __attribute__((noinline))
     static Py_ssize_t fd_lanes_reaching(const float *x, Py_ssize_t n, float bound, float low,
                                         float thr, int32_t *lanes, float *hi_out) {

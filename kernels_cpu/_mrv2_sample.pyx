@@ -714,10 +714,11 @@ cdef inline void _block_draw32(const GumbelArgs* a, const float* x, Py_ssize_t c
                                float temp, bint scale, int64_t seed, int64_t pos,
                                Py_ssize_t* best_j, float* best, bint* seen) noexcept nogil:
     """A float32 block's noisy draw over its ``n`` lanes from column ``c0`` (no bias;
-    ``scale``: divided by ``temp``, positive and finite, first): the one pass's block draw (``gumbel_block_argmax32``: the same hash, noise
-    and first largest score, lanes that cannot win neither hashed nor scored, the lane lists
-    vectorised). Its result read as ``_gumbel_tile``'s loops leave theirs: where nothing scored
-    above -inf it is index 0, NaN where every lane is NaN (``seen`` False), else -inf."""
+    ``scale``: divided by ``temp``, positive and finite, first): the one pass's block draw
+    (``gumbel_block_argmax32``: the same hash, noise and first largest score, lanes that cannot
+    win neither hashed nor scored, the lane lists vectorised). Its result read as
+    ``_gumbel_tile``'s loops leave theirs: where nothing scored above -inf it is index 0, NaN
+    where every lane is NaN (``seen`` False), else -inf."""
     cdef float buf[DRAW_BUF]
     cdef Py_ssize_t j
     cdef const float* src = x

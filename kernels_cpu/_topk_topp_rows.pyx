@@ -254,6 +254,28 @@ cdef extern from *:
         return w < 1e7f ? w : 1e7f;
     }
 
+    /* Top-p alone's reference from the first values x[0, min(n, TKP_SAMPLE)) (any upper bound
+       of the row works: the law is scale-free, so the pass that finds the row maximum is
+       saved): *ref, headroom above the sample's maximum -- half its span, at most 16: exp(x -
+       ref) of the row's maximum must not underflow (masses are float32) -- and *w, the bucket
+       scale over twice that span. 0 (nothing set) where the sample holds a NaN or no finite
+       maximum. A row whose maximum lies above *ref voids the bucket pass (the exact-maximum
+       path then). */
+    static int tkp_sample_ref(const float* x, Py_ssize_t n, float* ref, float* w) {
+        int has_nan = 0;
+        Py_ssize_t ns = n < TKP_SAMPLE ? n : TKP_SAMPLE;
+        float m0 = fd_max_nan(x, ns, &has_nan);
+        if (has_nan || !(m0 > -INFINITY && m0 < INFINITY)) return 0;
+        float span = m0 - tkp_low(x, ns, -INFINITY, m0);
+        *ref = m0 + 16.0f;
+        *w = 8.0f;
+        if (span > 0.0f && span < INFINITY) {
+            *ref = m0 + (0.5f * span < 16.0f ? 0.5f * span : 16.0f);
+            *w = tkp_width(2.0f * span);
+        }
+        return 1;
+    }
+
     /* Bucket masses of one chunk of a row: the values of x[0:n) that are >= floor, weighed
        exp(x - m) against a finite reference m >= every value, in four interleaved sums folded
        at the chunk's end. Returns 1 (mass partly written) when a value exceeds m or is NaN. */
@@ -705,19 +727,10 @@ cdef extern from *:
             floor = split ? tkp_kth_largest_split(x, n, (Py_ssize_t)k, s, &m, &has_nan, nt)
                           : tkp_kth_largest(x, n, (Py_ssize_t)k, s->sel, &m, &has_nan);
         } else {
-            /* top-p alone: weigh against a reference from the first values (any upper bound
-               works: the law is scale-free), so the pass that finds the row maximum is saved;
+            /* top-p alone: weigh against a reference from the first values (tkp_sample_ref);
                a larger value or a NaN sends the row down the exact-maximum path */
-            Py_ssize_t ns = n < TKP_SAMPLE ? n : TKP_SAMPLE;
-            float m0 = fd_max_nan(x, ns, &has_nan);
-            if (!has_nan && m0 > -INFINITY && m0 < INFINITY) {
-                float span = m0 - tkp_low(x, ns, -INFINITY, m0), ref = m0 + 16.0f, w = 8.0f;
-                if (span > 0.0f && span < INFINITY) {
-                    /* headroom above the sample's maximum, at most 16: exp(x - ref) of the
-                       row's maximum must not underflow (masses are float32) */
-                    ref = m0 + (0.5f * span < 16.0f ? 0.5f * span : 16.0f);
-                    w = tkp_width(2.0f * span);
-                }
+            float ref, w;
+            if (tkp_sample_ref(x, n, &ref, &w)) {
                 /* a known row maximum above ref (or a NaN) would void the pass: skip it */
                 if (!known || (!known->nan && !(known->m > ref))) {
                     double above, target;
@@ -828,20 +841,11 @@ cdef extern from *:
             if (pl->top >= 0) { pl->mode = TKP_ONLY_TOP; return; }
         }
         if (k < (int64_t)n || !(p < 1.0)) return;
-        int has_nan = 0;
-        Py_ssize_t ns = n < TKP_SAMPLE ? n : TKP_SAMPLE;
-        if (load && !first) load(ctx, 0, ns, x, &has_nan);
-        has_nan = 0;
-        float m0 = fd_max_nan(x, ns, &has_nan);
-        if (has_nan || !(m0 > -INFINITY && m0 < INFINITY)) return;
-        float span = m0 - tkp_low(x, ns, -INFINITY, m0);
-        pl->ref = m0 + 16.0f;
-        pl->w = 8.0f;
-        if (span > 0.0f && span < INFINITY) {
-            pl->ref = m0 + (0.5f * span < 16.0f ? 0.5f * span : 16.0f);
-            pl->w = tkp_width(2.0f * span);
+        if (load && !first) {
+            int nan = 0;
+            load(ctx, 0, n < TKP_SAMPLE ? n : TKP_SAMPLE, x, &nan);
         }
-        if (!(pl->m > pl->ref)) pl->mode = TKP_BUCKETS;
+        if (tkp_sample_ref(x, n, &pl->ref, &pl->w) && !(pl->m > pl->ref)) pl->mode = TKP_BUCKETS;
     }
 
     /* One float32 row split across nt threads (nt > 1, two chunks at least), loaded and
@@ -873,7 +877,8 @@ cdef extern from *:
     #endif
             for (Py_ssize_t ch = 0; ch < nch; ch++) {
                 Py_ssize_t lo = ch * TKP_SPAN, len = n - lo < TKP_SPAN ? n - lo : TKP_SPAN;
-                cmax[ch] = peek ? peek(ctx, lo, len, &cnan[ch]) : load(ctx, lo, len, row, &cnan[ch]);
+                cmax[ch] = peek ? peek(ctx, lo, len, &cnan[ch])
+                                : load(ctx, lo, len, row, &cnan[ch]);
             }
             /* one thread plans (its reads of the first values and of the maximum's chunk
                are not repeated on every core), the team waits for it */
