@@ -813,13 +813,12 @@ cdef extern from *:
 
     enum { TKP_OTHER = 0, TKP_ONLY_TOP = 1, TKP_BUCKETS = 2 };
 
-    /* load (NULL: x holds the row): x is not yet written (cmax and cnan came from a peek), and
-       the plan loads the values it reads -- the maximum's chunk, the first values -- itself */
-    static void tkp_plan_row(float* x, Py_ssize_t n, int64_t k, double p, const float* cmax,
-                             const int* cnan, tkp_loader load, void* ctx, tkp_plan* pl) {
-        Py_ssize_t nch = (n + TKP_SPAN - 1) / TKP_SPAN, top;
-        double rest = 0.0;
-        int first = 0;                  /* x[0, TKP_SAMPLE) loaded */
+    /* The plan's first half, from the chunks' maxima and NaN flags alone: the row's maximum
+       and NaN flag into pl (mode TKP_OTHER, top -1), and the chunk that tkp_only_top_chunks
+       finds holding the maximum (*rest: the other chunks' mass bound), or -1 */
+    static Py_ssize_t tkp_plan_chunks(Py_ssize_t n, double p, const float* cmax,
+                                      const int* cnan, tkp_plan* pl, double* rest) {
+        Py_ssize_t nch = (n + TKP_SPAN - 1) / TKP_SPAN;
         pl->m = -INFINITY;
         pl->nan = 0;
         pl->mode = TKP_OTHER;
@@ -828,43 +827,65 @@ cdef extern from *:
             pl->m = cmax[ch] > pl->m ? cmax[ch] : pl->m;
             pl->nan |= cnan[ch];
         }
-        if (pl->nan) return;
-        top = tkp_only_top_chunks(n, p, cmax, pl->m, &rest);
-        if (top >= 0) {
-            if (load) {
-                Py_ssize_t lo = top * TKP_SPAN;
-                int nan = 0;
-                load(ctx, lo, n - lo < TKP_SPAN ? n - lo : TKP_SPAN, x, &nan);
-                first = top == 0;
-            }
-            pl->top = tkp_only_top_in(x, n, p, pl->m, top, rest);
-            if (pl->top >= 0) { pl->mode = TKP_ONLY_TOP; return; }
-        }
-        if (k < (int64_t)n || !(p < 1.0)) return;
-        if (load && !first) {
+        *rest = 0.0;
+        return pl->nan ? -1 : tkp_only_top_chunks(n, p, cmax, pl->m, rest);
+    }
+
+    /* The plan's second half, for a row not masked to its maximum alone: top-p alone whose
+       maximum does not lie above the reference from its first values takes the bucket passes
+       (TKP_BUCKETS, pl->ref and pl->w); any other row TKP_OTHER. load (NULL: x holds them):
+       the first values are not yet written, load writes them. */
+    static void tkp_plan_rest(float* x, Py_ssize_t n, int64_t k, double p, tkp_loader load,
+                              void* ctx, tkp_plan* pl) {
+        if (pl->nan || k < (int64_t)n || !(p < 1.0)) return;
+        if (load) {
             int nan = 0;
             load(ctx, 0, n < TKP_SAMPLE ? n : TKP_SAMPLE, x, &nan);
         }
         if (tkp_sample_ref(x, n, &pl->ref, &pl->w) && !(pl->m > pl->ref)) pl->mode = TKP_BUCKETS;
     }
 
+    /* The whole plan on one thread. load (NULL: x holds the row): x is not yet written (cmax
+       and cnan came from a peek), and the plan loads the values it reads -- the maximum's
+       chunk, the first values -- itself */
+    static void tkp_plan_row(float* x, Py_ssize_t n, int64_t k, double p, const float* cmax,
+                             const int* cnan, tkp_loader load, void* ctx, tkp_plan* pl) {
+        double rest;
+        Py_ssize_t top = tkp_plan_chunks(n, p, cmax, cnan, pl, &rest);
+        if (top >= 0) {
+            if (load) {
+                Py_ssize_t lo = top * TKP_SPAN;
+                int nan = 0;
+                load(ctx, lo, n - lo < TKP_SPAN ? n - lo : TKP_SPAN, x, &nan);
+            }
+            pl->top = tkp_only_top_in(x, n, p, pl->m, top, rest);
+            if (pl->top >= 0) { pl->mode = TKP_ONLY_TOP; return; }
+            if (load && top == 0) load = NULL;          /* the first values are loaded */
+        }
+        tkp_plan_rest(x, n, k, p, load, ctx, pl);
+    }
+
     /* One float32 row split across nt threads (nt > 1, two chunks at least), loaded and
        masked in one parallel region: each thread loads its chunks (load: the caller's copy of
-       the row into row, e.g. a temperature's division), then -- one thread planning from the
-       chunks' maxima (tkp_plan_row) -- the same path tkp_row takes with the row's maximum known:
-       the maximum alone (tkp_only_top), or top-p alone's bucket and mask passes on the chunks
-       each thread loaded (still in its cache), with barriers between the passes rather than a
-       region each (a region's start costs several barriers' time on a wide team). Returns the
-       token kept alone, -1 where the passes masked the row, -2 where the row is loaded but
-       takes another path (top-k, a NaN, a maximum far above the first values): the caller
-       then runs tkp_row with *known (the row's maximum, NaN flag and chunk maxima, cmax).
+       the row into row, e.g. a temperature's division), then the same path tkp_row takes with
+       the row's maximum known -- the maximum alone (tkp_only_top), or top-p alone's bucket and
+       mask passes on the chunks each thread loaded (still in its cache) -- with barriers
+       between the passes rather than a region each (a region's start costs several barriers'
+       time on a wide team). Every thread folds the chunks' maxima (the same answer on each,
+       no thread waited for); where they name a chunk holding the maximum, the thread that
+       loaded it (the same static schedule) tests it in its cache while the others mask
+       their chunks, and masks its own around the maximum when the test keeps it alone; where
+       it does not (a tie, the bound), the masked chunks are loaded again. Returns the token
+       kept alone, -1 where the passes masked the row, -2 where the row is loaded but takes
+       another path (top-k, a NaN, a maximum far above the first values): the caller then
+       runs tkp_row with *known (the row's maximum, NaN flag and chunk maxima, cmax).
        peek (NULL: none): the first pass reads the chunks' maxima without writing the row; the
-       plan loads the chunks it reads, the maximum alone fills around its loaded chunk, and any
-       other path loads each chunk as its next pass begins (load_mask_row_f32_team). */
+       chunk holding the maximum is loaded by its tester, and any other path loads each chunk
+       as its next pass begins (load_mask_row_f32_team). */
     static Py_ssize_t tkp_row_loaded(float* row, Py_ssize_t n, int64_t k, double p,
                                      tkp_scratch* s, int nt, tkp_loader load, tkp_peeker peek,
                                      void* ctx, float* cmax, int* cnan, tkp_rowmax* known) {
-        Py_ssize_t nch = (n + TKP_SPAN - 1) / TKP_SPAN, ret = -2;
+        Py_ssize_t nch = (n + TKP_SPAN - 1) / TKP_SPAN, ret = -2, kept = -1;
         double summed[TKP_NB];
         int bad = 0;
         tkp_plan pl;
@@ -872,6 +893,10 @@ cdef extern from *:
         #pragma omp parallel num_threads(nt)
     #endif
         {
+            tkp_plan mine;              /* each thread's copy of the plan's first half */
+            double rest;
+            Py_ssize_t top;
+            int whole = !peek;          /* the row written whole */
     #ifdef _OPENMP
             #pragma omp for schedule(static)
     #endif
@@ -880,81 +905,109 @@ cdef extern from *:
                 cmax[ch] = peek ? peek(ctx, lo, len, &cnan[ch])
                                 : load(ctx, lo, len, row, &cnan[ch]);
             }
-            /* one thread plans (its reads of the first values and of the maximum's chunk
-               are not repeated on every core), the team waits for it */
-    #ifdef _OPENMP
-            #pragma omp single
-    #endif
-            tkp_plan_row(row, n, k, p, cmax, cnan, peek ? load : NULL, ctx, &pl);
-            if (pl.mode == TKP_ONLY_TOP) {
-    #ifdef _OPENMP
-                #pragma omp for schedule(static)
-    #endif
-                for (Py_ssize_t ch = 0; ch < nch; ch++)
-                    tkp_only_top_fill(row, n, ch, pl.top, -INFINITY);
-            } else if (pl.mode == TKP_BUCKETS) {
-                /* the same chunks on the same threads as the load (static, same count) */
+            top = tkp_plan_chunks(n, p, cmax, cnan, &mine, &rest);
+            if (top >= 0) {
     #ifdef _OPENMP
                 #pragma omp for schedule(static)
     #endif
                 for (Py_ssize_t ch = 0; ch < nch; ch++) {
                     Py_ssize_t lo = ch * TKP_SPAN, len = n - lo < TKP_SPAN ? n - lo : TKP_SPAN;
-                    int nan = 0;
-                    if (peek) load(ctx, lo, len, row, &nan);    /* written here, then read */
-                    if (tkp_chunk_masses(row + lo, len, -INFINITY, pl.ref, pl.w,
-                                         s->part + ch * TKP_NB))
-                        __atomic_store_n(&bad, 1, __ATOMIC_RELAXED);
+                    if (ch == top) {
+                        int nan = 0;
+                        if (peek) load(ctx, lo, len, row, &nan);
+                        Py_ssize_t j = tkp_only_top_in(row, n, p, mine.m, top, rest);
+                        if (j >= 0) tkp_only_top_fill(row, n, ch, j, -INFINITY);
+                        kept = j;
+                    } else {
+                        tkp_fill(row + lo, len, -INFINITY);   /* kept >= 0: the mask */
+                    }
                 }
-    #ifdef _OPENMP
-                #pragma omp for schedule(static)
-    #endif
-                for (int q = 0; q < TKP_NB; q++) {
-                    double acc = s->part[q];
-                    for (Py_ssize_t ch = 1; ch < nch; ch++) acc += s->part[ch * TKP_NB + q];
-                    summed[q] = acc;
-                }
-                if (!__atomic_load_n(&bad, __ATOMIC_RELAXED)) {
-                    double above, target;
-                    int bstar = tkp_boundary(summed, p, &above, &target);
+                if (kept < 0) {
+                    /* not the maximum alone: the masked chunks loaded (again) */
     #ifdef _OPENMP
                     #pragma omp for schedule(static)
     #endif
                     for (Py_ssize_t ch = 0; ch < nch; ch++) {
                         Py_ssize_t lo = ch * TKP_SPAN, len = n - lo < TKP_SPAN ? n - lo : TKP_SPAN;
-                        s->counts[ch] = tkp_mask_pass((char*)(row + lo), 3, row + lo, len,
-                                                      -INFINITY, bstar, pl.ref, pl.w,
-                                                      -INFINITY, 0, s->c1 + lo);
+                        int nan = 0;
+                        if (ch != top) load(ctx, lo, len, row, &nan);
                     }
-    #ifdef _OPENMP
-                    #pragma omp single nowait
-    #endif
-                    {
-                        Py_ssize_t nc = tkp_pack(s->c1, s->counts, nch);
-                        float vstar = 0.0f;
-                        int64_t ntie = 0;
-                        tkp_resolve(s->c1, nc, pl.ref, above, target, s->c2, &vstar, &ntie);
-                        tkp_drop((char*)row, 3, s->c1, nc, vstar, ntie, -INFINITY, 0);
-                    }
+                    whole = 1;
                 }
-            } else if (peek) {
-                /* another path: the row written for tkp_row */
+            }
+            if (kept < 0) {
     #ifdef _OPENMP
-                #pragma omp for schedule(static)
+                #pragma omp single
     #endif
-                for (Py_ssize_t ch = 0; ch < nch; ch++) {
-                    Py_ssize_t lo = ch * TKP_SPAN, len = n - lo < TKP_SPAN ? n - lo : TKP_SPAN;
-                    int nan = 0;
-                    load(ctx, lo, len, row, &nan);
+                {
+                    pl = mine;
+                    tkp_plan_rest(row, n, k, p, whole ? NULL : load, ctx, &pl);
+                }
+                if (pl.mode == TKP_BUCKETS) {
+                    /* the same chunks on the same threads as the load (static, same count) */
+    #ifdef _OPENMP
+                    #pragma omp for schedule(static)
+    #endif
+                    for (Py_ssize_t ch = 0; ch < nch; ch++) {
+                        Py_ssize_t lo = ch * TKP_SPAN, len = n - lo < TKP_SPAN ? n - lo : TKP_SPAN;
+                        int nan = 0;
+                        if (!whole) load(ctx, lo, len, row, &nan);  /* written here, then read */
+                        if (tkp_chunk_masses(row + lo, len, -INFINITY, pl.ref, pl.w,
+                                             s->part + ch * TKP_NB))
+                            __atomic_store_n(&bad, 1, __ATOMIC_RELAXED);
+                    }
+    #ifdef _OPENMP
+                    #pragma omp for schedule(static)
+    #endif
+                    for (int q = 0; q < TKP_NB; q++) {
+                        double acc = s->part[q];
+                        for (Py_ssize_t ch = 1; ch < nch; ch++) acc += s->part[ch * TKP_NB + q];
+                        summed[q] = acc;
+                    }
+                    if (!__atomic_load_n(&bad, __ATOMIC_RELAXED)) {
+                        double above, target;
+                        int bstar = tkp_boundary(summed, p, &above, &target);
+    #ifdef _OPENMP
+                        #pragma omp for schedule(static)
+    #endif
+                        for (Py_ssize_t ch = 0; ch < nch; ch++) {
+                            Py_ssize_t lo = ch * TKP_SPAN;
+                            Py_ssize_t len = n - lo < TKP_SPAN ? n - lo : TKP_SPAN;
+                            s->counts[ch] = tkp_mask_pass((char*)(row + lo), 3, row + lo, len,
+                                                          -INFINITY, bstar, pl.ref, pl.w,
+                                                          -INFINITY, 0, s->c1 + lo);
+                        }
+    #ifdef _OPENMP
+                        #pragma omp single nowait
+    #endif
+                        {
+                            Py_ssize_t nc = tkp_pack(s->c1, s->counts, nch);
+                            float vstar = 0.0f;
+                            int64_t ntie = 0;
+                            tkp_resolve(s->c1, nc, pl.ref, above, target, s->c2, &vstar, &ntie);
+                            tkp_drop((char*)row, 3, s->c1, nc, vstar, ntie, -INFINITY, 0);
+                        }
+                    }
+                } else if (!whole) {
+                    /* another path: the row written for tkp_row */
+    #ifdef _OPENMP
+                    #pragma omp for schedule(static)
+    #endif
+                    for (Py_ssize_t ch = 0; ch < nch; ch++) {
+                        Py_ssize_t lo = ch * TKP_SPAN, len = n - lo < TKP_SPAN ? n - lo : TKP_SPAN;
+                        int nan = 0;
+                        load(ctx, lo, len, row, &nan);
+                    }
                 }
             }
     #ifdef _OPENMP
             #pragma omp master
     #endif
             {
-                known->m = pl.m;
-                known->nan = pl.nan;
+                known->m = mine.m;
+                known->nan = mine.nan;
                 known->cmax = cmax;
-                if (pl.mode == TKP_ONLY_TOP) ret = pl.top;
+                if (kept >= 0) ret = kept;
                 else if (pl.mode == TKP_BUCKETS && !__atomic_load_n(&bad, __ATOMIC_RELAXED))
                     ret = -1;
             }
@@ -997,10 +1050,12 @@ cdef extern from *:
     Py_ssize_t tkp_row_loaded(float* row, Py_ssize_t n, int64_t k, double p, tkp_scratch* s,
                               int nt, tkp_loader load, tkp_peeker peek, void* ctx, float* cmax,
                               int* cnan, tkp_rowmax* known) noexcept nogil
-    Py_ssize_t tkp_only_top_chunks(Py_ssize_t n, double p, const float* cmax, float m,
-                                   double* rest_out) noexcept nogil
-    Py_ssize_t tkp_only_top_in(const float* row, Py_ssize_t n, double p, float m,
-                               Py_ssize_t top, double rest) noexcept nogil
+    ctypedef struct tkp_plan:
+        int mode
+        Py_ssize_t top
+    enum: TKP_ONLY_TOP
+    void tkp_plan_row(float* x, Py_ssize_t n, int64_t k, double p, const float* cmax,
+                      const int* cnan, tkp_loader load, void* ctx, tkp_plan* pl) noexcept nogil
     void tkp_only_top_fill(float* row, Py_ssize_t n, Py_ssize_t ch, Py_ssize_t j,
                            float maskf) noexcept nogil
     int tkp_alloc(tkp_scratch* s, Py_ssize_t n, int need_vals) noexcept nogil
@@ -1095,11 +1150,10 @@ cdef Py_ssize_t load_mask_row_f32_team(float* row, Py_ssize_t n, int64_t k, doub
     masked -- rather than copied and then masked; any other row is loaded after the peek, each
     chunk as the pass that reads it next begins (one more read of the source, in cache). For a
     caller that expects such a row (a confident model's rows come in runs)."""
-    cdef Py_ssize_t ch, nch = (n + SPAN - 1) // SPAN, top, j
+    cdef Py_ssize_t ch, nch = (n + SPAN - 1) // SPAN, top
     cdef float m = -INFINITY
     cdef bint nan = False
-    cdef int ignored = 0
-    cdef double rest = 0.0
+    cdef tkp_plan pl
     cdef tkp_rowmax known
     if nt > 1 and _splits(n):
         top = tkp_row_loaded(row, n, k, p, <tkp_scratch*>s, nt, <tkp_loader>load,
@@ -1111,18 +1165,11 @@ cdef Py_ssize_t load_mask_row_f32_team(float* row, Py_ssize_t n, int64_t k, doub
     if peek != NULL:
         for ch in range(nch):
             chunk_max[ch] = peek(ctx, ch * SPAN, min(n - ch * SPAN, SPAN), &chunk_nan[ch])
-            m = chunk_max[ch] if chunk_max[ch] > m else m
-            nan = nan or chunk_nan[ch] != 0
-        top = -1 if nan else tkp_only_top_chunks(n, p, chunk_max, m, &rest)
-        if top >= 0:
-            load(ctx, top * SPAN, min(n - top * SPAN, SPAN), row, &ignored)
-            j = tkp_only_top_in(row, n, p, m, top, rest)
-            if j >= 0:
-                for ch in range(nch):
-                    tkp_only_top_fill(row, n, ch, j, -INFINITY)
-                return j
-        m = -INFINITY
-        nan = False
+        tkp_plan_row(row, n, k, p, chunk_max, chunk_nan, <tkp_loader>load, ctx, &pl)
+        if pl.mode == TKP_ONLY_TOP:
+            for ch in range(nch):
+                tkp_only_top_fill(row, n, ch, pl.top, -INFINITY)
+            return pl.top
     for ch in range(nch):
         chunk_max[ch] = load(ctx, ch * SPAN, min(n - ch * SPAN, SPAN), row, &chunk_nan[ch])
         m = chunk_max[ch] if chunk_max[ch] > m else m

@@ -438,6 +438,16 @@ def _peaked_runs(tails, steps, V, seed):
                 t[li, 19000] = float("inf")
             elif tail == "tie":
                 t[li, 500] = t[li, 15000] = first[li] + 30
+            elif tail == "tie-in-chunk":
+                t[li, 9000] = t[li, 9100] = first[li] + 30
+            elif tail == "past-its-chunk":
+                # the chunk maxima leave the maximum alone (the other chunks' bound 0.1 of its
+                # mass at p 0.9), its own chunk's values do not, and top-p keeps values of the
+                # other chunks: at temperature 1, level 0 outside the maximum's chunk (1),
+                # -0.1 inside it, the maximum 11.68 above
+                t[li] = 0.0
+                t[li, 8192:16384] = -0.1
+                t[li, 9000] = 11.68
             elif tail == "above":
                 t[li, 9000] = first[li] + 0.05
     ds = torch.zeros(L, dtype=torch.int64)
@@ -454,13 +464,17 @@ def test_rows_after_one_masked_to_its_top_token_are_masked_as_top_k_top_p_masks_
     its chunks' maxima (a peek), without the copy: peaked again, it is written once; any other
     row is then loaded chunk by chunk as the passes reach it. Runs of peaked rows followed by
     every other kind -- a plain row (top-p's passes), a NaN, a +inf past the first values, a
-    maximum tied with another value, a maximum just above the first values', a top-k row --
-    at temperatures 0.8, 1 (the row not divided) and 0 (greedy); one request a call (its rows
-    split across the team) and all in one call (a request a thread): each processed row must
-    be ``top_k_top_p``'s, bit for bit, and the tokens the launches'."""
+    maximum tied with another value, a maximum just above the first values', a top-k row, a
+    row whose chunk maxima alone leave its maximum alone but whose maximum's chunk does not (a
+    tie there; values close below it, top-p keeping values of other chunks: on a team, the
+    other chunks are masked while that chunk is tested, and loaded again) -- at temperatures
+    0.8, 1 (the row not divided) and 0 (greedy); one request a call (its rows split across the
+    team) and all in one call (a request a thread): each processed row must be
+    ``top_k_top_p``'s, bit for bit, and the tokens the launches'."""
     V, K = 20000, 2  # three chunks: a team splits the row
-    tails = ["plain", "nan", "inf", "tie", "above", "topk", "peaked"]
-    temps = [0.8, 1.0, 0.8, 0.0, 0.8, 1.0, 0.8]
+    tails = ["plain", "nan", "inf", "tie", "above", "topk", "peaked", "tie-in-chunk",
+             "past-its-chunk"]  # fmt: skip
+    temps = [0.8, 1.0, 0.8, 0.0, 0.8, 1.0, 0.8, 0.8, 1.0]
     steps = K + 2  # the run's two rows, the tail's, the bonus row
     t, ds = _peaked_runs(tails, steps, V, 11)
     groups = [list(range(len(tails)))] if together else [[r] for r in range(len(tails))]
