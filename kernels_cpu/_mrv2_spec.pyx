@@ -1458,7 +1458,7 @@ cdef struct Lazy:
     float* cmax         # each chunk's maximum, from a row's copy (nch per walking thread)
     int* cnan           # each chunk's NaN flag, from a row's copy (nch per walking thread)
     int64_t* single     # per row: the one token its mask kept by the maximum alone, else -1
-    bint peek           # the rows are few enough to lie in cache (_peeks)
+    bint peek           # float32 rows few enough to lie in cache (_peeks)
 
 
 cdef float _load_scaled(const Tab* raw, int64_t li, Py_ssize_t c0, Py_ssize_t n,
@@ -1504,13 +1504,11 @@ cdef inline bint _peeks(const Lazy* z, int64_t li, float temp) noexcept nogil:
     """Whether row ``li`` is peeked before it is loaded (``load_mask_row_f32_team``): the row
     before it, of the same request, was masked to its top token alone -- a confident model's
     rows come in runs, and such a row is then written once, not copied and masked -- and
-    ``_peek_chunk`` holds for it. Only where the batch's target rows are few (``z.peek``:
-    ``PEEK_BYTES``, the rows a step's matmul has just written still in cache): rows streamed
+    ``_peek_chunk`` holds for it. Only where the batch's target rows are float32 (read raw by
+    the peek) and few (``z.peek``: ``PEEK_BYTES``, the rows a step's matmul has just written still in cache): rows streamed
     from memory cost as much peeked then filled as copied then filled in cache (B64 on the
     2-core box: 5% slower peeked; B1: 10% faster)."""
     if not z.peek or li == 0 or z.single[li - 1] < 0 or iget(z.eim, li - 1) != iget(z.eim, li):
-        return False
-    if z.raw.code != DT_FLOAT32:
         return False
     return not _scaled(&z.raw, temp) or 0.0 < temp < INFINITY
 
@@ -2853,7 +2851,7 @@ def rejection_sample_fused(
     nt = threads_for(ROW_VISITS * R * V)
     z.st = &st
     z.team = 1
-    z.peek = process and L * z.width * 4 <= PEEK_BYTES
+    z.peek = process and z.raw.code == DT_FLOAT32 and L * z.width * 4 <= PEEK_BYTES
     if nt > 1 and R >= nt:
         outer = nt
     elif nt > 1:
