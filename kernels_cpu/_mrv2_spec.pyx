@@ -1540,25 +1540,31 @@ cdef void _lazy_row(Lazy* z, int64_t li) noexcept nogil:
 
 cdef bint _stats_single(Lazy* z, int64_t li) noexcept nogil:
     """Row ``li``'s statistics where its mask kept one token alone (``z.single``; a non-greedy
-    row, one-hot drafts): the block holding it as the program computes it, every other block
-    holding -inf alone -- the row has no NaN -- as the program leaves such a block (max -inf,
-    sum 0), without reading it. False (nothing written) for any other row."""
+    row, one-hot drafts), without reading the row: the block holding it as the program leaves
+    it -- the kept value ``v`` (finite: the mask found it so) is the block's maximum, and its sum
+    of ``exp(x - v)`` is ``exp(0)`` as ``fd_exp_shifted`` gives it, every other lane's
+    exponential an exact 0 that the pairwise sum adds exactly -- and every other block, -inf
+    alone (the row has no NaN), as the program leaves such a block (max -inf, sum 0). False
+    (nothing written) for any other row."""
     cdef const Stats* st = z.st
     cdef int64_t j, b, bj
     cdef Py_ssize_t om, os
+    cdef float v
+    cdef float one[1]
     if z.proc == NULL or st.has_draft or _is_bonus(&st.bonus, li):
         return False
     j = z.single[li]
     if j < 0 or j >= st.V or not (_ldr(st.temp, iget(st.eim, li)) > 0.0):
         return False
     bj = j // st.BS
-    _stats_program(st, li, bj, z.scratch + _thread_id() * st.BS)
+    v = z.proc[li * z.width + j]
+    one[0] = v
+    fd_exp_shifted(one, 1, v)
     om = _off(&st.tmax, li, 0)
     os = _off(&st.tsum, li, 0)
     for b in range(st.NB):
-        if b != bj:
-            _stf(&st.tmax, om + b, -INFINITY)
-            _stf(&st.tsum, os + b, 0.0)
+        _stf(&st.tmax, om + b, v if b == bj else -INFINITY)
+        _stf(&st.tsum, os + b, one[0] if b == bj else 0.0)
     return True
 
 
