@@ -2093,6 +2093,8 @@ cdef struct Res:
     # vLLM 0.34: the draft logits cache's row of a request slot, and SKIP_MASKED_BLOCKS
     bint has_rowmap, skip_masked
     IBuf rowmap
+    # the one pass's: per target row, the one lane its mask kept (else -1; NULL: none known)
+    const int64_t* single
 
 
 cdef inline bint _masked_block(const float* x, Py_ssize_t nv, Py_ssize_t bs) noexcept nogil:
@@ -2297,6 +2299,20 @@ def resample_row_mapping_kernel(
         as_flag(SKIP_MASKED_BLOCKS, "SKIP_MASKED_BLOCKS", 0), grid)
 
 
+cdef bint _sparse_ok(const Res* a, int64_t r) noexcept nogil:
+    """Whether request ``r``'s resampled row is drawn as it is (``_res_row_sparse``): fp32
+    scores of the fp32 row, not greedy, not scaled as it is read, no watermark or block
+    verification, and no residual of the draft's probabilities."""
+    cdef int64_t end = iget(a.cu, r + 1), rti = iget(a.cu, r) + iget(a.rej, r)
+    cdef float temp
+    if a.fp64 or a.watermark or a.block or a.tgt.code != DT_FLOAT32:
+        return False
+    temp = _ldr(a.temp, iget(a.eim, rti))
+    if temp == 0.0 or _scaled(&a.tgt, temp):
+        return False                            # greedy, or a row scaled as it is read
+    return rti == end - 1 or not (a.has_draft and iget(a.ds, rti + 1) >= 0)
+
+
 cdef bint _res_row_sparse(const Res* a, int64_t r, int64_t b0, int64_t b1, float* buf,
                           int32_t* lanes, Py_ssize_t cap) noexcept nogil:
     """Request ``r``'s blocks ``[b0, b1)`` drawn from the lanes above -inf alone, where its
@@ -2307,28 +2323,31 @@ cdef bint _res_row_sparse(const Res* a, int64_t r, int64_t b0, int64_t b1, float
     (``gumbel_lanes_argmax32``: the block draw's scores), stored in the block that holds it and
     -inf (at the block's first token, as a block of -inf lanes stores it) in the others -- the
     insert's first largest is the block draw's token. False (nothing written) where this does
-    not apply, or the row holds a NaN or more than ``cap`` lanes: the blocks are then drawn."""
+    not apply, or the row holds a NaN or more than ``cap`` lanes: the blocks are then drawn.
+    A row the one pass masked to one lane (``a.single``) has that lane alone, without the
+    pass of compares."""
     cdef int64_t ri = iget(a.rej, r), start = iget(a.cu, r), end = iget(a.cu, r + 1)
     cdef int64_t rti = start + ri, rs, ex = -1, c0, c1, b
-    cdef float temp, best
+    cdef float best
     cdef Py_ssize_t n, idx
     cdef const float* row
-    if a.fp64 or a.watermark or a.block or a.tgt.code != DT_FLOAT32:
+    if not _sparse_ok(a, r):
         return False
     rs = iget(a.eim, rti)
-    temp = _ldr(a.temp, rs)
-    if temp == 0.0 or _scaled(&a.tgt, temp):
-        return False                            # greedy, or a row scaled as it is read
     if rti != end - 1:
-        ex = iget(a.ds, rti + 1)
-        if ex >= 0 and a.has_draft:
-            return False                        # the residual of the draft's probabilities
+        ex = iget(a.ds, rti + 1)                # a one-hot draft's token: read as -inf
     c0 = b0 * a.BS
     c1 = min(b1 * a.BS, a.V)
     if c1 <= c0:
         return False
     row = (<const float*>a.tgt.p) + _off(&a.tgt, rti, 0) + c0
-    n = kept_lanes(row, c1 - c0, lanes, cap)
+    if a.single != NULL and a.single[rti] >= 0:
+        n = 0
+        if c0 <= a.single[rti] < c1:
+            lanes[0] = <int32_t>(a.single[rti] - c0)
+            n = 1
+    else:
+        n = kept_lanes(row, c1 - c0, lanes, cap)
     if n < 0:
         return False
     idx = gumbel_lanes_argmax32(row, lanes, n, c0, ex - c0 if ex >= 0 else -1,
@@ -2382,6 +2401,7 @@ cdef _resample(
         R = NB = 0
     a.NB = NB
     a.skip_masked = skip_masked
+    a.single = NULL
     a.V = as_int(vocab_size, "vocab_size")
     a.BS = as_int(BLOCK_SIZE, "BLOCK_SIZE")
     _pow2(a.BS, "BLOCK_SIZE")
@@ -2537,6 +2557,12 @@ cdef int _res_run(const Res* a, int64_t R, bint by_row) except -1:
     if P == 0:
         return 0
     nt = _team(P * a.BS * 8, P)
+    if by_row and a.single != NULL:
+        for r in range(R):
+            if a.single[iget(a.cu, r) + iget(a.rej, r)] < 0 or not _sparse_ok(a, r):
+                break
+        else:
+            nt = 1                              # every row one lane: nothing to split
     runs = 1
     if by_row and nt > R:
         runs = min(NB, (nt + R - 1) // R)
@@ -2905,19 +2931,23 @@ def rejection_sample_fused(
         free(done)
         free(cmax)
         free(cnan)
-        free(single)
         _give_arenas(z.arenas, outer, own_arenas)
     # the resampling and the insert, from the arguments as checked above: what their launches
     # would check again holds by those checks, but for the rows the walk picked -- a rejected
     # draft's row of the draft logits, the slot after the accepted drafts -- checked here; where
     # one fails, the launches themselves run and refuse it, naming the argument
     cdef Res res
-    _res_after_walk(&res, &rj, &st, &rtab, &rtab2, V, RNB, has_draft, fp64)
-    if _walk_rows_held(&res, &rj.sampled, R):
-        _res_run(&res, R, True)
-        with nogil:
-            _insert_rows(&rj.sampled, rj.rej, rj.cu, st.eim, &rj.temp, &rtab, &rtab2, R, RNB)
-        return
+    try:
+        _res_after_walk(&res, &rj, &st, &rtab, &rtab2, V, RNB, has_draft, fp64)
+        res.single = single                 # the rows masked to one lane (NULL: none)
+        if _walk_rows_held(&res, &rj.sampled, R):
+            _res_run(&res, R, True)
+            with nogil:
+                _insert_rows(&rj.sampled, rj.rej, rj.cu, st.eim, &rj.temp, &rtab, &rtab2, R,
+                             RNB)
+            return
+    finally:
+        free(single)
     _resample(
         resampled_local_argmax_ptr, _stride0(resampled_local_argmax_ptr),
         resampled_local_max_ptr, _stride0(resampled_local_max_ptr), target_logits_ptr,
@@ -2964,6 +2994,7 @@ cdef void _res_after_walk(Res* a, const Rej* rj, const Stats* st, const Tab* out
     a.key0 = a.key1 = 0
     a.rowmap.ptr = NULL
     a.rowmap.wide = False
+    a.single = NULL
 
 
 cdef bint _walk_rows_held(const Res* a, const Tab* sampled, int64_t R) noexcept nogil:
