@@ -2562,7 +2562,9 @@ cdef int _res_run(const Res* a, int64_t R, bint by_row) except -1:
             if a.single[iget(a.cu, r) + iget(a.rej, r)] < 0 or not _sparse_ok(a, r):
                 break
         else:
-            nt = 1                              # every row one lane: nothing to split
+            # every row one lane: a request's draw is its blocks' stores and one hash, a
+            # request per thread at most
+            nt = _team(R * (NB * 2 + 256), R)
     runs = 1
     if by_row and nt > R:
         runs = min(NB, (nt + R - 1) // R)
