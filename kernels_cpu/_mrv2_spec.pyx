@@ -1505,9 +1505,9 @@ cdef inline bint _peeks(const Lazy* z, int64_t li, float temp) noexcept nogil:
     before it, of the same request, was masked to its top token alone -- a confident model's
     rows come in runs, and such a row is then written once, not copied and masked -- and
     ``_peek_chunk`` holds for it. Only where the batch's target rows are float32 (read raw by
-    the peek) and few (``z.peek``: ``PEEK_BYTES``, the rows a step's matmul has just written still in cache): rows streamed
-    from memory cost as much peeked then filled as copied then filled in cache (B64 on the
-    2-core box: 5% slower peeked; B1: 10% faster)."""
+    the peek) and few (``z.peek``: ``PEEK_BYTES``, the rows a step's matmul has just written
+    still in cache): rows streamed from memory cost as much peeked then filled as copied then
+    filled in cache (B64 on the 2-core box: 5% slower peeked; B1: 10% faster)."""
     if not z.peek or li == 0 or z.single[li - 1] < 0 or iget(z.eim, li - 1) != iget(z.eim, li):
         return False
     return not _scaled(&z.raw, temp) or 0.0 < temp < INFINITY
