@@ -845,24 +845,23 @@ cdef extern from *:
         if (tkp_sample_ref(x, n, &pl->ref, &pl->w) && !(pl->m > pl->ref)) pl->mode = TKP_BUCKETS;
     }
 
-    /* The whole plan on one thread. load (NULL: x holds the row): x is not yet written (cmax
-       and cnan came from a peek), and the plan loads the values it reads -- the maximum's
-       chunk, the first values -- itself */
-    static void tkp_plan_row(float* x, Py_ssize_t n, int64_t k, double p, const float* cmax,
+    /* The plan's test of the maximum alone, on one thread: tkp_plan_chunks, then the test
+       within the maximum's chunk (load, NULL where x holds the row: the chunk is not yet
+       written -- cmax and cnan came from a peek -- and is loaded first); TKP_ONLY_TOP and
+       pl->top where it keeps the maximum alone. The rest of the plan (tkp_plan_rest) is for
+       a caller that takes the passes on the row as loaded; the one-thread peek does not. */
+    static void tkp_plan_top(float* x, Py_ssize_t n, double p, const float* cmax,
                              const int* cnan, tkp_loader load, void* ctx, tkp_plan* pl) {
         double rest;
         Py_ssize_t top = tkp_plan_chunks(n, p, cmax, cnan, pl, &rest);
-        if (top >= 0) {
-            if (load) {
-                Py_ssize_t lo = top * TKP_SPAN;
-                int nan = 0;
-                load(ctx, lo, n - lo < TKP_SPAN ? n - lo : TKP_SPAN, x, &nan);
-            }
-            pl->top = tkp_only_top_in(x, n, p, pl->m, top, rest);
-            if (pl->top >= 0) { pl->mode = TKP_ONLY_TOP; return; }
-            if (load && top == 0) load = NULL;          /* the first values are loaded */
+        if (top < 0) return;
+        if (load) {
+            Py_ssize_t lo = top * TKP_SPAN;
+            int nan = 0;
+            load(ctx, lo, n - lo < TKP_SPAN ? n - lo : TKP_SPAN, x, &nan);
         }
-        tkp_plan_rest(x, n, k, p, load, ctx, pl);
+        pl->top = tkp_only_top_in(x, n, p, pl->m, top, rest);
+        if (pl->top >= 0) pl->mode = TKP_ONLY_TOP;
     }
 
     /* One float32 row split across nt threads (nt > 1, two chunks at least), loaded and
@@ -1054,8 +1053,8 @@ cdef extern from *:
         int mode
         Py_ssize_t top
     enum: TKP_ONLY_TOP
-    void tkp_plan_row(float* x, Py_ssize_t n, int64_t k, double p, const float* cmax,
-                      const int* cnan, tkp_loader load, void* ctx, tkp_plan* pl) noexcept nogil
+    void tkp_plan_top(float* x, Py_ssize_t n, double p, const float* cmax, const int* cnan,
+                      tkp_loader load, void* ctx, tkp_plan* pl) noexcept nogil
     void tkp_only_top_fill(float* row, Py_ssize_t n, Py_ssize_t ch, Py_ssize_t j,
                            float maskf) noexcept nogil
     int tkp_alloc(tkp_scratch* s, Py_ssize_t n, int need_vals) noexcept nogil
@@ -1165,7 +1164,7 @@ cdef Py_ssize_t load_mask_row_f32_team(float* row, Py_ssize_t n, int64_t k, doub
     if peek != NULL:
         for ch in range(nch):
             chunk_max[ch] = peek(ctx, ch * SPAN, min(n - ch * SPAN, SPAN), &chunk_nan[ch])
-        tkp_plan_row(row, n, k, p, chunk_max, chunk_nan, <tkp_loader>load, ctx, &pl)
+        tkp_plan_top(row, n, p, chunk_max, chunk_nan, <tkp_loader>load, ctx, &pl)
         if pl.mode == TKP_ONLY_TOP:
             for ch in range(nch):
                 tkp_only_top_fill(row, n, ch, pl.top, -INFINITY)
