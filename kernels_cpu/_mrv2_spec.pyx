@@ -53,8 +53,8 @@ from kernels_cpu._philox cimport philox4x32_10
 from kernels_cpu._parallel cimport threads_for
 from kernels_cpu._rowmax cimport fd_max_nan
 from kernels_cpu._topk_topp_rows cimport (
-    _k_at, _p_at, check_k_at, check_p_at, free_row_scratch, load_mask_row_f32_team, row_peeker,
-    row_scratch,
+    FD_RUN_HOLD, _k_at, _p_at, check_k_at, check_p_at, fd_run_hold, fd_run_row, free_row_scratch,
+    load_mask_row_f32_team, row_peeker, row_scratch, run_rows_f32_team,
 )
 from kernels_cpu._mrv2_gumbel_argmax cimport (
     fill_noise_bounds, gumbel_block_argmax32, gumbel_block_argmax64, gumbel_lanes_argmax32,
@@ -1482,6 +1482,12 @@ cdef struct Load:
     float temp
 
 
+# a run's row holds its Load (_run_at)
+if sizeof(Load) > FD_RUN_HOLD:
+    raise ImportError(f"kernels_cpu._mrv2_spec: a Load takes {sizeof(Load)} bytes, "
+                      f"fd_run_row holds {FD_RUN_HOLD}")
+
+
 cdef float _load_chunk(void* ctx, Py_ssize_t c0, Py_ssize_t length, float* row,
                        int* nan) noexcept nogil:
     cdef Load* a = <Load*>ctx
@@ -1500,6 +1506,13 @@ cdef float _peek_chunk(void* ctx, Py_ssize_t c0, Py_ssize_t length, int* nan) no
     return m
 
 
+cdef inline bint _peekable(const Lazy* z, int64_t li, float temp) noexcept nogil:
+    """``_peeks`` but for the row before it masked to its top token (a run knows it was)."""
+    if not z.peek or li == 0 or iget(z.eim, li - 1) != iget(z.eim, li):
+        return False
+    return not _scaled(&z.raw, temp) or 0.0 < temp < INFINITY
+
+
 cdef inline bint _peeks(const Lazy* z, int64_t li, float temp) noexcept nogil:
     """Whether row ``li`` is peeked before it is loaded (``load_mask_row_f32_team``): the row
     before it, of the same request, was masked to its top token alone -- a confident model's
@@ -1508,9 +1521,7 @@ cdef inline bint _peeks(const Lazy* z, int64_t li, float temp) noexcept nogil:
     the peek) and few (``z.peek``: ``PEEK_BYTES``, the rows a step's matmul has just written
     still in cache): rows streamed from memory cost as much peeked then filled as copied then
     filled in cache (B64 on the 2-core box: 5% slower peeked; B1: 10% faster)."""
-    if not z.peek or li == 0 or z.single[li - 1] < 0 or iget(z.eim, li - 1) != iget(z.eim, li):
-        return False
-    return not _scaled(&z.raw, temp) or 0.0 < temp < INFINITY
+    return li > 0 and z.single[li - 1] >= 0 and _peekable(z, li, temp)
 
 
 cdef void _lazy_row(Lazy* z, int64_t li) noexcept nogil:
@@ -1536,6 +1547,62 @@ cdef void _lazy_row(Lazy* z, int64_t li) noexcept nogil:
         z.arenas[_thread_id() if z.team <= 1 else 0], z.team, _load_chunk,
         peek, &a, z.cmax + own, z.cnan + own)
     z.done[li] = 1
+
+
+cdef struct Run:
+    # a request's rows as ``_run_rows`` describes them to ``run_rows_f32_team``
+    const Rej* rj
+    Lazy* z
+    int64_t start, nd
+
+
+cdef void _run_at(void* ctx, Py_ssize_t i, fd_run_row* out) noexcept nogil:
+    """Row ``i`` of a request's run (``Run``), as ``_lazy_row`` would process it: its slot's
+    top-k, top-p and temperature, peeked where ``_peekable`` allows (the run reaches a row
+    only after the row before it kept its top token), and the token it must keep for the
+    walk to reach the next: its draft (``ds`` of the next row; none past the last draft)."""
+    cdef const Run* u = <const Run*>ctx
+    cdef Lazy* z = u.z
+    cdef int64_t li = u.start + i, rs = iget(z.eim, li), ds = -1
+    cdef Load* a = <Load*>fd_run_hold(out)
+    a.raw = &z.raw
+    a.li = li
+    a.temp = _ldr(z.temp, rs)
+    out.ctx = a
+    out.row = z.proc + li * z.width
+    out.k = _k_at(z.kp, z.kwide, rs) if z.kp != NULL else z.width
+    out.p = _p_at(z.pp, z.pdbl, rs) if z.pp != NULL else 1.0
+    out.peek = i > 0 and _peekable(z, li, a.temp)
+    if i < u.nd:
+        ds = iget(u.rj.ds, li + 1)
+    out.want = ds if ds >= 0 else -1
+
+
+cdef void _run_rows(const Rej* rj, Lazy* z, int64_t r) noexcept nogil:
+    """Request ``r``'s rows processed up front, in one parallel region of the team that splits
+    each (``run_rows_f32_team``), as far as the walk will reach them: the first row, and each
+    next one while the row before it kept one token alone and that token is its one-hot
+    draft -- whose test then accepts (the target's probability 1), so the walk reads the
+    next row. A confident model's accepted step is such a run: its rows had each taken a
+    region, whose start on a wide team costs several barriers. Only where the walk tests
+    one-hot drafts row by row (``_stats_or_reject``'s case: sampled, no block verification,
+    synthetic rates or FLy) and the first draft is real; the rows the run leaves are
+    processed by the walk as it reaches them."""
+    cdef Run u
+    cdef int64_t start = iget(rj.cu, r), i, n
+    cdef int64_t nd = iget(rj.cu, r + 1) - start - 1
+    if (z.proc == NULL or z.team <= 1 or nd < 1 or z.done[start] or rj.block or rj.synthetic
+            or rj.fly != 0 or rj.g.has_draft or not (_ldr(rj.temp, iget(rj.idx, r)) > 0.0)
+            or iget(rj.ds, start + 1) < 0):
+        return
+    u.rj = rj
+    u.z = z
+    u.start = start
+    u.nd = nd
+    n = run_rows_f32_team(z.width, nd + 1, z.team, z.arenas[0], _load_chunk, _peek_chunk,
+                          _run_at, &u, z.cmax, z.cnan, z.single + start)
+    for i in range(n):
+        z.done[start + i] = 1
 
 
 cdef bint _stats_single(Lazy* z, int64_t li) noexcept nogil:
@@ -2895,8 +2962,9 @@ def rejection_sample_fused(
     if process:
         done = <unsigned char*>calloc(L if L > 0 else 1, 1)
         nch = (z.width + 8191) // 8192 if z.width > 0 else 1
-        cmax = <float*>malloc(outer * nch * sizeof(float))   # a walking thread's each
-        cnan = <int*>malloc(outer * nch * sizeof(int))      # the same
+        # a walking thread's each; a team's run (_run_rows) alternates two rows'
+        cmax = <float*>malloc(max(outer, 2) * nch * sizeof(float))
+        cnan = <int*>malloc(max(outer, 2) * nch * sizeof(int))
         single = <int64_t*>malloc((L if L > 0 else 1) * sizeof(int64_t))
     if (scratch == NULL or rbuf == NULL
             or (process and (done == NULL or cmax == NULL or cnan == NULL or single == NULL))):
@@ -3089,6 +3157,7 @@ cdef inline int64_t _next_pow2(int64_t n) noexcept:
 
 cdef void _walk(const Rej* rj, Lazy* z, int64_t r, float* buf) noexcept nogil:
     """Request ``r``'s walk, then (with processing) its resampled row processed for the draw."""
+    _run_rows(rj, z, r)
     _rej_program(rj, r, buf)
     if z.proc != NULL:
         _lazy_row(z, iget(rj.cu, r) + iget(rj.rej, r))

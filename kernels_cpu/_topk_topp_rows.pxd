@@ -4,7 +4,8 @@ validated entry points (``_topk_topp``), and one row's top-k/top-p mask on a flo
 row, for kernels that mask a row they have already read (``_spec_step`` masks each sampled
 row's temperature-scaled copy as its walk reaches it) or have yet to write (``_mrv2_spec``'s one
 pass hands ``load_mask_row_f32_team`` a loader, so a team copies and masks the row in one
-parallel region). The kept-set rules are ``_topk_topp_rows.pyx``'s, written once there.
+parallel region, and ``run_rows_f32_team`` the rows of a request its walk will reach, in one
+region). The kept-set rules are ``_topk_topp_rows.pyx``'s, written once there.
 """
 from libc.stdint cimport int32_t, int64_t, uint16_t
 
@@ -65,4 +66,19 @@ ctypedef float (*row_peeker)(void* ctx, Py_ssize_t c0, Py_ssize_t length,
 cdef Py_ssize_t load_mask_row_f32_team(float* row, Py_ssize_t n, int64_t k, double p, void* s,
                                        int nt, row_loader load, row_peeker peek, void* ctx,
                                        float* chunk_max, int* chunk_nan) noexcept nogil
+cdef extern from "_run_rows.h":
+    ctypedef struct fd_run_row:
+        float* row
+        int64_t k
+        double p
+        void* ctx
+        int peek
+        int64_t want
+    enum: FD_RUN_HOLD
+    void* fd_run_hold(fd_run_row* r) noexcept nogil
+# Describes row i of a run (run_rows_f32_team) into out, the same on every thread of its team
+ctypedef void (*run_row_at)(void* ctx, Py_ssize_t i, fd_run_row* out) noexcept nogil
+cdef Py_ssize_t run_rows_f32_team(Py_ssize_t n, Py_ssize_t rows, int nt, void* s,
+                                  row_loader load, row_peeker peek, run_row_at at, void* ctx,
+                                  float* chunk_max, int* chunk_nan, int64_t* kept) noexcept nogil
 cdef void widen_row(const char* row, int code, Py_ssize_t n, float* out) noexcept nogil

@@ -43,7 +43,9 @@ run in chunks of 8192 values on every thread, with the thresholds, sums (chunk b
 order, as one thread sums them too) and candidates (packed in row order) of one thread. A caller
 that writes the row itself (the one pass's copy of a target row) can have it written and masked
 in one parallel region, barriers between the passes (``load_mask_row_f32_team``), or first read
-for its chunks' maxima alone (a peek), so a row masked to its maximum is written once.
+for its chunks' maxima alone (a peek), so a row masked to its maximum is written once; and a run
+of such rows -- a speculative step's rows while each keeps its draft -- masked in one region, a
+barrier a row (``run_rows_f32_team``).
 """
 from cython.parallel cimport prange, parallel
 from libc.stdint cimport int64_t, uint16_t
@@ -65,6 +67,7 @@ cdef extern from *:
     #include <math.h>
     #include "_clones.h"    /* FD_CLONES: baseline, x86-64-v3 and -v4 copies of a hot loop */
     #include "_rowmax.h"    /* fd_max_nan: a row's maximum and whether it holds a NaN */
+    #include "_run_rows.h"  /* fd_run_row: a run's row, as its caller describes it */
     #define TKP_BLK 64          /* values per block of the vectorised passes */
     #define TKP_NB 512          /* top-p buckets over ref - x, of a width fitted to the row */
     #define TKP_NSUB 256        /* refinement sub-buckets */
@@ -808,6 +811,9 @@ cdef extern from *:
        (NaN set aside; *nan: whether one is NaN), read without writing them */
     typedef float (*tkp_peeker)(void* ctx, Py_ssize_t c0, Py_ssize_t len, int* nan);
 
+    /* A run's describer (tkp_run_top): row i of the run into *out, on every thread */
+    typedef void (*tkp_run_at)(void* ctx, Py_ssize_t i, fd_run_row* out);
+
     /* tkp_row_loaded's path for a row it loaded: the one tkp_row takes given its maximum */
     typedef struct { float m; int nan; int mode; Py_ssize_t top; float ref, w; } tkp_plan;
 
@@ -881,137 +887,269 @@ cdef extern from *:
        peek (NULL: none): the first pass reads the chunks' maxima without writing the row; the
        chunk holding the maximum is loaded by its tester, and any other path loads each chunk
        as its next pass begins (load_mask_row_f32_team). */
-    static Py_ssize_t tkp_row_loaded(float* row, Py_ssize_t n, int64_t k, double p,
-                                     tkp_scratch* s, int nt, tkp_loader load, tkp_peeker peek,
-                                     void* ctx, float* cmax, int* cnan, tkp_rowmax* known) {
-        Py_ssize_t nch = (n + TKP_SPAN - 1) / TKP_SPAN, ret = -2, kept = -1;
+    typedef struct {
+        float* row; Py_ssize_t n; int64_t k; double p; tkp_scratch* s;
+        tkp_loader load; tkp_peeker peek; void* ctx; float* cmax; int* cnan;
+        /* written by one thread of the team for the others, read after a barrier */
+        Py_ssize_t kept;            /* the maximum's chunk's test (its tester's) */
+        int bad;                    /* a bucket pass voided (0 before the region) */
+        tkp_plan pl;                /* the plan's second half (one thread's) */
         double summed[TKP_NB];
-        int bad = 0;
-        tkp_plan pl;
+    } tkp_loaded;
+
+    /* tkp_row_loaded's passes, called by every thread of the enclosing parallel region (its
+       worksharing loops bind to that region): returns on every thread what tkp_row_loaded
+       returns, thread 0 writes *known. A row kept to its maximum alone ends at the barrier
+       after its mask, so a caller (tkp_run_top) may go on to another row in the same region;
+       the bucket path's last step (one thread drops the boundary's candidates) does not. */
+    static Py_ssize_t tkp_loaded_team(tkp_loaded* J, tkp_rowmax* known) {
+        float* row = J->row;
+        Py_ssize_t n = J->n, nch = (n + TKP_SPAN - 1) / TKP_SPAN, kept = -1;
+        tkp_loader load = J->load;
+        tkp_peeker peek = J->peek;
+        void* ctx = J->ctx;
+        float* cmax = J->cmax;
+        int* cnan = J->cnan;
+        tkp_scratch* s = J->s;
+        tkp_plan mine;              /* each thread's copy of the plan's first half */
+        double rest;
+        Py_ssize_t top;
+        int whole = !peek;          /* the row written whole */
     #ifdef _OPENMP
-        #pragma omp parallel num_threads(nt)
+        #pragma omp for schedule(static)
     #endif
-        {
-            tkp_plan mine;              /* each thread's copy of the plan's first half */
-            double rest;
-            Py_ssize_t top;
-            int whole = !peek;          /* the row written whole */
+        for (Py_ssize_t ch = 0; ch < nch; ch++) {
+            Py_ssize_t lo = ch * TKP_SPAN, len = n - lo < TKP_SPAN ? n - lo : TKP_SPAN;
+            cmax[ch] = peek ? peek(ctx, lo, len, &cnan[ch]) : load(ctx, lo, len, row, &cnan[ch]);
+        }
+        top = tkp_plan_chunks(n, J->p, cmax, cnan, &mine, &rest);
+        if (top >= 0) {
     #ifdef _OPENMP
             #pragma omp for schedule(static)
     #endif
             for (Py_ssize_t ch = 0; ch < nch; ch++) {
                 Py_ssize_t lo = ch * TKP_SPAN, len = n - lo < TKP_SPAN ? n - lo : TKP_SPAN;
-                cmax[ch] = peek ? peek(ctx, lo, len, &cnan[ch])
-                                : load(ctx, lo, len, row, &cnan[ch]);
+                if (ch == top) {
+                    int nan = 0;
+                    if (peek) load(ctx, lo, len, row, &nan);
+                    Py_ssize_t j = tkp_only_top_in(row, n, J->p, mine.m, top, rest);
+                    if (j >= 0) tkp_only_top_fill(row, n, ch, j, -INFINITY);
+                    J->kept = j;
+                } else {
+                    tkp_fill(row + lo, len, -INFINITY);   /* kept >= 0: the mask */
+                }
             }
-            top = tkp_plan_chunks(n, p, cmax, cnan, &mine, &rest);
-            if (top >= 0) {
+            kept = J->kept;         /* the tester's, after the loop's barrier */
+            if (kept < 0) {
+                /* not the maximum alone: the masked chunks loaded (again) */
     #ifdef _OPENMP
                 #pragma omp for schedule(static)
     #endif
                 for (Py_ssize_t ch = 0; ch < nch; ch++) {
                     Py_ssize_t lo = ch * TKP_SPAN, len = n - lo < TKP_SPAN ? n - lo : TKP_SPAN;
-                    if (ch == top) {
-                        int nan = 0;
-                        if (peek) load(ctx, lo, len, row, &nan);
-                        Py_ssize_t j = tkp_only_top_in(row, n, p, mine.m, top, rest);
-                        if (j >= 0) tkp_only_top_fill(row, n, ch, j, -INFINITY);
-                        kept = j;
-                    } else {
-                        tkp_fill(row + lo, len, -INFINITY);   /* kept >= 0: the mask */
-                    }
+                    int nan = 0;
+                    if (ch != top) load(ctx, lo, len, row, &nan);
                 }
-                if (kept < 0) {
-                    /* not the maximum alone: the masked chunks loaded (again) */
+                whole = 1;
+            }
+        }
+        if (kept < 0) {
+    #ifdef _OPENMP
+            #pragma omp single
+    #endif
+            {
+                J->pl = mine;
+                tkp_plan_rest(row, n, J->k, J->p, whole ? NULL : load, ctx, &J->pl);
+            }
+            if (J->pl.mode == TKP_BUCKETS) {
+                /* the same chunks on the same threads as the load (static, same count) */
+    #ifdef _OPENMP
+                #pragma omp for schedule(static)
+    #endif
+                for (Py_ssize_t ch = 0; ch < nch; ch++) {
+                    Py_ssize_t lo = ch * TKP_SPAN, len = n - lo < TKP_SPAN ? n - lo : TKP_SPAN;
+                    int nan = 0;
+                    if (!whole) load(ctx, lo, len, row, &nan);  /* written here, then read */
+                    if (tkp_chunk_masses(row + lo, len, -INFINITY, J->pl.ref, J->pl.w,
+                                         s->part + ch * TKP_NB))
+                        __atomic_store_n(&J->bad, 1, __ATOMIC_RELAXED);
+                }
+    #ifdef _OPENMP
+                #pragma omp for schedule(static)
+    #endif
+                for (int q = 0; q < TKP_NB; q++) {
+                    double acc = s->part[q];
+                    for (Py_ssize_t ch = 1; ch < nch; ch++) acc += s->part[ch * TKP_NB + q];
+                    J->summed[q] = acc;
+                }
+                if (!__atomic_load_n(&J->bad, __ATOMIC_RELAXED)) {
+                    double above, target;
+                    int bstar = tkp_boundary(J->summed, J->p, &above, &target);
     #ifdef _OPENMP
                     #pragma omp for schedule(static)
     #endif
                     for (Py_ssize_t ch = 0; ch < nch; ch++) {
-                        Py_ssize_t lo = ch * TKP_SPAN, len = n - lo < TKP_SPAN ? n - lo : TKP_SPAN;
-                        int nan = 0;
-                        if (ch != top) load(ctx, lo, len, row, &nan);
+                        Py_ssize_t lo = ch * TKP_SPAN;
+                        Py_ssize_t len = n - lo < TKP_SPAN ? n - lo : TKP_SPAN;
+                        s->counts[ch] = tkp_mask_pass((char*)(row + lo), 3, row + lo, len,
+                                                      -INFINITY, bstar, J->pl.ref, J->pl.w,
+                                                      -INFINITY, 0, s->c1 + lo);
                     }
-                    whole = 1;
+    #ifdef _OPENMP
+                    #pragma omp single nowait
+    #endif
+                    {
+                        Py_ssize_t nc = tkp_pack(s->c1, s->counts, nch);
+                        float vstar = 0.0f;
+                        int64_t ntie = 0;
+                        tkp_resolve(s->c1, nc, J->pl.ref, above, target, s->c2, &vstar, &ntie);
+                        tkp_drop((char*)row, 3, s->c1, nc, vstar, ntie, -INFINITY, 0);
+                    }
+                }
+            } else if (!whole) {
+                /* another path: the row written for tkp_row */
+    #ifdef _OPENMP
+                #pragma omp for schedule(static)
+    #endif
+                for (Py_ssize_t ch = 0; ch < nch; ch++) {
+                    Py_ssize_t lo = ch * TKP_SPAN, len = n - lo < TKP_SPAN ? n - lo : TKP_SPAN;
+                    int nan = 0;
+                    load(ctx, lo, len, row, &nan);
                 }
             }
-            if (kept < 0) {
+        }
     #ifdef _OPENMP
-                #pragma omp single
+        #pragma omp master
     #endif
-                {
-                    pl = mine;
-                    tkp_plan_rest(row, n, k, p, whole ? NULL : load, ctx, &pl);
-                }
-                if (pl.mode == TKP_BUCKETS) {
-                    /* the same chunks on the same threads as the load (static, same count) */
+        {
+            known->m = mine.m;
+            known->nan = mine.nan;
+            known->cmax = cmax;
+        }
+        if (kept >= 0) return kept;
+        return J->pl.mode == TKP_BUCKETS && !__atomic_load_n(&J->bad, __ATOMIC_RELAXED) ? -1 : -2;
+    }
+
+    static void tkp_loaded_init(tkp_loaded* J, float* row, Py_ssize_t n, int64_t k, double p,
+                                tkp_scratch* s, tkp_loader load, tkp_peeker peek, void* ctx,
+                                float* cmax, int* cnan) {
+        J->row = row; J->n = n; J->k = k; J->p = p; J->s = s;
+        J->load = load; J->peek = peek; J->ctx = ctx; J->cmax = cmax; J->cnan = cnan;
+        J->kept = -1;
+        J->bad = 0;
+        J->pl.mode = TKP_OTHER;
+    }
+
+    static Py_ssize_t tkp_row_loaded(float* row, Py_ssize_t n, int64_t k, double p,
+                                     tkp_scratch* s, int nt, tkp_loader load, tkp_peeker peek,
+                                     void* ctx, float* cmax, int* cnan, tkp_rowmax* known) {
+        tkp_loaded J;
+        Py_ssize_t ret = -2;
+        tkp_loaded_init(&J, row, n, k, p, s, load, peek, ctx, cmax, cnan);
     #ifdef _OPENMP
-                    #pragma omp for schedule(static)
+        #pragma omp parallel num_threads(nt)
+    #endif
+        {
+            Py_ssize_t mine = tkp_loaded_team(&J, known);
+    #ifdef _OPENMP
+            #pragma omp master
+    #endif
+            ret = mine;
+        }
+        return ret;
+    }
+
+    /* A run of rows (fd_run_row: consecutive rows of one request, at describes row i on each
+       thread), each split across nt threads, in one parallel region: the first row as
+       tkp_row_loaded masks it; each next row, reached only while the row before it kept one
+       token alone and that token is the row's want (a speculative verification's accepted
+       draft), peeked and written once around its maximum when the chunk maxima and its
+       chunk's test leave the maximum alone. The team then pays one region for the run,
+       where a region a row had cost several barriers' time each (a wide team's start), and a
+       barrier a row: after a row's mask the team goes straight on to peek the next row (read
+       only: cmax and cnan alternate halves by row, nch each), and learns at that peek's
+       barrier whether the row before kept its want -- needed only where the want lies in the
+       maximum's chunk (elsewhere the row cannot keep it, and the run ends without the peek).
+       A row the run reaches but does not keep alone is left for its caller, nothing of it
+       counted done (its mask's writes are redone by the caller's load). Returns the rows
+       done, from the first: kept[i] the token each kept alone (-1: the first row masked by
+       the passes, or by tkp_row where tkp_row_loaded leaves it another path); kept[1:rows)
+       -1 on entry. */
+    static Py_ssize_t tkp_run_top(Py_ssize_t n, Py_ssize_t rows, int nt, tkp_scratch* s,
+                                  tkp_loader load, tkp_peeker peek, tkp_run_at at, void* actx,
+                                  float* cmax, int* cnan, int64_t* kept) {
+        Py_ssize_t nch = (n + TKP_SPAN - 1) / TKP_SPAN, first = -2, done;
+        fd_run_row r0;
+        tkp_rowmax known;
+        tkp_loaded J;
+        at(actx, 0, &r0);
+        tkp_loaded_init(&J, r0.row, n, r0.k, r0.p, s, load, r0.peek ? peek : NULL, r0.ctx,
+                        cmax, cnan);
+    #ifdef _OPENMP
+        #pragma omp parallel num_threads(nt)
+    #endif
+        {
+            fd_run_row rr[2];
+            Py_ssize_t ret = tkp_loaded_team(&J, &known), i = 1;
+            int64_t want = r0.want;
+    #ifdef _OPENMP
+            #pragma omp master
+    #endif
+            first = ret;
+            if (ret >= 0 && ret == want) {
+                for (; i < rows; i++) {
+                    fd_run_row* R = &rr[i & 1];
+                    float* cm = cmax + (i & 1) * nch;
+                    int* cn = cnan + (i & 1) * nch;
+                    tkp_plan mine;
+                    double rest;
+                    Py_ssize_t top;
+                    at(actx, i, R);
+                    if (!R->peek) break;
+    #ifdef _OPENMP
+                    #pragma omp for schedule(static) nowait
     #endif
                     for (Py_ssize_t ch = 0; ch < nch; ch++) {
                         Py_ssize_t lo = ch * TKP_SPAN, len = n - lo < TKP_SPAN ? n - lo : TKP_SPAN;
-                        int nan = 0;
-                        if (!whole) load(ctx, lo, len, row, &nan);  /* written here, then read */
-                        if (tkp_chunk_masses(row + lo, len, -INFINITY, pl.ref, pl.w,
-                                             s->part + ch * TKP_NB))
-                            __atomic_store_n(&bad, 1, __ATOMIC_RELAXED);
+                        cm[ch] = peek(R->ctx, lo, len, &cn[ch]);
                     }
     #ifdef _OPENMP
-                    #pragma omp for schedule(static)
+                    #pragma omp barrier
     #endif
-                    for (int q = 0; q < TKP_NB; q++) {
-                        double acc = s->part[q];
-                        for (Py_ssize_t ch = 1; ch < nch; ch++) acc += s->part[ch * TKP_NB + q];
-                        summed[q] = acc;
-                    }
-                    if (!__atomic_load_n(&bad, __ATOMIC_RELAXED)) {
-                        double above, target;
-                        int bstar = tkp_boundary(summed, p, &above, &target);
+                    if (i > 1 && kept[i - 1] != want) break;  /* the tester's, before the barrier */
+                    top = tkp_plan_chunks(n, R->p, cm, cn, &mine, &rest);
+                    if (top < 0) break;
     #ifdef _OPENMP
-                        #pragma omp for schedule(static)
-    #endif
-                        for (Py_ssize_t ch = 0; ch < nch; ch++) {
-                            Py_ssize_t lo = ch * TKP_SPAN;
-                            Py_ssize_t len = n - lo < TKP_SPAN ? n - lo : TKP_SPAN;
-                            s->counts[ch] = tkp_mask_pass((char*)(row + lo), 3, row + lo, len,
-                                                          -INFINITY, bstar, pl.ref, pl.w,
-                                                          -INFINITY, 0, s->c1 + lo);
-                        }
-    #ifdef _OPENMP
-                        #pragma omp single nowait
-    #endif
-                        {
-                            Py_ssize_t nc = tkp_pack(s->c1, s->counts, nch);
-                            float vstar = 0.0f;
-                            int64_t ntie = 0;
-                            tkp_resolve(s->c1, nc, pl.ref, above, target, s->c2, &vstar, &ntie);
-                            tkp_drop((char*)row, 3, s->c1, nc, vstar, ntie, -INFINITY, 0);
-                        }
-                    }
-                } else if (!whole) {
-                    /* another path: the row written for tkp_row */
-    #ifdef _OPENMP
-                    #pragma omp for schedule(static)
+                    #pragma omp for schedule(static) nowait
     #endif
                     for (Py_ssize_t ch = 0; ch < nch; ch++) {
                         Py_ssize_t lo = ch * TKP_SPAN, len = n - lo < TKP_SPAN ? n - lo : TKP_SPAN;
-                        int nan = 0;
-                        load(ctx, lo, len, row, &nan);
+                        if (ch == top) {
+                            int nan = 0;
+                            load(R->ctx, lo, len, R->row, &nan);
+                            Py_ssize_t j = tkp_only_top_in(R->row, n, R->p, mine.m, top, rest);
+                            if (j >= 0) tkp_only_top_fill(R->row, n, ch, j, -INFINITY);
+                            kept[i] = j;
+                        } else {
+                            tkp_fill(R->row + lo, len, -INFINITY);
+                        }
                     }
+                    want = R->want;
+                    if (want < 0 || want / TKP_SPAN != top) { i++; break; }
                 }
             }
     #ifdef _OPENMP
             #pragma omp master
     #endif
-            {
-                known->m = mine.m;
-                known->nan = mine.nan;
-                known->cmax = cmax;
-                if (kept >= 0) ret = kept;
-                else if (pl.mode == TKP_BUCKETS && !__atomic_load_n(&bad, __ATOMIC_RELAXED))
-                    ret = -1;
-            }
+            done = i;
         }
-        return ret;
+        if (first == -2)
+            first = tkp_row((char*)r0.row, 3, n, r0.k, r0.p, -INFINITY, 0, s, nt, &known);
+        kept[0] = first;
+        /* the rows after the first: done up to the first not kept alone (reached or not) */
+        for (Py_ssize_t i = 1; i < done; i++)
+            if (kept[i] < 0) return i;
+        return done;
     }
 
     static int tkp_alloc(tkp_scratch* s, Py_ssize_t n, int need_vals) {
@@ -1049,6 +1187,10 @@ cdef extern from *:
     Py_ssize_t tkp_row_loaded(float* row, Py_ssize_t n, int64_t k, double p, tkp_scratch* s,
                               int nt, tkp_loader load, tkp_peeker peek, void* ctx, float* cmax,
                               int* cnan, tkp_rowmax* known) noexcept nogil
+    ctypedef void (*tkp_run_at)(void* ctx, Py_ssize_t i, fd_run_row* out) noexcept nogil
+    Py_ssize_t tkp_run_top(Py_ssize_t n, Py_ssize_t rows, int nt, tkp_scratch* s,
+                           tkp_loader load, tkp_peeker peek, tkp_run_at at, void* actx,
+                           float* cmax, int* cnan, int64_t* kept) noexcept nogil
     ctypedef struct tkp_plan:
         int mode
         Py_ssize_t top
@@ -1174,6 +1316,26 @@ cdef Py_ssize_t load_mask_row_f32_team(float* row, Py_ssize_t n, int64_t k, doub
         m = chunk_max[ch] if chunk_max[ch] > m else m
         nan = nan or chunk_nan[ch] != 0
     return mask_row_f32_team(row, n, k, p, s, 1, m, nan, chunk_max)
+
+
+cdef Py_ssize_t run_rows_f32_team(Py_ssize_t n, Py_ssize_t rows, int nt, void* s,
+                                  row_loader load, row_peeker peek, run_row_at at, void* ctx,
+                                  float* chunk_max, int* chunk_nan, int64_t* kept) noexcept nogil:
+    """``load_mask_row_f32_team`` for a run of ``rows`` consecutive rows of ``n`` values split
+    across a team of ``nt`` threads in one parallel region (``tkp_run_top``), for a caller
+    that expects its rows masked to their top token -- a confident model's rows, a
+    speculative step whose drafts are its top tokens -- and reads each only while the one
+    before it kept the token ``at`` names: the first row is loaded and masked as that
+    function masks it; each next one, reached only then, is peeked and written once around
+    its maximum when its maximum alone reaches ``p``, or left to the caller. ``at`` describes
+    row ``i`` (``fd_run_row``) on every thread; ``chunk_max`` and ``chunk_nan`` hold two rows'
+    chunks. Returns the rows done from the first (0 where the row is too short to split or
+    the team one thread: the caller masks it), ``kept[i]`` the token each kept alone, -1 the
+    first row masked by the passes; ``kept[1:rows)`` must be -1 on entry."""
+    if rows < 1 or nt <= 1 or not _splits(n):
+        return 0
+    return tkp_run_top(n, rows, nt, <tkp_scratch*>s, <tkp_loader>load, <tkp_peeker>peek,
+                       <tkp_run_at>at, ctx, chunk_max, chunk_nan, kept)
 
 
 cdef void widen_row(const char* row, int code, Py_ssize_t n, float* out) noexcept nogil:

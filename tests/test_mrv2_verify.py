@@ -428,7 +428,7 @@ def _peaked_runs(tails, steps, V, seed):
     for r, tail in enumerate(tails):
         for i in range(steps):
             li = r * steps + i
-            if i < 2 or tail == "peaked":
+            if i < 2 or tail.startswith("peaked"):
                 t[li, (3001 * (li + 1)) % V] = first[li] + 30
             elif i == steps - 1:
                 pass  # the bonus row: plain
@@ -452,6 +452,13 @@ def _peaked_runs(tails, steps, V, seed):
                 t[li, 9000] = first[li] + 0.05
     ds = torch.zeros(L, dtype=torch.int64)
     ds[1:] = t[:-1].nan_to_num(nan=-1.0).argmax(1)  # each draft: its row's argmax
+    for r, tail in enumerate(tails):
+        li = r * steps + 2  # the tail's row: a draft its top token rejects
+        top = int(ds[li + 1])
+        if tail == "peaked-rejected-in-chunk":  # in the maximum's 8192-value chunk
+            ds[li + 1] = top + 1 if (top + 1) % 8192 else top - 1
+        elif tail == "peaked-rejected":  # in another chunk
+            ds[li + 1] = (top + 8192) % V
     return t, ds
 
 
@@ -467,14 +474,16 @@ def test_rows_after_one_masked_to_its_top_token_are_masked_as_top_k_top_p_masks_
     maximum tied with another value, a maximum just above the first values', a top-k row, a
     row whose chunk maxima alone leave its maximum alone but whose maximum's chunk does not (a
     tie there; values close below it, top-p keeping values of other chunks: on a team, the
-    other chunks are masked while that chunk is tested, and loaded again) -- at temperatures
+    other chunks are masked while that chunk is tested, and loaded again), a peaked row whose
+    draft it rejects (a token in its maximum's chunk: a team goes on to peek the next row
+    before it knows; one in another chunk) -- at temperatures
     0.8, 1 (the row not divided) and 0 (greedy); one request a call (its rows split across the
     team) and all in one call (a request a thread): each processed row must be
     ``top_k_top_p``'s, bit for bit, and the tokens the launches'."""
     V, K = 20000, 2  # three chunks: a team splits the row
     tails = ["plain", "nan", "inf", "tie", "above", "topk", "peaked", "tie-in-chunk",
-             "past-its-chunk"]  # fmt: skip
-    temps = [0.8, 1.0, 0.8, 0.0, 0.8, 1.0, 0.8, 0.8, 1.0]
+             "past-its-chunk", "peaked-rejected-in-chunk", "peaked-rejected"]  # fmt: skip
+    temps = [0.8, 1.0, 0.8, 0.0, 0.8, 1.0, 0.8, 0.8, 1.0, 0.8, 1.0]
     steps = K + 2  # the run's two rows, the tail's, the bonus row
     t, ds = _peaked_runs(tails, steps, V, 11)
     groups = [list(range(len(tails)))] if together else [[r] for r in range(len(tails))]
