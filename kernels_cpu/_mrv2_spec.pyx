@@ -166,6 +166,7 @@ cdef enum:
     ROW_VISITS = 8      # element-visits per value of a row the one pass walks
     DRAW_LANES = 256    # the fewest lanes above -inf a masked row's draw makes room for
     PEEK_BYTES = 8 << 20  # target rows up to this size are peeked before they are loaded
+    STREAM_BYTES = 64 << 20  # and those past this size too, their masks streamed to memory
 
 
 # -- float helpers: the kernels' reductions ----------------------------------------------------
@@ -1458,7 +1459,8 @@ cdef struct Lazy:
     float* cmax         # each chunk's maximum, from a row's copy (nch per walking thread)
     int* cnan           # each chunk's NaN flag, from a row's copy (nch per walking thread)
     int64_t* single     # per row: the one token its mask kept by the maximum alone, else -1
-    bint peek           # float32 rows few enough to lie in cache (_peeks)
+    bint peek           # float32 rows: a row after one masked to its top token peeked (_peeks)
+    bint stream         # rows too many to lie in cache: such a row's mask streamed to memory
 
 
 cdef float _load_scaled(const Tab* raw, int64_t li, Py_ssize_t c0, Py_ssize_t n,
@@ -1481,6 +1483,10 @@ cdef struct Load:
     int64_t li
     float temp
 
+
+# bytes of target rows past which a row peeked has its mask streamed to memory (Lazy.stream),
+# for the tests that cross it
+_STREAM_BYTES = STREAM_BYTES
 
 # a run's row holds its Load (_run_at)
 if sizeof(Load) > FD_RUN_HOLD:
@@ -1518,9 +1524,14 @@ cdef inline bint _peeks(const Lazy* z, int64_t li, float temp) noexcept nogil:
     before it, of the same request, was masked to its top token alone -- a confident model's
     rows come in runs, and such a row is then written once, not copied and masked -- and
     ``_peek_chunk`` holds for it. Only where the batch's target rows are float32 (read raw by
-    the peek) and few (``z.peek``: ``PEEK_BYTES``, the rows a step's matmul has just written
-    still in cache): rows streamed from memory cost as much peeked then filled as copied then
-    filled in cache (B64 on the 2-core box: 5% slower peeked; B1: 10% faster)."""
+    the peek) and either few (``PEEK_BYTES``, the rows a step's matmul has just written still
+    in cache: B1 on the 2-core box 10% faster peeked) or far more than a cache holds
+    (``STREAM_BYTES``), where the mask of a row peeked is streamed to memory (``z.stream``:
+    non-temporal stores, no read of the lines it writes) -- B64 k4 V128k, 164 MB, 9% faster at
+    one and two threads on the 2-core box. Between them (B16's 41 MB) neither: rows in a large
+    last-level cache cost as much peeked then filled as copied then filled there, and less
+    than peeked then streamed (8% at two threads); B64 with the mask stored through the
+    cache had been 5% slower peeked."""
     return li > 0 and z.single[li - 1] >= 0 and _peekable(z, li, temp)
 
 
@@ -1545,7 +1556,7 @@ cdef void _lazy_row(Lazy* z, int64_t li) noexcept nogil:
         z.proc + li * z.width, z.width, _k_at(z.kp, z.kwide, rs) if z.kp != NULL else z.width,
         _p_at(z.pp, z.pdbl, rs) if z.pp != NULL else 1.0,
         z.arenas[_thread_id() if z.team <= 1 else 0], z.team, _load_chunk,
-        peek, &a, z.cmax + own, z.cnan + own)
+        peek, &a, z.cmax + own, z.cnan + own, z.stream)
     z.done[li] = 1
 
 
@@ -2952,7 +2963,9 @@ def rejection_sample_fused(
     nt = threads_for(ROW_VISITS * R * V)
     z.st = &st
     z.team = 1
-    z.peek = process and z.raw.code == DT_FLOAT32 and L * z.width * 4 <= PEEK_BYTES
+    z.stream = L * z.width * 4 > STREAM_BYTES
+    z.peek = (process and z.raw.code == DT_FLOAT32
+              and (L * z.width * 4 <= PEEK_BYTES or z.stream))
     if nt > 1 and R >= nt:
         outer = nt
     elif nt > 1:

@@ -65,7 +65,8 @@ ctypedef float (*row_peeker)(void* ctx, Py_ssize_t c0, Py_ssize_t length,
                              int* nan) noexcept nogil
 cdef Py_ssize_t load_mask_row_f32_team(float* row, Py_ssize_t n, int64_t k, double p, void* s,
                                        int nt, row_loader load, row_peeker peek, void* ctx,
-                                       float* chunk_max, int* chunk_nan) noexcept nogil
+                                       float* chunk_max, int* chunk_nan,
+                                       bint stream=*) noexcept nogil
 cdef extern from "_run_rows.h":
     ctypedef struct fd_run_row:
         float* row

@@ -65,6 +65,9 @@ cdef extern from *:
     #include <stdint.h>
     #include <stdlib.h>
     #include <math.h>
+    #if defined(__x86_64__)
+    #include <emmintrin.h>  /* _mm_stream_ps, _mm_sfence (SSE, every x86-64) */
+    #endif
     #include "_clones.h"    /* FD_CLONES: baseline, x86-64-v3 and -v4 copies of a hot loop */
     #include "_rowmax.h"    /* fd_max_nan: a row's maximum and whether it holds a NaN */
     #include "_run_rows.h"  /* fd_run_row: a run's row, as its caller describes it */
@@ -624,6 +627,24 @@ cdef extern from *:
         for (Py_ssize_t i = 0; i < n; i++) x[i] = v;
     }
 
+    /* tkp_fill by non-temporal stores where the ISA has them (x86-64: movntps, then a store
+       fence, so the values are visible to any thread past the caller's next barrier or
+       release): for a row far larger than the caches that no one reads soon -- a store
+       that misses the cache first reads its line (read for ownership), a third of a masked
+       row's memory traffic where the row was peeked, not copied. Elsewhere tkp_fill. */
+    static void tkp_fill_stream(float* x, Py_ssize_t n, float v) {
+    #if defined(__x86_64__)
+        Py_ssize_t i = 0;
+        while (i < n && ((uintptr_t)(x + i) & 15)) x[i++] = v;
+        __m128 w = _mm_set1_ps(v);
+        for (; i + 4 <= n; i += 4) _mm_stream_ps(x + i, w);
+        for (; i < n; i++) x[i] = v;
+        _mm_sfence();
+    #else
+        tkp_fill(x, n, v);
+    #endif
+    }
+
     /* Top-p's answer for a float32 row whose maximum m alone reaches p of its mass, from the
        maxima of its TKP_SPAN-value chunks (cmax, NaN set aside; the row holds no NaN) and a
        read of the maximum's chunk, without the bucket and mask passes: the walk keeps the top
@@ -678,13 +699,20 @@ cdef extern from *:
         return top < 0 ? -1 : tkp_only_top_in(row, n, p, m, top, rest);
     }
 
-    /* tkp_only_top's mask of chunk ch: every value but row[j] (maskf) */
+    /* tkp_only_top's mask of chunk ch: every value but row[j] (maskf); stream: by
+       tkp_fill_stream */
+    static void tkp_only_top_fill_by(float* row, Py_ssize_t n, Py_ssize_t ch, Py_ssize_t j,
+                                     float maskf, int stream) {
+        Py_ssize_t c0 = ch * TKP_SPAN, c1 = n - c0 < TKP_SPAN ? n : c0 + TKP_SPAN;
+        void (*fill)(float*, Py_ssize_t, float) = stream ? tkp_fill_stream : tkp_fill;
+        fill(row + c0, (j < c1 ? j : c1) - c0, maskf);
+        if (j + 1 > c0) fill(row + j + 1, c1 - (j + 1), maskf);
+        else fill(row + c0, c1 - c0, maskf);
+    }
+
     static void tkp_only_top_fill(float* row, Py_ssize_t n, Py_ssize_t ch, Py_ssize_t j,
                                   float maskf) {
-        Py_ssize_t c0 = ch * TKP_SPAN, c1 = n - c0 < TKP_SPAN ? n : c0 + TKP_SPAN;
-        tkp_fill(row + c0, (j < c1 ? j : c1) - c0, maskf);
-        if (j + 1 > c0) tkp_fill(row + j + 1, c1 - (j + 1), maskf);
-        else tkp_fill(row + c0, c1 - c0, maskf);
+        tkp_only_top_fill_by(row, n, ch, j, maskf, 0);
     }
 
     static Py_ssize_t tkp_only_top(float* row, Py_ssize_t n, double p, const float* cmax,
@@ -1197,8 +1225,8 @@ cdef extern from *:
     enum: TKP_ONLY_TOP
     void tkp_plan_top(float* x, Py_ssize_t n, double p, const float* cmax, const int* cnan,
                       tkp_loader load, void* ctx, tkp_plan* pl) noexcept nogil
-    void tkp_only_top_fill(float* row, Py_ssize_t n, Py_ssize_t ch, Py_ssize_t j,
-                           float maskf) noexcept nogil
+    void tkp_only_top_fill_by(float* row, Py_ssize_t n, Py_ssize_t ch, Py_ssize_t j,
+                              float maskf, int stream) noexcept nogil
     int tkp_alloc(tkp_scratch* s, Py_ssize_t n, int need_vals) noexcept nogil
     void tkp_free(tkp_scratch* s) noexcept nogil
     void tkp_widen(const uint16_t* row, Py_ssize_t n, int code, float* out) noexcept nogil
@@ -1278,7 +1306,8 @@ cdef Py_ssize_t mask_row_f32_team(float* row, Py_ssize_t n, int64_t k, double p,
 
 cdef Py_ssize_t load_mask_row_f32_team(float* row, Py_ssize_t n, int64_t k, double p, void* s,
                                        int nt, row_loader load, row_peeker peek, void* ctx,
-                                       float* chunk_max, int* chunk_nan) noexcept nogil:
+                                       float* chunk_max, int* chunk_nan,
+                                       bint stream=False) noexcept nogil:
     """``mask_row_f32_team`` for a row its caller has yet to write: ``load`` writes it, ``SPAN``
     values at a time (each chunk's maximum into ``chunk_max`` and NaN flag into ``chunk_nan``,
     ``n / SPAN`` rounded up of each), then the row is masked as ``mask_row_f32_team`` masks it
@@ -1290,7 +1319,9 @@ cdef Py_ssize_t load_mask_row_f32_team(float* row, Py_ssize_t n, int64_t k, doub
     alone reaches ``p`` is then written once -- its maximum's chunk loaded, every other value
     masked -- rather than copied and then masked; any other row is loaded after the peek, each
     chunk as the pass that reads it next begins (one more read of the source, in cache). For a
-    caller that expects such a row (a confident model's rows come in runs)."""
+    caller that expects such a row (a confident model's rows come in runs). ``stream``: such a
+    row's mask, on one thread, is written by non-temporal stores (``tkp_fill_stream``), for a
+    caller whose rows stream from memory (a large batch's)."""
     cdef Py_ssize_t ch, nch = (n + SPAN - 1) // SPAN, top
     cdef float m = -INFINITY
     cdef bint nan = False
@@ -1309,7 +1340,7 @@ cdef Py_ssize_t load_mask_row_f32_team(float* row, Py_ssize_t n, int64_t k, doub
         tkp_plan_top(row, n, p, chunk_max, chunk_nan, <tkp_loader>load, ctx, &pl)
         if pl.mode == TKP_ONLY_TOP:
             for ch in range(nch):
-                tkp_only_top_fill(row, n, ch, pl.top, -INFINITY)
+                tkp_only_top_fill_by(row, n, ch, pl.top, -INFINITY, stream)
             return pl.top
     for ch in range(nch):
         chunk_max[ch] = load(ctx, ch * SPAN, min(n - ch * SPAN, SPAN), row, &chunk_nan[ch])
