@@ -2963,7 +2963,7 @@ def rejection_sample_fused(
     nt = threads_for(ROW_VISITS * R * V)
     z.st = &st
     z.team = 1
-    z.stream = L * z.width * 4 > STREAM_BYTES
+    z.stream = process and L * z.width * 4 > STREAM_BYTES     # z.width: set with processing
     z.peek = (process and z.raw.code == DT_FLOAT32
               and (L * z.width * 4 <= PEEK_BYTES or z.stream))
     if nt > 1 and R >= nt:
