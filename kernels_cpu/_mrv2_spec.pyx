@@ -1535,28 +1535,35 @@ cdef inline bint _peeks(const Lazy* z, int64_t li, float temp) noexcept nogil:
     return li > 0 and z.single[li - 1] >= 0 and _peekable(z, li, temp)
 
 
+cdef inline void _row_args(Lazy* z, int64_t li, Load* a, int64_t* k, double* p) noexcept nogil:
+    """Row ``li``'s load (``a``: the raw row and its slot's temperature) and its slot's top-k
+    and top-p (``width`` and 1 where the batch has none), as every processing of it takes them."""
+    cdef int64_t rs = iget(z.eim, li)
+    a.raw = &z.raw
+    a.li = li
+    a.temp = _ldr(z.temp, rs)
+    k[0] = _k_at(z.kp, z.kwide, rs) if z.kp != NULL else z.width
+    p[0] = _p_at(z.pp, z.pdbl, rs) if z.pp != NULL else 1.0
+
+
 cdef void _lazy_row(Lazy* z, int64_t li) noexcept nogil:
     """Process row ``li`` into ``proc`` (once): loaded and masked by ``load_mask_row_f32_team``
     -- the copy finds the row's maximum and its chunks', which the mask then need not look for;
     on a team the copy and the mask's passes are one parallel region."""
     cdef Load a
     cdef row_peeker peek = NULL
-    cdef int64_t rs
+    cdef int64_t k
+    cdef double p
     cdef Py_ssize_t nch = (z.width + 8191) // 8192
     cdef Py_ssize_t own = 0 if z.team > 1 else _thread_id() * nch
     if z.proc == NULL or z.done[li]:
         return
-    rs = iget(z.eim, li)
-    a.raw = &z.raw
-    a.li = li
-    a.temp = _ldr(z.temp, rs)
+    _row_args(z, li, &a, &k, &p)
     if _peeks(z, li, a.temp):
         peek = _peek_chunk
     z.single[li] = load_mask_row_f32_team(
-        z.proc + li * z.width, z.width, _k_at(z.kp, z.kwide, rs) if z.kp != NULL else z.width,
-        _p_at(z.pp, z.pdbl, rs) if z.pp != NULL else 1.0,
-        z.arenas[_thread_id() if z.team <= 1 else 0], z.team, _load_chunk,
-        peek, &a, z.cmax + own, z.cnan + own, z.stream)
+        z.proc + li * z.width, z.width, k, p, z.arenas[_thread_id() if z.team <= 1 else 0],
+        z.team, _load_chunk, peek, &a, z.cmax + own, z.cnan + own, z.stream)
     z.done[li] = 1
 
 
@@ -1574,15 +1581,11 @@ cdef void _run_at(void* ctx, Py_ssize_t i, fd_run_row* out) noexcept nogil:
     walk to reach the next: its draft (``ds`` of the next row; none past the last draft)."""
     cdef const Run* u = <const Run*>ctx
     cdef Lazy* z = u.z
-    cdef int64_t li = u.start + i, rs = iget(z.eim, li), ds = -1
+    cdef int64_t li = u.start + i, ds = -1
     cdef Load* a = <Load*>fd_run_hold(out)
-    a.raw = &z.raw
-    a.li = li
-    a.temp = _ldr(z.temp, rs)
+    _row_args(z, li, a, &out.k, &out.p)
     out.ctx = a
     out.row = z.proc + li * z.width
-    out.k = _k_at(z.kp, z.kwide, rs) if z.kp != NULL else z.width
-    out.p = _p_at(z.pp, z.pdbl, rs) if z.pp != NULL else 1.0
     out.peek = i > 0 and _peekable(z, li, a.temp)
     if i < u.nd:
         ds = iget(u.rj.ds, li + 1)

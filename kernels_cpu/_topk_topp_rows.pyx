@@ -915,11 +915,52 @@ cdef extern from *:
        peek (NULL: none): the first pass reads the chunks' maxima without writing the row; the
        chunk holding the maximum is loaded by its tester, and any other path loads each chunk
        as its next pass begins (load_mask_row_f32_team). */
+    /* The first pass of a row split across the enclosing region's team (orphaned worksharing,
+       no barrier after it: the caller's): each chunk's maximum and NaN flag into cmax and cnan,
+       by peek (read only) or, peek NULL, by load (the row written) */
+    static void tkp_team_maxima(float* row, Py_ssize_t n, tkp_loader load, tkp_peeker peek,
+                                void* ctx, float* cmax, int* cnan) {
+        Py_ssize_t nch = (n + TKP_SPAN - 1) / TKP_SPAN;
+    #ifdef _OPENMP
+        #pragma omp for schedule(static) nowait
+    #endif
+        for (Py_ssize_t ch = 0; ch < nch; ch++) {
+            Py_ssize_t lo = ch * TKP_SPAN, len = n - lo < TKP_SPAN ? n - lo : TKP_SPAN;
+            cmax[ch] = peek ? peek(ctx, lo, len, &cnan[ch]) : load(ctx, lo, len, row, &cnan[ch]);
+        }
+    }
+
+    /* The maximum alone, on the same team (no barrier after it): the thread that holds chunk
+       `top` (the same static schedule as tkp_team_maxima's) loads it where the row was
+       peeked, tests it (tkp_only_top_in, m and rest from tkp_plan_chunks) and masks it around
+       the maximum when the test keeps it alone, writing its answer to *kept (the index, -1);
+       every other thread masks its chunks -- right where the answer is >= 0 */
+    static void tkp_team_only_top(float* row, Py_ssize_t n, double p, float m, Py_ssize_t top,
+                                  double rest, int peeked, tkp_loader load, void* ctx,
+                                  int64_t* kept) {
+        Py_ssize_t nch = (n + TKP_SPAN - 1) / TKP_SPAN;
+    #ifdef _OPENMP
+        #pragma omp for schedule(static) nowait
+    #endif
+        for (Py_ssize_t ch = 0; ch < nch; ch++) {
+            Py_ssize_t lo = ch * TKP_SPAN, len = n - lo < TKP_SPAN ? n - lo : TKP_SPAN;
+            if (ch == top) {
+                int nan = 0;
+                if (peeked) load(ctx, lo, len, row, &nan);
+                Py_ssize_t j = tkp_only_top_in(row, n, p, m, top, rest);
+                if (j >= 0) tkp_only_top_fill(row, n, ch, j, -INFINITY);
+                *kept = j;
+            } else {
+                tkp_fill(row + lo, len, -INFINITY);
+            }
+        }
+    }
+
     typedef struct {
         float* row; Py_ssize_t n; int64_t k; double p; tkp_scratch* s;
         tkp_loader load; tkp_peeker peek; void* ctx; float* cmax; int* cnan;
         /* written by one thread of the team for the others, read after a barrier */
-        Py_ssize_t kept;            /* the maximum's chunk's test (its tester's) */
+        int64_t kept;               /* the maximum's chunk's test (its tester's) */
         int bad;                    /* a bucket pass voided (0 before the region) */
         tkp_plan pl;                /* the plan's second half (one thread's) */
         double summed[TKP_NB];
@@ -943,31 +984,17 @@ cdef extern from *:
         double rest;
         Py_ssize_t top;
         int whole = !peek;          /* the row written whole */
+        tkp_team_maxima(row, n, load, peek, ctx, cmax, cnan);
     #ifdef _OPENMP
-        #pragma omp for schedule(static)
+        #pragma omp barrier
     #endif
-        for (Py_ssize_t ch = 0; ch < nch; ch++) {
-            Py_ssize_t lo = ch * TKP_SPAN, len = n - lo < TKP_SPAN ? n - lo : TKP_SPAN;
-            cmax[ch] = peek ? peek(ctx, lo, len, &cnan[ch]) : load(ctx, lo, len, row, &cnan[ch]);
-        }
         top = tkp_plan_chunks(n, J->p, cmax, cnan, &mine, &rest);
         if (top >= 0) {
+            tkp_team_only_top(row, n, J->p, mine.m, top, rest, peek != NULL, load, ctx, &J->kept);
     #ifdef _OPENMP
-            #pragma omp for schedule(static)
+            #pragma omp barrier
     #endif
-            for (Py_ssize_t ch = 0; ch < nch; ch++) {
-                Py_ssize_t lo = ch * TKP_SPAN, len = n - lo < TKP_SPAN ? n - lo : TKP_SPAN;
-                if (ch == top) {
-                    int nan = 0;
-                    if (peek) load(ctx, lo, len, row, &nan);
-                    Py_ssize_t j = tkp_only_top_in(row, n, J->p, mine.m, top, rest);
-                    if (j >= 0) tkp_only_top_fill(row, n, ch, j, -INFINITY);
-                    J->kept = j;
-                } else {
-                    tkp_fill(row + lo, len, -INFINITY);   /* kept >= 0: the mask */
-                }
-            }
-            kept = J->kept;         /* the tester's, after the loop's barrier */
+            kept = J->kept;         /* the tester's, after the barrier */
             if (kept < 0) {
                 /* not the maximum alone: the masked chunks loaded (again) */
     #ifdef _OPENMP
@@ -1134,34 +1161,15 @@ cdef extern from *:
                     Py_ssize_t top;
                     at(actx, i, R);
                     if (!R->peek) break;
-    #ifdef _OPENMP
-                    #pragma omp for schedule(static) nowait
-    #endif
-                    for (Py_ssize_t ch = 0; ch < nch; ch++) {
-                        Py_ssize_t lo = ch * TKP_SPAN, len = n - lo < TKP_SPAN ? n - lo : TKP_SPAN;
-                        cm[ch] = peek(R->ctx, lo, len, &cn[ch]);
-                    }
+                    tkp_team_maxima(R->row, n, load, peek, R->ctx, cm, cn);
     #ifdef _OPENMP
                     #pragma omp barrier
     #endif
                     if (i > 1 && kept[i - 1] != want) break;  /* the tester's, before the barrier */
                     top = tkp_plan_chunks(n, R->p, cm, cn, &mine, &rest);
                     if (top < 0) break;
-    #ifdef _OPENMP
-                    #pragma omp for schedule(static) nowait
-    #endif
-                    for (Py_ssize_t ch = 0; ch < nch; ch++) {
-                        Py_ssize_t lo = ch * TKP_SPAN, len = n - lo < TKP_SPAN ? n - lo : TKP_SPAN;
-                        if (ch == top) {
-                            int nan = 0;
-                            load(R->ctx, lo, len, R->row, &nan);
-                            Py_ssize_t j = tkp_only_top_in(R->row, n, R->p, mine.m, top, rest);
-                            if (j >= 0) tkp_only_top_fill(R->row, n, ch, j, -INFINITY);
-                            kept[i] = j;
-                        } else {
-                            tkp_fill(R->row + lo, len, -INFINITY);
-                        }
-                    }
+                    tkp_team_only_top(R->row, n, R->p, mine.m, top, rest, 1, load, R->ctx,
+                                      &kept[i]);
                     want = R->want;
                     if (want < 0 || want / TKP_SPAN != top) { i++; break; }
                 }
