@@ -140,6 +140,66 @@ cdef extern from *:
         for (; j < n; j++) m = a[j] > m ? a[j] : m;
         return m;
     }
+    /* out[j] = a[j] / d, j < n, and the largest of them (NaN skipped): fd_div_into and
+       fd_nanmax in one pass, the same lanes */
+    FD_CLONES static float fd_div_max(float *out, const float *a, Py_ssize_t n, float d) {
+        float b[32];
+        float m = -INFINITY;
+        Py_ssize_t j = 0;
+        for (int k = 0; k < 32; k++) b[k] = -INFINITY;
+        for (; j + 32 <= n; j += 32)
+            for (int k = 0; k < 32; k++) {
+                float v = a[j + k] / d;
+                out[j + k] = v;
+                b[k] = v > b[k] ? v : b[k];
+            }
+        for (int k = 0; k < 32; k++) m = b[k] > m ? b[k] : m;
+        for (; j < n; j++) {
+            float v = a[j] / d;
+            out[j] = v;
+            m = v > m ? v : m;
+        }
+        return m;
+    }
+    /* One leaf (8 <= n <= 128) of fd_pairwise_sumexp: eight interleaved sums of the
+       exponentials, folded as np.sum folds them; a leaf all -inf sums to the +0.0 its zeros
+       give, without computing them (a NaN is not -inf: computed) -- most of a row top-k/top-p
+       has masked */
+    FD_CLONES static float fd_leaf_sumexp(const float *a, Py_ssize_t n, float m) {
+        float e[128], r[8];
+        uint32_t live = 0;
+        /* any value that is not -inf (a NaN included): its bits differ from -inf's -- an
+           integer OR, which vectorises */
+        for (Py_ssize_t j = 0; j < n; j++) {
+            uint32_t u;
+            memcpy(&u, a + j, 4);
+            live |= u ^ 0xff800000u;
+        }
+        if (!live) return 0.0f;
+        for (Py_ssize_t j = 0; j < n; j++) e[j] = fd_expf(a[j] - m);
+        for (int j = 0; j < 8; j++) r[j] = e[j];
+        Py_ssize_t i = 8, lim = n - (n % 8);
+        for (; i < lim; i += 8)
+            for (int j = 0; j < 8; j++) r[j] = r[j] + e[i + j];
+        float res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+        for (; i < n; i++) res = res + e[i];
+        return res;
+    }
+    /* The sum of exp(a[j] - m), j < n, as np.sum adds fd_exp_shifted's values
+       (_pairwise_sum's tree: runs of < 8 from -0.0, up to 128 in eight interleaved sums,
+       longer ones split in halves rounded down to a multiple of 8) -- the same floats, in one
+       pass that writes nothing */
+    static float fd_pairwise_sumexp(const float *a, Py_ssize_t n, float m) {
+        if (n < 8) {
+            float res = -0.0f;
+            for (Py_ssize_t i = 0; i < n; i++) res = res + fd_expf(a[i] - m);
+            return res;
+        }
+        if (n <= 128) return fd_leaf_sumexp(a, n, m);
+        Py_ssize_t n2 = n / 2;
+        n2 -= n2 % 8;
+        return fd_pairwise_sumexp(a, n2, m) + fd_pairwise_sumexp(a + n2, n - n2, m);
+    }
     /* a[j] /= d, j < n */
     FD_CLONES static void fd_div_by(float *a, Py_ssize_t n, float d) {
         for (Py_ssize_t j = 0; j < n; j++) a[j] = a[j] / d;
@@ -154,6 +214,8 @@ cdef extern from *:
     float fd_half_to_float(uint16_t h) noexcept nogil
     void fd_exp_shifted(float* a, Py_ssize_t n, float m) noexcept nogil
     float fd_nanmax(const float* a, Py_ssize_t n) noexcept nogil
+    float fd_div_max(float* out, const float* a, Py_ssize_t n, float d) noexcept nogil
+    float fd_pairwise_sumexp(const float* a, Py_ssize_t n, float m) noexcept nogil
     void fd_div_by(float* a, Py_ssize_t n, float d) noexcept nogil
     void fd_div_into(float* out, const float* a, Py_ssize_t n, float d) noexcept nogil
 
@@ -219,12 +281,9 @@ cdef inline Py_ssize_t _argmax(const float* a, Py_ssize_t n, float* best_out) no
     return j
 
 
-cdef inline float _nanmax(const float* a, Py_ssize_t n) noexcept nogil:
-    """``tl.max(a)`` as the interpreter computes it (``nanmax``): the max ignoring NaN, -inf
-    for a block of NaN and -inf, NaN for a block of no number -- ``_argmax``'s value without
-    the search for its index."""
+cdef inline float _nanmax_of(const float* a, Py_ssize_t n, float m) noexcept nogil:
+    """``_nanmax`` given ``fd_nanmax(a, n)`` (``m``)."""
     cdef Py_ssize_t j
-    cdef float m = fd_nanmax(a, n)
     if m == -INFINITY:
         for j in range(n):
             if a[j] == m:
@@ -233,16 +292,52 @@ cdef inline float _nanmax(const float* a, Py_ssize_t n) noexcept nogil:
     return m
 
 
-cdef inline float _max_sumexp(float* a, Py_ssize_t n, float* sumexp) noexcept nogil:
-    """vLLM's ``_compute_max_and_sumexp``: the max and, when it is > -inf, the sum of
-    ``exp(a - max)`` (``a`` is overwritten with the exponentials), else 0."""
-    cdef float m = _nanmax(a, n)
+cdef inline float _nanmax(const float* a, Py_ssize_t n) noexcept nogil:
+    """``tl.max(a)`` as the interpreter computes it (``nanmax``): the max ignoring NaN, -inf
+    for a block of NaN and -inf, NaN for a block of no number -- ``_argmax``'s value without
+    the search for its index."""
+    return _nanmax_of(a, n, fd_nanmax(a, n))
+
+
+cdef inline float _sumexp_of(const float* a, Py_ssize_t n, float m, float* sumexp) noexcept nogil:
+    """``_max_sumexp`` given the max ``m`` (``_nanmax``); ``a`` is not written."""
     if m > -INFINITY:
-        fd_exp_shifted(a, n, m)
-        sumexp[0] = _pairwise_sum(a, n)
+        sumexp[0] = fd_pairwise_sumexp(a, n, m)
     else:
         sumexp[0] = 0.0
     return m
+
+
+cdef inline float _max_sumexp(const float* a, Py_ssize_t n, float* sumexp) noexcept nogil:
+    """vLLM's ``_compute_max_and_sumexp``: the max and, when it is > -inf, the sum of
+    ``exp(a - max)`` (the exponentials ``fd_exp_shifted`` gives, added in ``_pairwise_sum``'s
+    order, in one pass: ``fd_pairwise_sumexp``), else 0."""
+    return _sumexp_of(a, n, _nanmax(a, n), sumexp)
+
+
+cdef inline float _block_max_sumexp(const Tab* t, Py_ssize_t base, Py_ssize_t nv, Py_ssize_t BS,
+                                    bint scaled, bint pad_scaled, float temp, float* buf,
+                                    float* sumexp) noexcept nogil:
+    """A stats program's block of ``t`` from ``base`` (``nv`` valid values, -inf to ``BS``),
+    divided by ``temp`` where ``scaled`` (the padding too where ``pad_scaled``: the program's
+    order): ``_max_sumexp`` of it as the program lays it out in ``buf``. A whole float32
+    block is read in place (unscaled) or divided into ``buf`` with its maximum found in the
+    same pass; any other goes through ``buf`` as laid out."""
+    cdef const float* src
+    cdef Py_ssize_t j
+    if t.code == DT_FLOAT32 and nv == BS:
+        src = (<const float*>t.p) + base
+        if not scaled:
+            return _max_sumexp(src, BS, sumexp)
+        return _sumexp_of(buf, BS, _nanmax_of(buf, BS, fd_div_max(buf, src, BS, temp)), sumexp)
+    _ldrow(t, base, nv, buf)
+    if scaled and not pad_scaled:
+        fd_div_by(buf, nv, temp)
+    for j in range(nv, BS):
+        buf[j] = -INFINITY
+    if scaled and pad_scaled:
+        fd_div_by(buf, BS, temp)
+    return _max_sumexp(buf, BS, sumexp)
 
 
 cdef inline float _min_zero(float v) noexcept nogil:
@@ -687,26 +782,22 @@ cdef void _stats_program(const Stats* a, int64_t li, int64_t b, float* buf) noex
     temp = _ldr(a.temp, rs)
     nv = _valid(a.V, b, a.BS)
     base = _off(&a.tgt, li, 0) + b * a.BS
-    _ldrow(&a.tgt, base, nv, buf)
-    if _scaled(&a.tgt, temp):
-        fd_div_by(buf, nv, temp)
-    for j in range(nv, a.BS):
-        buf[j] = -INFINITY
     if temp == 0.0:
+        _ldrow(&a.tgt, base, nv, buf)
+        for j in range(nv, a.BS):
+            buf[j] = -INFINITY
         idx = _argmax(buf, a.BS, &m)
         _sti(&a.tam, _off(&a.tam, li, 0) + b, b * a.BS + idx)
         _stf(&a.tmax, _off(&a.tmax, li, 0) + b, m)
         return
-    m = _max_sumexp(buf, a.BS, &s)
+    # the target's values divided before the -inf padding, the draft's with it (the kernel's
+    # order)
+    m = _block_max_sumexp(&a.tgt, base, nv, a.BS, _scaled(&a.tgt, temp), False, temp, buf, &s)
     _stf(&a.tmax, _off(&a.tmax, li, 0) + b, m)
     _stf(&a.tsum, _off(&a.tsum, li, 0) + b, s)
     if a.has_draft:
         base = _off(&a.drf, _mapped_row(a.has_rowmap, a.rowmap, rs), step) + b * a.BS
-        _ldrow(&a.drf, base, nv, buf)
-        for j in range(nv, a.BS):
-            buf[j] = -INFINITY
-        fd_div_by(buf, a.BS, temp)
-        m = _max_sumexp(buf, a.BS, &s)
+        m = _block_max_sumexp(&a.drf, base, nv, a.BS, True, True, temp, buf, &s)
         _stf(&a.dmax, _off(&a.dmax, li, 0) + b, m)
         _stf(&a.dsum, _off(&a.dsum, li, 0) + b, s)
 

@@ -963,6 +963,8 @@ cdef extern from *:
         int64_t kept;               /* the maximum's chunk's test (its tester's) */
         int bad;                    /* a bucket pass voided (0 before the region) */
         tkp_plan pl;                /* the plan's second half (one thread's) */
+        float sref, sw;             /* top-p alone's reference and scale from the first */
+        int sref_ok;                /* values, taken as they were loaded (tkp_sample_ref) */
         double summed[TKP_NB];
     } tkp_loaded;
 
@@ -984,7 +986,19 @@ cdef extern from *:
         double rest;
         Py_ssize_t top;
         int whole = !peek;          /* the row written whole */
+        /* top-p alone on a row loaded whole: the reference from its first values is taken by
+           the thread that has just loaded them (chunk 0's: thread 0, the static schedule),
+           before the barrier -- one thread taking it after the barrier had held the team */
+        int sampled = !peek && J->k >= (int64_t)n && J->p < 1.0;
+        tkp_plan pl;                /* the plan's second half: the same on every thread */
+        pl.mode = TKP_OTHER;
         tkp_team_maxima(row, n, load, peek, ctx, cmax, cnan);
+        if (sampled) {
+    #ifdef _OPENMP
+            #pragma omp master
+    #endif
+            J->sref_ok = tkp_sample_ref(row, n, &J->sref, &J->sw);
+        }
     #ifdef _OPENMP
         #pragma omp barrier
     #endif
@@ -1008,7 +1022,12 @@ cdef extern from *:
                 whole = 1;
             }
         }
-        if (kept < 0) {
+        if (kept < 0 && sampled) {
+            pl = mine;              /* tkp_plan_rest's answer, from the sample taken */
+            pl.ref = J->sref;
+            pl.w = J->sw;
+            if (!pl.nan && J->sref_ok && !(pl.m > pl.ref)) pl.mode = TKP_BUCKETS;
+        } else if (kept < 0) {
     #ifdef _OPENMP
             #pragma omp single
     #endif
@@ -1016,7 +1035,10 @@ cdef extern from *:
                 J->pl = mine;
                 tkp_plan_rest(row, n, J->k, J->p, whole ? NULL : load, ctx, &J->pl);
             }
-            if (J->pl.mode == TKP_BUCKETS) {
+            pl = J->pl;             /* after the single's barrier */
+        }
+        if (kept < 0) {
+            if (pl.mode == TKP_BUCKETS) {
                 /* the same chunks on the same threads as the load (static, same count) */
     #ifdef _OPENMP
                 #pragma omp for schedule(static)
@@ -1025,7 +1047,7 @@ cdef extern from *:
                     Py_ssize_t lo = ch * TKP_SPAN, len = n - lo < TKP_SPAN ? n - lo : TKP_SPAN;
                     int nan = 0;
                     if (!whole) load(ctx, lo, len, row, &nan);  /* written here, then read */
-                    if (tkp_chunk_masses(row + lo, len, -INFINITY, J->pl.ref, J->pl.w,
+                    if (tkp_chunk_masses(row + lo, len, -INFINITY, pl.ref, pl.w,
                                          s->part + ch * TKP_NB))
                         __atomic_store_n(&J->bad, 1, __ATOMIC_RELAXED);
                 }
@@ -1047,7 +1069,7 @@ cdef extern from *:
                         Py_ssize_t lo = ch * TKP_SPAN;
                         Py_ssize_t len = n - lo < TKP_SPAN ? n - lo : TKP_SPAN;
                         s->counts[ch] = tkp_mask_pass((char*)(row + lo), 3, row + lo, len,
-                                                      -INFINITY, bstar, J->pl.ref, J->pl.w,
+                                                      -INFINITY, bstar, pl.ref, pl.w,
                                                       -INFINITY, 0, s->c1 + lo);
                     }
     #ifdef _OPENMP
@@ -1057,7 +1079,7 @@ cdef extern from *:
                         Py_ssize_t nc = tkp_pack(s->c1, s->counts, nch);
                         float vstar = 0.0f;
                         int64_t ntie = 0;
-                        tkp_resolve(s->c1, nc, J->pl.ref, above, target, s->c2, &vstar, &ntie);
+                        tkp_resolve(s->c1, nc, pl.ref, above, target, s->c2, &vstar, &ntie);
                         tkp_drop((char*)row, 3, s->c1, nc, vstar, ntie, -INFINITY, 0);
                     }
                 }
@@ -1082,7 +1104,7 @@ cdef extern from *:
             known->cmax = cmax;
         }
         if (kept >= 0) return kept;
-        return J->pl.mode == TKP_BUCKETS && !__atomic_load_n(&J->bad, __ATOMIC_RELAXED) ? -1 : -2;
+        return pl.mode == TKP_BUCKETS && !__atomic_load_n(&J->bad, __ATOMIC_RELAXED) ? -1 : -2;
     }
 
     static void tkp_loaded_init(tkp_loaded* J, float* row, Py_ssize_t n, int64_t k, double p,
@@ -1093,6 +1115,7 @@ cdef extern from *:
         J->kept = -1;
         J->bad = 0;
         J->pl.mode = TKP_OTHER;
+        J->sref_ok = 0;
     }
 
     static Py_ssize_t tkp_row_loaded(float* row, Py_ssize_t n, int64_t k, double p,
