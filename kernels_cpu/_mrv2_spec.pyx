@@ -54,7 +54,7 @@ from kernels_cpu._parallel cimport threads_for
 from kernels_cpu._rowmax cimport fd_max_nan
 from kernels_cpu._topk_topp_rows cimport (
     FD_RUN_HOLD, _k_at, _p_at, check_k_at, check_p_at, fd_run_hold, fd_run_row, free_row_scratch,
-    load_mask_row_f32_team, row_peeker, row_scratch, run_rows_f32_team,
+    load_mask_row_f32_team, row_peeker, row_scratch, row_then, run_rows_f32_team,
 )
 from kernels_cpu._mrv2_gumbel_argmax cimport (
     fill_noise_bounds, gumbel_block_argmax32, gumbel_block_argmax64, gumbel_lanes_argmax32,
@@ -1637,10 +1637,12 @@ cdef inline void _row_args(Lazy* z, int64_t li, Load* a, int64_t* k, double* p) 
     p[0] = _p_at(z.pp, z.pdbl, rs) if z.pp != NULL else 1.0
 
 
-cdef void _lazy_row(Lazy* z, int64_t li) noexcept nogil:
+cdef void _lazy_row(Lazy* z, int64_t li, row_then then=NULL, void* tctx=NULL,
+                    Py_ssize_t nthen=0, int* then_ran=NULL) noexcept nogil:
     """Process row ``li`` into ``proc`` (once): loaded and masked by ``load_mask_row_f32_team``
     -- the copy finds the row's maximum and its chunks', which the mask then need not look for;
-    on a team the copy and the mask's passes are one parallel region."""
+    on a team the copy and the mask's passes are one parallel region, and ``then``'s units
+    (``load_mask_row_f32_team``'s) follow in it where they can."""
     cdef Load a
     cdef row_peeker peek = NULL
     cdef int64_t k
@@ -1654,7 +1656,8 @@ cdef void _lazy_row(Lazy* z, int64_t li) noexcept nogil:
         peek = _peek_chunk
     z.single[li] = load_mask_row_f32_team(
         z.proc + li * z.width, z.width, k, p, z.arenas[_thread_id() if z.team <= 1 else 0],
-        z.team, _load_chunk, peek, &a, z.cmax + own, z.cnan + own, z.stream)
+        z.team, _load_chunk, peek, &a, z.cmax + own, z.cnan + own, z.stream, then, tctx, nthen,
+        then_ran)
     z.done[li] = 1
 
 
@@ -1740,8 +1743,34 @@ cdef bint _stats_single(Lazy* z, int64_t li) noexcept nogil:
     return True
 
 
+cdef struct StatsRow:
+    # one row's statistics programs as a team's units (``_stats_unit``)
+    const Stats* st
+    int64_t li
+    float* scratch
+
+
+cdef void _stats_unit(void* ctx, Py_ssize_t b) noexcept nogil:
+    cdef const StatsRow* q = <const StatsRow*>ctx
+    _stats_program(q.st, q.li, b, q.scratch + _thread_id() * q.st.BS)
+
+
 cdef void _lazy_stats(Lazy* z, int64_t li) noexcept nogil:
+    """Row ``li``'s statistics, all its blocks, after its processing (``_lazy_row``). On a team,
+    with draft probabilities, the blocks are the units of the region that masks the row -- the
+    region the programs had started after it, a wide team's several barriers a row -- where
+    the row is processed there; a row kept to one token alone does not arise (no one-hot
+    draft: ``_stats_single`` answers only for those)."""
     cdef int64_t b, NB = z.st.NB, BS = z.st.BS
+    cdef StatsRow q
+    cdef int ran = 0
+    if z.team > 1 and z.st.has_draft and z.proc != NULL and not z.done[li]:
+        q.st = z.st
+        q.li = li
+        q.scratch = z.scratch
+        _lazy_row(z, li, _stats_unit, &q, NB, &ran)
+        if ran:
+            return
     _lazy_row(z, li)
     if _stats_single(z, li):
         return

@@ -63,10 +63,13 @@ ctypedef float (*row_loader)(void* ctx, Py_ssize_t c0, Py_ssize_t length, float*
 # (nan: whether one is NaN), read without writing them
 ctypedef float (*row_peeker)(void* ctx, Py_ssize_t c0, Py_ssize_t length,
                              int* nan) noexcept nogil
+# A caller's work on a masked row, unit b (load_mask_row_f32_team's then), on its team
+ctypedef void (*row_then)(void* ctx, Py_ssize_t b) noexcept nogil
 cdef Py_ssize_t load_mask_row_f32_team(float* row, Py_ssize_t n, int64_t k, double p, void* s,
                                        int nt, row_loader load, row_peeker peek, void* ctx,
                                        float* chunk_max, int* chunk_nan,
-                                       bint stream=*) noexcept nogil
+                                       bint stream=*, row_then then=*, void* tctx=*,
+                                       Py_ssize_t nthen=*, int* then_ran=*) noexcept nogil
 cdef extern from "_run_rows.h":
     ctypedef struct fd_run_row:
         float* row

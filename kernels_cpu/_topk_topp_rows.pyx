@@ -1118,9 +1118,18 @@ cdef extern from *:
         J->sref_ok = 0;
     }
 
+    /* A caller's work on a row once it is masked: unit b of nthen (tkp_row_loaded) */
+    typedef void (*tkp_then)(void* ctx, Py_ssize_t b);
+
+    /* then (NULL: none): where the row's passes ran in the region (any answer but -2), the
+       team goes on to then's nthen units (a static schedule) after a barrier, in the same
+       region -- a caller's reads of the masked row (a statistics pass) then cost no region of
+       their own -- and *then_ran is set */
     static Py_ssize_t tkp_row_loaded(float* row, Py_ssize_t n, int64_t k, double p,
                                      tkp_scratch* s, int nt, tkp_loader load, tkp_peeker peek,
-                                     void* ctx, float* cmax, int* cnan, tkp_rowmax* known) {
+                                     void* ctx, float* cmax, int* cnan, tkp_rowmax* known,
+                                     tkp_then then, void* tctx, Py_ssize_t nthen,
+                                     int* then_ran) {
         tkp_loaded J;
         Py_ssize_t ret = -2;
         tkp_loaded_init(&J, row, n, k, p, s, load, peek, ctx, cmax, cnan);
@@ -1133,6 +1142,17 @@ cdef extern from *:
             #pragma omp master
     #endif
             ret = mine;
+            if (then && mine != -2) {   /* the same answer on every thread */
+    #ifdef _OPENMP
+                #pragma omp barrier
+                #pragma omp for schedule(static)
+    #endif
+                for (Py_ssize_t b = 0; b < nthen; b++) then(tctx, b);
+    #ifdef _OPENMP
+                #pragma omp master
+    #endif
+                *then_ran = 1;
+            }
         }
         return ret;
     }
@@ -1243,9 +1263,11 @@ cdef extern from *:
                                  int* nan) noexcept nogil
     ctypedef float (*tkp_peeker)(void* ctx, Py_ssize_t c0, Py_ssize_t length,
                                  int* nan) noexcept nogil
+    ctypedef void (*tkp_then)(void* ctx, Py_ssize_t b) noexcept nogil
     Py_ssize_t tkp_row_loaded(float* row, Py_ssize_t n, int64_t k, double p, tkp_scratch* s,
                               int nt, tkp_loader load, tkp_peeker peek, void* ctx, float* cmax,
-                              int* cnan, tkp_rowmax* known) noexcept nogil
+                              int* cnan, tkp_rowmax* known, tkp_then then, void* tctx,
+                              Py_ssize_t nthen, int* then_ran) noexcept nogil
     ctypedef void (*tkp_run_at)(void* ctx, Py_ssize_t i, fd_run_row* out) noexcept nogil
     Py_ssize_t tkp_run_top(Py_ssize_t n, Py_ssize_t rows, int nt, tkp_scratch* s,
                            tkp_loader load, tkp_peeker peek, tkp_run_at at, void* actx,
@@ -1338,7 +1360,8 @@ cdef Py_ssize_t mask_row_f32_team(float* row, Py_ssize_t n, int64_t k, double p,
 cdef Py_ssize_t load_mask_row_f32_team(float* row, Py_ssize_t n, int64_t k, double p, void* s,
                                        int nt, row_loader load, row_peeker peek, void* ctx,
                                        float* chunk_max, int* chunk_nan,
-                                       bint stream=False) noexcept nogil:
+                                       bint stream=False, row_then then=NULL, void* tctx=NULL,
+                                       Py_ssize_t nthen=0, int* then_ran=NULL) noexcept nogil:
     """``mask_row_f32_team`` for a row its caller has yet to write: ``load`` writes it, ``SPAN``
     values at a time (each chunk's maximum into ``chunk_max`` and NaN flag into ``chunk_nan``,
     ``n / SPAN`` rounded up of each), then the row is masked as ``mask_row_f32_team`` masks it
@@ -1352,7 +1375,12 @@ cdef Py_ssize_t load_mask_row_f32_team(float* row, Py_ssize_t n, int64_t k, doub
     chunk as the pass that reads it next begins (one more read of the source, in cache). For a
     caller that expects such a row (a confident model's rows come in runs). ``stream``: such a
     row's mask, on one thread, is written by non-temporal stores (``tkp_fill_stream``), for a
-    caller whose rows stream from memory (a large batch's)."""
+    caller whose rows stream from memory (a large batch's). ``then`` (NULL: none): where the
+    row is split across the team and its passes run in the region, the team goes on to
+    ``then(tctx, b)`` for ``b < nthen`` (a static schedule) once the row is masked, in the same
+    region, and ``then_ran[0]`` is set -- a caller's statistics of the masked row without a
+    region of their own (wide teams pay several barriers for one); else the caller does that
+    work itself."""
     cdef Py_ssize_t ch, nch = (n + SPAN - 1) // SPAN, top
     cdef float m = -INFINITY
     cdef bint nan = False
@@ -1360,7 +1388,8 @@ cdef Py_ssize_t load_mask_row_f32_team(float* row, Py_ssize_t n, int64_t k, doub
     cdef tkp_rowmax known
     if nt > 1 and _splits(n):
         top = tkp_row_loaded(row, n, k, p, <tkp_scratch*>s, nt, <tkp_loader>load,
-                             <tkp_peeker>peek, ctx, chunk_max, chunk_nan, &known)
+                             <tkp_peeker>peek, ctx, chunk_max, chunk_nan, &known,
+                             <tkp_then>then, tctx, nthen, then_ran)
         if top != -2:
             return top
         return tkp_row(<char*>row, DT_FLOAT32, n, k, p, -INFINITY, 0, <tkp_scratch*>s, nt,
