@@ -556,6 +556,39 @@ def test_greedy_block_argmax_counts_nan_as_minus_inf(row, want):
     assert (int(arg[0, 0]), float(mx[0, 0])) == want
 
 
+@pytest.mark.parametrize("temp", [1.0, 0.5])
+def test_summed_exponentials_of_masked_blocks(temp):
+    """A block's summed exponentials skip each run of 128 values that is all -inf (a masked
+    row's) without computing them, as the zeros they give: a NaN among them still makes the sum
+    NaN, a lone value among them counts, a block of one value per run sums those, and a block
+    wholly -inf has max -inf and sum 0 -- in the last block's padding too, at any temperature
+    but 0 (the launch reads logits the temperature kernel has divided)."""
+    V, bs = 1300, 512
+    ninf = float("-inf")
+    x = torch.full((4, V), ninf)
+    x[0, 5], x[0, 700] = 1.0, 2.0  # one value in a block of -inf
+    x[1, 3], x[1, 300] = 0.5, float("nan")  # a NaN in a run that is otherwise -inf
+    x[2, 0:512:128] = 0.0  # one value per run of 128
+    x[2, 1100:1300:50] = -3.0  # the last block, partial (276 values + padding)
+    x[3, 600:1024] = torch.linspace(-5.0, 5.0, 424)  # block 0 wholly -inf
+    nb = -(-V // bs)
+    mx, se = torch.full((4, nb), 7.0), torch.full((4, nb), 7.0)
+    spec.compute_local_logits_stats_kernel(
+        torch.empty(4, nb, dtype=torch.int64), nb, mx, nb, se, nb, torch.empty(4, nb), nb,
+        torch.empty(4, nb), nb, x, V, None, 0, 0, torch.zeros(4, dtype=torch.int32),
+        torch.zeros(4, dtype=torch.int32), torch.tensor([temp]), V, 1, bs, grid=(4, nb, 1),
+    )  # fmt: skip
+    for li in range(4):
+        for b in range(nb):
+            blk = x[li, b * bs : (b + 1) * bs]
+            numbers = blk[~blk.isnan()]
+            m = numbers.max() if numbers.numel() else torch.tensor(ninf)
+            want = (blk - m).exp().sum() if m > ninf else torch.tensor(0.0)
+            assert float(mx[li, b]) == float(m), (li, b)
+            torch.testing.assert_close(se[li, b], want, rtol=2e-6, atol=0.0, equal_nan=True)
+    assert se[1, 0].isnan() and float(se[3, 0]) == 0.0 and float(se[2, 0]) == 4.0
+
+
 def test_wide_vocab_splits_across_threads(many_threads):
     """One decode row over a 128k vocabulary: the stats and the resampling give the same bits
     on one thread and on four (the programs are the row's vocabulary blocks)."""

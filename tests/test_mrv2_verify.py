@@ -343,14 +343,18 @@ def test_a_masked_rows_draw_gives_the_block_draws_token(team, apply_temperature)
     assert any(int(got[1][r]) == 1 for r in range(2, R, 4))
 
 
+@pytest.mark.parametrize("with_draft", [False, True])
 @pytest.mark.parametrize("masks", ["p", "k", "kp"])
-def test_one_requests_rows_split_across_the_team_are_masked_as_top_k_top_p_masks_them(team, masks):
+def test_one_requests_rows_split_across_the_team_are_masked_as_top_k_top_p_masks_them(
+    team, masks, with_draft
+):
     """One request at a time, so a team splits each row (its copy and top-p's passes in one
-    parallel region, the path planned from the chunk maxima): every row kind -- plain, peaked
-    far past the first values or among them, a maximum just above the first values', a NaN, a
-    +inf, a row of one value repeated, -inf stretches -- is processed as ``top_k_top_p`` masks
-    it, bit for bit, and the tokens are the launches'. Every draft is its row's argmax, so each
-    row is reached."""
+    parallel region, the path planned from the chunk maxima; with draft probabilities the
+    row's statistics in that region too): every row kind -- plain, peaked far past the first
+    values or among them, a maximum just above the first values', a NaN, a +inf, a row of one
+    value repeated, -inf stretches -- is processed as ``top_k_top_p`` masks it, bit for bit,
+    and the tokens are the launches'. Every draft is its row's argmax, so each row is reached
+    (with one-hot drafts; with draft probabilities where the test accepts)."""
     V = 3 * 8192 - 100  # three chunks, the last partial
     g = torch.Generator().manual_seed(8)
     base = torch.randn(2, V, generator=g) * 2.5
@@ -376,8 +380,8 @@ def test_one_requests_rows_split_across_the_team_are_masked_as_top_k_top_p_masks
     for kind, t in enumerate(kinds):
         for apply_temperature in (False, True):
             b = _batch(kind, R=1, K=1, V=V, idx=torch.int64, dtype=torch.float32,
-                       with_draft=False, temps=(0.8,), accept_bias=0.0, placeholders=False,
-                       masks=masks)  # fmt: skip
+                       with_draft=with_draft, temps=(0.8,), accept_bias=0.0,
+                       placeholders=False, masks=masks)  # fmt: skip
             b["cu"] = torch.tensor([0, 2], dtype=torch.int64)
             b["idx"] = torch.tensor([0], dtype=torch.int64)
             b["eim"] = torch.zeros(2, dtype=torch.int64)
