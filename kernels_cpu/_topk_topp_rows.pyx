@@ -242,13 +242,25 @@ cdef extern from *:
         return (int)t;
     }
 
-    /* The smallest value of x[0:n) that is >= floor and > -inf (m when there is none). */
-    static float tkp_low(const float* x, Py_ssize_t n, float floor, float m) {
-        float lo = m;
-        for (Py_ssize_t i = 0; i < n; i++) {
+    /* The smallest value of x[0:n) that is >= floor and > -inf (m when there is none), in
+       sixteen lanes of float selects, which vectorise (the branch had kept the loop scalar: on
+       a team, the thread that takes the sample holds the others at the next barrier) */
+    FD_CLONES static float tkp_low(const float* x, Py_ssize_t n, float floor, float m) {
+        float lo = m, l[16];
+        Py_ssize_t i = 0;
+        for (int k = 0; k < 16; k++) l[k] = m;
+        for (; i + 16 <= n; i += 16)
+            for (int k = 0; k < 16; k++) {
+                float v = x[i + k];
+                float c = v >= floor ? v : m;       /* NaN: not >= floor */
+                c = c > -INFINITY ? c : m;
+                l[k] = c < l[k] ? c : l[k];
+            }
+        for (; i < n; i++) {
             float v = x[i];
             if (v >= floor && v > -INFINITY && v < lo) lo = v;
         }
+        for (int k = 0; k < 16; k++) lo = l[k] < lo ? l[k] : lo;
         return lo;
     }
 
