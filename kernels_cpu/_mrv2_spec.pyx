@@ -55,6 +55,7 @@ from kernels_cpu._rowmax cimport fd_max_nan
 from kernels_cpu._topk_topp_rows cimport (
     FD_RUN_HOLD, _k_at, _p_at, check_k_at, check_p_at, fd_run_hold, fd_run_row, free_row_scratch,
     load_mask_row_f32_team, row_peeker, row_scratch, row_then, run_rows_f32_team,
+    run_rows_then_f32_team,
 )
 from kernels_cpu._mrv2_gumbel_argmax cimport (
     fill_noise_bounds, gumbel_block_argmax32, gumbel_block_argmax64, gumbel_lanes_argmax32,
@@ -1662,10 +1663,12 @@ cdef void _lazy_row(Lazy* z, int64_t li, row_then then=NULL, void* tctx=NULL,
 
 
 cdef struct Run:
-    # a request's rows as ``_run_rows`` describes them to ``run_rows_f32_team``
+    # a request's rows as ``_run_rows`` describes them to ``run_rows_f32_team`` (and
+    # ``_run_probs`` to ``run_rows_then_f32_team``: its request and the walk's buffer too)
     const Rej* rj
     Lazy* z
-    int64_t start, nd
+    int64_t start, nd, r
+    float* buf
 
 
 cdef void _run_at(void* ctx, Py_ssize_t i, fd_run_row* out) noexcept nogil:
@@ -1711,6 +1714,60 @@ cdef void _run_rows(const Rej* rj, Lazy* z, int64_t r) noexcept nogil:
                           _run_at, &u, z.cmax, z.cnan, z.single + start)
     for i in range(n):
         z.done[start + i] = 1
+
+
+cdef void _run_then(void* ctx, Py_ssize_t i, Py_ssize_t b) noexcept nogil:
+    """Block ``b`` of row ``i``'s statistics, for ``_run_probs``'s run."""
+    cdef const Run* u = <const Run*>ctx
+    _stats_program(u.z.st, u.start + i, b, u.z.scratch + _thread_id() * u.z.st.BS)
+
+
+cdef int _run_test(void* ctx, Py_ssize_t i) noexcept nogil:
+    """Whether the walk reads the row after row ``i`` of ``_run_probs``'s run: ``_rej_program``'s
+    test of the draft checked there, with draft probabilities (no block verification,
+    synthetic rates or FLy; not greedy), from the statistics just computed -- the same
+    uniform, log-probabilities and comparison, so the same answer; a -1 placeholder ends the
+    walk's verifying."""
+    cdef const Run* u = <const Run*>ctx
+    cdef const Rej* rj = u.rj
+    cdef int64_t li = u.start + i, ds = iget(rj.ds, li + 1), rs = iget(rj.idx, u.r)
+    cdef float uu, tlp, dlp, tlse, dlse
+    if ds < 0:
+        return 0
+    uu = _tl_rand32(iget(rj.seed, rs), iget(rj.pos, li), rj.pos.wide)
+    _logprobs(&rj.g, ds, True, li, rs, i, _ldr(rj.temp, rs), u.buf, &tlp, &dlp, &tlse, &dlse)
+    return tlp > logf(uu) + dlp
+
+
+cdef void _run_probs(const Rej* rj, Lazy* z, int64_t r, float* buf) noexcept nogil:
+    """``_run_rows`` for drafts with probabilities: request ``r``'s rows processed up front in
+    one parallel region of the team that splits each (``run_rows_then_f32_team``) as far as
+    the walk reaches them -- each row masked, then its statistics (the programs' blocks as the
+    team's units), then the walk's test of its draft (``_run_test``) deciding whether the next
+    row is read; the bonus row masked. Each row had taken two regions (its mask with its
+    statistics, then in the walk its draw's row), a wide team's start each. Only where the
+    walk tests drafts with probabilities row by row (no block verification, synthetic rates or
+    FLy), the request samples (temperature > 0), its first draft is real and the batch has no
+    top-k (a top-k row takes another path than the run's); the rows the run leaves are
+    processed by the walk as it reaches them, and it finds the others' statistics done
+    (``done`` 2)."""
+    cdef Run u
+    cdef int64_t start = iget(rj.cu, r), i, n
+    cdef int64_t nd = iget(rj.cu, r + 1) - start - 1
+    if (z.proc == NULL or z.team <= 1 or nd < 1 or z.done[start] or rj.block or rj.synthetic
+            or rj.fly != 0 or not rj.g.has_draft or z.kp != NULL
+            or not (_ldr(rj.temp, iget(rj.idx, r)) > 0.0) or iget(rj.ds, start + 1) < 0):
+        return
+    u.rj = rj
+    u.z = z
+    u.start = start
+    u.nd = nd
+    u.r = r
+    u.buf = buf
+    n = run_rows_then_f32_team(z.width, nd + 1, z.team, z.arenas[0], _load_chunk, _run_at, &u,
+                               _run_then, z.st.NB, _run_test, z.cmax, z.cnan, z.single + start)
+    for i in range(n):
+        z.done[start + i] = 2 if i < nd else 1
 
 
 cdef bint _stats_single(Lazy* z, int64_t li) noexcept nogil:
@@ -1764,6 +1821,8 @@ cdef void _lazy_stats(Lazy* z, int64_t li) noexcept nogil:
     cdef int64_t b, NB = z.st.NB, BS = z.st.BS
     cdef StatsRow q
     cdef int ran = 0
+    if z.proc != NULL and z.done[li] == 2:
+        return                              # processed with its statistics (_run_probs)
     if z.team > 1 and z.st.has_draft and z.proc != NULL and not z.done[li]:
         q.st = z.st
         q.li = li
@@ -3294,6 +3353,7 @@ cdef inline int64_t _next_pow2(int64_t n) noexcept:
 cdef void _walk(const Rej* rj, Lazy* z, int64_t r, float* buf) noexcept nogil:
     """Request ``r``'s walk, then (with processing) its resampled row processed for the draw."""
     _run_rows(rj, z, r)
+    _run_probs(rj, z, r, buf)
     _rej_program(rj, r, buf)
     if z.proc != NULL:
         _lazy_row(z, iget(rj.cu, r) + iget(rj.rej, r))

@@ -1243,6 +1243,76 @@ cdef extern from *:
         return done;
     }
 
+    /* A run's statistics of row i, unit b (tkp_run_then_test), on its team */
+    typedef void (*tkp_row_then)(void* ctx, Py_ssize_t i, Py_ssize_t b);
+    /* Whether the run goes on past row i (one thread, after row i's statistics) */
+    typedef int (*tkp_row_test)(void* ctx, Py_ssize_t i);
+
+    /* A run of rows (rows >= 1; fd_run_row: consecutive rows of one request, at describes row
+       i) each split across nt threads, in one parallel region, for a caller that reads each
+       row masked and then a statistics pass over it, and decides from those whether to read
+       the next (a speculative verification with draft probabilities: its test of each draft):
+       row i loaded and masked as tkp_row_loaded masks it (not peeked), then, but for the last
+       row, then's nthen units of it (a static schedule) after a barrier, and test(i) on one
+       thread -- the next row only where it answers 1. Each row had taken a region for its mask
+       and one for its statistics, a wide team's start twice a row. A row tkp_row_loaded
+       leaves another path (-2: top-k, a NaN, a maximum far above its first values) ends the
+       run, not done (the caller masks it). Returns the rows done from the first -- masked,
+       and all but the last of the run's rows with their units run -- kept[i] each one's
+       answer (the token it kept alone, or -1). */
+    static Py_ssize_t tkp_run_then_test(Py_ssize_t n, Py_ssize_t rows, int nt, tkp_scratch* s,
+                                        tkp_loader load, tkp_run_at at, void* actx,
+                                        tkp_row_then then, Py_ssize_t nthen, tkp_row_test test,
+                                        float* cmax, int* cnan, int64_t* kept) {
+        fd_run_row desc[2];         /* rows i and i + 1, described by one thread for all */
+        tkp_loaded J[2];
+        Py_ssize_t done = 0;
+        int go = 1;
+        at(actx, 0, &desc[0]);
+        tkp_loaded_init(&J[0], desc[0].row, n, desc[0].k, desc[0].p, s, load, NULL,
+                        desc[0].ctx, cmax, cnan);
+    #ifdef _OPENMP
+        #pragma omp parallel num_threads(nt)
+    #endif
+        {
+            for (Py_ssize_t i = 0; i < rows; i++) {
+                tkp_rowmax known;
+                Py_ssize_t mine = tkp_loaded_team(&J[i & 1], &known);
+                if (mine == -2) break;          /* the same answer on every thread */
+    #ifdef _OPENMP
+                #pragma omp master
+    #endif
+                {
+                    kept[i] = mine;
+                    done = i + 1;
+                }
+                if (i == rows - 1) break;
+    #ifdef _OPENMP
+                #pragma omp barrier
+                #pragma omp for schedule(static)
+    #endif
+                for (Py_ssize_t b = 0; b < nthen; b++) then(actx, i, b);
+    #ifdef _OPENMP
+                #pragma omp master
+    #endif
+                {
+                    go = test(actx, i);
+                    if (go) {
+                        fd_run_row* d = &desc[(i + 1) & 1];
+                        at(actx, i + 1, d);
+                        tkp_loaded_init(&J[(i + 1) & 1], d->row, n, d->k, d->p, s, load, NULL,
+                                        d->ctx, cmax, cnan);
+                    }
+                }
+    #ifdef _OPENMP
+                #pragma omp barrier
+    #endif
+                if (!go) break;
+            }
+        }
+        return done;
+    }
+
     static int tkp_alloc(tkp_scratch* s, Py_ssize_t n, int need_vals) {
         size_t nn = (size_t)(n > 0 ? n : 1);
         s->vals = need_vals ? (float*)malloc(nn * sizeof(float)) : NULL;
@@ -1281,6 +1351,12 @@ cdef extern from *:
                               int* cnan, tkp_rowmax* known, tkp_then then, void* tctx,
                               Py_ssize_t nthen, int* then_ran) noexcept nogil
     ctypedef void (*tkp_run_at)(void* ctx, Py_ssize_t i, fd_run_row* out) noexcept nogil
+    ctypedef void (*tkp_row_then)(void* ctx, Py_ssize_t i, Py_ssize_t b) noexcept nogil
+    ctypedef int (*tkp_row_test)(void* ctx, Py_ssize_t i) noexcept nogil
+    Py_ssize_t tkp_run_then_test(Py_ssize_t n, Py_ssize_t rows, int nt, tkp_scratch* s,
+                                 tkp_loader load, tkp_run_at at, void* actx, tkp_row_then then,
+                                 Py_ssize_t nthen, tkp_row_test test, float* cmax, int* cnan,
+                                 int64_t* kept) noexcept nogil
     Py_ssize_t tkp_run_top(Py_ssize_t n, Py_ssize_t rows, int nt, tkp_scratch* s,
                            tkp_loader load, tkp_peeker peek, tkp_run_at at, void* actx,
                            float* cmax, int* cnan, int64_t* kept) noexcept nogil
@@ -1439,6 +1515,27 @@ cdef Py_ssize_t run_rows_f32_team(Py_ssize_t n, Py_ssize_t rows, int nt, void* s
         return 0
     return tkp_run_top(n, rows, nt, <tkp_scratch*>s, <tkp_loader>load, <tkp_peeker>peek,
                        <tkp_run_at>at, ctx, chunk_max, chunk_nan, kept)
+
+
+cdef Py_ssize_t run_rows_then_f32_team(Py_ssize_t n, Py_ssize_t rows, int nt, void* s,
+                                       row_loader load, run_row_at at, void* ctx,
+                                       run_row_then then, Py_ssize_t nthen, run_row_test test,
+                                       float* chunk_max, int* chunk_nan,
+                                       int64_t* kept) noexcept nogil:
+    """``load_mask_row_f32_team`` with its ``then`` for a run of ``rows`` consecutive rows of
+    ``n`` values split across a team of ``nt`` threads, in one parallel region
+    (``tkp_run_then_test``), for a caller that reads each masked row's statistics (``then``'s
+    ``nthen`` units of row ``i``) and decides from them whether it reads the next (``test(ctx,
+    i)``, on one thread: 1 goes on) -- a speculative verification with draft probabilities.
+    ``at`` describes row ``i`` (``fd_run_row``; its peek and want are not read). Returns the
+    rows done from the first (0 where the row is too short to split or the team one thread:
+    the caller processes them), each masked and, but the last, its units run; ``kept[i]``
+    the token each kept alone, else -1."""
+    if rows < 1 or nt <= 1 or not _splits(n):
+        return 0
+    return tkp_run_then_test(n, rows, nt, <tkp_scratch*>s, <tkp_loader>load, <tkp_run_at>at,
+                             ctx, <tkp_row_then>then, nthen, <tkp_row_test>test, chunk_max,
+                             chunk_nan, kept)
 
 
 cdef void widen_row(const char* row, int code, Py_ssize_t n, float* out) noexcept nogil:

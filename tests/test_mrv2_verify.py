@@ -420,6 +420,52 @@ def test_one_requests_rows_split_across_the_team_are_masked_as_top_k_top_p_masks
             )
 
 
+@pytest.mark.parametrize("reject_at", [None, 0, 2, 3])
+def test_a_requests_walk_with_draft_probabilities_on_a_team(team, reject_at):
+    """One request of four drafts with probabilities, each row split across the team: the rows
+    the walk reaches are processed up front in one region (each masked, its statistics
+    computed, its draft tested there) -- every draft accepted (the drafter's logits the
+    target's, each draft its row's argmax), or the one at ``reject_at`` rejected (a token
+    top-p masks). The tokens are the launches', and every row reached is masked as
+    ``top_k_top_p`` masks it, bit for bit; the rows past the rejection are not processed."""
+    K, V = 4, 3 * 8192 - 100
+    g = torch.Generator().manual_seed(21)
+    t = torch.randn(K + 1, V, generator=g) * 2.5
+    ds = torch.zeros(K + 1, dtype=torch.int64)
+    for i in range(K):
+        ds[i + 1] = int(t[i].argmax())
+        if i == reject_at:
+            ds[i + 1] = int(t[i].argmin())  # outside top-p: the target gives it no mass
+    for apply_temperature in (False, True):
+        # the drafter's law the target's, before its top-p (the walk divides draft logits by
+        # the temperature; the target's only with apply_temperature)
+        draft = torch.randn(3, K, V, generator=g)
+        draft[1] = t[:K] if apply_temperature else t[:K] * 0.8
+        b = dict(
+            target=t, draft=draft, ds=ds, cu=torch.tensor([0, K + 1]),
+            pos=torch.arange(K + 1) + 5, idx=torch.tensor([1]),
+            eim=torch.ones(K + 1, dtype=torch.int64), elp=torch.arange(K + 1),
+            temp=torch.tensor([1.0, 0.8, 1.0]), seed=torch.tensor([3, 99, 4]), K=K,
+            top_k=None, top_p=torch.tensor([1.0, 0.9, 1.0]),
+        )  # fmt: skip
+        args = _fused_args(b)
+        processed = torch.full((K + 1, V), 123.0)
+        spec.rejection_sample_fused(
+            *args, APPLY_TEMPERATURE=apply_temperature, top_p_ptr=b["top_p"],
+            processed_ptr=processed,
+        )  # fmt: skip
+        reached = K + 1 if reject_at is None else reject_at + 1
+        assert args[1].tolist() == [reached]
+        want = t / 0.8 if apply_temperature else t.clone()
+        kernels_cpu.top_k_top_p(want, None, torch.full((K + 1,), 0.9))
+        for r in range(K + 1):
+            if r < reached:
+                assert torch.equal(processed[r].view(torch.int32), want[r].view(torch.int32)), r
+            else:
+                assert (processed[r] == 123.0).all(), r
+        _same_tokens(args[:2], _stock(*_args(b), False, apply_temperature, None, b["top_p"]))
+
+
 def _peaked_runs(tails, steps, V, seed):
     """Target rows for ``_fused_args``: one request per tail, its first two rows peaked (the
     maximum alone holds 0.9 of the mass at top-p 0.9), then the tail's row, then a plain bonus
