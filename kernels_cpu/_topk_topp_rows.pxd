@@ -4,8 +4,9 @@ validated entry points (``_topk_topp``), and one row's top-k/top-p mask on a flo
 row, for kernels that mask a row they have already read (``_spec_step`` masks each sampled
 row's temperature-scaled copy as its walk reaches it) or have yet to write (``_mrv2_spec``'s one
 pass hands ``load_mask_row_f32_team`` a loader, so a team copies and masks the row in one
-parallel region, and ``run_rows_f32_team`` the rows of a request its walk will reach, in one
-region). The kept-set rules are ``_topk_topp_rows.pyx``'s, written once there.
+parallel region, and ``run_rows_f32_team`` -- with draft probabilities
+``run_rows_then_f32_team``, the rows' statistics too -- the rows of a request its walk will
+reach, in one region). The kept-set rules are ``_topk_topp_rows.pyx``'s, written once there.
 """
 from libc.stdint cimport int32_t, int64_t, uint16_t
 

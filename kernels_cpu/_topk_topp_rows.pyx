@@ -45,7 +45,9 @@ that writes the row itself (the one pass's copy of a target row) can have it wri
 in one parallel region, barriers between the passes (``load_mask_row_f32_team``), or first read
 for its chunks' maxima alone (a peek), so a row masked to its maximum is written once; and a run
 of such rows -- a speculative step's rows while each keeps its draft -- masked in one region, a
-barrier a row (``run_rows_f32_team``).
+barrier a row (``run_rows_f32_team``); with draft probabilities, each row of a run masked, then
+its caller's statistics of it (``then``) and the caller's test of whether the next is read, in
+one region (``run_rows_then_f32_team``).
 """
 from cython.parallel cimport prange, parallel
 from libc.stdint cimport int64_t, uint16_t

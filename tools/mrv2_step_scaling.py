@@ -21,6 +21,11 @@ read and drawn from), every draft accepted with one-hot drafts (peaked rows, the
 argmax: all five rows read, the bonus row drawn from), and every draft accepted with the
 drafter's probabilities (its logits the target's: five target rows and four draft rows read).
 
+``--floor`` times what no step with draft probabilities does without: vLLM's statistics
+kernel (``kernels_cpu.compute_local_logits_stats_kernel``) over the nine rows that step reads
+-- each value's exponential, each block's maximum and pairwise sum, one launch -- against the
+same read of the 5 target rows.
+
 ``--rounds N`` instead times every thread count in turn, N rounds, and reports each step's
 speed-up over the same round's one-thread time (median and range over rounds) beside the host's
 own ceiling, a step with nothing shared (``_host_reference``): on a shared host whose speed
@@ -136,6 +141,44 @@ def make_verify(batch, case):
     return step, read
 
 
+def make_floor():
+    """The exponentials of the B1 step with draft probabilities (``--floor``): the statistics
+    launch over its 9 rows (5 target, 4 draft; fp32, already divided by the temperature), and
+    the read of the 5 target rows."""
+    from kernels_cpu import compute_local_logits_stats_kernel
+
+    rows, bs = 2 * DRAFTS + 1, 8192
+    nb = _cdiv(V, bs)
+    g = torch.Generator().manual_seed(12)
+    logits = torch.randn(rows, V, generator=g) * 3 / TEMPERATURE
+    zeros = torch.zeros(rows, dtype=torch.int32)
+    tables = [torch.empty(rows, nb, dtype=torch.int64)] + [torch.empty(rows, nb) for _ in range(4)]
+
+    def stats():
+        compute_local_logits_stats_kernel(
+            tables[0], nb, tables[1], nb, tables[2], nb, tables[3], nb, tables[4], nb, logits,
+            V, None, 0, 0, zeros, zeros, torch.ones(1), V, DRAFTS, bs,
+            HAS_DRAFT_LOGITS=False, grid=(rows, nb),
+        )  # fmt: skip
+
+    def read():
+        return torch.amax(logits[: DRAFTS + 1], dim=1)
+
+    return stats, read
+
+
+def floor_table(threads):
+    print(f"kernels_cpu OpenMP: {K.openmp_enabled()}")
+    print("| threads | statistics of 9 rows ms | read of 5 ms | statistics / read |")
+    print("|---|---|---|---|")
+    stats, read = make_floor()
+    for n in threads:
+        K.set_num_threads(n)
+        torch.set_num_threads(n)
+        s, r = _median_ms(stats, 100), _median_ms(read, 100)
+        print(f"| {n} | {s:.3f} | {r:.3f} | {s / r:.1f} |")
+
+
 def verify_table(threads, batches):
     print(f"kernels_cpu OpenMP: {K.openmp_enabled()}")
     print("| B | case | threads | step ms | read ms | step / read | speed-up |")
@@ -180,9 +223,14 @@ def main(argv=None):
         "with --verify, of the speculative cases",
     )
     ap.add_argument("--verify", action="store_true", help="the speculative step (docstring)")
+    ap.add_argument(
+        "--floor", action="store_true", help="the exponentials of the step with draft probabilities"
+    )
     args = ap.parse_args(argv)
     threads = [int(t) for t in args.threads.split(",")]
     batches = [int(b) for b in args.batches.split(",")]
+    if args.floor:
+        return floor_table(threads)
     if args.rounds:
         return _rounds(threads, batches, args.rounds, args.verify)
     if args.verify:
