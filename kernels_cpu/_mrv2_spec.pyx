@@ -1744,8 +1744,8 @@ cdef void _run_probs(const Rej* rj, Lazy* z, int64_t r, float* buf) noexcept nog
     one parallel region of the team that splits each (``run_rows_then_f32_team``) as far as
     the walk reaches them -- each row masked, then its statistics (the programs' blocks as the
     team's units), then the walk's test of its draft (``_run_test``) deciding whether the next
-    row is read; the bonus row masked. Each row had taken two regions (its mask with its
-    statistics, then in the walk its draw's row), a wide team's start each. Only where the
+    row is read; the bonus row masked. Each row had taken a region of its own (its mask with
+    its statistics), a wide team's start each, the walk's test between them. Only where the
     walk tests drafts with probabilities row by row (no block verification, synthetic rates or
     FLy), the request samples (temperature > 0), its first draft is real and the batch has no
     top-k (a top-k row takes another path than the run's); the rows the run leaves are
