@@ -314,13 +314,23 @@ cdef extern from *:
             Py_ssize_t len = n - lo < TKP_BLK ? n - lo : TKP_BLK;
             const float* b = x + lo;
             int bad = 0;
-            for (Py_ssize_t j = 0; j < len; j++) {
-                float v = b[j];
-                float ev = fd_expf(v - m);
-                e[j] = v >= floor ? ev : 0.0f;
-                bk[j] = tkp_bucket(v, m, w);
-                bad |= (v > m) | (v != v);
-            }
+            /* v - m <= 0 and not NaN unless the block is refused (bad): fd_expf_nonpos; the
+               floor's select only where there is one */
+            if (floor == -INFINITY)
+                for (Py_ssize_t j = 0; j < len; j++) {
+                    float v = b[j];
+                    e[j] = fd_expf_nonpos(v - m);
+                    bk[j] = tkp_bucket(v, m, w);
+                    bad |= (v > m) | (v != v);
+                }
+            else
+                for (Py_ssize_t j = 0; j < len; j++) {
+                    float v = b[j];
+                    float ev = fd_expf_nonpos(v - m);
+                    e[j] = v >= floor ? ev : 0.0f;
+                    bk[j] = tkp_bucket(v, m, w);
+                    bad |= (v > m) | (v != v);
+                }
             if (bad) return 1;
             /* value j into sum j % 4, four at a time (no index arithmetic per value) */
             Py_ssize_t j = 0;
