@@ -110,21 +110,6 @@ cdef extern from *:
         }
         return fd_bits_to_float(sign | ((e + 112u) << 23) | (m << 13));
     }
-    /* a[j] = exp(a[j] - m), j < n: fd_expf's domain (x <= 0, NaN), so the loop vectorises.
-       A run of 16 that is all -inf -- most of a row top-k/top-p has masked -- is written as
-       the zeros fd_expf gives it, without computing them (a NaN is not -inf: computed). */
-    FD_CLONES static void fd_exp_shifted(float *a, Py_ssize_t n, float m) {
-        Py_ssize_t j = 0;
-        for (; j + 16 <= n; j += 16) {
-            int live = 0;
-            for (int k = 0; k < 16; k++) live |= a[j + k] != -INFINITY;
-            if (live)
-                for (int k = 0; k < 16; k++) a[j + k] = fd_expf(a[j + k] - m);
-            else
-                for (int k = 0; k < 16; k++) a[j + k] = 0.0f;
-        }
-        for (; j < n; j++) a[j] = fd_expf(a[j] - m);
-    }
     /* The largest number of a[0, n), NaN skipped; -inf when there is none. 32 running
        maxima, a compare-and-select each (no fmaxf: its NaN rule is not the one wanted, and the
        select vectorises without -ffast-math): two AVX-512 or four AVX2 registers, enough
@@ -186,7 +171,7 @@ cdef extern from *:
         for (; i < n; i++) res = res + e[i];
         return res;
     }
-    /* The sum of exp(a[j] - m), j < n, as np.sum adds fd_exp_shifted's values
+    /* The sum of fd_expf(a[j] - m), j < n, as np.sum adds those values
        (_pairwise_sum's tree: runs of < 8 from -0.0, up to 128 in eight interleaved sums,
        longer ones split in halves rounded down to a multiple of 8) -- the same floats, in one
        pass that writes nothing */
@@ -213,7 +198,7 @@ cdef extern from *:
     int _thread_id "fd_spec_thread_id"() noexcept nogil
     float fd_bits_to_float(uint32_t b) noexcept nogil
     float fd_half_to_float(uint16_t h) noexcept nogil
-    void fd_exp_shifted(float* a, Py_ssize_t n, float m) noexcept nogil
+    float fd_expf(float x) noexcept nogil
     float fd_nanmax(const float* a, Py_ssize_t n) noexcept nogil
     float fd_div_max(float* out, const float* a, Py_ssize_t n, float d) noexcept nogil
     float fd_pairwise_sumexp(const float* a, Py_ssize_t n, float m) noexcept nogil
@@ -311,8 +296,8 @@ cdef inline float _sumexp_of(const float* a, Py_ssize_t n, float m, float* sumex
 
 cdef inline float _max_sumexp(const float* a, Py_ssize_t n, float* sumexp) noexcept nogil:
     """vLLM's ``_compute_max_and_sumexp``: the max and, when it is > -inf, the sum of
-    ``exp(a - max)`` (the exponentials ``fd_exp_shifted`` gives, added in ``_pairwise_sum``'s
-    order, in one pass: ``fd_pairwise_sumexp``), else 0."""
+    ``exp(a - max)`` (``fd_expf``'s, added in ``_pairwise_sum``'s order, in one pass:
+    ``fd_pairwise_sumexp``), else 0."""
     return _sumexp_of(a, n, _nanmax(a, n), sumexp)
 
 
@@ -1717,7 +1702,9 @@ cdef void _run_rows(const Rej* rj, Lazy* z, int64_t r) noexcept nogil:
 
 
 cdef void _run_then(void* ctx, Py_ssize_t i, Py_ssize_t b) noexcept nogil:
-    """Block ``b`` of row ``i``'s statistics, for ``_run_probs``'s run."""
+    """Block ``b`` of the statistics of row ``i`` of a run (``Run``: its ``z`` and ``start``
+    alone are read), on the team that masked it -- ``_run_probs``'s rows, and ``_lazy_stats``'s
+    one row (a run of it)."""
     cdef const Run* u = <const Run*>ctx
     _stats_program(u.z.st, u.start + i, b, u.z.scratch + _thread_id() * u.z.st.BS)
 
@@ -1774,7 +1761,7 @@ cdef bint _stats_single(Lazy* z, int64_t li) noexcept nogil:
     """Row ``li``'s statistics where its mask kept one token alone (``z.single``; a non-greedy
     row, one-hot drafts), without reading the row: the block holding it as the program leaves
     it -- the kept value ``v`` (finite: the mask found it so) is the block's maximum, and its sum
-    of ``exp(x - v)`` is ``exp(0)`` as ``fd_exp_shifted`` gives it, every other lane's
+    of ``exp(x - v)`` is ``exp(0)`` as ``fd_expf`` gives it, every other lane's
     exponential an exact 0 that the pairwise sum adds exactly -- and every other block, -inf
     alone (the row has no NaN), as the program leaves such a block (max -inf, sum 0). False
     (nothing written) for any other row."""
@@ -1782,7 +1769,7 @@ cdef bint _stats_single(Lazy* z, int64_t li) noexcept nogil:
     cdef int64_t j, b, bj
     cdef Py_ssize_t om, os
     cdef float v
-    cdef float one[1]
+    cdef float one
     if z.proc == NULL or st.has_draft or _is_bonus(&st.bonus, li):
         return False
     j = z.single[li]
@@ -1790,26 +1777,13 @@ cdef bint _stats_single(Lazy* z, int64_t li) noexcept nogil:
         return False
     bj = j // st.BS
     v = z.proc[li * z.width + j]
-    one[0] = v
-    fd_exp_shifted(one, 1, v)
+    one = fd_expf(v - v)
     om = _off(&st.tmax, li, 0)
     os = _off(&st.tsum, li, 0)
     for b in range(st.NB):
         _stf(&st.tmax, om + b, v if b == bj else -INFINITY)
-        _stf(&st.tsum, os + b, one[0] if b == bj else 0.0)
+        _stf(&st.tsum, os + b, one if b == bj else 0.0)
     return True
-
-
-cdef struct StatsRow:
-    # one row's statistics programs as a team's units (``_stats_unit``)
-    const Stats* st
-    int64_t li
-    float* scratch
-
-
-cdef void _stats_unit(void* ctx, Py_ssize_t b) noexcept nogil:
-    cdef const StatsRow* q = <const StatsRow*>ctx
-    _stats_program(q.st, q.li, b, q.scratch + _thread_id() * q.st.BS)
 
 
 cdef void _lazy_stats(Lazy* z, int64_t li) noexcept nogil:
@@ -1819,15 +1793,14 @@ cdef void _lazy_stats(Lazy* z, int64_t li) noexcept nogil:
     the row is processed there; a row kept to one token alone does not arise (no one-hot
     draft: ``_stats_single`` answers only for those)."""
     cdef int64_t b, NB = z.st.NB, BS = z.st.BS
-    cdef StatsRow q
+    cdef Run q
     cdef int ran = 0
     if z.proc != NULL and z.done[li] == 2:
         return                              # processed with its statistics (_run_probs)
     if z.team > 1 and z.st.has_draft and z.proc != NULL and not z.done[li]:
-        q.st = z.st
-        q.li = li
-        q.scratch = z.scratch
-        _lazy_row(z, li, _stats_unit, &q, NB, &ran)
+        q.z = z
+        q.start = li
+        _lazy_row(z, li, _run_then, &q, NB, &ran)
         if ran:
             return
     _lazy_row(z, li)

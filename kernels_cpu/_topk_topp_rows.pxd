@@ -64,8 +64,9 @@ ctypedef float (*row_loader)(void* ctx, Py_ssize_t c0, Py_ssize_t length, float*
 # (nan: whether one is NaN), read without writing them
 ctypedef float (*row_peeker)(void* ctx, Py_ssize_t c0, Py_ssize_t length,
                              int* nan) noexcept nogil
-# A caller's work on a masked row, unit b (load_mask_row_f32_team's then), on its team
-ctypedef void (*row_then)(void* ctx, Py_ssize_t b) noexcept nogil
+# A caller's work on masked row i, unit b, on its team (load_mask_row_f32_team's then: i 0;
+# run_rows_then_f32_team's: the run's row i)
+ctypedef void (*row_then)(void* ctx, Py_ssize_t i, Py_ssize_t b) noexcept nogil
 cdef Py_ssize_t load_mask_row_f32_team(float* row, Py_ssize_t n, int64_t k, double p, void* s,
                                        int nt, row_loader load, row_peeker peek, void* ctx,
                                        float* chunk_max, int* chunk_nan,
@@ -86,13 +87,11 @@ ctypedef void (*run_row_at)(void* ctx, Py_ssize_t i, fd_run_row* out) noexcept n
 cdef Py_ssize_t run_rows_f32_team(Py_ssize_t n, Py_ssize_t rows, int nt, void* s,
                                   row_loader load, row_peeker peek, run_row_at at, void* ctx,
                                   float* chunk_max, int* chunk_nan, int64_t* kept) noexcept nogil
-# A run's statistics of row i, unit b (run_rows_then_f32_team), on its team
-ctypedef void (*run_row_then)(void* ctx, Py_ssize_t i, Py_ssize_t b) noexcept nogil
 # Whether the run goes on past row i (one thread)
 ctypedef int (*run_row_test)(void* ctx, Py_ssize_t i) noexcept nogil
 cdef Py_ssize_t run_rows_then_f32_team(Py_ssize_t n, Py_ssize_t rows, int nt, void* s,
                                        row_loader load, run_row_at at, void* ctx,
-                                       run_row_then then, Py_ssize_t nthen, run_row_test test,
+                                       row_then then, Py_ssize_t nthen, run_row_test test,
                                        float* chunk_max, int* chunk_nan,
                                        int64_t* kept) noexcept nogil
 cdef void widen_row(const char* row, int code, Py_ssize_t n, float* out) noexcept nogil

@@ -314,23 +314,14 @@ cdef extern from *:
             Py_ssize_t len = n - lo < TKP_BLK ? n - lo : TKP_BLK;
             const float* b = x + lo;
             int bad = 0;
-            /* v - m <= 0 and not NaN unless the block is refused (bad): fd_expf_nonpos; the
-               floor's select only where there is one */
-            if (floor == -INFINITY)
-                for (Py_ssize_t j = 0; j < len; j++) {
-                    float v = b[j];
-                    e[j] = fd_expf_nonpos(v - m);
-                    bk[j] = tkp_bucket(v, m, w);
-                    bad |= (v > m) | (v != v);
-                }
-            else
-                for (Py_ssize_t j = 0; j < len; j++) {
-                    float v = b[j];
-                    float ev = fd_expf_nonpos(v - m);
-                    e[j] = v >= floor ? ev : 0.0f;
-                    bk[j] = tkp_bucket(v, m, w);
-                    bad |= (v > m) | (v != v);
-                }
+            /* v - m <= 0 and not NaN unless the block is refused (bad): fd_expf_nonpos */
+            for (Py_ssize_t j = 0; j < len; j++) {
+                float v = b[j];
+                float ev = fd_expf_nonpos(v - m);
+                e[j] = v >= floor ? ev : 0.0f;
+                bk[j] = tkp_bucket(v, m, w);
+                bad |= (v > m) | (v != v);
+            }
             if (bad) return 1;
             /* value j into sum j % 4, four at a time (no index arithmetic per value) */
             Py_ssize_t j = 0;
@@ -1142,8 +1133,9 @@ cdef extern from *:
         J->sref_ok = 0;
     }
 
-    /* A caller's work on a row once it is masked: unit b of nthen (tkp_row_loaded) */
-    typedef void (*tkp_then)(void* ctx, Py_ssize_t b);
+    /* A caller's work on row i once it is masked, unit b of nthen (tkp_row_loaded: i 0;
+       tkp_run_then_test: the run's row i), on its team */
+    typedef void (*tkp_then)(void* ctx, Py_ssize_t i, Py_ssize_t b);
 
     /* then (NULL: none): where the row's passes ran in the region (any answer but -2), the
        team goes on to then's nthen units (a static schedule) after a barrier, in the same
@@ -1171,7 +1163,7 @@ cdef extern from *:
                 #pragma omp barrier
                 #pragma omp for schedule(static)
     #endif
-                for (Py_ssize_t b = 0; b < nthen; b++) then(tctx, b);
+                for (Py_ssize_t b = 0; b < nthen; b++) then(tctx, 0, b);
     #ifdef _OPENMP
                 #pragma omp master
     #endif
@@ -1255,8 +1247,6 @@ cdef extern from *:
         return done;
     }
 
-    /* A run's statistics of row i, unit b (tkp_run_then_test), on its team */
-    typedef void (*tkp_row_then)(void* ctx, Py_ssize_t i, Py_ssize_t b);
     /* Whether the run goes on past row i (one thread, after row i's statistics) */
     typedef int (*tkp_row_test)(void* ctx, Py_ssize_t i);
 
@@ -1274,22 +1264,23 @@ cdef extern from *:
        answer (the token it kept alone, or -1). */
     static Py_ssize_t tkp_run_then_test(Py_ssize_t n, Py_ssize_t rows, int nt, tkp_scratch* s,
                                         tkp_loader load, tkp_run_at at, void* actx,
-                                        tkp_row_then then, Py_ssize_t nthen, tkp_row_test test,
+                                        tkp_then then, Py_ssize_t nthen, tkp_row_test test,
                                         float* cmax, int* cnan, int64_t* kept) {
-        fd_run_row desc[2];         /* rows i and i + 1, described by one thread for all */
-        tkp_loaded J[2];
+        /* the row at hand, described by one thread for all; the next row's set up (by that
+           thread) only once every thread is past this one's passes (the units' barrier) */
+        fd_run_row desc;
+        tkp_loaded J;
         Py_ssize_t done = 0;
         int go = 1;
-        at(actx, 0, &desc[0]);
-        tkp_loaded_init(&J[0], desc[0].row, n, desc[0].k, desc[0].p, s, load, NULL,
-                        desc[0].ctx, cmax, cnan);
+        at(actx, 0, &desc);
+        tkp_loaded_init(&J, desc.row, n, desc.k, desc.p, s, load, NULL, desc.ctx, cmax, cnan);
     #ifdef _OPENMP
         #pragma omp parallel num_threads(nt)
     #endif
         {
             for (Py_ssize_t i = 0; i < rows; i++) {
                 tkp_rowmax known;
-                Py_ssize_t mine = tkp_loaded_team(&J[i & 1], &known);
+                Py_ssize_t mine = tkp_loaded_team(&J, &known);
                 if (mine == -2) break;          /* the same answer on every thread */
     #ifdef _OPENMP
                 #pragma omp master
@@ -1310,10 +1301,9 @@ cdef extern from *:
                 {
                     go = test(actx, i);
                     if (go) {
-                        fd_run_row* d = &desc[(i + 1) & 1];
-                        at(actx, i + 1, d);
-                        tkp_loaded_init(&J[(i + 1) & 1], d->row, n, d->k, d->p, s, load, NULL,
-                                        d->ctx, cmax, cnan);
+                        at(actx, i + 1, &desc);
+                        tkp_loaded_init(&J, desc.row, n, desc.k, desc.p, s, load, NULL,
+                                        desc.ctx, cmax, cnan);
                     }
                 }
     #ifdef _OPENMP
@@ -1357,16 +1347,15 @@ cdef extern from *:
                                  int* nan) noexcept nogil
     ctypedef float (*tkp_peeker)(void* ctx, Py_ssize_t c0, Py_ssize_t length,
                                  int* nan) noexcept nogil
-    ctypedef void (*tkp_then)(void* ctx, Py_ssize_t b) noexcept nogil
+    ctypedef void (*tkp_then)(void* ctx, Py_ssize_t i, Py_ssize_t b) noexcept nogil
     Py_ssize_t tkp_row_loaded(float* row, Py_ssize_t n, int64_t k, double p, tkp_scratch* s,
                               int nt, tkp_loader load, tkp_peeker peek, void* ctx, float* cmax,
                               int* cnan, tkp_rowmax* known, tkp_then then, void* tctx,
                               Py_ssize_t nthen, int* then_ran) noexcept nogil
     ctypedef void (*tkp_run_at)(void* ctx, Py_ssize_t i, fd_run_row* out) noexcept nogil
-    ctypedef void (*tkp_row_then)(void* ctx, Py_ssize_t i, Py_ssize_t b) noexcept nogil
     ctypedef int (*tkp_row_test)(void* ctx, Py_ssize_t i) noexcept nogil
     Py_ssize_t tkp_run_then_test(Py_ssize_t n, Py_ssize_t rows, int nt, tkp_scratch* s,
-                                 tkp_loader load, tkp_run_at at, void* actx, tkp_row_then then,
+                                 tkp_loader load, tkp_run_at at, void* actx, tkp_then then,
                                  Py_ssize_t nthen, tkp_row_test test, float* cmax, int* cnan,
                                  int64_t* kept) noexcept nogil
     Py_ssize_t tkp_run_top(Py_ssize_t n, Py_ssize_t rows, int nt, tkp_scratch* s,
@@ -1531,7 +1520,7 @@ cdef Py_ssize_t run_rows_f32_team(Py_ssize_t n, Py_ssize_t rows, int nt, void* s
 
 cdef Py_ssize_t run_rows_then_f32_team(Py_ssize_t n, Py_ssize_t rows, int nt, void* s,
                                        row_loader load, run_row_at at, void* ctx,
-                                       run_row_then then, Py_ssize_t nthen, run_row_test test,
+                                       row_then then, Py_ssize_t nthen, run_row_test test,
                                        float* chunk_max, int* chunk_nan,
                                        int64_t* kept) noexcept nogil:
     """``load_mask_row_f32_team`` with its ``then`` for a run of ``rows`` consecutive rows of
@@ -1546,7 +1535,7 @@ cdef Py_ssize_t run_rows_then_f32_team(Py_ssize_t n, Py_ssize_t rows, int nt, vo
     if rows < 1 or nt <= 1 or not _splits(n):
         return 0
     return tkp_run_then_test(n, rows, nt, <tkp_scratch*>s, <tkp_loader>load, <tkp_run_at>at,
-                             ctx, <tkp_row_then>then, nthen, <tkp_row_test>test, chunk_max,
+                             ctx, <tkp_then>then, nthen, <tkp_row_test>test, chunk_max,
                              chunk_nan, kept)
 
 
