@@ -33,7 +33,9 @@ How, per row (``k`` and ``p`` are per row; any count of rows, zero included):
    bucket holding the boundary is found from the bucket masses, its members are gathered in index
    order and refined the same way (256 sub-buckets over their range) until a handful remain or
    all are tied, then sorted and walked;
-4. one pass writes ``mask_value`` where a token is not kept.
+4. one pass writes ``mask_value`` where a token is not kept -- after the bucket pass, by one
+   comparison a value with the boundary bucket's least member value (found by bisection over the
+   floats: a value's bucket is non-increasing in it), the same set as its bucket's test.
 
 fp16/bf16 rows are converted into a float32 scratch row first (exactly: both embed in float32),
 the decisions are made there, and masked entries are written in the row's dtype. Rows run in
@@ -308,30 +310,45 @@ cdef extern from *:
         double* h2 = hist[2];
         double* h3 = hist[3];
         float e[TKP_BLK];           /* float in the vector loop (a double there halves its
-                                       width), widened -- exactly -- where the scatter adds */
+                                       width), widened -- exactly -- in a loop of its own */
+        double ed[TKP_BLK];
         int bk[TKP_BLK];
+        float nw = -w;              /* d * -w, d = v - m: tkp_bucket's (m - v) * w bit for bit
+                                       (negation is exact, rounding to nearest symmetric) */
         for (Py_ssize_t lo = 0; lo < n; lo += TKP_BLK) {
             Py_ssize_t len = n - lo < TKP_BLK ? n - lo : TKP_BLK;
             const float* b = x + lo;
             int bad = 0;
-            /* v - m <= 0 and not NaN unless the block is refused (bad): fd_expf_nonpos */
-            for (Py_ssize_t j = 0; j < len; j++) {
-                float v = b[j];
-                float ev = fd_expf_nonpos(v - m);
-                e[j] = v >= floor ? ev : 0.0f;
-                bk[j] = tkp_bucket(v, m, w);
-                bad |= (v > m) | (v != v);
+            /* d = v - m <= 0 and not NaN unless the block is refused (bad, one unordered
+               test): fd_expf_nonpos; without a floor (top-p alone) no select for it */
+            if (floor > -INFINITY) {
+                for (Py_ssize_t j = 0; j < len; j++) {
+                    float v = b[j], d = v - m;
+                    float ev = fd_expf_nonpos(d), t = d * nw;
+                    e[j] = v >= floor ? ev : 0.0f;
+                    bk[j] = (int)(t < (float)(TKP_NB - 1) ? t : (float)(TKP_NB - 1));
+                    bad |= !(v <= m);
+                }
+            } else {
+                for (Py_ssize_t j = 0; j < len; j++) {
+                    float v = b[j], d = v - m;
+                    float t = d * nw;
+                    e[j] = fd_expf_nonpos(d);
+                    bk[j] = (int)(t < (float)(TKP_NB - 1) ? t : (float)(TKP_NB - 1));
+                    bad |= !(v <= m);
+                }
             }
             if (bad) return 1;
+            for (Py_ssize_t j = 0; j < len; j++) ed[j] = (double)e[j];
             /* value j into sum j % 4, four at a time (no index arithmetic per value) */
             Py_ssize_t j = 0;
             for (; j + 4 <= len; j += 4) {
-                h0[bk[j]] += (double)e[j];
-                h1[bk[j + 1]] += (double)e[j + 1];
-                h2[bk[j + 2]] += (double)e[j + 2];
-                h3[bk[j + 3]] += (double)e[j + 3];
+                h0[bk[j]] += ed[j];
+                h1[bk[j + 1]] += ed[j + 1];
+                h2[bk[j + 2]] += ed[j + 2];
+                h3[bk[j + 3]] += ed[j + 3];
             }
-            for (; j < len; j++) hist[j & 3][bk[j]] += (double)e[j];
+            for (; j < len; j++) hist[j & 3][bk[j]] += ed[j];
         }
         for (int q = 0; q < TKP_NB; q++)
             mass[q] = (hist[0][q] + hist[1][q]) + (hist[2][q] + hist[3][q]);
@@ -455,41 +472,74 @@ cdef extern from *:
         }
     }
 
-    /* The mask pass: keep x >= floor (and, bstar >= 0, bucket <= bstar); the members of bucket
-       bstar that are >= floor are gathered into c (index order). Returns their count. */
+    /* the float bits as an integer that orders the floats: NaN aside, a < b iff key(a) < key(b) */
+    static inline uint32_t tkp_key(float f) {
+        uint32_t u;
+        memcpy(&u, &f, sizeof u);
+        return u & 0x80000000u ? ~u : u | 0x80000000u;
+    }
+
+    static inline float tkp_unkey(uint32_t k) {
+        uint32_t u = k & 0x80000000u ? k & 0x7fffffffu : ~k;
+        float f;
+        memcpy(&f, &u, sizeof f);
+        return f;
+    }
+
+    /* The least float v <= m (-inf included) with tkp_bucket(v, m, w) <= b, found by bisection
+       over the ordered floats: the bucket is non-increasing in v (each of its roundings is
+       monotone), so {v <= m: bucket(v) <= b} is exactly {t <= v <= m} -- the mask pass then
+       compares each value with t instead of computing its bucket. */
+    static float tkp_bucket_least(float m, float w, int b) {
+        uint32_t lo = tkp_key(-INFINITY), hi = tkp_key(m);     /* bucket(m) = 0 <= b */
+        if (tkp_bucket(-INFINITY, m, w) <= b) return -INFINITY;
+        while (hi - lo > 1) {                          /* bucket(lo) > b, bucket(hi) <= b */
+            uint32_t mid = lo + (hi - lo) / 2;
+            if (tkp_bucket(tkp_unkey(mid), m, w) <= b) hi = mid;
+            else lo = mid;
+        }
+        return tkp_unkey(hi);
+    }
+
+    /* The mask pass's bounds for the values x <= m of a row: keep x >= *keep -- x >= floor and,
+       bstar >= 0, bucket <= bstar -- and gather as boundary candidates the kept x < *top (those
+       of bucket bstar; none where bstar < 0). */
+    static void tkp_mask_bounds(float floor, int bstar, float m, float w, float* keep,
+                                float* top) {
+        *keep = floor;
+        *top = -INFINITY;
+        if (bstar >= 0) {
+            float t = tkp_bucket_least(m, w, bstar);
+            *keep = t > floor ? t : floor;
+            *top = bstar > 0 ? tkp_bucket_least(m, w, bstar - 1) : INFINITY;
+        }
+    }
+
+    /* The mask pass over values x[0:n) that are <= the bounds' reference (or NaN): keep x >=
+       keep (a NaN is not kept), and gather the kept values below top -- the boundary
+       candidates, from tkp_mask_bounds -- into c (index order). Returns their count. */
     FD_CLONES static Py_ssize_t tkp_mask_pass(char* row, int code, const float* x,
-                                               Py_ssize_t n, float floor, int bstar, float m,
-                                               float w,
+                                               Py_ssize_t n, float keep, float top,
                                                float maskf, uint16_t mask16, tkp_cand* c) {
         Py_ssize_t nc = 0;
-        int bk[TKP_BLK];
         for (Py_ssize_t lo = 0; lo < n; lo += TKP_BLK) {
             Py_ssize_t len = n - lo < TKP_BLK ? n - lo : TKP_BLK;
             const float* b = x + lo;
-            if (bstar >= 0) {
-                for (Py_ssize_t j = 0; j < len; j++) bk[j] = b[j] >= floor ? tkp_bucket(b[j], m, w)
-                                                                           : TKP_NB;
-                if (code == 3) {
-                    float* w = (float*)row + lo;
-                    for (Py_ssize_t j = 0; j < len; j++) w[j] = bk[j] <= bstar ? w[j] : maskf;
-                } else {
-                    uint16_t* w = (uint16_t*)row + lo;
-                    for (Py_ssize_t j = 0; j < len; j++) w[j] = bk[j] <= bstar ? w[j] : mask16;
-                }
-                int any = 0;              /* a vector test first: most blocks hold none */
-                for (Py_ssize_t j = 0; j < len; j++) any |= bk[j] == bstar;
-                if (any)
-                    for (Py_ssize_t j = 0; j < len; j++)
-                        if (bk[j] == bstar) {
-                            c[nc].x = b[j]; c[nc].i = lo + j; nc++;
-                        }
-            } else if (code == 3) {
+            if (code == 3) {
                 float* w = (float*)row + lo;
-                for (Py_ssize_t j = 0; j < len; j++) w[j] = b[j] >= floor ? w[j] : maskf;
+                for (Py_ssize_t j = 0; j < len; j++) w[j] = b[j] >= keep ? w[j] : maskf;
             } else {
                 uint16_t* w = (uint16_t*)row + lo;
-                for (Py_ssize_t j = 0; j < len; j++) w[j] = b[j] >= floor ? w[j] : mask16;
+                for (Py_ssize_t j = 0; j < len; j++) w[j] = b[j] >= keep ? w[j] : mask16;
             }
+            if (!(top > keep)) continue;  /* no candidates (the bounds' bstar < 0) */
+            int any = 0;                  /* a vector test first: most blocks hold none */
+            for (Py_ssize_t j = 0; j < len; j++) any |= (b[j] >= keep) & (b[j] < top);
+            if (any)
+                for (Py_ssize_t j = 0; j < len; j++)
+                    if (b[j] >= keep && b[j] < top) {
+                        c[nc].x = b[j]; c[nc].i = lo + j; nc++;
+                    }
         }
         return nc;
     }
@@ -519,16 +569,18 @@ cdef extern from *:
                                           uint16_t mask16, tkp_cand* c, Py_ssize_t* counts,
                                           int nt) {
         Py_ssize_t nch = (n + TKP_SPAN - 1) / TKP_SPAN;
+        float keep, top;
+        tkp_mask_bounds(floor, bstar, m, w, &keep, &top);
         if (nt <= 1 || nch <= 1)
-            return tkp_mask_pass(row, code, x, n, floor, bstar, m, w, maskf, mask16, c);
+            return tkp_mask_pass(row, code, x, n, keep, top, maskf, mask16, c);
         size_t es = code == 3 ? sizeof(float) : sizeof(uint16_t);
     #ifdef _OPENMP
         #pragma omp parallel for num_threads(nt) schedule(static)
     #endif
         for (Py_ssize_t ch = 0; ch < nch; ch++) {
             Py_ssize_t lo = ch * TKP_SPAN, len = n - lo < TKP_SPAN ? n - lo : TKP_SPAN;
-            counts[ch] = tkp_mask_pass(row + lo * es, code, x + lo, len, floor, bstar, m, w,
-                                       maskf, mask16, c + lo);
+            counts[ch] = tkp_mask_pass(row + lo * es, code, x + lo, len, keep, top, maskf,
+                                       mask16, c + lo);
         }
         return tkp_pack(c, counts, nch);
     }
@@ -1077,6 +1129,8 @@ cdef extern from *:
                 if (!__atomic_load_n(&J->bad, __ATOMIC_RELAXED)) {
                     double above, target;
                     int bstar = tkp_boundary(J->summed, J->p, &above, &target);
+                    float keep, top;
+                    tkp_mask_bounds(-INFINITY, bstar, pl.ref, pl.w, &keep, &top);
     #ifdef _OPENMP
                     #pragma omp for schedule(static)
     #endif
@@ -1084,8 +1138,7 @@ cdef extern from *:
                         Py_ssize_t lo = ch * TKP_SPAN;
                         Py_ssize_t len = n - lo < TKP_SPAN ? n - lo : TKP_SPAN;
                         s->counts[ch] = tkp_mask_pass((char*)(row + lo), 3, row + lo, len,
-                                                      -INFINITY, bstar, pl.ref, pl.w,
-                                                      -INFINITY, 0, s->c1 + lo);
+                                                      keep, top, -INFINITY, 0, s->c1 + lo);
                     }
     #ifdef _OPENMP
                     #pragma omp single nowait
