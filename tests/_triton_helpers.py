@@ -109,9 +109,13 @@ def assert_interpreted_passed(interpreter_run, key):
     __tracebackhide__ = True
     proc, outcomes = interpreter_run
     if key not in outcomes:
+        # a crash's report starts with the frame that faulted (most recent call first): its
+        # head, not the tail, names where
+        fatal = proc.stderr.find("Fatal Python error")
+        err = proc.stderr[fatal : fatal + 4000] if fatal >= 0 else proc.stderr[-4000:]
         pytest.fail(
             f"{key} did not run under the interpreter (rc={proc.returncode}):\n"
-            f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+            f"{proc.stdout[-4000:]}\n{err}"
         )
     status, detail = outcomes[key]
     assert status == "passed", f"{key} {status} under the interpreter:\n{detail[-6000:]}"
