@@ -316,13 +316,14 @@ cdef inline float _block_max_sumexp(const Tab* t, Py_ssize_t base, Py_ssize_t nv
         if not scaled:
             return _max_sumexp(src, BS, sumexp)
         return _sumexp_of(buf, BS, _nanmax_of(buf, BS, fd_div_max(buf, src, BS, temp)), sumexp)
+    cdef float pad = -INFINITY
     _ldrow(t, base, nv, buf)
-    if scaled and not pad_scaled:
+    if scaled:
         fd_div_by(buf, nv, temp)
+        if pad_scaled:
+            pad = pad / temp      # each padding value divided alike: one division
     for j in range(nv, BS):
-        buf[j] = -INFINITY
-    if scaled and pad_scaled:
-        fd_div_by(buf, BS, temp)
+        buf[j] = pad
     return _max_sumexp(buf, BS, sumexp)
 
 
