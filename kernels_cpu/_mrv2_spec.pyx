@@ -1539,6 +1539,10 @@ cdef struct Lazy:
     int64_t* single     # per row: the one token its mask kept by the maximum alone, else -1
     bint peek           # float32 rows: a row after one masked to its top token peeked (_peeks)
     bint stream         # rows too many to lie in cache: such a row's mask streamed to memory
+    # a peeked row masked to its top token alone, on one thread, left unwritten but for that
+    # token and its draft's (``_lazy_row``): where every reader of such a row reads those alone
+    bint lean
+    IBuf ds             # the drafts (``draft_sampled_ptr``): row li checks ds[li + 1]
 
 
 cdef float _load_scaled(const Tab* raw, int64_t li, Py_ssize_t c0, Py_ssize_t n,
@@ -1639,12 +1643,23 @@ cdef void _lazy_row(Lazy* z, int64_t li, row_then then=NULL, void* tctx=NULL,
     if z.proc == NULL or z.done[li]:
         return
     _row_args(z, li, &a, &k, &p)
+    cdef bint lean = False
+    cdef int64_t ds
     if _peeks(z, li, a.temp):
         peek = _peek_chunk
+        lean = (z.lean and z.team <= 1 and a.temp > 0.0
+                and not _is_bonus(&z.st.bonus, li))
     z.single[li] = load_mask_row_f32_team(
         z.proc + li * z.width, z.width, k, p, z.arenas[_thread_id() if z.team <= 1 else 0],
         z.team, _load_chunk, peek, &a, z.cmax + own, z.cnan + own, z.stream, then, tctx, nthen,
-        then_ran)
+        then_ran, lean)
+    if lean and z.single[li] >= 0:
+        # the row's readers: its statistics from its token alone (_stats_single), the walk's
+        # test of its draft (that token's value, -inf unless it is the kept one), the draw
+        # from its one lane (_res_row_sparse)
+        ds = iget(z.ds, li + 1)
+        if 0 <= ds < z.width and ds != z.single[li]:
+            z.proc[li * z.width + ds] = -INFINITY
     z.done[li] = 1
 
 
@@ -2955,7 +2970,10 @@ def rejection_sample_fused(
       each request's resampled row -- is first written to ``processed_ptr`` (fp32, the target
       logits' shape, contiguous) as ``apply_sampling_params`` leaves it: the fp32 row, divided
       by the temperature (APPLY_TEMPERATURE), masked by ``top_k_top_p``; the other rows of
-      ``processed_ptr`` are not written.
+      ``processed_ptr`` are not written. A row masked to its top token alone after a peek, on
+      one thread, with a one-hot draft to test (sampled, no USE_FP64) and not its request's
+      last, is written at that token and at its draft's (-inf) alone: nothing reads the rest
+      (its statistics and its draw come from that token, the test from the draft's value).
 
     The tables (``[rows, 8192-blocks]`` statistics, ``[requests]`` log-sum-exps,
     ``[requests, 1024-blocks]`` resampling) are scratch laid out as vLLM's host code lays them
@@ -3122,6 +3140,12 @@ def rejection_sample_fused(
     z.stream = process and L * z.width * 4 > STREAM_BYTES     # z.width: set with processing
     z.peek = (process and z.raw.code == DT_FLOAT32
               and (L * z.width * 4 <= PEEK_BYTES or z.stream))
+    # the walks where a row kept to one token is read at that token and its draft's alone: a
+    # one-hot draft's test (no draft probabilities), a sampled row drawn from its lanes (no
+    # USE_FP64), no block verification, synthetic rates or FLy
+    z.lean = (z.peek and not has_draft and not fp64 and not rj.block and not rj.synthetic
+              and rj.fly == 0)
+    z.ds = rj.ds
     if nt > 1 and R >= nt:
         outer = nt
     elif nt > 1:

@@ -71,7 +71,8 @@ cdef Py_ssize_t load_mask_row_f32_team(float* row, Py_ssize_t n, int64_t k, doub
                                        int nt, row_loader load, row_peeker peek, void* ctx,
                                        float* chunk_max, int* chunk_nan,
                                        bint stream=*, row_then then=*, void* tctx=*,
-                                       Py_ssize_t nthen=*, int* then_ran=*) noexcept nogil
+                                       Py_ssize_t nthen=*, int* then_ran=*,
+                                       bint lean=*) noexcept nogil
 cdef extern from "_run_rows.h":
     ctypedef struct fd_run_row:
         float* row

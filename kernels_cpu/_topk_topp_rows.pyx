@@ -1503,7 +1503,8 @@ cdef Py_ssize_t load_mask_row_f32_team(float* row, Py_ssize_t n, int64_t k, doub
                                        int nt, row_loader load, row_peeker peek, void* ctx,
                                        float* chunk_max, int* chunk_nan,
                                        bint stream=False, row_then then=NULL, void* tctx=NULL,
-                                       Py_ssize_t nthen=0, int* then_ran=NULL) noexcept nogil:
+                                       Py_ssize_t nthen=0, int* then_ran=NULL,
+                                       bint lean=False) noexcept nogil:
     """``mask_row_f32_team`` for a row its caller has yet to write: ``load`` writes it, ``SPAN``
     values at a time (each chunk's maximum into ``chunk_max`` and NaN flag into ``chunk_nan``,
     ``n / SPAN`` rounded up of each), then the row is masked as ``mask_row_f32_team`` masks it
@@ -1522,7 +1523,10 @@ cdef Py_ssize_t load_mask_row_f32_team(float* row, Py_ssize_t n, int64_t k, doub
     ``then(tctx, b)`` for ``b < nthen`` (a static schedule) once the row is masked, in the same
     region, and ``then_ran[0]`` is set -- a caller's statistics of the masked row without a
     region of their own (wide teams pay several barriers for one); else the caller does that
-    work itself."""
+    work itself. ``lean``: on one thread, a peeked row masked to its maximum alone is not
+    written past its maximum's chunk, as loaded (its maximum at the index returned, the other
+    values of that chunk unmasked, the other chunks as they were) -- for a caller that reads
+    no other value of such a row, or writes the ones it reads itself."""
     cdef Py_ssize_t ch, nch = (n + SPAN - 1) // SPAN, top
     cdef float m = -INFINITY
     cdef bint nan = False
@@ -1541,8 +1545,9 @@ cdef Py_ssize_t load_mask_row_f32_team(float* row, Py_ssize_t n, int64_t k, doub
             chunk_max[ch] = peek(ctx, ch * SPAN, min(n - ch * SPAN, SPAN), &chunk_nan[ch])
         tkp_plan_top(row, n, p, chunk_max, chunk_nan, <tkp_loader>load, ctx, &pl)
         if pl.mode == TKP_ONLY_TOP:
-            for ch in range(nch):
-                tkp_only_top_fill_by(row, n, ch, pl.top, -INFINITY, stream)
+            if not lean:
+                for ch in range(nch):
+                    tkp_only_top_fill_by(row, n, ch, pl.top, -INFINITY, stream)
             return pl.top
     for ch in range(nch):
         chunk_max[ch] = load(ctx, ch * SPAN, min(n - ch * SPAN, SPAN), row, &chunk_nan[ch])
