@@ -239,9 +239,11 @@ cdef extern from *:
         return kept;
     }
 
-    /* the bucket of x: (ref - x) * w, the last bucket taking everything below */
-    static inline int tkp_bucket(float x, float m, float w) {
-        float t = (m - x) * w;
+    /* The bucket of a value d = x - ref below a row's reference (d <= 0), nw = -w: (ref - x) * w
+       as d * -w (the same float: negation is exact, rounding to nearest symmetric, so the
+       bucket pass shares d with the exponential), the last bucket taking everything below */
+    static inline int tkp_bucket(float d, float nw) {
+        float t = d * nw;
         t = t < (float)(TKP_NB - 1) ? t : (float)(TKP_NB - 1);
         return (int)t;
     }
@@ -313,28 +315,27 @@ cdef extern from *:
                                        width), widened -- exactly -- in a loop of its own */
         double ed[TKP_BLK];
         int bk[TKP_BLK];
-        float nw = -w;              /* d * -w, d = v - m: tkp_bucket's (m - v) * w bit for bit
-                                       (negation is exact, rounding to nearest symmetric) */
+        float nw = -w;
         for (Py_ssize_t lo = 0; lo < n; lo += TKP_BLK) {
             Py_ssize_t len = n - lo < TKP_BLK ? n - lo : TKP_BLK;
             const float* b = x + lo;
             int bad = 0;
             /* d = v - m <= 0 and not NaN unless the block is refused (bad, one unordered
-               test): fd_expf_nonpos; without a floor (top-p alone) no select for it */
+               test): fd_expf_nonpos; without a floor (top-p alone) no select for it -- a loop
+               of its own, 1-3% of a top-p row at one thread against the select kept */
             if (floor > -INFINITY) {
                 for (Py_ssize_t j = 0; j < len; j++) {
                     float v = b[j], d = v - m;
-                    float ev = fd_expf_nonpos(d), t = d * nw;
+                    float ev = fd_expf_nonpos(d);
                     e[j] = v >= floor ? ev : 0.0f;
-                    bk[j] = (int)(t < (float)(TKP_NB - 1) ? t : (float)(TKP_NB - 1));
+                    bk[j] = tkp_bucket(d, nw);
                     bad |= !(v <= m);
                 }
             } else {
                 for (Py_ssize_t j = 0; j < len; j++) {
                     float v = b[j], d = v - m;
-                    float t = d * nw;
                     e[j] = fd_expf_nonpos(d);
-                    bk[j] = (int)(t < (float)(TKP_NB - 1) ? t : (float)(TKP_NB - 1));
+                    bk[j] = tkp_bucket(d, nw);
                     bad |= !(v <= m);
                 }
             }
@@ -486,16 +487,16 @@ cdef extern from *:
         return f;
     }
 
-    /* The least float v <= m (-inf included) with tkp_bucket(v, m, w) <= b, found by bisection
+    /* The least float v <= m (-inf included) with tkp_bucket(v - m, -w) <= b, found by bisection
        over the ordered floats: the bucket is non-increasing in v (each of its roundings is
        monotone), so {v <= m: bucket(v) <= b} is exactly {t <= v <= m} -- the mask pass then
        compares each value with t instead of computing its bucket. */
     static float tkp_bucket_least(float m, float w, int b) {
         uint32_t lo = tkp_key(-INFINITY), hi = tkp_key(m);     /* bucket(m) = 0 <= b */
-        if (tkp_bucket(-INFINITY, m, w) <= b) return -INFINITY;
+        if (tkp_bucket(-INFINITY - m, -w) <= b) return -INFINITY;
         while (hi - lo > 1) {                          /* bucket(lo) > b, bucket(hi) <= b */
             uint32_t mid = lo + (hi - lo) / 2;
-            if (tkp_bucket(tkp_unkey(mid), m, w) <= b) hi = mid;
+            if (tkp_bucket(tkp_unkey(mid) - m, -w) <= b) hi = mid;
             else lo = mid;
         }
         return tkp_unkey(hi);
@@ -1520,7 +1521,7 @@ cdef Py_ssize_t load_mask_row_f32_team(float* row, Py_ssize_t n, int64_t k, doub
     row's mask, on one thread, is written by non-temporal stores (``tkp_fill_stream``), for a
     caller whose rows stream from memory (a large batch's). ``then`` (NULL: none): where the
     row is split across the team and its passes run in the region, the team goes on to
-    ``then(tctx, b)`` for ``b < nthen`` (a static schedule) once the row is masked, in the same
+    ``then(tctx, 0, b)`` for ``b < nthen`` (a static schedule) once the row is masked, in the same
     region, and ``then_ran[0]`` is set -- a caller's statistics of the masked row without a
     region of their own (wide teams pay several barriers for one); else the caller does that
     work itself. ``lean``: on one thread, a peeked row masked to its maximum alone is not
