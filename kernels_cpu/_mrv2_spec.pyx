@@ -150,19 +150,29 @@ cdef extern from *:
     /* One leaf (8 <= n <= 128) of fd_pairwise_sumexp: eight interleaved sums of the
        exponentials, folded as np.sum folds them; a leaf all -inf sums to the +0.0 its zeros
        give, without computing them (a NaN is not -inf: computed) -- most of a row top-k/top-p
-       has masked */
+       has masked. A leaf whose every value is <= a finite m (no NaN: the block's maximum
+       m, as the programs pass it) has each a[j] - m <= 0 and not NaN, where fd_expf_nonpos is
+       fd_expf's float without its guards (a few of some 30 vector operations a value); any
+       other leaf takes fd_expf. */
     FD_CLONES static float fd_leaf_sumexp(const float *a, Py_ssize_t n, float m) {
         float e[128], r[8];
         uint32_t live = 0;
+        int bad = 0;
         /* any value that is not -inf (a NaN included): its bits differ from -inf's -- an
-           integer OR, which vectorises */
+           integer OR, which vectorises; and any that is not <= m (NaN, or above m): one
+           unordered comparison */
         for (Py_ssize_t j = 0; j < n; j++) {
             uint32_t u;
             memcpy(&u, a + j, 4);
             live |= u ^ 0xff800000u;
+            bad |= !(a[j] <= m);
         }
         if (!live) return 0.0f;
-        for (Py_ssize_t j = 0; j < n; j++) e[j] = fd_expf(a[j] - m);
+        if (!bad && m > -INFINITY && m < INFINITY) {
+            for (Py_ssize_t j = 0; j < n; j++) e[j] = fd_expf_nonpos(a[j] - m);
+        } else {
+            for (Py_ssize_t j = 0; j < n; j++) e[j] = fd_expf(a[j] - m);
+        }
         for (int j = 0; j < 8; j++) r[j] = e[j];
         Py_ssize_t i = 8, lim = n - (n % 8);
         for (; i < lim; i += 8)

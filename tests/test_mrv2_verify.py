@@ -796,10 +796,11 @@ def test_unreached_rows_are_not_processed():
     b["eim"] = torch.tensor([0, 0, 0, 0, 1, 1, 1, 1], dtype=torch.int64)
     b["elp"] = torch.tensor([0, 1, 2, 3] * 2, dtype=torch.int64)
     b["idx"] = torch.tensor([0, 1], dtype=torch.int64)
-    b["target"] = torch.randn(8, 600)
+    b["target"] = torch.randn(8, 600, generator=torch.Generator().manual_seed(5))
     b["pos"] = torch.arange(8, dtype=torch.int64)
-    # greedy: the draft checked at row 0 is not its argmax, so row 0 rejects it
-    b["ds"] = b["target"].argmin(1)
+    # greedy: the draft checked at row li (ds[li + 1]) is that row's argmin, never its argmax,
+    # so each request's first row rejects it
+    b["ds"] = b["target"].argmin(1).roll(1)
     args = _fused_args(b)
     processed = torch.full((8, 600), 123.0)
     spec.rejection_sample_fused(*args, top_k_ptr=b["top_k"], processed_ptr=processed)
