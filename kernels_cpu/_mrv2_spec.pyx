@@ -1550,7 +1550,8 @@ cdef struct Lazy:
     bint peek           # float32 rows: a row after one masked to its top token peeked (_peeks)
     bint stream         # rows too many to lie in cache: such a row's mask streamed to memory
     # a peeked row masked to its top token alone, on one thread, left unwritten but for that
-    # token and its draft's (``_lazy_row``): where every reader of such a row reads those alone
+    # token and its draft's (``_lazy_row``; a request's last row: that token alone): where every
+    # reader of such a row reads those alone
     bint lean
     IBuf ds             # the drafts (``draft_sampled_ptr``): row li checks ds[li + 1]
 
@@ -1657,16 +1658,15 @@ cdef void _lazy_row(Lazy* z, int64_t li, row_then then=NULL, void* tctx=NULL,
     cdef int64_t ds
     if _peeks(z, li, a.temp):
         peek = _peek_chunk
-        lean = (z.lean and z.team <= 1 and a.temp > 0.0
-                and not _is_bonus(&z.st.bonus, li))
+        lean = z.lean and z.team <= 1 and a.temp > 0.0
     z.single[li] = load_mask_row_f32_team(
         z.proc + li * z.width, z.width, k, p, z.arenas[_thread_id() if z.team <= 1 else 0],
         z.team, _load_chunk, peek, &a, z.cmax + own, z.cnan + own, z.stream, then, tctx, nthen,
         then_ran, lean)
-    if lean and z.single[li] >= 0:
+    if lean and z.single[li] >= 0 and not _is_bonus(&z.st.bonus, li):
         # the row's readers: its statistics from its token alone (_stats_single), the walk's
         # test of its draft (that token's value, -inf unless it is the kept one), the draw
-        # from its one lane (_res_row_sparse)
+        # from its one lane (_res_row_sparse); a bonus row's, the draw alone
         ds = iget(z.ds, li + 1)
         if 0 <= ds < z.width and ds != z.single[li]:
             z.proc[li * z.width + ds] = -INFINITY
@@ -2981,8 +2981,8 @@ def rejection_sample_fused(
       logits' shape, contiguous) as ``apply_sampling_params`` leaves it: the fp32 row, divided
       by the temperature (APPLY_TEMPERATURE), masked by ``top_k_top_p``; the other rows of
       ``processed_ptr`` are not written. A row masked to its top token alone after a peek, on
-      one thread, with a one-hot draft to test (sampled, no USE_FP64) and not its request's
-      last, is written at that token and at its draft's (-inf) alone: nothing reads the rest
+      one thread, in a walk of one-hot drafts (sampled, no USE_FP64) is written at that token
+      and, but for a request's last row, at its draft's (-inf) alone: nothing reads the rest
       (its statistics and its draw come from that token, the test from the draft's value).
 
     The tables (``[rows, 8192-blocks]`` statistics, ``[requests]`` log-sum-exps,
