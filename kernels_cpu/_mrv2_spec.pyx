@@ -1549,8 +1549,8 @@ cdef struct Lazy:
     int64_t* single     # per row: the one token its mask kept by the maximum alone, else -1
     bint peek           # float32 rows: a row after one masked to its top token peeked (_peeks)
     bint stream         # rows too many to lie in cache: such a row's mask streamed to memory
-    # a peeked row masked to its top token alone, on one thread, left unwritten but for that
-    # token and its draft's (``_lazy_row``; a request's last row: that token alone): where every
+    # a peeked row masked to its top token alone left unwritten but for that token and its
+    # draft's (``_lazy_row``, ``_run_rows``; a request's last row: that token alone): where every
     # reader of such a row reads those alone
     bint lean
     IBuf ds             # the drafts (``draft_sampled_ptr``): row li checks ds[li + 1]
@@ -1658,19 +1658,28 @@ cdef void _lazy_row(Lazy* z, int64_t li, row_then then=NULL, void* tctx=NULL,
     cdef int64_t ds
     if _peeks(z, li, a.temp):
         peek = _peek_chunk
-        lean = z.lean and z.team <= 1 and a.temp > 0.0
+        lean = z.lean and a.temp > 0.0
     z.single[li] = load_mask_row_f32_team(
         z.proc + li * z.width, z.width, k, p, z.arenas[_thread_id() if z.team <= 1 else 0],
         z.team, _load_chunk, peek, &a, z.cmax + own, z.cnan + own, z.stream, then, tctx, nthen,
         then_ran, lean)
-    if lean and z.single[li] >= 0 and not _is_bonus(&z.st.bonus, li):
-        # the row's readers: its statistics from its token alone (_stats_single), the walk's
-        # test of its draft (that token's value, -inf unless it is the kept one), the draw
-        # from its one lane (_res_row_sparse); a bonus row's, the draw alone
-        ds = iget(z.ds, li + 1)
-        if 0 <= ds < z.width and ds != z.single[li]:
-            z.proc[li * z.width + ds] = -INFINITY
+    if lean:
+        _lean_draft(z, li)
     z.done[li] = 1
+
+
+cdef inline void _lean_draft(Lazy* z, int64_t li) noexcept nogil:
+    """Row ``li`` left lean (``load_mask_row_f32_team``'s ``lean``): -inf at the token of the
+    draft the walk tests there, unless that is the token it kept. The row's readers: its
+    statistics from its token alone (``_stats_single``), the walk's test of its draft (that
+    token's value, -inf unless it is the kept one), the draw from its one lane
+    (``_res_row_sparse``); a bonus row's, the draw alone."""
+    cdef int64_t ds
+    if z.single[li] < 0 or _is_bonus(&z.st.bonus, li):
+        return
+    ds = iget(z.ds, li + 1)
+    if 0 <= ds < z.width and ds != z.single[li]:
+        z.proc[li * z.width + ds] = -INFINITY
 
 
 cdef struct Run:
@@ -1722,8 +1731,10 @@ cdef void _run_rows(const Rej* rj, Lazy* z, int64_t r) noexcept nogil:
     u.start = start
     u.nd = nd
     n = run_rows_f32_team(z.width, nd + 1, z.team, z.arenas[0], _load_chunk, _peek_chunk,
-                          _run_at, &u, z.cmax, z.cnan, z.single + start)
+                          _run_at, &u, z.cmax, z.cnan, z.single + start, z.lean)
     for i in range(n):
+        if z.lean and i > 0:                # a peeked row (the first is loaded whole)
+            _lean_draft(z, start + i)
         z.done[start + i] = 1
 
 
@@ -2980,10 +2991,10 @@ def rejection_sample_fused(
       each request's resampled row -- is first written to ``processed_ptr`` (fp32, the target
       logits' shape, contiguous) as ``apply_sampling_params`` leaves it: the fp32 row, divided
       by the temperature (APPLY_TEMPERATURE), masked by ``top_k_top_p``; the other rows of
-      ``processed_ptr`` are not written. A row masked to its top token alone after a peek, on
-      one thread, in a walk of one-hot drafts (sampled, no USE_FP64) is written at that token
-      and, but for a request's last row, at its draft's (-inf) alone: nothing reads the rest
-      (its statistics and its draw come from that token, the test from the draft's value).
+      ``processed_ptr`` are not written. A row masked to its top token alone after a peek, in
+      a walk of one-hot drafts (sampled, no USE_FP64), is written at that token and, but for a
+      request's last row, at its draft's (-inf) alone: nothing reads the rest (its statistics
+      and its draw come from that token, the test from the draft's value).
 
     The tables (``[rows, 8192-blocks]`` statistics, ``[requests]`` log-sum-exps,
     ``[requests, 1024-blocks]`` resampling) are scratch laid out as vLLM's host code lays them

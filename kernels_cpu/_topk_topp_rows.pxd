@@ -87,7 +87,8 @@ cdef extern from "_run_rows.h":
 ctypedef void (*run_row_at)(void* ctx, Py_ssize_t i, fd_run_row* out) noexcept nogil
 cdef Py_ssize_t run_rows_f32_team(Py_ssize_t n, Py_ssize_t rows, int nt, void* s,
                                   row_loader load, row_peeker peek, run_row_at at, void* ctx,
-                                  float* chunk_max, int* chunk_nan, int64_t* kept) noexcept nogil
+                                  float* chunk_max, int* chunk_nan, int64_t* kept,
+                                  bint lean=*) noexcept nogil
 # Whether the run goes on past row i (one thread)
 ctypedef int (*run_row_test)(void* ctx, Py_ssize_t i) noexcept nogil
 cdef Py_ssize_t run_rows_then_f32_team(Py_ssize_t n, Py_ssize_t rows, int nt, void* s,

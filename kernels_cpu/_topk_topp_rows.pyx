@@ -1002,9 +1002,11 @@ cdef extern from *:
        `top` (the same static schedule as tkp_team_maxima's) loads it where the row was
        peeked, tests it (tkp_only_top_in, m and rest from tkp_plan_chunks) and masks it around
        the maximum when the test keeps it alone, writing its answer to *kept (the index, -1);
-       every other thread masks its chunks -- right where the answer is >= 0 */
+       every other thread masks its chunks -- right where the answer is >= 0. lean (a peeked
+       row): nothing is masked, the maximum's chunk loaded alone (load_mask_row_f32_team's
+       lean) */
     static void tkp_team_only_top(float* row, Py_ssize_t n, double p, float m, Py_ssize_t top,
-                                  double rest, int peeked, tkp_loader load, void* ctx,
+                                  double rest, int peeked, int lean, tkp_loader load, void* ctx,
                                   int64_t* kept) {
         Py_ssize_t nch = (n + TKP_SPAN - 1) / TKP_SPAN;
     #ifdef _OPENMP
@@ -1016,9 +1018,9 @@ cdef extern from *:
                 int nan = 0;
                 if (peeked) load(ctx, lo, len, row, &nan);
                 Py_ssize_t j = tkp_only_top_in(row, n, p, m, top, rest);
-                if (j >= 0) tkp_only_top_fill(row, n, ch, j, -INFINITY);
+                if (j >= 0 && !lean) tkp_only_top_fill(row, n, ch, j, -INFINITY);
                 *kept = j;
-            } else {
+            } else if (!lean) {
                 tkp_fill(row + lo, len, -INFINITY);
             }
         }
@@ -1028,6 +1030,7 @@ cdef extern from *:
         float* row; Py_ssize_t n; int64_t k; double p; tkp_scratch* s;
         tkp_loader load; tkp_peeker peek; void* ctx; float* cmax; int* cnan;
         /* written by one thread of the team for the others, read after a barrier */
+        int lean;                   /* a peeked row kept alone is not masked (the caller's) */
         int64_t kept;               /* the maximum's chunk's test (its tester's) */
         int bad;                    /* a bucket pass voided (0 before the region) */
         tkp_plan pl;                /* the plan's second half (one thread's) */
@@ -1072,7 +1075,8 @@ cdef extern from *:
     #endif
         top = tkp_plan_chunks(n, J->p, cmax, cnan, &mine, &rest);
         if (top >= 0) {
-            tkp_team_only_top(row, n, J->p, mine.m, top, rest, peek != NULL, load, ctx, &J->kept);
+            tkp_team_only_top(row, n, J->p, mine.m, top, rest, peek != NULL,
+                              peek != NULL && J->lean, load, ctx, &J->kept);
     #ifdef _OPENMP
             #pragma omp barrier
     #endif
@@ -1182,6 +1186,7 @@ cdef extern from *:
         J->row = row; J->n = n; J->k = k; J->p = p; J->s = s;
         J->load = load; J->peek = peek; J->ctx = ctx; J->cmax = cmax; J->cnan = cnan;
         J->kept = -1;
+        J->lean = 0;
         J->bad = 0;
         J->pl.mode = TKP_OTHER;
         J->sref_ok = 0;
@@ -1199,10 +1204,11 @@ cdef extern from *:
                                      tkp_scratch* s, int nt, tkp_loader load, tkp_peeker peek,
                                      void* ctx, float* cmax, int* cnan, tkp_rowmax* known,
                                      tkp_then then, void* tctx, Py_ssize_t nthen,
-                                     int* then_ran) {
+                                     int* then_ran, int lean) {
         tkp_loaded J;
         Py_ssize_t ret = -2;
         tkp_loaded_init(&J, row, n, k, p, s, load, peek, ctx, cmax, cnan);
+        J.lean = lean;
     #ifdef _OPENMP
         #pragma omp parallel num_threads(nt)
     #endif
@@ -1245,7 +1251,7 @@ cdef extern from *:
        -1 on entry. */
     static Py_ssize_t tkp_run_top(Py_ssize_t n, Py_ssize_t rows, int nt, tkp_scratch* s,
                                   tkp_loader load, tkp_peeker peek, tkp_run_at at, void* actx,
-                                  float* cmax, int* cnan, int64_t* kept) {
+                                  float* cmax, int* cnan, int64_t* kept, int lean) {
         Py_ssize_t nch = (n + TKP_SPAN - 1) / TKP_SPAN, first = -2, done;
         fd_run_row r0;
         tkp_rowmax known;
@@ -1253,6 +1259,7 @@ cdef extern from *:
         at(actx, 0, &r0);
         tkp_loaded_init(&J, r0.row, n, r0.k, r0.p, s, load, r0.peek ? peek : NULL, r0.ctx,
                         cmax, cnan);
+        J.lean = lean;
     #ifdef _OPENMP
         #pragma omp parallel num_threads(nt)
     #endif
@@ -1281,8 +1288,8 @@ cdef extern from *:
                     if (i > 1 && kept[i - 1] != want) break;  /* the tester's, before the barrier */
                     top = tkp_plan_chunks(n, R->p, cm, cn, &mine, &rest);
                     if (top < 0) break;
-                    tkp_team_only_top(R->row, n, R->p, mine.m, top, rest, 1, load, R->ctx,
-                                      &kept[i]);
+                    tkp_team_only_top(R->row, n, R->p, mine.m, top, rest, 1, lean, load,
+                                      R->ctx, &kept[i]);
                     want = R->want;
                     if (want < 0 || want / TKP_SPAN != top) { i++; break; }
                 }
@@ -1405,7 +1412,7 @@ cdef extern from *:
     Py_ssize_t tkp_row_loaded(float* row, Py_ssize_t n, int64_t k, double p, tkp_scratch* s,
                               int nt, tkp_loader load, tkp_peeker peek, void* ctx, float* cmax,
                               int* cnan, tkp_rowmax* known, tkp_then then, void* tctx,
-                              Py_ssize_t nthen, int* then_ran) noexcept nogil
+                              Py_ssize_t nthen, int* then_ran, int lean) noexcept nogil
     ctypedef void (*tkp_run_at)(void* ctx, Py_ssize_t i, fd_run_row* out) noexcept nogil
     ctypedef int (*tkp_row_test)(void* ctx, Py_ssize_t i) noexcept nogil
     Py_ssize_t tkp_run_then_test(Py_ssize_t n, Py_ssize_t rows, int nt, tkp_scratch* s,
@@ -1414,7 +1421,7 @@ cdef extern from *:
                                  int64_t* kept) noexcept nogil
     Py_ssize_t tkp_run_top(Py_ssize_t n, Py_ssize_t rows, int nt, tkp_scratch* s,
                            tkp_loader load, tkp_peeker peek, tkp_run_at at, void* actx,
-                           float* cmax, int* cnan, int64_t* kept) noexcept nogil
+                           float* cmax, int* cnan, int64_t* kept, int lean) noexcept nogil
     ctypedef struct tkp_plan:
         int mode
         Py_ssize_t top
@@ -1524,10 +1531,10 @@ cdef Py_ssize_t load_mask_row_f32_team(float* row, Py_ssize_t n, int64_t k, doub
     ``then(tctx, 0, b)`` for ``b < nthen`` (a static schedule) once the row is masked, in the same
     region, and ``then_ran[0]`` is set -- a caller's statistics of the masked row without a
     region of their own (wide teams pay several barriers for one); else the caller does that
-    work itself. ``lean``: on one thread, a peeked row masked to its maximum alone is not
-    written past its maximum's chunk, as loaded (its maximum at the index returned, the other
-    values of that chunk unmasked, the other chunks as they were) -- for a caller that reads
-    no other value of such a row, or writes the ones it reads itself."""
+    work itself. ``lean``: a peeked row masked to its maximum alone is not written past its
+    maximum's chunk, as loaded (its maximum at the index returned, the other values of that
+    chunk unmasked, the other chunks as they were), on one thread or a team -- for a caller
+    that reads no other value of such a row, or writes the ones it reads itself."""
     cdef Py_ssize_t ch, nch = (n + SPAN - 1) // SPAN, top
     cdef float m = -INFINITY
     cdef bint nan = False
@@ -1536,7 +1543,7 @@ cdef Py_ssize_t load_mask_row_f32_team(float* row, Py_ssize_t n, int64_t k, doub
     if nt > 1 and _splits(n):
         top = tkp_row_loaded(row, n, k, p, <tkp_scratch*>s, nt, <tkp_loader>load,
                              <tkp_peeker>peek, ctx, chunk_max, chunk_nan, &known,
-                             <tkp_then>then, tctx, nthen, then_ran)
+                             <tkp_then>then, tctx, nthen, then_ran, lean)
         if top != -2:
             return top
         return tkp_row(<char*>row, DT_FLOAT32, n, k, p, -INFINITY, 0, <tkp_scratch*>s, nt,
@@ -1559,7 +1566,8 @@ cdef Py_ssize_t load_mask_row_f32_team(float* row, Py_ssize_t n, int64_t k, doub
 
 cdef Py_ssize_t run_rows_f32_team(Py_ssize_t n, Py_ssize_t rows, int nt, void* s,
                                   row_loader load, row_peeker peek, run_row_at at, void* ctx,
-                                  float* chunk_max, int* chunk_nan, int64_t* kept) noexcept nogil:
+                                  float* chunk_max, int* chunk_nan, int64_t* kept,
+                                  bint lean=False) noexcept nogil:
     """``load_mask_row_f32_team`` for a run of ``rows`` consecutive rows of ``n`` values split
     across a team of ``nt`` threads in one parallel region (``tkp_run_top``), for a caller
     that expects its rows masked to their top token -- a confident model's rows, a
@@ -1570,11 +1578,12 @@ cdef Py_ssize_t run_rows_f32_team(Py_ssize_t n, Py_ssize_t rows, int nt, void* s
     row ``i`` (``fd_run_row``) on every thread; ``chunk_max`` and ``chunk_nan`` hold two rows'
     chunks. Returns the rows done from the first (0 where the row is too short to split or
     the team one thread: the caller masks it), ``kept[i]`` the token each kept alone, -1 the
-    first row masked by the passes; ``kept[1:rows)`` must be -1 on entry."""
+    first row masked by the passes; ``kept[1:rows)`` must be -1 on entry. ``lean``: a peeked
+    row kept alone is left as ``load_mask_row_f32_team``'s ``lean`` leaves it."""
     if rows < 1 or nt <= 1 or not _splits(n):
         return 0
     return tkp_run_top(n, rows, nt, <tkp_scratch*>s, <tkp_loader>load, <tkp_peeker>peek,
-                       <tkp_run_at>at, ctx, chunk_max, chunk_nan, kept)
+                       <tkp_run_at>at, ctx, chunk_max, chunk_nan, kept, lean)
 
 
 cdef Py_ssize_t run_rows_then_f32_team(Py_ssize_t n, Py_ssize_t rows, int nt, void* s,

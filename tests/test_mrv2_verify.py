@@ -607,9 +607,9 @@ def test_rows_after_one_masked_to_its_top_token_are_masked_as_top_k_top_p_masks_
                 (reqs, li),
             )
         ]
-        if (team == 1 or together) and any(temps[r] > 0 for r in reqs):
-            # one thread a request: a sampled request's second row, peeked and kept to its top
-            # token, is left unwritten
+        if any(temps[r] > 0 for r in reqs):
+            # a sampled request's second row, peeked and kept to its top token, is left
+            # unwritten -- on one thread, and on a team that splits the request's rows
             assert {i * steps + 1 for i, r in enumerate(reqs) if temps[r] > 0} <= set(lean), (
                 reqs,
                 lean,
