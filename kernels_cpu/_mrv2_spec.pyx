@@ -1580,6 +1580,8 @@ cdef struct Load:
 # bytes of target rows past which a row peeked has its mask streamed to memory (Lazy.stream),
 # for the tests that cross it
 _STREAM_BYTES = STREAM_BYTES
+# and up to which they are peeked whatever the walk (past it, only where it leaves them lean)
+_PEEK_BYTES = PEEK_BYTES
 
 # a run's row holds its Load (_run_at)
 if sizeof(Load) > FD_RUN_HOLD:
@@ -1621,10 +1623,12 @@ cdef inline bint _peeks(const Lazy* z, int64_t li, float temp) noexcept nogil:
     in cache: B1 on the 2-core box 10% faster peeked) or far more than a cache holds
     (``STREAM_BYTES``), where the mask of a row peeked is streamed to memory (``z.stream``:
     non-temporal stores, no read of the lines it writes) -- B64 k4 V128k, 164 MB, 9% faster at
-    one and two threads on the 2-core box. Between them (B16's 41 MB) neither: rows in a large
-    last-level cache cost as much peeked then filled as copied then filled there, and less
-    than peeked then streamed (8% at two threads); B64 with the mask stored through the
-    cache had been 5% slower peeked."""
+    one and two threads on the 2-core box. Between them (B16's 41 MB) only where the walk
+    leaves such a row lean (``z.lean``), read once by the peek and written at two tokens --
+    B16 k4 V128k every draft accepted 4.4-4.7 -> 2.6 ms at one thread, 2.2 -> 1.4 ms at two
+    on the 2-core box, every first draft rejected unchanged; a row filled there costs as
+    much peeked then filled as copied then filled, and less than peeked then streamed (8% at
+    two threads); B64 with the mask stored through the cache had been 5% slower peeked."""
     return li > 0 and z.single[li - 1] >= 0 and _peekable(z, li, temp)
 
 
@@ -3159,13 +3163,14 @@ def rejection_sample_fused(
     z.st = &st
     z.team = 1
     z.stream = process and L * z.width * 4 > STREAM_BYTES     # z.width: set with processing
-    z.peek = (process and z.raw.code == DT_FLOAT32
-              and (L * z.width * 4 <= PEEK_BYTES or z.stream))
     # the walks where a row kept to one token is read at that token and its draft's alone: a
     # one-hot draft's test (no draft probabilities), a sampled row drawn from its lanes (no
     # USE_FP64), no block verification, synthetic rates or FLy
-    z.lean = (z.peek and not has_draft and not fp64 and not rj.block and not rj.synthetic
-              and rj.fly == 0)
+    cdef bint lean_walk = (not has_draft and not fp64 and not rj.block and not rj.synthetic
+                           and rj.fly == 0)
+    z.peek = (process and z.raw.code == DT_FLOAT32
+              and (L * z.width * 4 <= PEEK_BYTES or z.stream or lean_walk))
+    z.lean = z.peek and lean_walk
     z.ds = rj.ds
     if nt > 1 and R >= nt:
         outer = nt

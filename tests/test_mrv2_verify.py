@@ -534,7 +534,9 @@ def _peaked_runs(tails, steps, V, seed):
 
 
 @pytest.mark.parametrize("apply_temperature", [False, True])
-@pytest.mark.parametrize("layout", ["a-request-a-call", "one-call", "one-call-past-the-caches"])
+@pytest.mark.parametrize(
+    "layout", ["a-request-a-call", "one-call", "one-call-in-the-caches", "one-call-past-the-caches"]
+)
 def test_rows_after_one_masked_to_its_top_token_are_masked_as_top_k_top_p_masks_them(
     team, apply_temperature, layout
 ):
@@ -549,18 +551,22 @@ def test_rows_after_one_masked_to_its_top_token_are_masked_as_top_k_top_p_masks_
     draft it rejects (a token in its maximum's chunk: a team goes on to peek the next row
     before it knows; one in another chunk) -- at temperatures
     0.8, 1 (the row not divided) and 0 (greedy); one request a call (its rows split across the
-    team), all in one call (a request a thread), and all twenty times over in one call --
-    70 MB of rows, past ``_STREAM_BYTES``: a peaked row's mask then streamed to memory by
-    non-temporal stores, over a poisoned buffer. Each processed row must be
+    team), all in one call (a request a thread), all four times over in one call (14 MB of
+    rows, past ``_PEEK_BYTES``: peeked because the walk leaves a row kept alone lean), and all
+    twenty times over in one call -- 70 MB of rows, past ``_STREAM_BYTES``: a peaked row's
+    mask then streamed to memory by non-temporal stores, over a poisoned buffer. Each
+    processed row must be
     ``top_k_top_p``'s, bit for bit, and the tokens the launches'."""
     V, K = 20000, 2  # three chunks: a team splits the row
     tails = ["plain", "nan", "inf", "tie", "above", "topk", "peaked", "tie-in-chunk",
              "past-its-chunk", "peaked-rejected-in-chunk", "peaked-rejected"]  # fmt: skip
     temps = [0.8, 1.0, 0.8, 0.0, 0.8, 1.0, 0.8, 0.8, 1.0, 0.8, 1.0]
-    copies = 20 if layout == "one-call-past-the-caches" else 1
+    copies = {"one-call-in-the-caches": 4, "one-call-past-the-caches": 20}.get(layout, 1)
     tails, temps = tails * copies, temps * copies
     steps = K + 2  # the run's two rows, the tail's, the bonus row
-    assert (copies > 1) == (len(tails) * steps * V * 4 > spec._STREAM_BYTES)
+    size = len(tails) * steps * V * 4
+    assert (copies == 20) == (size > spec._STREAM_BYTES)
+    assert (copies == 4) == (spec._PEEK_BYTES < size <= spec._STREAM_BYTES)
     t, ds = _peaked_runs(tails, steps, V, 11)
     together = layout != "a-request-a-call"
     groups = [list(range(len(tails)))] if together else [[r] for r in range(len(tails))]
