@@ -1554,6 +1554,7 @@ cdef struct Lazy:
     # reader of such a row reads those alone
     bint lean
     IBuf ds             # the drafts (``draft_sampled_ptr``): row li checks ds[li + 1]
+    int64_t nds         # their count, at most the rows
 
 
 cdef float _load_scaled(const Tab* raw, int64_t li, Py_ssize_t c0, Py_ssize_t n,
@@ -1680,6 +1681,9 @@ cdef inline void _lean_draft(Lazy* z, int64_t li) noexcept nogil:
     (``_res_row_sparse``); a bonus row's, the draw alone."""
     cdef int64_t ds
     if z.single[li] < 0 or _is_bonus(&z.st.bonus, li):
+        return
+    # a request's last row tests no draft, whatever its local position says
+    if li + 1 >= z.nds or iget(z.eim, li + 1) != iget(z.eim, li):
         return
     ds = iget(z.ds, li + 1)
     if 0 <= ds < z.width and ds != z.single[li]:
@@ -3172,6 +3176,7 @@ def rejection_sample_fused(
               and (L * z.width * 4 <= PEEK_BYTES or z.stream or lean_walk))
     z.lean = z.peek and lean_walk
     z.ds = rj.ds
+    z.nds = min(_numel(draft_sampled_ptr, "draft_sampled_ptr", M_INDEX), L)
     if nt > 1 and R >= nt:
         outer = nt
     elif nt > 1:

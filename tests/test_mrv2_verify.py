@@ -705,6 +705,41 @@ def test_rows_whose_maximum_the_first_values_miss_are_masked_as_top_p_masks_them
     _same_tokens(args[:2], _stock(*_args(b), False, apply_temperature, None, b["top_p"]))
 
 
+def test_a_short_requests_last_row_reads_no_draft_past_the_batch(team):
+    """A request of fewer rows than ``num_speculative_steps + 1`` (its last row's local position
+    below the bonus rule's) last in the batch, its rows peaked and each draft its row's top
+    token: its last row, peeked and kept to its top token, tests no draft -- the draft tokens
+    end with the batch's rows (``draft_sampled_ptr`` exactly that long: AddressSanitizer's run
+    reads past it otherwise) -- and the tokens are the launches'."""
+    V, K = 20000, 3
+    b = _batch(4, R=2, K=K, V=V, idx=torch.int64, dtype=torch.float32, with_draft=False,
+               temps=(0.8,), accept_bias=0.0, placeholders=False, masks="p")  # fmt: skip
+    b["cu"] = torch.tensor([0, K + 1, K + 3], dtype=torch.int64)  # the second: one draft
+    L = K + 3
+    b["eim"] = torch.tensor([0] * (K + 1) + [1, 1], dtype=torch.int64)
+    b["elp"] = torch.tensor(list(range(K + 1)) + [0, 1], dtype=torch.int64)
+    b["idx"] = torch.tensor([0, 1], dtype=torch.int64)
+    b["pos"] = torch.arange(L, dtype=torch.int64)
+    b["temp"] = torch.tensor([0.8, 0.8])
+    b["top_p"] = torch.tensor([0.9, 0.9])
+    t = torch.randn(L, V, generator=torch.Generator().manual_seed(8)) * 2
+    t[torch.arange(L), (977 * torch.arange(1, L + 1)) % V] += 40  # every row peaked
+    b["target"] = t
+    b["ds"] = torch.zeros(L, dtype=torch.int64)
+    b["ds"][1:] = t[:-1].argmax(1)  # each draft its row's top token: every draft accepted
+    args = _fused_args(b)
+    processed = torch.full((L, V), 123.0)
+    spec.rejection_sample_fused(*args, APPLY_TEMPERATURE=True, top_p_ptr=b["top_p"],
+                                processed_ptr=processed)  # fmt: skip
+    assert args[1].tolist() == [K + 1, 2]
+    want = t / 0.8
+    kernels_cpu.top_k_top_p(want, None, b["top_p"][b["eim"]])
+    for r in range(L):
+        last = r in (K, L - 1)
+        _processed_row_holds(processed[r], want[r], -1 if last else int(b["ds"][r + 1]), True, r)
+    _same_tokens(args[:2], _stock(*_args(b), False, True, None, b["top_p"]))
+
+
 @pytest.mark.parametrize("with_k", [False, True])
 def test_a_row_whose_maximum_alone_reaches_p_is_masked_as_top_p_masks_it(team, with_k):
     """A row whose maximum alone holds p of its mass is masked to it from the chunk maxima its
