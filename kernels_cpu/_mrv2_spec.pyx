@@ -1660,7 +1660,6 @@ cdef void _lazy_row(Lazy* z, int64_t li, row_then then=NULL, void* tctx=NULL,
         return
     _row_args(z, li, &a, &k, &p)
     cdef bint lean = False
-    cdef int64_t ds
     if _peeks(z, li, a.temp):
         peek = _peek_chunk
         lean = z.lean and a.temp > 0.0
@@ -1678,12 +1677,10 @@ cdef inline void _lean_draft(Lazy* z, int64_t li) noexcept nogil:
     draft the walk tests there, unless that is the token it kept. The row's readers: its
     statistics from its token alone (``_stats_single``), the walk's test of its draft (that
     token's value, -inf unless it is the kept one), the draw from its one lane
-    (``_res_row_sparse``); a bonus row's, the draw alone."""
+    (``_res_row_sparse``); a request's last row's, the draw alone -- the walk tests a draft at
+    a row only where the next row is of the same request, whatever the local positions say."""
     cdef int64_t ds
-    if z.single[li] < 0 or _is_bonus(&z.st.bonus, li):
-        return
-    # a request's last row tests no draft, whatever its local position says
-    if li + 1 >= z.nds or iget(z.eim, li + 1) != iget(z.eim, li):
+    if z.single[li] < 0 or li + 1 >= z.nds or iget(z.eim, li + 1) != iget(z.eim, li):
         return
     ds = iget(z.ds, li + 1)
     if 0 <= ds < z.width and ds != z.single[li]:
