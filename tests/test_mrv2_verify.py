@@ -468,10 +468,10 @@ def test_a_requests_walk_with_draft_probabilities_on_a_team(team, reject_at):
 
 def _processed_row_holds(got, want, draft, may_be_lean, where):
     """A processed row as ``top_k_top_p`` leaves it (``want``), bit for bit -- or, where it
-    ``may_be_lean`` (a sampled row in a walk of one-hot drafts: what ``_lazy_row`` leaves
-    unwritten on one thread after a peek) and the mask keeps one token alone, that token's
-    value and -inf at its ``draft``'s (-1: a request's last row, no draft), the rest as it
-    was: nothing reads it. True where the row is the lean one."""
+    ``may_be_lean`` (a sampled row in a walk of one-hot drafts: what the one pass leaves
+    unwritten after a peek, on one thread or a team) and the mask keeps one token alone, that
+    token's value and -inf at its ``draft``'s (-1: a request's last row, no draft), the rest
+    as it was: nothing reads it. True where the row is the lean one."""
     kept = want > float("-inf")
     if (
         may_be_lean
@@ -555,8 +555,8 @@ def test_rows_after_one_masked_to_its_top_token_are_masked_as_top_k_top_p_masks_
     rows, past ``_PEEK_BYTES``: peeked because the walk leaves a row kept alone lean), and all
     twenty times over in one call -- 70 MB of rows, past ``_STREAM_BYTES``: a peaked row's
     mask then streamed to memory by non-temporal stores, over a poisoned buffer. Each
-    processed row must be
-    ``top_k_top_p``'s, bit for bit, and the tokens the launches'."""
+    processed row must be ``top_k_top_p``'s, bit for bit (or lean: ``_processed_row_holds``),
+    and the tokens the launches'."""
     V, K = 20000, 2  # three chunks: a team splits the row
     tails = ["plain", "nan", "inf", "tie", "above", "topk", "peaked", "tie-in-chunk",
              "past-its-chunk", "peaked-rejected-in-chunk", "peaked-rejected"]  # fmt: skip
