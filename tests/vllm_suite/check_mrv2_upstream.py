@@ -29,9 +29,19 @@ import math
 
 import pytest
 import torch
-
-NEG = float("-inf")
-INDEX_DTYPES = pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64])
+from _upstream import (
+    INDEX_DTYPES,
+    NEG,
+    RS_VOCAB,
+    Z_TOLERANCE,
+    assert_distribution_match,
+    build_inputs,
+    counts_to_logits,
+    heavy_tailed_counts,
+    ours_standing,
+    valid_mask,
+    z_score,
+)
 
 KERNELS = {
     "vllm.v1.worker.gpu.sample.bad_words": ("_bad_words_kernel",),
@@ -56,62 +66,44 @@ KERNELS = {
 
 @pytest.fixture(scope="module")
 def api():
-    """fastdispatch installed, our kernels standing in every module below; vLLM's API used.
-
-    The suite's worker may already have installed it (with options of its own): then it is left
-    as it is, else installed here and uninstalled after, so later files find what they found."""
-    import importlib
+    """vLLM's API used by the tests below, with our kernels standing in its modules
+    (``ours_standing``)."""
     from types import SimpleNamespace
 
-    import fastdispatch.vllm as fv
+    with ours_standing(KERNELS):
+        from vllm.sampling_params import SamplingParams, StructuredOutputsParams
+        from vllm.v1.attention.backends.utils import PAD_SLOT_ID
+        from vllm.v1.kv_cache_interface import CircularBufferSpec
+        from vllm.v1.spec_decode.utils import unconditional_to_conditional_rates
+        from vllm.v1.watermarking import GumbelWatermarker
+        from vllm.v1.watermarking.spec_decode import watermarked_rejection_sample
+        from vllm.v1.worker.gpu.block_table import BlockTables
+        from vllm.v1.worker.gpu.sample.bad_words import BadWordsState
+        from vllm.v1.worker.gpu.sample.gumbel import gumbel_sample
+        from vllm.v1.worker.gpu.sample.logit_bias import LogitBiasState
+        from vllm.v1.worker.gpu.sample.logits_processor import LogitsContext, LogitsProcRequestState
+        from vllm.v1.worker.gpu.spec_decode.rejection_sampler import gather_draft_sampled
+        from vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils import rejection_sample
+        from vllm.v1.worker.gpu.states import RequestState
 
-    was_installed = fv.installed()
-    if not was_installed:
-        fv.install()
-    for module, names in KERNELS.items():
-        held = vars(importlib.import_module(module))
-        for name in names:
-            assert type(held[name]).__name__ == "KernelOverride", f"{module}.{name}"
-
-    # The CPU worker's own patches: RequestState and BlockTables stage their writes in pinned
-    # host buffers, which torch refuses without an accelerator. The CPU worker imports this
-    # module, which makes pinning a no-op; this fixture does the same.
-    import vllm.v1.worker.cpu.shm  # noqa: F401
-    from vllm.sampling_params import SamplingParams, StructuredOutputsParams
-    from vllm.v1.attention.backends.utils import PAD_SLOT_ID
-    from vllm.v1.kv_cache_interface import CircularBufferSpec
-    from vllm.v1.spec_decode.utils import unconditional_to_conditional_rates
-    from vllm.v1.watermarking import GumbelWatermarker
-    from vllm.v1.watermarking.spec_decode import watermarked_rejection_sample
-    from vllm.v1.worker.gpu.block_table import BlockTables
-    from vllm.v1.worker.gpu.sample.bad_words import BadWordsState
-    from vllm.v1.worker.gpu.sample.gumbel import gumbel_sample
-    from vllm.v1.worker.gpu.sample.logit_bias import LogitBiasState
-    from vllm.v1.worker.gpu.sample.logits_processor import LogitsContext, LogitsProcRequestState
-    from vllm.v1.worker.gpu.spec_decode.rejection_sampler import gather_draft_sampled
-    from vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils import rejection_sample
-    from vllm.v1.worker.gpu.states import RequestState
-
-    yield SimpleNamespace(
-        SamplingParams=SamplingParams,
-        StructuredOutputsParams=StructuredOutputsParams,
-        PAD_SLOT_ID=PAD_SLOT_ID,
-        CircularBufferSpec=CircularBufferSpec,
-        unconditional_to_conditional_rates=unconditional_to_conditional_rates,
-        GumbelWatermarker=GumbelWatermarker,
-        watermarked_rejection_sample=watermarked_rejection_sample,
-        BlockTables=BlockTables,
-        BadWordsState=BadWordsState,
-        gumbel_sample=gumbel_sample,
-        LogitBiasState=LogitBiasState,
-        LogitsContext=LogitsContext,
-        LogitsProcRequestState=LogitsProcRequestState,
-        gather_draft_sampled=gather_draft_sampled,
-        rejection_sample=rejection_sample,
-        RequestState=RequestState,
-    )
-    if not was_installed:
-        fv.uninstall()
+        yield SimpleNamespace(
+            SamplingParams=SamplingParams,
+            StructuredOutputsParams=StructuredOutputsParams,
+            PAD_SLOT_ID=PAD_SLOT_ID,
+            CircularBufferSpec=CircularBufferSpec,
+            unconditional_to_conditional_rates=unconditional_to_conditional_rates,
+            GumbelWatermarker=GumbelWatermarker,
+            watermarked_rejection_sample=watermarked_rejection_sample,
+            BlockTables=BlockTables,
+            BadWordsState=BadWordsState,
+            gumbel_sample=gumbel_sample,
+            LogitBiasState=LogitBiasState,
+            LogitsContext=LogitsContext,
+            LogitsProcRequestState=LogitsProcRequestState,
+            gather_draft_sampled=gather_draft_sampled,
+            rejection_sample=rejection_sample,
+            RequestState=RequestState,
+        )
 
 
 # -- tests/v1/worker/test_gpu_bad_words.py -------------------------------------------------------
@@ -340,20 +332,7 @@ def test_logit_bias_vocab_wider_than_a_block(api, strided, index_dtype):
 
 # -- tests/v1/worker/test_gpu_gumbel_sample.py ---------------------------------------------------
 
-HEAD_LOG_GAP = 12.0  # vLLM's 18 puts the tail below what CPU-sized sample counts resolve
-Z_TOLERANCE = 10.0
 SENTINEL = 7.0  # poisons output buffers (exact in bfloat16 and float16)
-
-
-def _heavy_tailed_counts(vocab, seed=1234):
-    g = torch.Generator().manual_seed(seed)
-    counts = torch.randint(1, 4, (vocab,), generator=g, dtype=torch.int64)
-    counts[0] = round(math.exp(HEAD_LOG_GAP))
-    return counts
-
-
-def _counts_to_logits(counts):
-    return counts.double().log().to(torch.float32)
 
 
 def _sample(api, logits_1d, num_samples, *, use_fp64=False, is_drafting=False):
@@ -370,18 +349,13 @@ def _sample(api, logits_1d, num_samples, *, use_fp64=False, is_drafting=False):
     )
 
 
-def _z_score(observed, expected, n):
-    p = expected / n
-    return (observed - expected) / math.sqrt(n * p * (1 - p))
-
-
 @pytest.mark.parametrize("vocab", [1, 999, 1024, 4097])
 def test_gumbel_vocab_size_not_multiple_of_block(api, vocab):
     """test_vocab_size_not_multiple_of_block: tail masking; every bin matches its count."""
     g = torch.Generator().manual_seed(vocab)
     counts = torch.randint(20, 200, (vocab,), generator=g, dtype=torch.int64)
     num_samples = max(40 * vocab, 50_000)
-    sampled = _sample(api, _counts_to_logits(counts), num_samples)
+    sampled = _sample(api, counts_to_logits(counts), num_samples)
     assert sampled.min() >= 0 and sampled.max() < vocab
     observed = torch.bincount(sampled, minlength=vocab).double()
     expected = counts.double() / counts.sum() * num_samples
@@ -394,8 +368,8 @@ def test_gumbel_vocab_size_not_multiple_of_block(api, vocab):
 def test_gumbel_drafting_uses_a_separate_noise_stream(api):
     """test_drafting_uses_a_separate_noise_stream (2000 tokens): salted, unbiased, repeatable."""
     num_samples = 100_000
-    counts = _heavy_tailed_counts(2000)
-    logits = _counts_to_logits(counts)
+    counts = heavy_tailed_counts(2000)
+    logits = counts_to_logits(counts)
     tail_prob = (counts.sum().item() - counts[0].item()) / counts.sum().item()
     target = _sample(api, logits, num_samples)
     draft = _sample(api, logits, num_samples, is_drafting=True)
@@ -403,17 +377,17 @@ def test_gumbel_drafting_uses_a_separate_noise_stream(api):
     disagree = (target_tail != draft_tail).double().mean().item()
     assert disagree > tail_prob, (disagree, tail_prob)
     for name, tail in (("target", target_tail), ("draft", draft_tail)):
-        z = _z_score(tail.sum().item(), num_samples * tail_prob, num_samples)
+        z = z_score(tail.sum().item(), num_samples * tail_prob, num_samples)
         assert abs(z) < Z_TOLERANCE, (name, z)
     assert torch.equal(draft, _sample(api, logits, num_samples, is_drafting=True))
 
 
 def test_gumbel_zero_count_tokens_are_never_sampled(api):
     """test_zero_count_tokens_are_never_sampled (4000 tokens): a -inf logit never wins."""
-    counts = _heavy_tailed_counts(4000, seed=7)
+    counts = heavy_tailed_counts(4000, seed=7)
     zeroed = torch.arange(1, 4000, 2)
     counts[zeroed] = 0
-    sampled = _sample(api, _counts_to_logits(counts), 100_000)
+    sampled = _sample(api, counts_to_logits(counts), 100_000)
     assert sampled.min() >= 0 and sampled.max() < 4000
     assert (sampled != 0).sum() > 1000, "the tail is not being drawn"
     assert not torch.isin(sampled, zeroed).any()
@@ -423,7 +397,7 @@ def test_gumbel_single_nonzero_token_is_always_sampled(api):
     """test_single_nonzero_token_is_always_sampled: a lone finite logit wins, fp32 and fp64."""
     counts = torch.zeros(200_000, dtype=torch.int64)
     counts[123_456] = 1000
-    logits = _counts_to_logits(counts)
+    logits = counts_to_logits(counts)
     assert (_sample(api, logits, 2000) == 123_456).all()
     assert (_sample(api, logits, 1000, use_fp64=True) == 123_456).all()
 
@@ -599,55 +573,6 @@ def test_gumbel_zero_tokens(api):
 
 # -- tests/v1/spec_decode/test_rejection_sampler_utils.py ----------------------------------------
 
-RS_VOCAB = 512  # vLLM's 4096; the trial counts keep vLLM's multiples of it
-
-
-def _build(target_1d, draft_1d, k, temperature, num_trials, gen, index_dtype=torch.int32):
-    """vLLM's _build_rejection_sample_inputs, its draws from ``gen`` and its index buffers'
-    dtype chosen."""
-    vocab = target_1d.shape[0]
-    num_logits = num_trials * (k + 1)
-    scaled = draft_1d.float()
-    if temperature > 0:
-        scaled = scaled / temperature
-    probs = torch.softmax(scaled, dim=0).expand(num_trials, -1)
-    draft_sampled = torch.zeros(num_trials, k + 1, dtype=torch.int64)
-    draft_sampled[:, 1:] = torch.multinomial(probs, k, replacement=True, generator=gen)
-    trials = torch.arange(num_trials, dtype=index_dtype)
-    return dict(
-        target_logits=target_1d.unsqueeze(0).expand(num_logits, -1).contiguous(),
-        draft_logits=draft_1d.view(1, 1, vocab).expand(num_trials, k, -1).contiguous(),
-        draft_sampled=draft_sampled.view(-1),
-        cu_num_logits=torch.arange(num_trials + 1, dtype=index_dtype) * (k + 1),
-        pos=torch.arange(num_logits, dtype=index_dtype),
-        idx_mapping=trials,
-        expanded_idx_mapping=trials.repeat_interleave(k + 1),
-        expanded_local_pos=torch.arange(k + 1, dtype=index_dtype).repeat(num_trials),
-        temperature=torch.full((num_trials,), temperature, dtype=torch.float32),
-        seed=torch.arange(num_trials, dtype=torch.int64),
-    )
-
-
-def _valid(num_sampled, k):
-    return torch.arange(k + 1).unsqueeze(0) < num_sampled.unsqueeze(1)
-
-
-def _assert_distribution_match(sampled, target_probs, label="", min_expected=5.0):
-    """vLLM's chi-squared check: bins expected below 5 merged; chi2 < df + 10 sqrt(2 df)."""
-    n = sampled.shape[0]
-    observed = torch.zeros(target_probs.shape[0]).scatter_add_(0, sampled, torch.ones(n))
-    expected = target_probs * n
-    enough = expected >= min_expected
-    obs, exp = observed[enough], expected[enough]
-    if expected[~enough].sum() >= min_expected:
-        obs = torch.cat([obs, observed[~enough].sum().view(1)])
-        exp = torch.cat([exp, expected[~enough].sum().view(1)])
-    df = obs.shape[0] - 1
-    if df < 1:  # as vLLM's: too few samples at this position to say anything
-        return
-    chi2 = ((obs - exp) ** 2 / exp).sum().item()
-    assert chi2 < df + 10 * math.sqrt(2 * df), f"[{label}] chi2={chi2:.1f} df={df}"
-
 
 @INDEX_DTYPES
 def test_placeholder_draft_token_rejected(api, index_dtype):
@@ -655,7 +580,9 @@ def test_placeholder_draft_token_rejected(api, index_dtype):
     g = torch.Generator().manual_seed(0)
     num_trials, k, temp = 64, 1, 0.6
     target = torch.randn(RS_VOCAB, generator=g) / temp
-    inputs = _build(target, torch.randn(RS_VOCAB, generator=g), k, temp, num_trials, g, index_dtype)
+    inputs = build_inputs(
+        target, torch.randn(RS_VOCAB, generator=g), k, temp, num_trials, g, index_dtype
+    )
     inputs["draft_sampled"].view(num_trials, k + 1)[:, 1:] = -1
     sampled, num_sampled = api.rejection_sample(**inputs, num_speculative_steps=k)
     assert torch.equal(num_sampled, torch.ones_like(num_sampled))
@@ -669,7 +596,7 @@ def test_block_verification_placeholder_truncates_block(api, has_draft_logits, n
     g = torch.Generator().manual_seed(42)
     num_trials, k = 20 * RS_VOCAB, 3
     target = torch.randn(RS_VOCAB, generator=g)
-    inputs = _build(target, torch.randn(RS_VOCAB, generator=g), k, 1.0, num_trials, g)
+    inputs = build_inputs(target, torch.randn(RS_VOCAB, generator=g), k, 1.0, num_trials, g)
     if not has_draft_logits:
         inputs["draft_logits"] = None
     inputs["draft_sampled"].view(num_trials, k + 1)[:, k + 1 - num_placeholders :] = -1
@@ -681,7 +608,7 @@ def test_block_verification_placeholder_truncates_block(api, has_draft_logits, n
     probs = torch.softmax(target, 0)
     for p in range(num_real + 1):
         accepted = num_sampled >= p + 1
-        _assert_distribution_match(sampled[accepted, p], probs, f"position {p}")
+        assert_distribution_match(sampled[accepted, p], probs, f"position {p}")
 
 
 @pytest.mark.parametrize("use_block_verification", [False, True])
@@ -690,7 +617,7 @@ def test_placeholder_blocks_later_draft_tokens(api, use_block_verification):
     g = torch.Generator().manual_seed(0)
     num_trials, k = 4 * RS_VOCAB, 3
     draft = torch.randn(RS_VOCAB, generator=g)
-    inputs = _build(draft, draft, k, 1.0, num_trials, g)
+    inputs = build_inputs(draft, draft, k, 1.0, num_trials, g)
     inputs["draft_sampled"].view(num_trials, k + 1)[:, 2] = -1
     _, num_sampled = api.rejection_sample(
         **inputs, num_speculative_steps=k, use_block_verification=use_block_verification
@@ -704,14 +631,14 @@ def test_greedy_placeholder_emits_target_argmax(api):
     g = torch.Generator().manual_seed(0)
     num_trials, k = 512, 3
     target = torch.randn(RS_VOCAB, generator=g)
-    inputs = _build(target, torch.randn(RS_VOCAB, generator=g), k, 0.0, num_trials, g)
+    inputs = build_inputs(target, torch.randn(RS_VOCAB, generator=g), k, 0.0, num_trials, g)
     argmax = int(target.argmax())
     drafts = inputs["draft_sampled"].view(num_trials, k + 1)
     drafts[:, 1] = argmax
     drafts[:, 2:] = -1
     sampled, num_sampled = api.rejection_sample(**inputs, num_speculative_steps=k)
     assert torch.equal(num_sampled, torch.full_like(num_sampled, 2))
-    assert (sampled[_valid(num_sampled, k)] == argmax).all()
+    assert (sampled[valid_mask(num_sampled, k)] == argmax).all()
 
 
 @INDEX_DTYPES
@@ -721,7 +648,7 @@ def test_verify_rejects_unproposed_drafts(api, index_dtype):
     num_trials, k = 256, 8
     target = torch.randn(RS_VOCAB, generator=g)
     target[0] = -20.0
-    inputs = _build(target, torch.zeros(RS_VOCAB), k, 1.0, num_trials, g, index_dtype)
+    inputs = build_inputs(target, torch.zeros(RS_VOCAB), k, 1.0, num_trials, g, index_dtype)
     rest = torch.randn(RS_VOCAB, generator=g)
     rest[0] = 20.0
     inputs["target_logits"].view(num_trials, k + 1, RS_VOCAB)[:, 1:] = rest
@@ -755,7 +682,7 @@ def test_chunked_requests_match_full_batch(api, has_draft_logits):
     g = torch.Generator().manual_seed(7)
     num_reqs, k, vocab = 5, 3, 257
     target, draft = torch.randn(vocab, generator=g), torch.randn(vocab, generator=g)
-    inputs = _build(target, draft, k, 0.6, num_reqs, g)
+    inputs = build_inputs(target, draft, k, 0.6, num_reqs, g)
     padded = torch.empty(inputs["target_logits"].shape[0], vocab + 3)
     padded[:, :vocab].copy_(inputs["target_logits"])
     inputs["target_logits"] = padded[:, :vocab]
@@ -781,7 +708,7 @@ def test_chunked_requests_match_full_batch(api, has_draft_logits):
         chunks_sampled.append(s)
         chunks_num.append(n)
     assert torch.equal(torch.cat(chunks_num), num_sampled)
-    valid = _valid(num_sampled, k)
+    valid = valid_mask(num_sampled, k)
     assert torch.equal(torch.cat(chunks_sampled)[valid], sampled[valid])
 
 
@@ -793,12 +720,12 @@ def test_stochastic_rejection_sample(api, k, temperature, draft_dtype):
     num_trials = 10 * RS_VOCAB
     target = torch.randn(RS_VOCAB, generator=g) / temperature
     draft = torch.randn(RS_VOCAB, generator=g).to(draft_dtype)
-    inputs = _build(target, draft, k, temperature, num_trials, g)
+    inputs = build_inputs(target, draft, k, temperature, num_trials, g)
     sampled, num_sampled = api.rejection_sample(**inputs, num_speculative_steps=k)
     probs = torch.softmax(target, 0)
     for p in range(k + 1):
         accepted = num_sampled >= p + 1
-        _assert_distribution_match(sampled[accepted, p], probs, f"position {p}")
+        assert_distribution_match(sampled[accepted, p], probs, f"position {p}")
 
 
 @pytest.mark.parametrize(
@@ -821,7 +748,7 @@ def test_synthetic_rejection_sample(api, k, temperature, rates):
     target, draft = torch.randn(vocab, generator=g), torch.randn(vocab, generator=g)
     if temperature > 0:
         target /= temperature
-    inputs = _build(target, draft, k, temperature, 40960, g)
+    inputs = build_inputs(target, draft, k, temperature, 40960, g)
     conditional = torch.tensor(api.unconditional_to_conditional_rates(rates), dtype=torch.float32)
     _, num_sampled = api.rejection_sample(
         **inputs, num_speculative_steps=k, synthetic_conditional_rates=conditional
@@ -846,7 +773,7 @@ def test_watermarked_bonus_uses_target_key(api):
     """test_watermarked_bonus_uses_target_key: the bonus token is the watermarker's draw."""
     g = torch.Generator().manual_seed(0)
     target = torch.randn(16, generator=g)
-    inputs = _build(target, target, 1, 1.0, 1, g)
+    inputs = build_inputs(target, target, 1, 1.0, 1, g)
     contexts = torch.tensor([[10, 11], [11, int(inputs["draft_sampled"][1])]])
     sampled, num_sampled = _watermarked(api, inputs, 1, contexts, torch.tensor([True]))
     expected = api.GumbelWatermarker(key=42, context_width=2).sample(
@@ -860,7 +787,7 @@ def test_watermarked_recovery_uses_target_key(api):
     """test_watermarked_recovery_uses_target_key: a rejected draft's recovery is keyed."""
     g = torch.Generator().manual_seed(0)
     target = torch.tensor([NEG, 0.0, 1.0, 2.0])
-    inputs = _build(target, torch.tensor([100.0, -100.0, -100.0, -100.0]), 1, 1.0, 1, g)
+    inputs = build_inputs(target, torch.tensor([100.0, -100.0, -100.0, -100.0]), 1, 1.0, 1, g)
     inputs["draft_sampled"][1] = 0
     contexts = torch.tensor([[10, 11], [11, 0]])
     sampled, num_sampled = _watermarked(api, inputs, 1, contexts, torch.tensor([True]))
@@ -875,7 +802,7 @@ def test_repeated_draft_context_does_not_change_acceptance(api):
     """test_repeated_draft_context_does_not_change_acceptance: skipped rows are stock."""
     g = torch.Generator().manual_seed(0)
     n = 8
-    inputs = _build(torch.randn(64, generator=g), torch.randn(64, generator=g), 1, 1.0, n, g)
+    inputs = build_inputs(torch.randn(64, generator=g), torch.randn(64, generator=g), 1, 1.0, n, g)
     expected, expected_n = api.rejection_sample(**inputs, num_speculative_steps=1)
     sampled, num_sampled = _watermarked(
         api,
@@ -895,7 +822,7 @@ def test_repeated_context_skip_mask_is_read_per_row_in_a_block(api):
     g = torch.Generator().manual_seed(0)
     k = 3
     target = torch.tensor([NEG, 0.0, 1.0, 2.0])
-    inputs = _build(target, torch.tensor([30.0, -30.0, -30.0, -30.0]), k, 1.0, 1, g)
+    inputs = build_inputs(target, torch.tensor([30.0, -30.0, -30.0, -30.0]), k, 1.0, 1, g)
     inputs["draft_sampled"][1] = 3
     inputs["draft_sampled"][2] = 0
     contexts = torch.tensor([[10, 11], [11, 3], [3, 0], [0, 1]])
@@ -926,7 +853,7 @@ def test_repeated_recovery_context_uses_ordinary_residual_sample(api):
     """test_repeated_recovery_context_uses_ordinary_residual_sample: skipped -> stock draw."""
     g = torch.Generator().manual_seed(0)
     target = torch.tensor([NEG, 0.0, 1.0, 2.0])
-    inputs = _build(target, torch.tensor([100.0, -100.0, -100.0, -100.0]), 1, 1.0, 1, g)
+    inputs = build_inputs(target, torch.tensor([100.0, -100.0, -100.0, -100.0]), 1, 1.0, 1, g)
     inputs["draft_sampled"][1] = 0
     expected, expected_n = api.rejection_sample(**inputs, num_speculative_steps=1)
     sampled, n = _watermarked(
@@ -945,7 +872,7 @@ def test_repeated_bonus_context_uses_ordinary_target_sample(api):
     """test_repeated_bonus_context_uses_ordinary_target_sample: a skipped bonus is stock."""
     g = torch.Generator().manual_seed(1)
     target = torch.randn(64, generator=g)
-    inputs = _build(target, target, 1, 1.0, 1, g)
+    inputs = build_inputs(target, target, 1, 1.0, 1, g)
     expected, expected_n = api.rejection_sample(**inputs, num_speculative_steps=1)
     sampled, n = _watermarked(
         api,
@@ -963,7 +890,7 @@ def test_repeated_context_does_not_change_unwatermarked_or_greedy_rows(api):
     """test_repeated_context_does_not_change_unwatermarked_or_greedy_rows: those stay stock."""
     g = torch.Generator().manual_seed(2)
     target = torch.randn(64, generator=g)
-    inputs = _build(target, target, 1, 1.0, 2, g)
+    inputs = build_inputs(target, target, 1, 1.0, 2, g)
     inputs["temperature"][1] = 0
     expected, expected_n = api.rejection_sample(**inputs, num_speculative_steps=1)
     sampled, n = _watermarked(
@@ -983,7 +910,7 @@ def test_watermarked_recovery_supports_smaller_draft_vocabulary(api):
     """test_watermarked_recovery_supports_smaller_draft_vocabulary: recovery in draft vocab."""
     g = torch.Generator().manual_seed(0)
     target = torch.tensor([NEG, 0.0, 1.0, 2.0, 100.0])
-    inputs = _build(target[:4], torch.tensor([100.0, -100.0, -100.0, -100.0]), 1, 1.0, 1, g)
+    inputs = build_inputs(target[:4], torch.tensor([100.0, -100.0, -100.0, -100.0]), 1, 1.0, 1, g)
     inputs["target_logits"] = target.unsqueeze(0).expand(2, -1).contiguous()
     inputs["draft_sampled"][1] = 0
     contexts = torch.tensor([[10, 11], [11, 0]])
@@ -1022,7 +949,7 @@ def _residual_recovery_logits(inputs, num_sampled, vocab):
 
 
 def _watermark_inputs(num_trials, k, width, vocab, one_hot, g):
-    inputs = _build(
+    inputs = build_inputs(
         torch.randn(vocab, generator=g), torch.randn(vocab, generator=g), k, 1.0, num_trials, g
     )
     if one_hot:
@@ -1120,9 +1047,9 @@ def test_rejection_sample_greedy_ties_across_blocks_pick_the_lowest_index(api, i
     target = torch.zeros(vocab)
     target[[17000, 9000, 16999]] = 3.0
     for logits, want in ((target, 9000), (torch.zeros(vocab), 0)):
-        inputs = _build(logits, torch.randn(vocab, generator=g), k, 0.0, n, g, index_dtype)
+        inputs = build_inputs(logits, torch.randn(vocab, generator=g), k, 0.0, n, g, index_dtype)
         sampled, num_sampled = api.rejection_sample(**inputs, num_speculative_steps=k)
-        assert (sampled[_valid(num_sampled, k)] == want).all(), sampled
+        assert (sampled[valid_mask(num_sampled, k)] == want).all(), sampled
 
 
 @pytest.mark.parametrize("use_block_verification", [False, True])
@@ -1133,13 +1060,13 @@ def test_rejection_sample_single_finite_target_logit(api, use_block_verification
     vocab, k = 3000, 3
     target = torch.full((vocab,), NEG)
     target[2222] = 0.0
-    inputs = _build(target, torch.randn(vocab, generator=g), k, 1.0, 256, g)
+    inputs = build_inputs(target, torch.randn(vocab, generator=g), k, 1.0, 256, g)
     if not has_draft_logits:
         inputs["draft_logits"] = None
     sampled, num_sampled = api.rejection_sample(
         **inputs, num_speculative_steps=k, use_block_verification=use_block_verification
     )
-    assert (sampled[_valid(num_sampled, k)] == 2222).all()
+    assert (sampled[valid_mask(num_sampled, k)] == 2222).all()
 
 
 @pytest.mark.parametrize("use_block_verification", [False, True])
@@ -1148,7 +1075,7 @@ def test_rejection_sample_seeds_matter_and_reproduce(api, use_block_verification
     g = torch.Generator().manual_seed(9)
     vocab, k, n = 400, 2, 200
     target, draft = torch.randn(vocab, generator=g), torch.randn(vocab, generator=g)
-    inputs = _build(target, draft, k, 0.8, n, g)
+    inputs = build_inputs(target, draft, k, 0.8, n, g)
     inputs["temperature"][::3] = 0.0  # greedy rows mixed in
     kw = dict(num_speculative_steps=k, use_block_verification=use_block_verification)
     a_s, a_n = api.rejection_sample(**inputs, **kw)
@@ -1159,7 +1086,7 @@ def test_rejection_sample_seeds_matter_and_reproduce(api, use_block_verification
     for args in (inputs, wide):
         b_s, b_n = api.rejection_sample(**args, **kw)
         assert torch.equal(a_n, b_n)
-        assert torch.equal(a_s[_valid(a_n, k)], b_s[_valid(a_n, k)])
+        assert torch.equal(a_s[valid_mask(a_n, k)], b_s[valid_mask(a_n, k)])
     c_s, c_n = api.rejection_sample(**dict(inputs, seed=inputs["seed"] + 1000), **kw)
     assert not (torch.equal(a_n, c_n) and torch.equal(a_s, c_s)), "the seeds are ignored"
 
@@ -1169,7 +1096,7 @@ def test_rejection_sample_request_slot_permutation(api, index_dtype):
     """Beyond test_rejection_sampler_utils: a request's outcome does not depend on its slot."""
     g = torch.Generator().manual_seed(10)
     vocab, k, n = 300, 2, 12
-    inputs = _build(
+    inputs = build_inputs(
         torch.randn(vocab, generator=g), torch.randn(vocab, generator=g), k, 1.0, n, g, index_dtype
     )
     inputs["draft_logits"] = torch.randn(n, k, vocab, generator=g)
@@ -1184,7 +1111,7 @@ def test_rejection_sample_request_slot_permutation(api, index_dtype):
     moved["expanded_idx_mapping"] = perm.to(index_dtype).repeat_interleave(k + 1)
     b_s, b_n = api.rejection_sample(**moved, num_speculative_steps=k)
     assert torch.equal(a_n, b_n)
-    assert torch.equal(a_s[_valid(a_n, k)], b_s[_valid(a_n, k)])
+    assert torch.equal(a_s[valid_mask(a_n, k)], b_s[valid_mask(a_n, k)])
 
 
 # -- tests/v1/worker/test_gpu_block_table.py, test_gpu_kpool_tail_slot_mapping.py ----------------

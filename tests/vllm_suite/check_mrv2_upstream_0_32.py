@@ -36,9 +36,19 @@ import math
 
 import pytest
 import torch
-
-NEG = float("-inf")
-INDEX_DTYPES = pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64])
+from _upstream import (
+    INDEX_DTYPES,
+    NEG,
+    RS_VOCAB,
+    Z_TOLERANCE,
+    assert_distribution_match,
+    build_inputs,
+    counts_to_logits,
+    heavy_tailed_counts,
+    ours_standing,
+    valid_mask,
+    z_score,
+)
 
 KERNELS = {
     "vllm.v1.worker.gpu.sample.gumbel": ("_gumbel_sample_kernel",),
@@ -65,51 +75,34 @@ KERNELS = {
 
 @pytest.fixture(scope="module")
 def api():
-    """fastdispatch installed, our kernels standing in every module below; vLLM's API used.
-
-    The suite's worker may already have installed it (with options of its own): then it is left
-    as it is, else installed here and uninstalled after, so later files find what they found."""
-    import importlib
+    """vLLM's API used by the tests below, with our kernels standing in its modules
+    (``ours_standing``)."""
     from types import SimpleNamespace
 
-    import fastdispatch.vllm as fv
+    with ours_standing(KERNELS):
+        from vllm.config.model import PROCESSED_LOGPROBS_MODES
+        from vllm.v1.worker.gpu.buffer_utils import StagedWriteTensor
+        from vllm.v1.worker.gpu.input_batch import post_update
+        from vllm.v1.worker.gpu.sample.gumbel import gumbel_sample
+        from vllm.v1.worker.gpu.sample.output import SamplingMaskTensors
+        from vllm.v1.worker.gpu.sample.penalties import bincount
+        from vllm.v1.worker.gpu.spec_decode.ngram.speculator import NgramGPUSpeculator
+        from vllm.v1.worker.gpu.spec_decode.rejection_sampler import RejectionSampler
+        from vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils import rejection_sample
+        from vllm.v1.worker.gpu.states import RequestState
 
-    was_installed = fv.installed()
-    if not was_installed:
-        fv.install()
-    for module, names in KERNELS.items():
-        held = vars(importlib.import_module(module))
-        for name in names:
-            assert type(held[name]).__name__ == "KernelOverride", f"{module}.{name}"
-
-    # The CPU worker's own patches: RequestState and the staged writes pin host buffers, which
-    # torch refuses without an accelerator; importing the CPU worker's module makes it a no-op.
-    import vllm.v1.worker.cpu.shm  # noqa: F401
-    from vllm.config.model import PROCESSED_LOGPROBS_MODES
-    from vllm.v1.worker.gpu.buffer_utils import StagedWriteTensor
-    from vllm.v1.worker.gpu.input_batch import post_update
-    from vllm.v1.worker.gpu.sample.gumbel import gumbel_sample
-    from vllm.v1.worker.gpu.sample.output import SamplingMaskTensors
-    from vllm.v1.worker.gpu.sample.penalties import bincount
-    from vllm.v1.worker.gpu.spec_decode.ngram.speculator import NgramGPUSpeculator
-    from vllm.v1.worker.gpu.spec_decode.rejection_sampler import RejectionSampler
-    from vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils import rejection_sample
-    from vllm.v1.worker.gpu.states import RequestState
-
-    yield SimpleNamespace(
-        PROCESSED_LOGPROBS_MODES=PROCESSED_LOGPROBS_MODES,
-        StagedWriteTensor=StagedWriteTensor,
-        post_update=post_update,
-        gumbel_sample=gumbel_sample,
-        SamplingMaskTensors=SamplingMaskTensors,
-        bincount=bincount,
-        NgramGPUSpeculator=NgramGPUSpeculator,
-        RejectionSampler=RejectionSampler,
-        rejection_sample=rejection_sample,
-        RequestState=RequestState,
-    )
-    if not was_installed:
-        fv.uninstall()
+        yield SimpleNamespace(
+            PROCESSED_LOGPROBS_MODES=PROCESSED_LOGPROBS_MODES,
+            StagedWriteTensor=StagedWriteTensor,
+            post_update=post_update,
+            gumbel_sample=gumbel_sample,
+            SamplingMaskTensors=SamplingMaskTensors,
+            bincount=bincount,
+            NgramGPUSpeculator=NgramGPUSpeculator,
+            RejectionSampler=RejectionSampler,
+            rejection_sample=rejection_sample,
+            RequestState=RequestState,
+        )
 
 
 # -- tests/v1/worker/test_gpu_rejection_sampler_chunking.py --------------------------------------
@@ -472,8 +465,6 @@ def test_ngram_noncontiguous_idx_mapping(api, index_dtype):
 
 # -- tests/v1/worker/test_gpu_gumbel_sample.py ---------------------------------------------------
 
-HEAD_LOG_GAP = 12.0  # vLLM's 18 puts the tail below what CPU-sized sample counts resolve
-Z_TOLERANCE = 10.0
 DRAFT_NOISE_SALT = 1 << 30  # vLLM's _DRAFT_NOISE_SALT
 M32 = 0xFFFFFFFF
 
@@ -574,22 +565,6 @@ def test_gumbel_draws_follow_vllms_murmur3_noise(api, use_fp64, is_drafting, ind
     torch.testing.assert_close(sampled, expected, rtol=0, atol=0)
 
 
-def _heavy_tailed_counts(vocab, seed=1234):
-    g = torch.Generator().manual_seed(seed)
-    counts = torch.randint(1, 4, (vocab,), generator=g, dtype=torch.int64)
-    counts[0] = round(math.exp(HEAD_LOG_GAP))
-    return counts
-
-
-def _counts_to_logits(counts):
-    return counts.double().log().to(torch.float32)
-
-
-def _z_score(observed, expected, n):
-    p = expected / n
-    return (observed - expected) / math.sqrt(n * p * (1 - p))
-
-
 def _draws(api, logits_1d, start, size, *, use_fp64=False):
     vocab = logits_1d.shape[0]
     return api.gumbel_sample(
@@ -608,12 +583,12 @@ def _draws(api, logits_1d, start, size, *, use_fp64=False):
 def test_gumbel_sampling_matches_target_distribution(api, use_fp64):
     """test_sampling_matches_target_distribution (2000 tokens, 100k draws): the tail mass."""
     num_samples = 100_000
-    counts = _heavy_tailed_counts(2000)
+    counts = heavy_tailed_counts(2000)
     total = counts.sum().item()
-    sampled = _draws(api, _counts_to_logits(counts), 0, num_samples, use_fp64=use_fp64)
+    sampled = _draws(api, counts_to_logits(counts), 0, num_samples, use_fp64=use_fp64)
     assert sampled.min() >= 0 and sampled.max() < 2000
     tail_prob = (total - counts[0].item()) / total
-    z = _z_score((sampled != 0).sum().item(), num_samples * tail_prob, num_samples)
+    z = z_score((sampled != 0).sum().item(), num_samples * tail_prob, num_samples)
     assert abs(z) < Z_TOLERANCE, z
 
 
@@ -622,7 +597,7 @@ def test_gumbel_full_vocab_distribution_fidelity(api):
     vocab, num_samples, chunk = 8200, 200_000, 60_000
     g = torch.Generator().manual_seed(2024)
     counts = torch.randint(500, 1500, (vocab,), generator=g, dtype=torch.int64)
-    logits = _counts_to_logits(counts)
+    logits = counts_to_logits(counts)
     hist = torch.zeros(vocab, dtype=torch.float64)
     for start in range(0, num_samples, chunk):
         size = min(chunk, num_samples - start)
@@ -636,55 +611,6 @@ def test_gumbel_full_vocab_distribution_fidelity(api):
 
 # -- tests/v1/spec_decode/test_rejection_sampler_utils.py ----------------------------------------
 
-RS_VOCAB = 512  # vLLM's 4096; the trial counts keep vLLM's multiples of it
-
-
-def _build(target_1d, draft_1d, k, temperature, num_trials, gen, index_dtype=torch.int32):
-    """vLLM's _build_rejection_sample_inputs, its draws from ``gen`` and its index buffers'
-    dtype chosen."""
-    vocab = target_1d.shape[0]
-    num_logits = num_trials * (k + 1)
-    scaled = draft_1d.float()
-    if temperature > 0:
-        scaled = scaled / temperature
-    probs = torch.softmax(scaled, dim=0).expand(num_trials, -1)
-    draft_sampled = torch.zeros(num_trials, k + 1, dtype=torch.int64)
-    draft_sampled[:, 1:] = torch.multinomial(probs, k, replacement=True, generator=gen)
-    trials = torch.arange(num_trials, dtype=index_dtype)
-    return dict(
-        target_logits=target_1d.unsqueeze(0).expand(num_logits, -1).contiguous(),
-        draft_logits=draft_1d.view(1, 1, vocab).expand(num_trials, k, -1).contiguous(),
-        draft_sampled=draft_sampled.view(-1),
-        cu_num_logits=torch.arange(num_trials + 1, dtype=index_dtype) * (k + 1),
-        pos=torch.arange(num_logits, dtype=index_dtype),
-        idx_mapping=trials,
-        expanded_idx_mapping=trials.repeat_interleave(k + 1),
-        expanded_local_pos=torch.arange(k + 1, dtype=index_dtype).repeat(num_trials),
-        temperature=torch.full((num_trials,), temperature, dtype=torch.float32),
-        seed=torch.arange(num_trials, dtype=torch.int64),
-    )
-
-
-def _valid(num_sampled, k):
-    return torch.arange(k + 1).unsqueeze(0) < num_sampled.unsqueeze(1)
-
-
-def _assert_distribution_match(sampled, target_probs, label="", min_expected=5.0):
-    """vLLM's chi-squared check: bins expected below 5 merged; chi2 < df + 10 sqrt(2 df)."""
-    n = sampled.shape[0]
-    observed = torch.zeros(target_probs.shape[0]).scatter_add_(0, sampled, torch.ones(n))
-    expected = target_probs * n
-    enough = expected >= min_expected
-    obs, exp = observed[enough], expected[enough]
-    if expected[~enough].sum() >= min_expected:
-        obs = torch.cat([obs, observed[~enough].sum().view(1)])
-        exp = torch.cat([exp, expected[~enough].sum().view(1)])
-    df = obs.shape[0] - 1
-    if df < 1:  # as vLLM's: too few samples at this position to say anything
-        return
-    chi2 = ((obs - exp) ** 2 / exp).sum().item()
-    assert chi2 < df + 10 * math.sqrt(2 * df), f"[{label}] chi2={chi2:.1f} df={df}"
-
 
 @pytest.mark.parametrize("k", [1, 3])
 def test_gumbel_drafted_rejection_sample_is_unbiased(api, k):
@@ -693,7 +619,7 @@ def test_gumbel_drafted_rejection_sample_is_unbiased(api, k):
     num_trials = 200_000
     target = torch.randn(16, generator=g)
     draft = -target
-    inputs = _build(target, draft, k, 1.0, num_trials, g)
+    inputs = build_inputs(target, draft, k, 1.0, num_trials, g)
     drafted = api.gumbel_sample(
         draft.unsqueeze(0).expand(num_trials * k, 16).float(),
         inputs["expanded_idx_mapping"].view(num_trials, k + 1)[:, :k].reshape(-1).contiguous(),
@@ -710,7 +636,7 @@ def test_gumbel_drafted_rejection_sample_is_unbiased(api, k):
     probs = torch.softmax(target, 0)
     for p in range(k + 1):
         accepted = num_sampled >= p + 1
-        _assert_distribution_match(sampled[accepted, p], probs, f"position {p}")
+        assert_distribution_match(sampled[accepted, p], probs, f"position {p}")
 
 
 @pytest.mark.parametrize("k", [1, 3])
@@ -719,14 +645,14 @@ def test_greedy_rejection_sample(api, k, index_dtype):
     """test_greedy_rejection_sample, half the drafts the argmax: all accepted are the argmax."""
     g = torch.Generator().manual_seed(42)
     target = torch.randn(RS_VOCAB, generator=g)
-    inputs = _build(
+    inputs = build_inputs(
         target, torch.randn(RS_VOCAB, generator=g), k, 0.0, 10 * RS_VOCAB, g, index_dtype
     )
     argmax = int(target.argmax())
     inputs["draft_sampled"].view(-1, k + 1)[::2, 1] = argmax  # some drafts accepted
     sampled, num_sampled = api.rejection_sample(**inputs, num_speculative_steps=k)
     assert (num_sampled >= 2).any()
-    assert (sampled[_valid(num_sampled, k)] == argmax).all()
+    assert (sampled[valid_mask(num_sampled, k)] == argmax).all()
 
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
@@ -736,12 +662,12 @@ def test_all_nan_target_logits_in_range(api, temperature, use_block_verification
     g = torch.Generator().manual_seed(0)
     k, vocab = 1, 20000
     target = torch.full((vocab,), float("nan"))
-    inputs = _build(target, torch.randn(vocab, generator=g), k, temperature, 4, g)
+    inputs = build_inputs(target, torch.randn(vocab, generator=g), k, temperature, 4, g)
     sampled, num_sampled = api.rejection_sample(
         **inputs, num_speculative_steps=k, use_block_verification=use_block_verification
     )
     assert ((num_sampled >= 1) & (num_sampled <= k + 1)).all()
-    valid = sampled[_valid(num_sampled, k)]
+    valid = sampled[valid_mask(num_sampled, k)]
     assert ((valid >= 0) & (valid < vocab)).all()
 
 
@@ -752,7 +678,7 @@ def test_block_verification_rejection_sample(api, k, temperature, has_draft_logi
     g = torch.Generator().manual_seed(42)
     target = torch.randn(RS_VOCAB, generator=g) / temperature
     draft = torch.randn(RS_VOCAB, generator=g)
-    inputs = _build(target, draft, k, temperature, 10 * RS_VOCAB, g)
+    inputs = build_inputs(target, draft, k, temperature, 10 * RS_VOCAB, g)
     if not has_draft_logits:
         inputs["draft_logits"] = None
     sampled, num_sampled = api.rejection_sample(
@@ -761,7 +687,7 @@ def test_block_verification_rejection_sample(api, k, temperature, has_draft_logi
     probs = torch.softmax(target, 0)
     for p in range(k + 1):
         accepted = num_sampled >= p + 1
-        _assert_distribution_match(sampled[accepted, p], probs, f"position {p}")
+        assert_distribution_match(sampled[accepted, p], probs, f"position {p}")
 
 
 @pytest.mark.parametrize("k", [3, 5])
@@ -770,7 +696,7 @@ def test_block_verification_accepts_at_least_as_many(api, k):
     g = torch.Generator().manual_seed(0)
     target = torch.randn(RS_VOCAB, generator=g)
     draft = target + 0.5 * torch.randn(RS_VOCAB, generator=g)
-    inputs = _build(target, draft, k, 1.0, 20 * RS_VOCAB, g)
+    inputs = build_inputs(target, draft, k, 1.0, 20 * RS_VOCAB, g)
     _, standard = api.rejection_sample(**inputs, num_speculative_steps=k)
     _, block = api.rejection_sample(**inputs, num_speculative_steps=k, use_block_verification=True)
     mean_standard = (standard - 1).float().mean().item()
