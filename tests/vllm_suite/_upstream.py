@@ -58,6 +58,22 @@ def counts_to_logits(counts):
     return counts.double().log().to(torch.float32)
 
 
+def gumbel_draws(api, logits_1d, size, *, start=0, use_fp64=False, is_drafting=False):
+    """vLLM's _sample: ``size`` Gumbel draws from one logit vector -- its rows a 0-stride view
+    of it, one request (seed 0xABCD, temperature 1), positions ``start`` on, one a draw."""
+    vocab = logits_1d.shape[0]
+    return api.gumbel_sample(
+        logits_1d.unsqueeze(0).expand(size, vocab),
+        torch.zeros(size, dtype=torch.int32),
+        torch.tensor([1.0]),
+        torch.tensor([0xABCD], dtype=torch.int64),
+        torch.arange(start, start + size, dtype=torch.int64),
+        apply_temperature=True,
+        is_drafting=is_drafting,
+        use_fp64=use_fp64,
+    )
+
+
 def z_score(observed, expected, n):
     p = expected / n
     return (observed - expected) / math.sqrt(n * p * (1 - p))

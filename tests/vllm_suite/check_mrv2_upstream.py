@@ -37,6 +37,7 @@ from _upstream import (
     assert_distribution_match,
     build_inputs,
     counts_to_logits,
+    gumbel_draws,
     heavy_tailed_counts,
     ours_standing,
     valid_mask,
@@ -335,27 +336,13 @@ def test_logit_bias_vocab_wider_than_a_block(api, strided, index_dtype):
 SENTINEL = 7.0  # poisons output buffers (exact in bfloat16 and float16)
 
 
-def _sample(api, logits_1d, num_samples, *, use_fp64=False, is_drafting=False):
-    vocab = logits_1d.shape[0]
-    return api.gumbel_sample(
-        logits_1d.unsqueeze(0).expand(num_samples, vocab),
-        torch.zeros(num_samples, dtype=torch.int32),
-        torch.tensor([1.0]),
-        torch.tensor([0xABCD], dtype=torch.int64),
-        torch.arange(num_samples, dtype=torch.int64),
-        apply_temperature=True,
-        is_drafting=is_drafting,
-        use_fp64=use_fp64,
-    )
-
-
 @pytest.mark.parametrize("vocab", [1, 999, 1024, 4097])
 def test_gumbel_vocab_size_not_multiple_of_block(api, vocab):
     """test_vocab_size_not_multiple_of_block: tail masking; every bin matches its count."""
     g = torch.Generator().manual_seed(vocab)
     counts = torch.randint(20, 200, (vocab,), generator=g, dtype=torch.int64)
     num_samples = max(40 * vocab, 50_000)
-    sampled = _sample(api, counts_to_logits(counts), num_samples)
+    sampled = gumbel_draws(api, counts_to_logits(counts), num_samples)
     assert sampled.min() >= 0 and sampled.max() < vocab
     observed = torch.bincount(sampled, minlength=vocab).double()
     expected = counts.double() / counts.sum() * num_samples
@@ -371,15 +358,15 @@ def test_gumbel_drafting_uses_a_separate_noise_stream(api):
     counts = heavy_tailed_counts(2000)
     logits = counts_to_logits(counts)
     tail_prob = (counts.sum().item() - counts[0].item()) / counts.sum().item()
-    target = _sample(api, logits, num_samples)
-    draft = _sample(api, logits, num_samples, is_drafting=True)
+    target = gumbel_draws(api, logits, num_samples)
+    draft = gumbel_draws(api, logits, num_samples, is_drafting=True)
     target_tail, draft_tail = target != 0, draft != 0
     disagree = (target_tail != draft_tail).double().mean().item()
     assert disagree > tail_prob, (disagree, tail_prob)
     for name, tail in (("target", target_tail), ("draft", draft_tail)):
         z = z_score(tail.sum().item(), num_samples * tail_prob, num_samples)
         assert abs(z) < Z_TOLERANCE, (name, z)
-    assert torch.equal(draft, _sample(api, logits, num_samples, is_drafting=True))
+    assert torch.equal(draft, gumbel_draws(api, logits, num_samples, is_drafting=True))
 
 
 def test_gumbel_zero_count_tokens_are_never_sampled(api):
@@ -387,7 +374,7 @@ def test_gumbel_zero_count_tokens_are_never_sampled(api):
     counts = heavy_tailed_counts(4000, seed=7)
     zeroed = torch.arange(1, 4000, 2)
     counts[zeroed] = 0
-    sampled = _sample(api, counts_to_logits(counts), 100_000)
+    sampled = gumbel_draws(api, counts_to_logits(counts), 100_000)
     assert sampled.min() >= 0 and sampled.max() < 4000
     assert (sampled != 0).sum() > 1000, "the tail is not being drawn"
     assert not torch.isin(sampled, zeroed).any()
@@ -398,8 +385,8 @@ def test_gumbel_single_nonzero_token_is_always_sampled(api):
     counts = torch.zeros(200_000, dtype=torch.int64)
     counts[123_456] = 1000
     logits = counts_to_logits(counts)
-    assert (_sample(api, logits, 2000) == 123_456).all()
-    assert (_sample(api, logits, 1000, use_fp64=True) == 123_456).all()
+    assert (gumbel_draws(api, logits, 2000) == 123_456).all()
+    assert (gumbel_draws(api, logits, 1000, use_fp64=True) == 123_456).all()
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])

@@ -44,6 +44,7 @@ from _upstream import (
     assert_distribution_match,
     build_inputs,
     counts_to_logits,
+    gumbel_draws,
     heavy_tailed_counts,
     ours_standing,
     valid_mask,
@@ -565,27 +566,13 @@ def test_gumbel_draws_follow_vllms_murmur3_noise(api, use_fp64, is_drafting, ind
     torch.testing.assert_close(sampled, expected, rtol=0, atol=0)
 
 
-def _draws(api, logits_1d, start, size, *, use_fp64=False):
-    vocab = logits_1d.shape[0]
-    return api.gumbel_sample(
-        logits_1d.unsqueeze(0).expand(size, vocab),
-        torch.zeros(size, dtype=torch.int32),
-        torch.tensor([1.0]),
-        torch.tensor([0xABCD], dtype=torch.int64),
-        torch.arange(start, start + size, dtype=torch.int64),
-        apply_temperature=True,
-        is_drafting=False,
-        use_fp64=use_fp64,
-    )
-
-
 @pytest.mark.parametrize("use_fp64", [False, True])
 def test_gumbel_sampling_matches_target_distribution(api, use_fp64):
     """test_sampling_matches_target_distribution (2000 tokens, 100k draws): the tail mass."""
     num_samples = 100_000
     counts = heavy_tailed_counts(2000)
     total = counts.sum().item()
-    sampled = _draws(api, counts_to_logits(counts), 0, num_samples, use_fp64=use_fp64)
+    sampled = gumbel_draws(api, counts_to_logits(counts), num_samples, use_fp64=use_fp64)
     assert sampled.min() >= 0 and sampled.max() < 2000
     tail_prob = (total - counts[0].item()) / total
     z = z_score((sampled != 0).sum().item(), num_samples * tail_prob, num_samples)
@@ -601,7 +588,8 @@ def test_gumbel_full_vocab_distribution_fidelity(api):
     hist = torch.zeros(vocab, dtype=torch.float64)
     for start in range(0, num_samples, chunk):
         size = min(chunk, num_samples - start)
-        hist += torch.bincount(_draws(api, logits, start, size), minlength=vocab).double()
+        draws = gumbel_draws(api, logits, size, start=start)
+        hist += torch.bincount(draws, minlength=vocab).double()
     assert (hist > 0).sum().item() / vocab > 0.99
     expected = counts.double() / counts.sum() * num_samples
     chi2 = (((hist - expected) ** 2) / expected).sum().item()
