@@ -59,8 +59,10 @@ cdef extern from "Python.h":
     ctypedef struct _TypeTag "PyTypeObject":
         unsigned int tp_version_tag
     ctypedef Py_ssize_t (*lenfunc)(object) except -1
+    ctypedef PyObject* (*subscriptfunc "binaryfunc")(PyObject*, PyObject*)
     ctypedef struct PyMappingMethods:
         lenfunc mp_length
+        subscriptfunc mp_subscript
     ctypedef struct _TypeMapping "PyTypeObject":
         PyMappingMethods* tp_as_mapping
     PyTypeObject PyGetSetDescr_Type

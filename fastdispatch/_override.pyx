@@ -7,9 +7,10 @@ this file adds only what makes it fast:
 * everything that can be decided before a launch is decided at construction, as C tables
   (kernel argument -> call slot, slot defaults, impl-only slots pre-filled) built from the
   shared bind check (``_bindcheck.bind_layout``), so both backends bind identically;
-* ``override[grid]`` returns one cached launcher object, never a new bound method, and the
-  launcher and the override get a direct ``tp_call`` (Cython's generic ``*args, **kwargs``
-  wrapper would re-check and copy the kwargs dict the interpreter just built);
+* ``override[grid]`` returns one cached launcher object, never a new bound method, through a
+  direct ``mp_subscript``; the launcher and the override get a direct ``tp_call`` (Cython's
+  generic ``*args, **kwargs`` wrapper would re-check and copy the kwargs dict the interpreter
+  just built);
 * a launch walks the kwargs dict's entry table directly (``PyDict_Next`` where the layout is not
   known), recognises each key by one pointer comparison against the key object seen at the same
   dict position last time -- an interned literal, or a key built at run time and reused: the
@@ -36,7 +37,7 @@ from libc.string cimport memset
 
 import sys
 
-from ._capi cimport call_kw_raw
+from ._capi cimport _TypeMapping, call_kw_raw, subscriptfunc
 from ._plan cimport LaunchBindingPlan
 from ._slots cimport (
     PY_VECTORCALL_ARGUMENTS_OFFSET,
@@ -209,9 +210,9 @@ cdef class KernelOverride:
         return self.own_grid
 
     def __getitem__(self, grid):
+        # Python-visible form; ``override[grid]`` goes through ``_override_subscript`` (below).
         if self.own_grid is not None:
-            return grid_launcher(self.own_grid(grid), dict_of(self)["_grid_options"],
-                                 dict_of(self)["_grid_cache"])
+            return _own_grid_launcher(self, grid)
         return self.launcher
 
     def warmup(self, grid=None, **kwargs):
@@ -517,5 +518,20 @@ cdef object _override_tp_call(PyObject* self, PyObject* args, PyObject* kwds):
     return call_kw_raw((<KernelOverride> self).impl, <tuple> args, kwds)
 
 
+cdef object _own_grid_launcher(KernelOverride ov, object grid):
+    """``override[grid]`` for an impl that takes the grid itself (``own_grid``)."""
+    return grid_launcher(ov.own_grid(grid), dict_of(ov)["_grid_options"],
+                         dict_of(ov)["_grid_cache"])
+
+
+cdef object _override_subscript(PyObject* self, PyObject* grid):
+    # ``override[grid]``, the first half of every launch: Cython's ``__getitem__`` wrapper costs
+    # a launch ~20 instructions more than returning the cached launcher.
+    if (<KernelOverride> self).own_grid is None:
+        return (<KernelOverride> self).launcher
+    return _own_grid_launcher(<KernelOverride> self, <object> grid)
+
+
 (<PyTypeObject*> Launcher).tp_call = <ternaryfunc> _launcher_tp_call
 (<PyTypeObject*> KernelOverride).tp_call = <ternaryfunc> _override_tp_call
+(<_TypeMapping*> <PyTypeObject*> KernelOverride).tp_as_mapping.mp_subscript = <subscriptfunc> _override_subscript
