@@ -38,7 +38,7 @@ first-index argmax. The block sums of exponentials use the sampling kernels' vec
 decided by the same comparisons as the kernel's.
 """
 from cython.parallel cimport prange, threadid
-from libc.math cimport exp, expf, fabs, log, logf, log1pf, INFINITY, NAN
+from libc.math cimport exp, expf, fabs, log, logf, log1pf, nextafterf, INFINITY, NAN
 from libc.stdint cimport int32_t, int64_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy
@@ -204,6 +204,28 @@ cdef extern from *:
     FD_CLONES static void fd_div_into(float *out, const float *a, Py_ssize_t n, float d) {
         for (Py_ssize_t j = 0; j < n; j++) out[j] = a[j] / d;
     }
+    /* The masses of a[0:n), each value read as y = a[j] / d (d = 1: as it is, exactly) and
+       weighed exp(y - m) against a finite m >= every y (none NaN: the caller's), added in
+       eight double lanes: *z += all of them, *above += those of the y > t. Nothing written. */
+    FD_CLONES static void fd_masses_above(const float *a, Py_ssize_t n, float d, float m,
+                                          float t, double *z, double *above) {
+        double zl[8] = {0.0}, al[8] = {0.0};
+        Py_ssize_t j = 0;
+        for (; j + 8 <= n; j += 8)
+            for (int k = 0; k < 8; k++) {
+                float y = a[j + k] / d;
+                double e = (double)fd_expf_nonpos(y - m);
+                zl[k] += e;
+                al[k] += y > t ? e : 0.0;
+            }
+        for (; j < n; j++) {
+            float y = a[j] / d;
+            double e = (double)fd_expf_nonpos(y - m);
+            zl[0] += e;
+            al[0] += y > t ? e : 0.0;
+        }
+        for (int k = 0; k < 8; k++) { *z += zl[k]; *above += al[k]; }
+    }
     """
     int _thread_id "fd_spec_thread_id"() noexcept nogil
     float fd_bits_to_float(uint32_t b) noexcept nogil
@@ -214,6 +236,8 @@ cdef extern from *:
     float fd_pairwise_sumexp(const float* a, Py_ssize_t n, float m) noexcept nogil
     void fd_div_by(float* a, Py_ssize_t n, float d) noexcept nogil
     void fd_div_into(float* out, const float* a, Py_ssize_t n, float d) noexcept nogil
+    void fd_masses_above(const float* a, Py_ssize_t n, float d, float m, float t, double* z,
+                         double* above) noexcept nogil
 
 
 cdef enum:
@@ -222,6 +246,7 @@ cdef enum:
     M_LOGITS = M_FLOAT32 | M_HALF
     M_REAL = M_FLOAT32 | M_FLOAT64
     ROW_VISITS = 8      # element-visits per value of a row the one pass walks
+    AHEAD = 3           # Lazy.done: a row whose draft _accept_ahead accepted (not processed)
     DRAW_LANES = 256    # the fewest lanes above -inf a masked row's draw makes room for
     PEEK_BYTES = 8 << 20  # target rows up to this size are peeked before they are loaded
     STREAM_BYTES = 64 << 20  # and those past this size too, their masks streamed to memory
@@ -758,6 +783,8 @@ cdef struct Stats:
     bint has_draft
     bint has_rowmap
     IBuf rowmap
+    # the one pass (``_accept_ahead``): per row, its draft blocks already computed (NULL: none)
+    const unsigned char* drafted
 
 
 cdef inline Py_ssize_t _valid(int64_t V, int64_t block, int64_t BS) noexcept nogil:
@@ -769,12 +796,11 @@ cdef inline Py_ssize_t _valid(int64_t V, int64_t block, int64_t BS) noexcept nog
 
 
 cdef void _stats_program(const Stats* a, int64_t li, int64_t b, float* buf) noexcept nogil:
-    cdef int64_t step, rs, j, nv, base
+    cdef int64_t rs, j, nv, base
     cdef float temp, m, s
     cdef Py_ssize_t idx
     if _is_bonus(&a.bonus, li):
         return                                  # bonus token: no stats needed
-    step = iget(a.bonus.elp, li)
     rs = iget(a.eim, li)
     temp = _ldr(a.temp, rs)
     nv = _valid(a.V, b, a.BS)
@@ -792,11 +818,21 @@ cdef void _stats_program(const Stats* a, int64_t li, int64_t b, float* buf) noex
     m = _block_max_sumexp(&a.tgt, base, nv, a.BS, _scaled(&a.tgt, temp), False, temp, buf, &s)
     _stf(&a.tmax, _off(&a.tmax, li, 0) + b, m)
     _stf(&a.tsum, _off(&a.tsum, li, 0) + b, s)
-    if a.has_draft:
-        base = _off(&a.drf, _mapped_row(a.has_rowmap, a.rowmap, rs), step) + b * a.BS
-        m = _block_max_sumexp(&a.drf, base, nv, a.BS, True, True, temp, buf, &s)
-        _stf(&a.dmax, _off(&a.dmax, li, 0) + b, m)
-        _stf(&a.dsum, _off(&a.dsum, li, 0) + b, s)
+    if a.has_draft and (a.drafted == NULL or not a.drafted[li]):
+        _stats_draft_block(a, li, b, buf)
+
+
+cdef void _stats_draft_block(const Stats* a, int64_t li, int64_t b, float* buf) noexcept nogil:
+    """A non-greedy row's draft block ``b``: ``_stats_program``'s draft half (the draft's values
+    divided by the temperature, its -inf padding too: the kernel's order)."""
+    cdef int64_t rs = iget(a.eim, li)
+    cdef float m, s
+    cdef Py_ssize_t base = (_off(&a.drf, _mapped_row(a.has_rowmap, a.rowmap, rs),
+                                 iget(a.bonus.elp, li)) + b * a.BS)
+    m = _block_max_sumexp(&a.drf, base, _valid(a.V, b, a.BS), a.BS, True, True,
+                          _ldr(a.temp, rs), buf, &s)
+    _stf(&a.dmax, _off(&a.dmax, li, 0) + b, m)
+    _stf(&a.dsum, _off(&a.dsum, li, 0) + b, s)
 
 
 def compute_local_logits_stats_kernel(
@@ -897,6 +933,7 @@ cdef _local_logits_stats(
     a.has_rowmap = a.has_draft and not is_none(draft_logits_row_mapping_ptr)
     a.rowmap.ptr = NULL
     a.rowmap.wide = False
+    a.drafted = NULL
     if a.has_rowmap:
         n_map = _numel(draft_logits_row_mapping_ptr, "draft_logits_row_mapping_ptr", M_INDEX)
         a.rowmap = index_at_least(draft_logits_row_mapping_ptr, "draft_logits_row_mapping_ptr",
@@ -1050,6 +1087,19 @@ cdef inline int64_t _draft_row(const LogProbs* g, int64_t rs) noexcept nogil:
     return _mapped_row(g.has_rowmap, g.rowmap, rs)
 
 
+cdef inline float _draft_logprob(const LogProbs* g, int64_t token, bint valid, int64_t li,
+                                 int64_t rs, int64_t step, float temp, float* buf,
+                                 float* dlse) noexcept nogil:
+    """``_logprobs``' draft half: the draft log-probability of ``token`` at row ``li`` (its
+    draft logits at ``step``, divided by the temperature) and, into ``dlse``, its log-sum-exp."""
+    cdef float draft_logit = -INFINITY
+    if valid:
+        draft_logit = _ldf(&g.drf, _off(&g.drf, _draft_row(g, rs), step) + token)
+    draft_logit = draft_logit / temp
+    dlse[0] = _global_lse(&g.dl, li, buf)
+    return draft_logit - dlse[0]
+
+
 cdef inline void _logprobs(const LogProbs* g, int64_t token, bint valid, int64_t li, int64_t rs,
                            int64_t step, float temp, float* buf, float* tlp, float* dlp,
                            float* tlse, float* dlse) noexcept nogil:
@@ -1057,18 +1107,12 @@ cdef inline void _logprobs(const LogProbs* g, int64_t token, bint valid, int64_t
     log-probabilities of ``token`` at row ``li`` and their log-sum-exps (one-hot draft: 0, 0);
     a token not ``valid`` (0.33+'s mask: a -1 placeholder) reads logits -inf."""
     cdef float target_logit = _ldf(&g.tgt, _off(&g.tgt, li, 0) + token) if valid else -INFINITY
-    cdef float draft_logit
     if valid and _scaled(&g.tgt, temp):
         target_logit = target_logit / temp
     tlse[0] = _global_lse(&g.tl, li, buf)
     tlp[0] = target_logit - tlse[0]
     if g.has_draft:
-        draft_logit = -INFINITY
-        if valid:
-            draft_logit = _ldf(&g.drf, _off(&g.drf, _draft_row(g, rs), step) + token)
-        draft_logit = draft_logit / temp
-        dlse[0] = _global_lse(&g.dl, li, buf)
-        dlp[0] = draft_logit - dlse[0]
+        dlp[0] = _draft_logprob(g, token, valid, li, rs, step, temp, buf, dlse)
     else:
         dlp[0] = 0.0
         dlse[0] = 0.0
@@ -1542,7 +1586,8 @@ cdef struct Lazy:
     const char* kp
     const char* pp
     bint kwide, pdbl
-    unsigned char* done # per row: processed
+    unsigned char* done # per row: 1 processed, 2 with its statistics, AHEAD accepted unread
+    unsigned char* drafted  # per row: its draft blocks computed (Stats.drafted; has_draft)
     void** arenas       # the mask's scratch: one per walking thread (a team shares [0])
     float* cmax         # each chunk's maximum, from a row's copy (nch per walking thread)
     int* cnan           # each chunk's NaN flag, from a row's copy (nch per walking thread)
@@ -1693,6 +1738,7 @@ cdef struct Run:
     const Rej* rj
     Lazy* z
     int64_t start, nd, r
+    int64_t first       # _run_probs: the request's first row (its drafts' steps count from it)
     float* buf
 
 
@@ -1764,11 +1810,13 @@ cdef int _run_test(void* ctx, Py_ssize_t i) noexcept nogil:
     if ds < 0:
         return 0
     uu = _tl_rand32(iget(rj.seed, rs), iget(rj.pos, li), rj.pos.wide)
-    _logprobs(&rj.g, ds, True, li, rs, i, _ldr(rj.temp, rs), u.buf, &tlp, &dlp, &tlse, &dlse)
+    _logprobs(&rj.g, ds, True, li, rs, li - u.first, _ldr(rj.temp, rs), u.buf, &tlp, &dlp,
+              &tlse, &dlse)
     return tlp > logf(uu) + dlp
 
 
-cdef void _run_probs(const Rej* rj, Lazy* z, int64_t r, float* buf) noexcept nogil:
+cdef void _run_probs(const Rej* rj, Lazy* z, int64_t r, int64_t ahead,
+                     float* buf) noexcept nogil:
     """``_run_rows`` for drafts with probabilities: request ``r``'s rows processed up front in
     one parallel region of the team that splits each (``run_rows_then_f32_team``) as far as
     the walk reaches them -- each row masked, then its statistics (the programs' blocks as the
@@ -1779,9 +1827,10 @@ cdef void _run_probs(const Rej* rj, Lazy* z, int64_t r, float* buf) noexcept nog
     FLy), the request samples (temperature > 0), its first draft is real and the batch has no
     top-k (a top-k row takes another path than the run's); the rows the run leaves are
     processed by the walk as it reaches them, and it finds the others' statistics done
-    (``done`` 2)."""
+    (``done`` 2). The run starts after the request's ``ahead`` rows ``_accept_ahead``
+    accepted."""
     cdef Run u
-    cdef int64_t start = iget(rj.cu, r), i, n
+    cdef int64_t start = iget(rj.cu, r) + ahead, i, n
     cdef int64_t nd = iget(rj.cu, r + 1) - start - 1
     if (z.proc == NULL or z.team <= 1 or nd < 1 or z.done[start] or rj.block or rj.synthetic
             or rj.fly != 0 or not rj.g.has_draft or z.kp != NULL
@@ -1792,11 +1841,168 @@ cdef void _run_probs(const Rej* rj, Lazy* z, int64_t r, float* buf) noexcept nog
     u.start = start
     u.nd = nd
     u.r = r
+    u.first = iget(rj.cu, r)
     u.buf = buf
     n = run_rows_then_f32_team(z.width, nd + 1, z.team, z.arenas[0], _load_chunk, _run_at, &u,
                                _run_then, z.st.NB, _run_test, z.cmax, z.cnan, z.single + start)
     for i in range(n):
         z.done[start + i] = 2 if i < nd else 1
+
+
+cdef struct Ahead:
+    # a target chunk's part of ``_accept_ahead``'s pass: its maximum (NaN set aside), whether it
+    # holds a NaN, and its masses against that maximum -- all of them, and those ranked above
+    # the draft
+    float m
+    int nan
+    double z, above
+
+
+cdef void _ahead_unit(const Stats* st, const Lazy* z, int64_t li, Py_ssize_t c, float d,
+                      float xt, int64_t tok, Ahead* parts, float* buf) noexcept nogil:
+    """Unit ``c`` of ``_accept_ahead``'s pass over row ``li``: below ``st.NB``, the draft's
+    block ``c`` (``_stats_draft_block``, where not yet computed); past them, the target's raw
+    chunk ``c - NB`` of 8192 values, read as the temperature kernel leaves them (``/ d``): their
+    maximum -- the raw maximum divided, the same float (a correctly rounded quotient is
+    monotone in the dividend, and keeps NaN) -- and their masses ``exp(y - max)``, all of them
+    and those ranked above the draft ``tok`` of value ``xt``: larger, or equal at a lower
+    index (top-p's ranking: ties by index, lowest first)."""
+    cdef Ahead* q
+    cdef const float* x
+    cdef Py_ssize_t c0, n, cut
+    if c < st.NB:
+        if not z.drafted[li]:
+            _stats_draft_block(st, li, c, buf)
+        return
+    q = parts + (c - st.NB)
+    c0 = (c - st.NB) * 8192
+    n = z.width - c0 if z.width - c0 < 8192 else 8192
+    x = (<const float*>z.raw.p) + _off(&z.raw, li, 0) + c0
+    q.m = fd_max_nan(x, n, &q.nan) / d
+    q.z = 0.0
+    q.above = 0.0
+    if q.nan or not (-INFINITY < q.m < INFINITY):
+        return                          # the caller gives up (NaN, +inf) or adds nothing (-inf)
+    cut = tok - c0
+    cut = 0 if cut < 0 else (n if cut > n else cut)
+    if cut > 0:                         # before the draft: a tie ranks above it (y >= xt)
+        fd_masses_above(x, cut, d, q.m, nextafterf(xt, -INFINITY), &q.z, &q.above)
+    if cut < n:                         # the draft and after it: strictly larger alone
+        fd_masses_above(x + cut, n - cut, d, q.m, xt, &q.z, &q.above)
+
+
+cdef bint _ahead_on = True
+
+
+def _set_accept_ahead(bint on):
+    """Whether the one pass accepts drafts ahead (``_accept_ahead``; on by default), for tests
+    and measurements of the path it replaces; returns the previous setting. Not thread-safe:
+    set it while no call runs."""
+    global _ahead_on
+    cdef bint was = _ahead_on
+    _ahead_on = on
+    return was
+
+
+cdef int64_t _accept_ahead(const Rej* rj, Lazy* z, int64_t r, float* buf) noexcept nogil:
+    """Request ``r``'s drafts accepted without processing their rows, from its first on, while
+    the test's verdict is sure without them (drafts with probabilities); returns how many.
+
+    With top-p, the test of draft ``t`` at a row reads the processed row's log-sum-exp ``tlse``
+    -- ``max + log Zp``, ``Zp`` the mass of the tokens top-p keeps -- and accepts when ``x_t -
+    tlse > log(u) + dlp``. Processing a row (its copy, the bucket pass, the mask) and its
+    statistics cost several passes over it; one pass over the raw row bounds ``Zp`` instead:
+    with ``Z`` the row's whole mass, ``A`` the mass ranked above ``t`` and ``e_t`` its own, ``t``
+    is kept when ``A < p Z``, and then ``Zp <= Z`` and ``Zp < p Z + e_t`` (the last token kept
+    weighs at most ``e_t``). So where ``A < p Z`` and ``x_t - (max + log min(Z, p Z + e_t)) >
+    log(u) + dlp`` by a margin (1e-4 relative on the masses; 1e-4 plus 1e-5 of the magnitudes
+    on the logs -- the float rounding of the kernel's block sums, ``logf`` and subtractions lies
+    far below it), the test accepts whatever ``Zp`` exactly is. The draft side (``dlp``, its
+    blocks' statistics) is the test's own, computed as the statistics launch computes it, in
+    the same parallel loop as the target's chunks, and kept for the walk (``drafted``) when the
+    verdict is not sure. Such a row is marked ``AHEAD``: neither processed nor its target
+    statistics computed -- nothing reads them: the walk goes on past it, and the resampling
+    reads a rejected row's or the bonus row's alone.
+
+    Only where that bound is the test's: drafts with probabilities, sampled (0 < temperature <
+    inf), no block verification, synthetic rates or FLy; float32 target rows, as wide as the
+    statistics read them (no padded vocabulary), a row with top-p and no top-k (``k >= V``),
+    a real draft, no NaN and a finite maximum; the first row that fails any of it, or whose
+    verdict is not sure, ends the run (the walk tests it as before). A row whose verdict was
+    not sure costs one pass over its raw values more than before (its draft blocks are kept)."""
+    cdef const Stats* st = z.st
+    cdef int64_t start = iget(rj.cu, r), nd = iget(rj.cu, r + 1) - start - 1
+    cdef int64_t rs, li, ds, k, i = 0
+    cdef Py_ssize_t c, units, nch = (z.width + 8191) // 8192
+    cdef float temp, d, xt, m, u, dlp, dlse, rhs
+    cdef double p, zz, aa, w, zhi, lz, tlse_hi, tlp_lo
+    cdef int nan
+    cdef Load ld
+    cdef Ahead* parts
+    if (not _ahead_on or z.proc == NULL or z.drafted == NULL or rj.block or rj.synthetic
+            or rj.fly != 0
+            or z.raw.code != DT_FLOAT32 or z.width != st.V or nd < 1):
+        return 0
+    rs = iget(rj.idx, r)
+    temp = _ldr(rj.temp, rs)
+    if not (0.0 < temp < INFINITY):
+        return 0
+    d = temp if _scaled(&z.raw, temp) else <float>1.0
+    parts = <Ahead*>malloc(nch * sizeof(Ahead))
+    if parts == NULL:
+        return 0
+    units = st.NB + nch
+    while i < nd:
+        li = start + i
+        ds = iget(rj.ds, li + 1)
+        if ds < 0 or ds >= z.width or z.done[li] or _is_bonus(&st.bonus, li):
+            break
+        _row_args(z, li, &ld, &k, &p)
+        if k < z.width or not (p > 0.0):
+            break
+        xt = (<const float*>z.raw.p)[_off(&z.raw, li, 0) + ds] / d
+        if not (-INFINITY < xt < INFINITY):
+            break
+        if z.team > 1:
+            for c in prange(units, num_threads=z.team, schedule="static", chunksize=1):
+                _ahead_unit(st, z, li, c, d, xt, ds, parts, z.scratch + _thread_id() * st.BS)
+        else:
+            for c in range(units):
+                _ahead_unit(st, z, li, c, d, xt, ds, parts, z.scratch + _thread_id() * st.BS)
+        z.drafted[li] = 1
+        m = -INFINITY
+        nan = 0
+        for c in range(nch):
+            nan |= parts[c].nan
+            if parts[c].m > m:
+                m = parts[c].m
+        if nan or not (-INFINITY < m < INFINITY):
+            break
+        zz = 0.0
+        aa = 0.0
+        for c in range(nch):
+            if parts[c].m > -INFINITY:
+                w = exp(<double>parts[c].m - <double>m)
+                zz += parts[c].z * w
+                aa += parts[c].above * w
+        if p < 1.0:
+            if not (aa < p * zz * (1.0 - 1e-4)):
+                break                           # the draft may lie outside the top-p set
+            zhi = min(zz, p * zz + exp(<double>xt - <double>m))
+        else:
+            zhi = zz
+        lz = log(zhi * (1.0 + 1e-4))
+        tlse_hi = <double>m + lz + 1e-4 + 1e-5 * (fabs(<double>m) + fabs(lz))
+        tlp_lo = <double>xt - tlse_hi - 1e-5 * (fabs(<double>xt) + fabs(tlse_hi))
+        u = _tl_rand32(iget(rj.seed, rs), iget(rj.pos, li), rj.pos.wide)
+        dlp = _draft_logprob(&rj.g, ds, True, li, rs, i, temp, buf, &dlse)
+        rhs = logf(u) + dlp
+        if not (tlp_lo > rhs):
+            break
+        z.done[li] = AHEAD
+        i += 1
+    free(parts)
+    return i
 
 
 cdef bint _stats_single(Lazy* z, int64_t li) noexcept nogil:
@@ -1977,7 +2183,7 @@ cdef void _rej_program(const Rej* a, int64_t r, float* buf) noexcept nogil:
     cdef int64_t step_seed
     cdef float temp = _ldr(a.temp, rs), target_lse = 0.0, draft_lse = 0.0, u, h, pjr, rm, denom
     cdef float tlp, dlp, stlse, sdlse
-    cdef bint greedy = temp == 0.0, verifying = True, valid, accepted, can_defer, early
+    cdef bint greedy = temp == 0.0, verifying = True, valid, accepted, can_defer, early, ahead
     nd = iget(a.cu, r + 1) - start - 1
     for i in range(nd):
         li = start + i
@@ -1997,7 +2203,8 @@ cdef void _rej_program(const Rej* a, int64_t r, float* buf) noexcept nogil:
             step_seed = seed ^ <int64_t>(<uint64_t>i << 32)       # spec_step_seed(seed, i)
         u = _tl_rand32(step_seed, iget(a.pos, li), a.pos.wide)
         early = False
-        if a.lazy != NULL:
+        ahead = a.lazy != NULL and a.lazy.proc != NULL and a.lazy.done[li] == AHEAD
+        if a.lazy != NULL and not ahead:
             if (not greedy and not a.block and not a.synthetic and a.fly == 0 and valid
                     and not a.g.has_draft):
                 early = _stats_or_reject(a.lazy, &a.g.tgt, li, ds, temp, u)
@@ -2024,6 +2231,10 @@ cdef void _rej_program(const Rej* a, int64_t r, float* buf) noexcept nogil:
             if u <= h:
                 accepted_length = i + 1
             _sti(&a.sampled, _off(&a.sampled, r, 0) + i, ds)
+        elif ahead:
+            accepted = True                     # _accept_ahead's verdict: the test's
+            target_lse = NAN                    # not read: the resampling reads a rejected
+            draft_lse = NAN                     # row's (tested here) or none
         elif early:
             target_lse = NAN                    # not read: a one-hot draft's resampling
             draft_lse = 0.0                     # reads the logits alone
@@ -2999,7 +3210,14 @@ def rejection_sample_fused(
       ``processed_ptr`` are not written. A row masked to its top token alone after a peek, in
       a walk of one-hot drafts (sampled, no USE_FP64), is written at that token and, but for a
       request's last row, at its draft's (-inf) alone: nothing reads the rest (its statistics
-      and its draw come from that token, the test from the draft's value).
+      and its draw come from that token, the test from the draft's value);
+    * with draft probabilities and top-p (no top-k), a draft whose test is sure to accept from
+      one pass over its raw target row -- the row's mass and the mass ranked above the draft
+      bound the processed row's log-sum-exp (``_accept_ahead``) -- is accepted without its row
+      processed or its target statistics computed: that row of ``processed_ptr`` and of the
+      target statistics is not written, and a request whose every draft is so accepted leaves
+      NaN as its rejected log-sum-exps (nothing reads them: the bonus row's draw reads the
+      logits alone).
 
     The tables (``[rows, 8192-blocks]`` statistics, ``[requests]`` log-sum-exps,
     ``[requests, 1024-blocks]`` resampling) are scratch laid out as vLLM's host code lays them
@@ -3024,6 +3242,7 @@ def rejection_sample_fused(
     cdef int kcode = 0, pcode = 0
     cdef bint process = not is_none(top_k_ptr) or not is_none(top_p_ptr)
     cdef unsigned char* done = NULL
+    cdef unsigned char* drafted = NULL
     cdef float* cmax = NULL
     cdef int* cnan = NULL
     cdef int64_t* single = NULL
@@ -3031,6 +3250,7 @@ def rejection_sample_fused(
     cdef Tab rtab, rtab2
     z.proc = NULL
     z.single = NULL
+    z.drafted = NULL
     z.kp = z.pp = NULL
     z.kwide = z.pdbl = False
     z.arenas = NULL
@@ -3182,16 +3402,20 @@ def rejection_sample_fused(
     rbuf = <float*>malloc(outer * padded * sizeof(float))
     if process:
         done = <unsigned char*>calloc(L if L > 0 else 1, 1)
+        if has_draft:
+            drafted = <unsigned char*>calloc(L if L > 0 else 1, 1)
         nch = (z.width + 8191) // 8192 if z.width > 0 else 1
         # a walking thread's each; a team's run (_run_rows) alternates two rows'
         cmax = <float*>malloc(max(outer, 2) * nch * sizeof(float))
         cnan = <int*>malloc(max(outer, 2) * nch * sizeof(int))
         single = <int64_t*>malloc((L if L > 0 else 1) * sizeof(int64_t))
     if (scratch == NULL or rbuf == NULL
-            or (process and (done == NULL or cmax == NULL or cnan == NULL or single == NULL))):
+            or (process and (done == NULL or cmax == NULL or cnan == NULL or single == NULL
+                             or (has_draft and drafted == NULL)))):
         free(scratch)
         free(rbuf)
         free(done)
+        free(drafted)
         free(cmax)
         free(cnan)
         free(single)
@@ -3201,6 +3425,8 @@ def rejection_sample_fused(
             single[r] = -1
     z.scratch = scratch
     z.done = done
+    z.drafted = drafted
+    st.drafted = drafted                    # the walk's statistics skip blocks computed ahead
     z.cmax = cmax
     z.cnan = cnan
     z.single = single
@@ -3220,6 +3446,8 @@ def rejection_sample_fused(
         free(scratch)
         free(rbuf)
         free(done)
+        free(drafted)
+        st.drafted = NULL
         free(cmax)
         free(cnan)
         _give_arenas(z.arenas, outer, own_arenas)
@@ -3379,7 +3607,7 @@ cdef inline int64_t _next_pow2(int64_t n) noexcept:
 cdef void _walk(const Rej* rj, Lazy* z, int64_t r, float* buf) noexcept nogil:
     """Request ``r``'s walk, then (with processing) its resampled row processed for the draw."""
     _run_rows(rj, z, r)
-    _run_probs(rj, z, r, buf)
+    _run_probs(rj, z, r, _accept_ahead(rj, z, r, buf), buf)
     _rej_program(rj, r, buf)
     if z.proc != NULL:
         _lazy_row(z, iget(rj.cu, r) + iget(rj.rej, r))

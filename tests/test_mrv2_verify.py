@@ -195,6 +195,16 @@ def _both(b, fp64, apply_temperature):
     return got, want
 
 
+@pytest.fixture(params=[True, False], ids=["ahead", "not-ahead"])
+def ahead(request):
+    """Whether the one pass accepts drafts with probabilities ahead of processing their rows
+    (``_accept_ahead``, the default), or processes every row the walk reaches: the path it
+    replaces, still taken where a verdict is not sure."""
+    was = spec._set_accept_ahead(request.param)
+    yield request.param
+    spec._set_accept_ahead(was)
+
+
 @pytest.fixture(params=[1, 4], ids=["one-thread", "team-of-4"])
 def team(request):
     # the same team for every example of a test (nothing else changes it)
@@ -346,7 +356,7 @@ def test_a_masked_rows_draw_gives_the_block_draws_token(team, apply_temperature)
 @pytest.mark.parametrize("with_draft", [False, True])
 @pytest.mark.parametrize("masks", ["p", "k", "kp"])
 def test_one_requests_rows_split_across_the_team_are_masked_as_top_k_top_p_masks_them(
-    team, masks, with_draft
+    team, masks, with_draft, ahead
 ):
     """One request at a time, so a team splits each row (its copy and top-p's passes in one
     parallel region, the path planned from the chunk maxima; with draft probabilities the
@@ -354,7 +364,8 @@ def test_one_requests_rows_split_across_the_team_are_masked_as_top_k_top_p_masks
     values or among them, a maximum just above the first values', a NaN, a +inf, a row of one
     value repeated, -inf stretches -- is processed as ``top_k_top_p`` masks it, bit for bit,
     and the tokens are the launches'. Every draft is its row's argmax, so each row is reached
-    (with one-hot drafts; with draft probabilities where the test accepts)."""
+    (with one-hot drafts; with draft probabilities where the test accepts) -- but a draft with
+    probabilities accepted ahead (``ahead``) leaves its row unprocessed."""
     V = 3 * 8192 - 100  # three chunks, the last partial
     g = torch.Generator().manual_seed(8)
     base = torch.randn(2, V, generator=g) * 2.5
@@ -406,7 +417,8 @@ def test_one_requests_rows_split_across_the_team_are_masked_as_top_k_top_p_masks
                 None if b["top_k"] is None else b["top_k"].repeat(2),
                 None if b["top_p"] is None else b["top_p"].repeat(2),
             )
-            assert not (processed[0] == 123.0).all(), kind  # the first row is reached
+            if (processed[0] == 123.0).all():  # the first row is reached: processed or
+                assert with_draft and ahead and args[1].tolist() == [2], kind  # accepted ahead
             for r in range(2):
                 if not (processed[r] == 123.0).all():
                     assert torch.equal(processed[r].view(torch.int32), want[r].view(torch.int32)), (
@@ -421,13 +433,15 @@ def test_one_requests_rows_split_across_the_team_are_masked_as_top_k_top_p_masks
 
 
 @pytest.mark.parametrize("reject_at", [None, 0, 2, 3])
-def test_a_requests_walk_with_draft_probabilities_on_a_team(team, reject_at):
-    """One request of four drafts with probabilities, each row split across the team: the rows
-    the walk reaches are processed up front in one region (each masked, its statistics
-    computed, its draft tested there) -- every draft accepted (the drafter's logits the
-    target's, each draft its row's argmax), or the one at ``reject_at`` rejected (a token
-    top-p masks). The tokens are the launches', and every row reached is masked as
-    ``top_k_top_p`` masks it, bit for bit; the rows past the rejection are not processed."""
+def test_a_requests_walk_with_draft_probabilities_on_a_team(team, reject_at, ahead):
+    """One request of four drafts with probabilities, each row split across the team: every
+    draft accepted (the drafter's logits the target's, each draft its row's argmax), or the
+    one at ``reject_at`` rejected (a token top-p masks). The tokens are the launches'. Not
+    ``ahead``, the rows the walk reaches are processed up front in one region (each masked,
+    its statistics computed, its draft tested there), each masked as ``top_k_top_p`` masks it,
+    bit for bit; ``ahead``, the accepted drafts' rows are left unprocessed -- the verdict is
+    sure from one pass over the raw row -- and the rejected row and the bonus row processed.
+    The rows past the rejection are not processed."""
     K, V = 4, 3 * 8192 - 100
     g = torch.Generator().manual_seed(21)
     t = torch.randn(K + 1, V, generator=g) * 2.5
@@ -459,11 +473,74 @@ def test_a_requests_walk_with_draft_probabilities_on_a_team(team, reject_at):
         want = t / 0.8 if apply_temperature else t.clone()
         kernels_cpu.top_k_top_p(want, None, torch.full((K + 1,), 0.9))
         for r in range(K + 1):
-            if r < reached:
+            if r < reached - 1 and ahead:
+                assert (processed[r] == 123.0).all(), r  # accepted ahead
+            elif r < reached:
                 assert torch.equal(processed[r].view(torch.int32), want[r].view(torch.int32)), r
             else:
                 assert (processed[r] == 123.0).all(), r
         _same_tokens(args[:2], _stock(*_args(b), False, apply_temperature, None, b["top_p"]))
+
+
+@pytest.mark.parametrize("p", [0.9, 1.0])
+@pytest.mark.parametrize("apply_temperature", [False, True])
+def test_drafts_with_probabilities_near_their_verdict_get_the_launches_verdict(
+    team, p, apply_temperature
+):
+    """Drafts with probabilities whose acceptance ratio ``p_target / p_draft`` runs from ~0.05
+    to past 1 (the drafter's law the target's but for the draft token, raised or lowered), at
+    top-p 0.9 or none, the draft a likely token or one at top-p's boundary (just kept or just
+    masked; in rows of one value repeated, the kept set the lowest indices): the one pass
+    accepts many of them ahead of processing their rows, from bounds on the processed row's
+    mass, and tests the rest as the launches do -- the verdicts, and so the tokens, are the
+    launches' at every ratio, those near the request's uniform included; drafts are accepted
+    ahead, and both verdicts occur."""
+    R, K, V = 40, 2, 9000
+    b = _batch(7, R=R, K=K, V=V, idx=torch.int64, dtype=torch.float32, with_draft=True,
+               temps=(0.8, 1.0), accept_bias=0.0, placeholders=False)  # fmt: skip
+    g = torch.Generator().manual_seed(12)
+    cu = b["cu"].tolist()
+    t, draft = b["target"], b["draft"]
+    for r in range(R):
+        nd = cu[r + 1] - cu[r] - 1
+        s = int(b["idx"][r])
+        for i in range(nd):
+            li = cu[r] + i
+            row = torch.randn(V, generator=g) * [0.5, 2.0, 5.0][(r + i) % 3]
+            if (r + i) % 5 == 4:  # every token tied: top-p keeps the lowest indices
+                row = torch.full((V,), 0.3)
+            t[li] = row
+            temp = float(b["temp"][s])
+            law = row / temp if apply_temperature else row
+            order = law.argsort(descending=True)
+            rank = int(torch.randint(0, 3, (1,), generator=g))  # a likely token
+            if p < 1.0 and (r + i) % 2:  # one at top-p's boundary, kept or not
+                edge = int((law[order].softmax(0).cumsum(0) < p).sum())
+                rank = max(0, edge + int(torch.randint(-2, 3, (1,), generator=g)))
+            tok = int(order[rank])
+            if (r + i) % 5 == 4:  # at the kept set's end: index 0.9 V
+                tok = int(0.9 * V) + int(torch.randint(-3, 4, (1,), generator=g))
+            b["ds"][li + 1] = tok
+            draft[s, i] = row if apply_temperature or temp == 1.0 else row * temp
+            draft[s, i, tok] += temp * float(3.5 * torch.rand(1, generator=g) - 0.5)
+    b["top_p"] = torch.full((R + 3,), p)
+    args = _fused_args(b)
+    processed = torch.full(tuple(t.shape), 123.0)
+    spec.rejection_sample_fused(
+        *args, APPLY_TEMPERATURE=apply_temperature, top_p_ptr=b["top_p"], processed_ptr=processed
+    )  # fmt: skip
+    want = _stock(*_args(b), False, apply_temperature, None, b["top_p"])
+    _same_tokens(args[:2], want)
+    n = want[1].tolist()
+    verdicts, unread = set(), 0
+    for r in range(R):
+        nd = cu[r + 1] - cu[r] - 1
+        if nd >= 1:
+            verdicts.add(n[r] > 1)
+        for i in range(n[r] - 1):  # the accepted drafts' rows
+            unread += bool((processed[cu[r] + i] == 123.0).all())
+    assert verdicts == {True, False}
+    assert unread > 0  # accepted ahead
 
 
 def _processed_row_holds(got, want, draft, may_be_lean, where):
