@@ -1851,39 +1851,52 @@ cdef void _run_probs(const Rej* rj, Lazy* z, int64_t r, int64_t ahead,
 
 cdef struct Ahead:
     # a target chunk's part of ``_accept_ahead``'s pass: its maximum (NaN set aside), whether it
-    # holds a NaN, and its masses against that maximum -- all of them, and those ranked above
-    # the draft
+    # holds a NaN, and (where computed) its masses against that maximum -- all of them, and
+    # those ranked above the draft
     float m
     int nan
     double z, above
 
 
-cdef void _ahead_unit(const Stats* st, const Lazy* z, int64_t li, Py_ssize_t c, float d,
-                      float xt, int64_t tok, Ahead* parts, float* buf) noexcept nogil:
-    """Unit ``c`` of ``_accept_ahead``'s pass over row ``li``: below ``st.NB``, the draft's
-    block ``c`` (``_stats_draft_block``, where not yet computed); past them, the target's raw
-    chunk ``c - NB`` of 8192 values, read as the temperature kernel leaves them (``/ d``): their
-    maximum -- the raw maximum divided, the same float (a correctly rounded quotient is
-    monotone in the dividend, and keeps NaN) -- and their masses ``exp(y - max)``, all of them
-    and those ranked above the draft ``tok`` of value ``xt``: larger, or equal at a lower
-    index (top-p's ranking: ties by index, lowest first)."""
+cdef inline const float* _ahead_chunk(const Lazy* z, int64_t li, Py_ssize_t c,
+                                      Py_ssize_t* n) noexcept nogil:
+    """Raw target chunk ``c`` (8192 values, the last fewer) of row ``li``, its length in ``n``."""
+    cdef Py_ssize_t c0 = c * 8192
+    n[0] = z.width - c0 if z.width - c0 < 8192 else 8192
+    return (<const float*>z.raw.p) + _off(&z.raw, li, 0) + c0
+
+
+cdef void _ahead_first(const Stats* st, const Lazy* z, int64_t li, Py_ssize_t c, float d,
+                       Ahead* parts, float* buf) noexcept nogil:
+    """Unit ``c`` of ``_accept_ahead``'s first loop over row ``li``: below ``st.NB``, the
+    draft's block ``c`` (``_stats_draft_block``, where not yet computed); past them, the
+    maximum of the target's raw chunk ``c - NB`` read as the temperature kernel leaves it (``/
+    d``): the raw maximum divided, the same float -- a correctly rounded quotient is monotone
+    in the dividend, and keeps NaN."""
     cdef Ahead* q
     cdef const float* x
-    cdef Py_ssize_t c0, n, cut
+    cdef Py_ssize_t n
     if c < st.NB:
         if not z.drafted[li]:
             _stats_draft_block(st, li, c, buf)
         return
     q = parts + (c - st.NB)
-    c0 = (c - st.NB) * 8192
-    n = z.width - c0 if z.width - c0 < 8192 else 8192
-    x = (<const float*>z.raw.p) + _off(&z.raw, li, 0) + c0
+    x = _ahead_chunk(z, li, c - st.NB, &n)
     q.m = fd_max_nan(x, n, &q.nan) / d
     q.z = 0.0
     q.above = 0.0
-    if q.nan or not (-INFINITY < q.m < INFINITY):
-        return                          # the caller gives up (NaN, +inf) or adds nothing (-inf)
-    cut = tok - c0
+
+
+cdef void _ahead_masses(const Lazy* z, int64_t li, Py_ssize_t c, float d, float xt,
+                        int64_t tok, Ahead* parts) noexcept nogil:
+    """The masses of the target's raw chunk ``c`` of row ``li`` (read ``/ d``) against its
+    maximum (``_ahead_first``'s, finite): all of them, and those ranked above the draft ``tok``
+    of value ``xt`` -- larger, or equal at a lower index (top-p's ranking: ties by index,
+    lowest first)."""
+    cdef Ahead* q = parts + c
+    cdef Py_ssize_t n, cut
+    cdef const float* x = _ahead_chunk(z, li, c, &n)
+    cut = tok - c * 8192
     cut = 0 if cut < 0 else (n if cut > n else cut)
     if cut > 0:                         # before the draft: a tie ranks above it (y >= xt)
         fd_masses_above(x, cut, d, q.m, nextafterf(xt, -INFINITY), &q.z, &q.above)
@@ -1911,37 +1924,42 @@ cdef int64_t _accept_ahead(const Rej* rj, Lazy* z, int64_t r, float* buf) noexce
     With top-p, the test of draft ``t`` at a row reads the processed row's log-sum-exp ``tlse``
     -- ``max + log Zp``, ``Zp`` the mass of the tokens top-p keeps -- and accepts when ``x_t -
     tlse > log(u) + dlp``. Processing a row (its copy, the bucket pass, the mask) and its
-    statistics cost several passes over it; one pass over the raw row bounds ``Zp`` instead:
-    with ``Z`` the row's whole mass, ``A`` the mass ranked above ``t`` and ``e_t`` its own, ``t``
-    is kept when ``A < p Z``, and then ``Zp <= Z`` and ``Zp < p Z + e_t`` (the last token kept
-    weighs at most ``e_t``). So where ``A < p Z`` and ``x_t - (max + log min(Z, p Z + e_t)) >
-    log(u) + dlp`` by a margin (1e-4 relative on the masses; 1e-4 plus 1e-5 of the magnitudes
-    on the logs -- the float rounding of the kernel's block sums, ``logf`` and subtractions lies
-    far below it), the test accepts whatever ``Zp`` exactly is. The draft side (``dlp``, its
-    blocks' statistics) is the test's own, computed as the statistics launch computes it, in
-    the same parallel loop as the target's chunks, and kept for the walk (``drafted``) when the
-    verdict is not sure. Such a row is marked ``AHEAD``: neither processed nor its target
-    statistics computed -- nothing reads them: the walk goes on past it, and the resampling
-    reads a rejected row's or the bonus row's alone.
+    statistics cost several passes over it; bounds from the raw row do instead: with ``Z`` the
+    row's whole mass, ``A`` the mass ranked above ``t`` and ``e_t`` its own, ``t`` is kept when
+    ``A < p Z``, and then ``Zp <= Z`` and ``Zp < p Z + e_t`` (the last token kept weighs at
+    most ``e_t``). So where ``A < p Z`` and ``x_t - (max + log min(Z, p Z + e_t)) > log(u) +
+    dlp`` by a margin (1e-4 relative on the masses; 1e-4 plus 1e-5 of the magnitudes on the
+    logs -- the float rounding of the kernel's block sums, ``logf`` and subtractions lies far
+    below it), the test accepts whatever ``Zp`` exactly is. ``Z`` and ``A`` are bounded chunk
+    by chunk (8192 values): a first parallel loop finds each chunk's maximum; a second adds the
+    exponentials of the chunks that can weigh (their bound, ``n exp(max_c - max)``, above 1e-6
+    of the row maximum's own mass) and the others count at that bound -- a confident model's
+    row, its maximum far above the rest, takes one chunk's exponentials, not the row's. The
+    draft side (``dlp``, its blocks' statistics) is the test's own, computed as the statistics
+    launch computes it, in the first loop beside the chunk maxima, and kept for the walk
+    (``drafted``) where the verdict is not sure. Such a row is marked ``AHEAD``: neither
+    processed nor its target statistics computed -- nothing reads them: the walk goes on past
+    it, and the resampling reads a rejected row's or the bonus row's alone.
 
     Only where that bound is the test's: drafts with probabilities, sampled (0 < temperature <
     inf), no block verification, synthetic rates or FLy; float32 target rows, as wide as the
     statistics read them (no padded vocabulary), a row with top-p and no top-k (``k >= V``),
     a real draft, no NaN and a finite maximum; the first row that fails any of it, or whose
     verdict is not sure, ends the run (the walk tests it as before). A row whose verdict was
-    not sure costs one pass over its raw values more than before (its draft blocks are kept)."""
+    not sure costs the passes over its raw values more than before (its draft blocks are
+    kept)."""
     cdef const Stats* st = z.st
     cdef int64_t start = iget(rj.cu, r), nd = iget(rj.cu, r + 1) - start - 1
     cdef int64_t rs, li, ds, k, i = 0
-    cdef Py_ssize_t c, units, nch = (z.width + 8191) // 8192
+    cdef Py_ssize_t c, j, n, units, nw, nch = (z.width + 8191) // 8192
     cdef float temp, d, xt, m, u, dlp, dlse, rhs
-    cdef double p, zz, aa, w, zhi, lz, tlse_hi, tlp_lo
+    cdef double p, zlo, zhi, ahi, w, bound, lz, tlse_hi, tlp_lo
     cdef int nan
     cdef Load ld
     cdef Ahead* parts
+    cdef Py_ssize_t* weigh
     if (not _ahead_on or z.proc == NULL or z.drafted == NULL or rj.block or rj.synthetic
-            or rj.fly != 0
-            or z.raw.code != DT_FLOAT32 or z.width != st.V or nd < 1):
+            or rj.fly != 0 or z.raw.code != DT_FLOAT32 or z.width != st.V or nd < 1):
         return 0
     rs = iget(rj.idx, r)
     temp = _ldr(rj.temp, rs)
@@ -1949,7 +1967,10 @@ cdef int64_t _accept_ahead(const Rej* rj, Lazy* z, int64_t r, float* buf) noexce
         return 0
     d = temp if _scaled(&z.raw, temp) else <float>1.0
     parts = <Ahead*>malloc(nch * sizeof(Ahead))
-    if parts == NULL:
+    weigh = <Py_ssize_t*>malloc(nch * sizeof(Py_ssize_t))
+    if parts == NULL or weigh == NULL:
+        free(parts)
+        free(weigh)
         return 0
     units = st.NB + nch
     while i < nd:
@@ -1963,12 +1984,14 @@ cdef int64_t _accept_ahead(const Rej* rj, Lazy* z, int64_t r, float* buf) noexce
         xt = (<const float*>z.raw.p)[_off(&z.raw, li, 0) + ds] / d
         if not (-INFINITY < xt < INFINITY):
             break
+        # the draft's blocks and the target's chunk maxima (a draft block and a chunk a unit
+        # pair: interleaved on a team, whose static schedule deals units round-robin)
         if z.team > 1:
             for c in prange(units, num_threads=z.team, schedule="static", chunksize=1):
-                _ahead_unit(st, z, li, c, d, xt, ds, parts, z.scratch + _thread_id() * st.BS)
+                _ahead_first(st, z, li, c, d, parts, z.scratch + _thread_id() * st.BS)
         else:
             for c in range(units):
-                _ahead_unit(st, z, li, c, d, xt, ds, parts, z.scratch + _thread_id() * st.BS)
+                _ahead_first(st, z, li, c, d, parts, z.scratch + _thread_id() * st.BS)
         z.drafted[li] = 1
         m = -INFINITY
         nan = 0
@@ -1976,21 +1999,40 @@ cdef int64_t _accept_ahead(const Rej* rj, Lazy* z, int64_t r, float* buf) noexce
             nan |= parts[c].nan
             if parts[c].m > m:
                 m = parts[c].m
-        if nan or not (-INFINITY < m < INFINITY):
+        if nan or not (-INFINITY < m < INFINITY) or not (xt <= m):
             break
-        zz = 0.0
-        aa = 0.0
+        # the chunks that can weigh: their exponentials; the others at their bound
+        nw = 0
+        zhi = 0.0
+        ahi = 0.0
         for c in range(nch):
-            if parts[c].m > -INFINITY:
-                w = exp(<double>parts[c].m - <double>m)
-                zz += parts[c].z * w
-                aa += parts[c].above * w
-        if p < 1.0:
-            if not (aa < p * zz * (1.0 - 1e-4)):
-                break                           # the draft may lie outside the top-p set
-            zhi = min(zz, p * zz + exp(<double>xt - <double>m))
+            if not (parts[c].m > -INFINITY):
+                continue                        # all -inf: no mass
+            _ahead_chunk(z, li, c, &n)
+            bound = <double>n * exp(<double>parts[c].m - <double>m) * (1.0 + 1e-6)
+            if bound > 1e-6:
+                weigh[nw] = c
+                nw += 1
+            else:
+                zhi += bound
+                if parts[c].m >= xt:
+                    ahi += bound
+        if z.team > 1 and nw > 1:
+            for j in prange(nw, num_threads=z.team, schedule="static"):
+                _ahead_masses(z, li, weigh[j], d, xt, ds, parts)
         else:
-            zhi = zz
+            for j in range(nw):
+                _ahead_masses(z, li, weigh[j], d, xt, ds, parts)
+        zlo = 0.0
+        for j in range(nw):
+            w = exp(<double>parts[weigh[j]].m - <double>m)
+            zlo += parts[weigh[j]].z * w
+            ahi += parts[weigh[j]].above * w
+        zhi += zlo
+        if p < 1.0:
+            if not (ahi < p * zlo * (1.0 - 1e-4)):
+                break                           # the draft may lie outside the top-p set
+            zhi = min(zhi, p * zhi + exp(<double>xt - <double>m))
         lz = log(zhi * (1.0 + 1e-4))
         tlse_hi = <double>m + lz + 1e-4 + 1e-5 * (fabs(<double>m) + fabs(lz))
         tlp_lo = <double>xt - tlse_hi - 1e-5 * (fabs(<double>xt) + fabs(tlse_hi))
@@ -2002,6 +2044,7 @@ cdef int64_t _accept_ahead(const Rej* rj, Lazy* z, int64_t r, float* buf) noexce
         z.done[li] = AHEAD
         i += 1
     free(parts)
+    free(weigh)
     return i
 
 

@@ -490,7 +490,8 @@ def test_drafts_with_probabilities_near_their_verdict_get_the_launches_verdict(
     """Drafts with probabilities whose acceptance ratio ``p_target / p_draft`` runs from ~0.05
     to past 1 (the drafter's law the target's but for the draft token, raised or lowered), at
     top-p 0.9 or none, the draft a likely token or one at top-p's boundary (just kept or just
-    masked; in rows of one value repeated, the kept set the lowest indices): the one pass
+    masked; in rows of one value repeated, the kept set the lowest indices; rows peaked far
+    above the rest, whose other chunk counts at its bound): the one pass
     accepts many of them ahead of processing their rows, from bounds on the processed row's
     mass, and tests the rest as the launches do -- the verdicts, and so the tokens, are the
     launches' at every ratio, those near the request's uniform included; drafts are accepted
@@ -509,6 +510,8 @@ def test_drafts_with_probabilities_near_their_verdict_get_the_launches_verdict(
             row = torch.randn(V, generator=g) * [0.5, 2.0, 5.0][(r + i) % 3]
             if (r + i) % 5 == 4:  # every token tied: top-p keeps the lowest indices
                 row = torch.full((V,), 0.3)
+            if (r + i) % 7 == 6:  # a confident row: its peak's 8192-chunk alone weighs
+                row[int(torch.randint(0, V, (1,), generator=g))] += 30.0
             t[li] = row
             temp = float(b["temp"][s])
             law = row / temp if apply_temperature else row
