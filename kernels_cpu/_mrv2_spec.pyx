@@ -37,7 +37,7 @@ first-index argmax. The block sums of exponentials use the sampling kernels' vec
 ``log1pf`` elsewhere may differ from another math library in the last ulp; every token id is
 decided by the same comparisons as the kernel's.
 """
-from cython.parallel cimport parallel, prange, threadid
+from cython.parallel cimport prange, threadid
 from libc.math cimport exp, expf, fabs, log, logf, log1pf, nextafterf, INFINITY, NAN
 from libc.stdint cimport int32_t, int64_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc
@@ -1904,42 +1904,6 @@ cdef void _ahead_masses(const Lazy* z, int64_t li, Py_ssize_t c, float d, float 
         fd_masses_above(x + cut, n - cut, d, q.m, xt, &q.z, &q.above)
 
 
-cdef float _ahead_max(const Ahead* parts, Py_ssize_t nch, int* nan) noexcept nogil:
-    """The row's maximum from its chunks' (``_ahead_first``), NaN set aside; ``nan``: whether a
-    chunk holds one."""
-    cdef float m = -INFINITY
-    cdef Py_ssize_t c
-    nan[0] = 0
-    for c in range(nch):
-        nan[0] |= parts[c].nan
-        if parts[c].m > m:
-            m = parts[c].m
-    return m
-
-
-cdef inline double _ahead_bound(const Lazy* z, const Ahead* parts, Py_ssize_t c,
-                                float m) noexcept nogil:
-    """Chunk ``c``'s mass against the row maximum ``m`` is at most this: its length times its
-    own maximum's mass (a little over: the bound holds through exp's rounding); 0 for a chunk
-    all -inf. Above 1e-6 -- of the row maximum's own mass, 1 -- the chunk weighs: its masses
-    are added (``_ahead_weigh``)."""
-    cdef Py_ssize_t n
-    if not (parts[c].m > -INFINITY):
-        return 0.0
-    _ahead_chunk(z, 0, c, &n)
-    return <double>n * exp(<double>parts[c].m - <double>m) * (1.0 + 1e-6)
-
-
-cdef void _ahead_weigh(const Lazy* z, int64_t li, Py_ssize_t c, float d, float xt, int64_t tok,
-                       Ahead* parts, float m, int nan) noexcept nogil:
-    """Chunk ``c``'s masses (``_ahead_masses``) where it weighs against the row maximum ``m``
-    and the row can be bounded at all (no NaN, a finite maximum at or above the draft's value)."""
-    if nan or not (-INFINITY < m < INFINITY) or not (xt <= m):
-        return
-    if _ahead_bound(z, parts, c, m) > 1e-6:
-        _ahead_masses(z, li, c, d, xt, tok, parts)
-
-
 cdef bint _ahead_on = True
 
 
@@ -1987,12 +1951,13 @@ cdef int64_t _accept_ahead(const Rej* rj, Lazy* z, int64_t r, float* buf) noexce
     cdef const Stats* st = z.st
     cdef int64_t start = iget(rj.cu, r), nd = iget(rj.cu, r + 1) - start - 1
     cdef int64_t rs, li, ds, k, i = 0
-    cdef Py_ssize_t c, j, units, nch = (z.width + 8191) // 8192
-    cdef float temp, d, xt, m, mt, u, dlp, dlse, rhs
+    cdef Py_ssize_t c, j, n, units, nw, nch = (z.width + 8191) // 8192
+    cdef float temp, d, xt, m, u, dlp, dlse, rhs
     cdef double p, zlo, zhi, ahi, w, bound, lz, tlse_hi, tlp_lo
-    cdef int nan, nant
+    cdef int nan
     cdef Load ld
     cdef Ahead* parts
+    cdef Py_ssize_t* weigh
     if (not _ahead_on or z.proc == NULL or z.drafted == NULL or rj.block or rj.synthetic
             or rj.fly != 0 or z.raw.code != DT_FLOAT32 or z.width != st.V or nd < 1):
         return 0
@@ -2002,7 +1967,10 @@ cdef int64_t _accept_ahead(const Rej* rj, Lazy* z, int64_t r, float* buf) noexce
         return 0
     d = temp if _scaled(&z.raw, temp) else <float>1.0
     parts = <Ahead*>malloc(nch * sizeof(Ahead))
-    if parts == NULL:
+    weigh = <Py_ssize_t*>malloc(nch * sizeof(Py_ssize_t))
+    if parts == NULL or weigh == NULL:
+        free(parts)
+        free(weigh)
         return 0
     units = st.NB + nch
     while i < nd:
@@ -2017,40 +1985,49 @@ cdef int64_t _accept_ahead(const Rej* rj, Lazy* z, int64_t r, float* buf) noexce
         if not (-INFINITY < xt < INFINITY):
             break
         # the draft's blocks and the target's chunk maxima (a draft block and a chunk a unit
-        # pair: interleaved on a team, whose static schedule deals units round-robin), then the
-        # masses of the chunks that weigh -- on a team, one region: each thread finds the row's
-        # maximum from the chunk maxima after the first loop's barrier (the same on every one)
+        # pair: interleaved on a team, whose static schedule deals units round-robin)
         if z.team > 1:
-            with parallel(num_threads=z.team):
-                for c in prange(units, schedule="static", chunksize=1):
-                    _ahead_first(st, z, li, c, d, parts, z.scratch + _thread_id() * st.BS)
-                mt = _ahead_max(parts, nch, &nant)
-                for j in prange(nch, schedule="static"):
-                    _ahead_weigh(z, li, j, d, xt, ds, parts, mt, nant)
+            for c in prange(units, num_threads=z.team, schedule="static", chunksize=1):
+                _ahead_first(st, z, li, c, d, parts, z.scratch + _thread_id() * st.BS)
         else:
             for c in range(units):
                 _ahead_first(st, z, li, c, d, parts, z.scratch + _thread_id() * st.BS)
-            mt = _ahead_max(parts, nch, &nant)
-            for j in range(nch):
-                _ahead_weigh(z, li, j, d, xt, ds, parts, mt, nant)
         z.drafted[li] = 1
-        m = _ahead_max(parts, nch, &nan)
+        m = -INFINITY
+        nan = 0
+        for c in range(nch):
+            nan |= parts[c].nan
+            if parts[c].m > m:
+                m = parts[c].m
         if nan or not (-INFINITY < m < INFINITY) or not (xt <= m):
             break
-        # the chunks that weigh, by their masses; the others at their bound
-        zlo = 0.0
+        # the chunks that can weigh: their exponentials; the others at their bound
+        nw = 0
         zhi = 0.0
         ahi = 0.0
         for c in range(nch):
-            bound = _ahead_bound(z, parts, c, m)
+            if not (parts[c].m > -INFINITY):
+                continue                        # all -inf: no mass
+            _ahead_chunk(z, li, c, &n)
+            bound = <double>n * exp(<double>parts[c].m - <double>m) * (1.0 + 1e-6)
             if bound > 1e-6:
-                w = exp(<double>parts[c].m - <double>m)
-                zlo += parts[c].z * w
-                ahi += parts[c].above * w
-            elif bound > 0.0:
+                weigh[nw] = c
+                nw += 1
+            else:
                 zhi += bound
                 if parts[c].m >= xt:
                     ahi += bound
+        if z.team > 1 and nw > 1:
+            for j in prange(nw, num_threads=z.team, schedule="static"):
+                _ahead_masses(z, li, weigh[j], d, xt, ds, parts)
+        else:
+            for j in range(nw):
+                _ahead_masses(z, li, weigh[j], d, xt, ds, parts)
+        zlo = 0.0
+        for j in range(nw):
+            w = exp(<double>parts[weigh[j]].m - <double>m)
+            zlo += parts[weigh[j]].z * w
+            ahi += parts[weigh[j]].above * w
         zhi += zlo
         if p < 1.0:
             if not (ahi < p * zlo * (1.0 - 1e-4)):
@@ -2067,6 +2044,7 @@ cdef int64_t _accept_ahead(const Rej* rj, Lazy* z, int64_t r, float* buf) noexce
         z.done[li] = AHEAD
         i += 1
     free(parts)
+    free(weigh)
     return i
 
 
