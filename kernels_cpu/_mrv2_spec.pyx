@@ -3255,12 +3255,12 @@ def rejection_sample_fused(
       request's last row, at its draft's (-inf) alone: nothing reads the rest (its statistics
       and its draw come from that token, the test from the draft's value);
     * with draft probabilities and top-p (no top-k), a draft whose test is sure to accept from
-      one pass over its raw target row -- the row's mass and the mass ranked above the draft
-      bound the processed row's log-sum-exp (``_accept_ahead``) -- is accepted without its row
-      processed or its target statistics computed: that row of ``processed_ptr`` and of the
-      target statistics is not written, and a request whose every draft is so accepted leaves
-      NaN as its rejected log-sum-exps (nothing reads them: the bonus row's draw reads the
-      logits alone).
+      its raw target row -- the row's mass and the mass ranked above the draft, bounded chunk
+      by chunk, bound the processed row's log-sum-exp (``_accept_ahead``) -- is accepted
+      without its row processed or its target statistics computed: that row of
+      ``processed_ptr`` and of the target statistics is not written, and a request whose
+      every draft is so accepted leaves NaN as its rejected log-sum-exps (nothing reads them:
+      the bonus row's draw reads the logits alone).
 
     The tables (``[rows, 8192-blocks]`` statistics, ``[requests]`` log-sum-exps,
     ``[requests, 1024-blocks]`` resampling) are scratch laid out as vLLM's host code lays them
