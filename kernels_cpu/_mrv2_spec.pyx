@@ -1866,23 +1866,21 @@ cdef inline const float* _ahead_chunk(const Lazy* z, int64_t li, Py_ssize_t c,
     return (<const float*>z.raw.p) + _off(&z.raw, li, 0) + c0
 
 
-cdef void _ahead_first(const Stats* st, const Lazy* z, int64_t li, Py_ssize_t c, float d,
+cdef void _ahead_first(const Stats* st, const Lazy* z, Load* ld, Py_ssize_t c,
                        Ahead* parts, float* buf) noexcept nogil:
-    """Unit ``c`` of ``_accept_ahead``'s first loop over row ``li``: below ``st.NB``, the
+    """Unit ``c`` of ``_accept_ahead``'s first loop over row ``ld.li``: below ``st.NB``, the
     draft's block ``c`` (``_stats_draft_block``, where not yet computed); past them, the
-    maximum of the target's raw chunk ``c - NB`` read as the temperature kernel leaves it (``/
-    d``): the raw maximum divided, the same float -- a correctly rounded quotient is monotone
-    in the dividend, and keeps NaN."""
+    maximum of the target's raw chunk ``c - NB`` as the row's processing would load it
+    (``_peek_chunk``: its load, ``ld``, read without the copy)."""
     cdef Ahead* q
-    cdef const float* x
     cdef Py_ssize_t n
     if c < st.NB:
-        if not z.drafted[li]:
-            _stats_draft_block(st, li, c, buf)
+        if not z.drafted[ld.li]:
+            _stats_draft_block(st, ld.li, c, buf)
         return
     q = parts + (c - st.NB)
-    x = _ahead_chunk(z, li, c - st.NB, &n)
-    q.m = fd_max_nan(x, n, &q.nan) / d
+    _ahead_chunk(z, ld.li, c - st.NB, &n)
+    q.m = _peek_chunk(ld, (c - st.NB) * 8192, n, &q.nan)
     q.z = 0.0
     q.above = 0.0
 
@@ -1965,7 +1963,6 @@ cdef int64_t _accept_ahead(const Rej* rj, Lazy* z, int64_t r, float* buf) noexce
     temp = _ldr(rj.temp, rs)
     if not (0.0 < temp < INFINITY):
         return 0
-    d = temp if _scaled(&z.raw, temp) else <float>1.0
     parts = <Ahead*>malloc(nch * sizeof(Ahead))
     weigh = <Py_ssize_t*>malloc(nch * sizeof(Py_ssize_t))
     if parts == NULL or weigh == NULL:
@@ -1978,8 +1975,14 @@ cdef int64_t _accept_ahead(const Rej* rj, Lazy* z, int64_t r, float* buf) noexce
         ds = iget(rj.ds, li + 1)
         if ds < 0 or ds >= z.width or z.done[li] or _is_bonus(&st.bonus, li):
             break
+        # the target side as the row's processing loads it (its slot's temperature, which
+        # _peek_chunk's maxima need finite and positive where it divides); the draft side and
+        # the uniform as the test takes them (the request's)
         _row_args(z, li, &ld, &k, &p)
         if k < z.width or not (p > 0.0):
+            break
+        d = ld.temp if _scaled(&z.raw, ld.temp) else <float>1.0
+        if not (0.0 < d < INFINITY):
             break
         xt = (<const float*>z.raw.p)[_off(&z.raw, li, 0) + ds] / d
         if not (-INFINITY < xt < INFINITY):
@@ -1988,10 +1991,10 @@ cdef int64_t _accept_ahead(const Rej* rj, Lazy* z, int64_t r, float* buf) noexce
         # pair: interleaved on a team, whose static schedule deals units round-robin)
         if z.team > 1:
             for c in prange(units, num_threads=z.team, schedule="static", chunksize=1):
-                _ahead_first(st, z, li, c, d, parts, z.scratch + _thread_id() * st.BS)
+                _ahead_first(st, z, &ld, c, parts, z.scratch + _thread_id() * st.BS)
         else:
             for c in range(units):
-                _ahead_first(st, z, li, c, d, parts, z.scratch + _thread_id() * st.BS)
+                _ahead_first(st, z, &ld, c, parts, z.scratch + _thread_id() * st.BS)
         z.drafted[li] = 1
         m = -INFINITY
         nan = 0

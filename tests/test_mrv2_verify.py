@@ -546,6 +546,45 @@ def test_drafts_with_probabilities_near_their_verdict_get_the_launches_verdict(
     assert unread > 0  # accepted ahead
 
 
+def test_drafts_accepted_ahead_read_each_row_at_its_own_slots_temperature(team):
+    """The rows' expanded slots (``expanded_idx_mapping``: the temperature the row is processed
+    at) differ from their request's slot (``idx_mapping``: the temperature the test divides
+    the draft logits by): the one pass bounds a row's mass as its processing loads it, so the
+    drafts it accepts ahead of their rows, and the tokens, are the launches'."""
+    R, K, V = 24, 2, 9000
+    b = _batch(9, R=R, K=K, V=V, idx=torch.int64, dtype=torch.float32, with_draft=True,
+               temps=(0.8,), accept_bias=0.9, placeholders=False)  # fmt: skip
+    cu = b["cu"].tolist()
+    spare = R  # slots R .. R + 2 are no request's: their temperatures only the rows read
+    b["temp"][spare:] = torch.tensor([0.5, 1.0, 2.0])
+    for r in range(R):
+        for li in range(cu[r], cu[r + 1]):
+            b["eim"][li] = spare + (r % 3)
+    b["idx"] = torch.arange(R)
+    b["temp"][:R] = 0.8
+    b["top_p"] = torch.full((R + 3,), 0.9)
+    draft, g = b["draft"], torch.Generator().manual_seed(4)
+    for r in range(R):
+        for i in range(cu[r + 1] - cu[r] - 1):
+            # the drafter's law the row's, but for its draft token (ratios around the uniform)
+            li = cu[r] + i
+            draft[r, i] = b["target"][li] * 0.8 / float(b["temp"][spare + r % 3])
+            draft[r, i, int(b["ds"][li + 1])] += 0.8 * float(3.5 * torch.rand(1, generator=g) - 0.5)
+    args = _fused_args(b)
+    processed = torch.full(tuple(b["target"].shape), 123.0)
+    spec.rejection_sample_fused(
+        *args, APPLY_TEMPERATURE=True, top_p_ptr=b["top_p"], processed_ptr=processed
+    )  # fmt: skip
+    want = _stock(*_args(b), False, True, None, b["top_p"])
+    _same_tokens(args[:2], want)
+    unread = sum(
+        bool((processed[cu[r] + i] == 123.0).all())
+        for r in range(R)
+        for i in range(int(want[1][r]) - 1)
+    )
+    assert unread > 0  # accepted ahead
+
+
 def _processed_row_holds(got, want, draft, may_be_lean, where):
     """A processed row as ``top_k_top_p`` leaves it (``want``), bit for bit -- or, where it
     ``may_be_lean`` (a sampled row in a walk of one-hot drafts: what the one pass leaves
