@@ -535,15 +535,19 @@ def test_drafts_with_probabilities_near_their_verdict_get_the_launches_verdict(
     want = _stock(*_args(b), False, apply_temperature, None, b["top_p"])
     _same_tokens(args[:2], want)
     n = want[1].tolist()
-    verdicts, unread = set(), 0
-    for r in range(R):
-        nd = cu[r + 1] - cu[r] - 1
-        if nd >= 1:
-            verdicts.add(n[r] > 1)
-        for i in range(n[r] - 1):  # the accepted drafts' rows
-            unread += bool((processed[cu[r] + i] == 123.0).all())
+    verdicts = {n[r] > 1 for r in range(R) if cu[r + 1] - cu[r] >= 2}
     assert verdicts == {True, False}
-    assert unread > 0  # accepted ahead
+    assert _accepted_ahead(processed, cu, n) > 0
+
+
+def _accepted_ahead(processed, cu, num_sampled):
+    """How many accepted drafts' rows the one pass left unprocessed (``processed`` filled
+    with 123.0 before the call): drafts it accepted ahead of their rows."""
+    return sum(
+        bool((processed[cu[r] + i] == 123.0).all())
+        for r in range(len(num_sampled))
+        for i in range(num_sampled[r] - 1)
+    )
 
 
 def test_drafts_accepted_ahead_read_each_row_at_its_own_slots_temperature(team):
@@ -577,12 +581,7 @@ def test_drafts_accepted_ahead_read_each_row_at_its_own_slots_temperature(team):
     )  # fmt: skip
     want = _stock(*_args(b), False, True, None, b["top_p"])
     _same_tokens(args[:2], want)
-    unread = sum(
-        bool((processed[cu[r] + i] == 123.0).all())
-        for r in range(R)
-        for i in range(int(want[1][r]) - 1)
-    )
-    assert unread > 0  # accepted ahead
+    assert _accepted_ahead(processed, cu, want[1].tolist()) > 0
 
 
 def _processed_row_holds(got, want, draft, may_be_lean, where):
