@@ -247,6 +247,9 @@ cdef enum:
     M_REAL = M_FLOAT32 | M_FLOAT64
     ROW_VISITS = 8      # element-visits per value of a row the one pass walks
     AHEAD = 3           # Lazy.done: a row whose draft _accept_ahead accepted (not processed)
+    AHEAD_ROWS = 0      # _accept_ahead's batching (_set_ahead_batching): row by row,
+    AHEAD_REST = 1      # the first row alone then the rest together,
+    AHEAD_ALL = 2       # every row together
     DRAW_LANES = 256    # the fewest lanes above -inf a masked row's draw makes room for
     PEEK_BYTES = 8 << 20  # target rows up to this size are peeked before they are loaded
     STREAM_BYTES = 64 << 20  # and those past this size too, their masks streamed to memory
@@ -1903,6 +1906,7 @@ cdef void _ahead_masses(const Lazy* z, int64_t li, Py_ssize_t c, float d, float 
 
 
 cdef bint _ahead_on = True
+cdef int _ahead_batching = AHEAD_REST
 
 
 def _set_accept_ahead(bint on):
@@ -1913,6 +1917,153 @@ def _set_accept_ahead(bint on):
     cdef bint was = _ahead_on
     _ahead_on = on
     return was
+
+
+def _set_ahead_batching(int mode):
+    """How ``_accept_ahead`` batches a request's rows into its two parallel loops, for tests and
+    measurements: 0 row by row, 1 the first row alone then the rest together (the default), 2
+    all together; returns the previous mode. Not thread-safe: set it while no call runs."""
+    global _ahead_batching
+    cdef int was = _ahead_batching
+    if not AHEAD_ROWS <= mode <= AHEAD_ALL:
+        raise ValueError(f"_set_ahead_batching: mode must be 0, 1 or 2, got {mode}")
+    _ahead_batching = mode
+    return was
+
+
+cdef struct AheadRow:
+    # a draft ``_accept_ahead`` may accept: its row's load (the row's slot's temperature), the
+    # draft, the divisor the row's processing reads it by, the draft's value so read, the
+    # slot's top-p; then (``_ahead_batch``) its maximum, the test's right side, its second-loop
+    # units ``[w0, w1)`` and its masses' bounds
+    Load ld
+    int64_t ds
+    float d, xt, m, rhs
+    double p, zhi, ahi
+    Py_ssize_t w0, w1
+
+
+cdef struct AheadPass:
+    # one batch of ``_accept_ahead``'s rows, as its parallel loops read it
+    const Stats* st
+    const Lazy* z
+    AheadRow* rows
+    Ahead* parts        # nch per row
+    Py_ssize_t* weigh   # the second loop's units: row * nch + chunk
+    Py_ssize_t nch, per # per = NB + nch: a row's units in the first loop
+
+
+cdef void _ahead_first_unit(const AheadPass* a, Py_ssize_t u, float* buf) noexcept nogil:
+    cdef Py_ssize_t q = u // a.per
+    _ahead_first(a.st, a.z, &a.rows[q].ld, u - q * a.per, a.parts + q * a.nch, buf)
+
+
+cdef void _ahead_masses_unit(const AheadPass* a, Py_ssize_t j) noexcept nogil:
+    cdef Py_ssize_t q = a.weigh[j] // a.nch
+    cdef const AheadRow* w = &a.rows[q]
+    _ahead_masses(a.z, w.ld.li, a.weigh[j] - q * a.nch, w.d, w.xt, w.ds, a.parts + q * a.nch)
+
+
+cdef int64_t _ahead_batch(const Rej* rj, Lazy* z, int64_t r, const AheadPass* whole, int64_t i0,
+                          int64_t n, float* buf) noexcept nogil:
+    """Candidates ``i0 .. i0 + n`` of ``_accept_ahead``'s (``whole.rows``; request ``r``'s rows
+    from its first) in one parallel loop each: the first takes every row's draft blocks and
+    chunk maxima, the second the masses of every row's chunks that weigh; then the verdicts in
+    order. Returns how many of them, from the first, are surely accepted (the rest unread by
+    the verdicts; a row whose maxima already deny the bound, or whose maximum is not finite,
+    stops the batch before the second loop)."""
+    cdef const Stats* st = z.st
+    cdef AheadPass a = whole[0]
+    cdef AheadRow* w
+    cdef Ahead* parts
+    cdef int64_t rs = iget(rj.idx, r), q, li, nq = 0
+    cdef Py_ssize_t units, u, c, j, nw = 0, ln
+    cdef float temp = _ldr(rj.temp, rs), m, uu, dlp, dlse
+    cdef double zlo, wgt, bound, lz, tlse_hi, tlp_lo, z0, zp
+    cdef int nan
+    a.rows = whole.rows + i0
+    units = n * a.per
+    # the draft's blocks and the target's chunk maxima (a draft block and a chunk a unit pair:
+    # interleaved on a team, whose static schedule deals units round-robin)
+    if z.team > 1 and units > 1:
+        for u in prange(units, num_threads=z.team, schedule="static", chunksize=1):
+            _ahead_first_unit(&a, u, z.scratch + _thread_id() * st.BS)
+    else:
+        for u in range(units):
+            _ahead_first_unit(&a, u, z.scratch + _thread_id() * st.BS)
+    for q in range(n):
+        z.drafted[a.rows[q].ld.li] = 1
+    # each row's maximum, the test's right side, and the chunks that can weigh: their
+    # exponentials; the others at their bound
+    while nq < n:
+        w = &a.rows[nq]
+        li = w.ld.li
+        parts = a.parts + nq * a.nch
+        m = -INFINITY
+        nan = 0
+        for c in range(a.nch):
+            nan |= parts[c].nan
+            if parts[c].m > m:
+                m = parts[c].m
+        if nan or not (-INFINITY < m < INFINITY) or not (w.xt <= m):
+            break
+        w.m = m
+        uu = _tl_rand32(iget(rj.seed, rs), iget(rj.pos, li), rj.pos.wide)
+        dlp = _draft_logprob(&rj.g, w.ds, True, li, rs, i0 + nq, temp, buf, &dlse)
+        w.rhs = logf(uu) + dlp
+        # every chunk holds its maximum: Z >= z0, and the kept mass Zp >= max(1, p Z) (top-p
+        # keeps the row's maximum, and at least p of the mass): a row whose draft the test
+        # rejects even at that bound has no sure acceptance -- its masses are not taken
+        z0 = 0.0
+        for c in range(a.nch):
+            if parts[c].m > -INFINITY:
+                z0 += exp(<double>parts[c].m - <double>m)
+        zp = w.p * z0 * (1.0 - 1e-3)
+        if not (<double>w.xt - <double>m - log(zp if zp > 1.0 else 1.0) > <double>w.rhs):
+            break
+        w.zhi = 0.0
+        w.ahi = 0.0
+        w.w0 = nw
+        for c in range(a.nch):
+            if not (parts[c].m > -INFINITY):
+                continue                        # all -inf: no mass
+            _ahead_chunk(z, li, c, &ln)
+            bound = <double>ln * exp(<double>parts[c].m - <double>m) * (1.0 + 1e-6)
+            if bound > 1e-6:
+                a.weigh[nw] = nq * a.nch + c
+                nw += 1
+            else:
+                w.zhi += bound
+                if parts[c].m >= w.xt:
+                    w.ahi += bound
+        w.w1 = nw
+        nq += 1
+    if z.team > 1 and nw > 1:
+        for j in prange(nw, num_threads=z.team, schedule="static"):
+            _ahead_masses_unit(&a, j)
+    else:
+        for j in range(nw):
+            _ahead_masses_unit(&a, j)
+    for q in range(nq):
+        w = &a.rows[q]
+        parts = a.parts + q * a.nch
+        zlo = 0.0
+        for j in range(w.w0, w.w1):
+            c = a.weigh[j] - q * a.nch
+            wgt = exp(<double>parts[c].m - <double>w.m)
+            zlo += parts[c].z * wgt
+            w.ahi += parts[c].above * wgt
+        w.zhi += zlo
+        if w.p < 1.0:
+            if not (w.ahi < w.p * zlo * (1.0 - 1e-4)):
+                return q                        # the draft may lie outside the top-p set
+            w.zhi = min(w.zhi, w.p * w.zhi + exp(<double>w.xt - <double>w.m))
+        lz = log(w.zhi * (1.0 + 1e-4))
+        tlse_hi = <double>w.m + lz + 1e-4 + 1e-5 * (fabs(<double>w.m) + fabs(lz))
+        tlp_lo = <double>w.xt - tlse_hi - 1e-5 * (fabs(<double>w.xt) + fabs(tlse_hi))
+        if not (tlp_lo > w.rhs):
+            return q
+    return nq
 
 
 cdef int64_t _accept_ahead(const Rej* rj, Lazy* z, int64_t r, float* buf) noexcept nogil:
@@ -1944,111 +2095,87 @@ cdef int64_t _accept_ahead(const Rej* rj, Lazy* z, int64_t r, float* buf) noexce
     statistics read them (no padded vocabulary), a row with top-p and no top-k (``k >= V``),
     a real draft, no NaN and a finite maximum; the first row that fails any of it, or whose
     verdict is not sure, ends the run (the walk tests it as before). A row whose verdict was
-    not sure costs the passes over its raw values more than before (its draft blocks are
-    kept)."""
+    not sure costs the first loop's pass over its raw values more than before (its draft blocks
+    are kept); the second loop's too unless the chunk maxima already deny the bound -- every
+    chunk holds its maximum, so ``Z`` is at least their masses and the kept mass at least
+    ``max(1, p Z)``: a draft top-p masks, or one far below the drafter's confidence in it, is
+    given up there.
+
+    The rows are taken in batches (``_ahead_batch``), a batch's rows sharing its two parallel
+    loops: the first row alone, then the rest together. On a wide team a region's start costs
+    more than a row's share of its work, and the rows of an accepted step had taken two
+    regions each; a row whose verdict is not sure leaves its batch's later rows computed for
+    nothing, so the first row -- a rejected first draft, the costly step -- goes alone
+    (``_set_ahead_batching``: row by row, or every row together, for measurements)."""
     cdef const Stats* st = z.st
     cdef int64_t start = iget(rj.cu, r), nd = iget(rj.cu, r + 1) - start - 1
-    cdef int64_t rs, li, ds, k, i = 0
-    cdef Py_ssize_t c, j, n, units, nw, nch = (z.width + 8191) // 8192
-    cdef float temp, d, xt, m, u, dlp, dlse, rhs
-    cdef double p, zlo, zhi, ahi, w, bound, lz, tlse_hi, tlp_lo
-    cdef int nan
-    cdef Load ld
-    cdef Ahead* parts
-    cdef Py_ssize_t* weigh
+    cdef int64_t li, ds, k, n = 0, i0 = 0, size, got, acc = 0, q
+    cdef Py_ssize_t nch = (z.width + 8191) // 8192
+    cdef float temp, d, xt
+    cdef double p
+    cdef AheadRow* w
+    cdef AheadPass a
     if (not _ahead_on or z.proc == NULL or z.drafted == NULL or rj.block or rj.synthetic
             or rj.fly != 0 or z.raw.code != DT_FLOAT32 or z.width != st.V or nd < 1):
         return 0
-    rs = iget(rj.idx, r)
-    temp = _ldr(rj.temp, rs)
+    temp = _ldr(rj.temp, iget(rj.idx, r))
     if not (0.0 < temp < INFINITY):
         return 0
-    parts = <Ahead*>malloc(nch * sizeof(Ahead))
-    weigh = <Py_ssize_t*>malloc(nch * sizeof(Py_ssize_t))
-    if parts == NULL or weigh == NULL:
-        free(parts)
-        free(weigh)
+    a.rows = <AheadRow*>malloc(nd * sizeof(AheadRow))
+    a.parts = <Ahead*>calloc(nd * nch, sizeof(Ahead))
+    a.weigh = <Py_ssize_t*>malloc(nd * nch * sizeof(Py_ssize_t))
+    if a.rows == NULL or a.parts == NULL or a.weigh == NULL:
+        free(a.rows)
+        free(a.parts)
+        free(a.weigh)
         return 0
-    units = st.NB + nch
-    while i < nd:
-        li = start + i
+    a.st = st
+    a.z = z
+    a.nch = nch
+    a.per = st.NB + nch
+    # the candidates: the rows, from the first, whose draft the bound can decide
+    while n < nd:
+        li = start + n
         ds = iget(rj.ds, li + 1)
         if ds < 0 or ds >= z.width or z.done[li] or _is_bonus(&st.bonus, li):
             break
         # the target side as the row's processing loads it (its slot's temperature, which
         # _peek_chunk's maxima need finite and positive where it divides); the draft side and
         # the uniform as the test takes them (the request's)
-        _row_args(z, li, &ld, &k, &p)
+        w = &a.rows[n]
+        _row_args(z, li, &w.ld, &k, &p)
         if k < z.width or not (p > 0.0):
             break
-        d = ld.temp if _scaled(&z.raw, ld.temp) else <float>1.0
+        d = w.ld.temp if _scaled(&z.raw, w.ld.temp) else <float>1.0
         if not (0.0 < d < INFINITY):
             break
         xt = (<const float*>z.raw.p)[_off(&z.raw, li, 0) + ds] / d
         if not (-INFINITY < xt < INFINITY):
             break
-        # the draft's blocks and the target's chunk maxima (a draft block and a chunk a unit
-        # pair: interleaved on a team, whose static schedule deals units round-robin)
-        if z.team > 1:
-            for c in prange(units, num_threads=z.team, schedule="static", chunksize=1):
-                _ahead_first(st, z, &ld, c, parts, z.scratch + _thread_id() * st.BS)
-        else:
-            for c in range(units):
-                _ahead_first(st, z, &ld, c, parts, z.scratch + _thread_id() * st.BS)
-        z.drafted[li] = 1
-        m = -INFINITY
-        nan = 0
-        for c in range(nch):
-            nan |= parts[c].nan
-            if parts[c].m > m:
-                m = parts[c].m
-        if nan or not (-INFINITY < m < INFINITY) or not (xt <= m):
+        w.ds = ds
+        w.d = d
+        w.xt = xt
+        w.p = p
+        n += 1
+    # in batches: a batch's rows share its two parallel regions -- on a wide team each region's
+    # start costs more than a row's share of the work -- where a row whose verdict is not sure
+    # leaves the batch's later rows computed for nothing (their draft blocks are kept for the
+    # walk): the first row alone (a rejected first draft costs what it did row by row), then
+    # the others together
+    while i0 < n:
+        size = 1 if _ahead_batching == AHEAD_ROWS or (i0 == 0 and _ahead_batching == AHEAD_REST) \
+            else n - i0
+        got = _ahead_batch(rj, z, r, &a, i0, size, buf)
+        for q in range(got):
+            z.done[start + i0 + q] = AHEAD
+        acc += got
+        if got < size:
             break
-        # the chunks that can weigh: their exponentials; the others at their bound
-        nw = 0
-        zhi = 0.0
-        ahi = 0.0
-        for c in range(nch):
-            if not (parts[c].m > -INFINITY):
-                continue                        # all -inf: no mass
-            _ahead_chunk(z, li, c, &n)
-            bound = <double>n * exp(<double>parts[c].m - <double>m) * (1.0 + 1e-6)
-            if bound > 1e-6:
-                weigh[nw] = c
-                nw += 1
-            else:
-                zhi += bound
-                if parts[c].m >= xt:
-                    ahi += bound
-        if z.team > 1 and nw > 1:
-            for j in prange(nw, num_threads=z.team, schedule="static"):
-                _ahead_masses(z, li, weigh[j], d, xt, ds, parts)
-        else:
-            for j in range(nw):
-                _ahead_masses(z, li, weigh[j], d, xt, ds, parts)
-        zlo = 0.0
-        for j in range(nw):
-            w = exp(<double>parts[weigh[j]].m - <double>m)
-            zlo += parts[weigh[j]].z * w
-            ahi += parts[weigh[j]].above * w
-        zhi += zlo
-        if p < 1.0:
-            if not (ahi < p * zlo * (1.0 - 1e-4)):
-                break                           # the draft may lie outside the top-p set
-            zhi = min(zhi, p * zhi + exp(<double>xt - <double>m))
-        lz = log(zhi * (1.0 + 1e-4))
-        tlse_hi = <double>m + lz + 1e-4 + 1e-5 * (fabs(<double>m) + fabs(lz))
-        tlp_lo = <double>xt - tlse_hi - 1e-5 * (fabs(<double>xt) + fabs(tlse_hi))
-        u = _tl_rand32(iget(rj.seed, rs), iget(rj.pos, li), rj.pos.wide)
-        dlp = _draft_logprob(&rj.g, ds, True, li, rs, i, temp, buf, &dlse)
-        rhs = logf(u) + dlp
-        if not (tlp_lo > rhs):
-            break
-        z.done[li] = AHEAD
-        i += 1
-    free(parts)
-    free(weigh)
-    return i
+        i0 += size
+    free(a.rows)
+    free(a.parts)
+    free(a.weigh)
+    return acc
 
 
 cdef bint _stats_single(Lazy* z, int64_t li) noexcept nogil:

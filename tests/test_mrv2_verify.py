@@ -205,6 +205,16 @@ def ahead(request):
     spec._set_accept_ahead(was)
 
 
+@pytest.fixture(params=[0, 1, 2], ids=["row-by-row", "first-then-rest", "all-together"])
+def batching(request):
+    """How the one pass batches a request's rows accepted ahead into its parallel loops
+    (``_set_ahead_batching``): each row alone, the first alone then the rest (the default), or
+    all together -- the same verdicts whichever."""
+    was = spec._set_ahead_batching(request.param)
+    yield request.param
+    spec._set_ahead_batching(was)
+
+
 @pytest.fixture(params=[1, 4], ids=["one-thread", "team-of-4"])
 def team(request):
     # the same team for every example of a test (nothing else changes it)
@@ -485,7 +495,7 @@ def test_a_requests_walk_with_draft_probabilities_on_a_team(team, reject_at, ahe
 @pytest.mark.parametrize("p", [0.9, 1.0])
 @pytest.mark.parametrize("apply_temperature", [False, True])
 def test_drafts_with_probabilities_near_their_verdict_get_the_launches_verdict(
-    team, p, apply_temperature
+    team, batching, p, apply_temperature
 ):
     """Drafts with probabilities whose acceptance ratio ``p_target / p_draft`` runs from ~0.05
     to past 1 (the drafter's law the target's but for the draft token, raised or lowered), at
@@ -495,8 +505,9 @@ def test_drafts_with_probabilities_near_their_verdict_get_the_launches_verdict(
     accepts many of them ahead of processing their rows, from bounds on the processed row's
     mass, and tests the rest as the launches do -- the verdicts, and so the tokens, are the
     launches' at every ratio, those near the request's uniform included; drafts are accepted
-    ahead, and both verdicts occur."""
-    R, K, V = 40, 2, 9000
+    ahead, and both verdicts occur; a request's rows are up to four, batched as the fixture
+    says."""
+    R, K, V = 40, 4, 9000
     b = _batch(7, R=R, K=K, V=V, idx=torch.int64, dtype=torch.float32, with_draft=True,
                temps=(0.8, 1.0), accept_bias=0.0, placeholders=False)  # fmt: skip
     g = torch.Generator().manual_seed(12)
@@ -550,12 +561,12 @@ def _accepted_ahead(processed, cu, num_sampled):
     )
 
 
-def test_drafts_accepted_ahead_read_each_row_at_its_own_slots_temperature(team):
+def test_drafts_accepted_ahead_read_each_row_at_its_own_slots_temperature(team, batching):
     """The rows' expanded slots (``expanded_idx_mapping``: the temperature the row is processed
     at) differ from their request's slot (``idx_mapping``: the temperature the test divides
     the draft logits by): the one pass bounds a row's mass as its processing loads it, so the
     drafts it accepts ahead of their rows, and the tokens, are the launches'."""
-    R, K, V = 24, 2, 9000
+    R, K, V = 24, 3, 9000
     b = _batch(9, R=R, K=K, V=V, idx=torch.int64, dtype=torch.float32, with_draft=True,
                temps=(0.8,), accept_bias=0.9, placeholders=False)  # fmt: skip
     cu = b["cu"].tolist()

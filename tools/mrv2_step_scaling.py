@@ -26,6 +26,12 @@ kernel (``kernels_cpu.compute_local_logits_stats_kernel``) over the nine rows th
 -- each value's exponential, each block's maximum and pairwise sum, one launch -- against the
 same read of the 5 target rows.
 
+``--ahead`` times the step with draft probabilities with drafts accepted ahead of their rows
+(``kernels_cpu._mrv2_spec._accept_ahead``) in each of its batchings and without it, the modes
+alternated step by step in one process (a shared host's drift falls on every mode alike): every
+draft accepted (flat rows, as above; peaked rows, a confident model's) and every first draft
+rejected (the drafter confident in a token outside top-p).
+
 ``--rounds N`` instead times every thread count in turn, N rounds, and reports each step's
 speed-up over the same round's one-thread time (median and range over rounds) beside the host's
 own ceiling, a step with nothing shared (``_host_reference``): on a shared host whose speed
@@ -114,13 +120,17 @@ def make_verify(batch, case):
     top = base.argmax(1)
     draft_sampled = torch.randint(0, V, (rows,), generator=g)
     draft = None
-    if case == "accepted":
+    if case in ("accepted", "peaked+probs"):
         base[torch.arange(rows), top] += 20.0  # a confident model: p(argmax) ~ 1
     for li in range(rows):
-        if case != "rejected" and li % steps < DRAFTS:
+        if not case.startswith("rejected") and li % steps < DRAFTS:
             draft_sampled[li + 1] = top[li]  # the draft checked at row li is its argmax
-    if case == "accepted+probs":
-        draft = base.view(batch, steps, V)[:, :DRAFTS].contiguous()
+    if case.endswith("+probs"):
+        draft = base.view(batch, steps, V)[:, :DRAFTS].clone()
+    if case == "rejected+probs":  # the drafter sure of a token top-p masks at the target
+        for r in range(batch):
+            for i in range(DRAFTS):
+                draft[r, i, draft_sampled[r * steps + i + 1]] += 20.0
     req = torch.arange(batch)
     args = (
         base, draft, draft_sampled, torch.arange(0, rows + 1, steps), torch.arange(rows), req,
@@ -135,7 +145,7 @@ def make_verify(batch, case):
     def read():
         return torch.amax(base, dim=1)
 
-    want = 1 if case == "rejected" else steps
+    want = 1 if case.startswith("rejected") else steps
     got = step()[1]
     assert got.tolist() == [want] * batch, f"{case}: {got.tolist()} tokens, expected {want}"
     return step, read
@@ -199,6 +209,40 @@ def verify_table(threads, batches):
                 )
 
 
+AHEAD_MODES = {"processed": None, "row by row": 0, "first, then rest": 1, "all together": 2}
+
+
+def ahead_table(threads, batches, reps=40):
+    """``--ahead``: the step with draft probabilities per way of accepting drafts ahead."""
+    from kernels_cpu import _mrv2_spec as spec
+
+    print(f"kernels_cpu OpenMP: {K.openmp_enabled()}; medians of {reps} steps per mode")
+    print("| B | case | threads | read ms | " + " | ".join(f"{m} ms" for m in AHEAD_MODES) + " |")
+    print("|---|---|---|---|" + "---|" * len(AHEAD_MODES))
+    was_on, was_mode = spec._set_accept_ahead(True), spec._set_ahead_batching(1)
+    try:
+        for batch in batches:
+            for case in ("accepted+probs", "peaked+probs", "rejected+probs"):
+                step, read = make_verify(batch, case)
+                for n in threads:
+                    K.set_num_threads(n)
+                    torch.set_num_threads(n)
+                    times = {m: [] for m in AHEAD_MODES}
+                    for _ in range(reps):
+                        for m, mode in AHEAD_MODES.items():
+                            spec._set_accept_ahead(mode is not None)
+                            spec._set_ahead_batching(1 if mode is None else mode)
+                            t0 = time.perf_counter()
+                            step()
+                            times[m].append(time.perf_counter() - t0)
+                    r = _median_ms(read, reps)
+                    cells = " | ".join(f"{statistics.median(t) * 1e3:.3f}" for t in times.values())
+                    print(f"| {batch} | {case} | {n} | {r:.3f} | {cells} |")
+    finally:
+        spec._set_accept_ahead(was_on)
+        spec._set_ahead_batching(was_mode)
+
+
 def check(step, base):
     """The sampled tokens are inside each row's top-p set (the step is a step, not a no-op)."""
     tokens = step()
@@ -224,6 +268,9 @@ def main(argv=None):
     )
     ap.add_argument("--verify", action="store_true", help="the speculative step (docstring)")
     ap.add_argument(
+        "--ahead", action="store_true", help="drafts accepted ahead, per batching (docstring)"
+    )
+    ap.add_argument(
         "--floor", action="store_true", help="the exponentials of the step with draft probabilities"
     )
     args = ap.parse_args(argv)
@@ -231,6 +278,8 @@ def main(argv=None):
     batches = [int(b) for b in args.batches.split(",")]
     if args.floor:
         return floor_table(threads)
+    if args.ahead:
+        return ahead_table(threads, batches)
     if args.rounds:
         return _rounds(threads, batches, args.rounds, args.verify)
     if args.verify:
