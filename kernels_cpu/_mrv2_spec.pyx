@@ -205,26 +205,41 @@ cdef extern from *:
         for (Py_ssize_t j = 0; j < n; j++) out[j] = a[j] / d;
     }
     /* The masses of a[0:n), each value read as y = a[j] / d (d = 1: as it is, exactly) and
-       weighed exp(y - m) against a finite m >= every y (none NaN: the caller's), added in
-       eight double lanes: *z += all of them, *above += those of the y > t. Nothing written. */
-    FD_CLONES static void fd_masses_above(const float *a, Py_ssize_t n, float d, float m,
-                                          float t, double *z, double *above) {
-        double zl[8] = {0.0}, al[8] = {0.0};
+       weighed exp(y - m) against a finite m >= every y (none NaN: the caller's): *z += all of
+       them, *above += those of the y > t. Nothing written. Added in sixteen float lanes over
+       runs of 256 values (each lane's sum of 16 terms <= 1: within 1e-6 relative of exact),
+       the runs' sums in sixteen double lanes -- the float lanes keep the loop in full-width
+       vectors (8 double lanes had it at half width, twice the time of the statistics'
+       exponentials); the callers' margins on these masses are 1e-4. */
+    static inline void fd_masses_run(const float *a, Py_ssize_t n, float d, int divide,
+                                     float m, float t, double *zl, double *al) {
         Py_ssize_t j = 0;
-        for (; j + 8 <= n; j += 8)
-            for (int k = 0; k < 8; k++) {
-                float y = a[j + k] / d;
-                double e = (double)fd_expf_nonpos(y - m);
-                zl[k] += e;
-                al[k] += y > t ? e : 0.0;
-            }
+        for (; j + 256 <= n; j += 256) {
+            float zf[16] = {0.0f}, af[16] = {0.0f};
+            for (int i = 0; i < 256; i += 16)
+                for (int k = 0; k < 16; k++) {
+                    float y = divide ? a[j + i + k] / d : a[j + i + k];
+                    float e = fd_expf_nonpos(y - m);
+                    zf[k] += e;
+                    af[k] += y > t ? e : 0.0f;
+                }
+            for (int k = 0; k < 16; k++) { zl[k] += zf[k]; al[k] += af[k]; }
+        }
         for (; j < n; j++) {
-            float y = a[j] / d;
+            float y = divide ? a[j] / d : a[j];
             double e = (double)fd_expf_nonpos(y - m);
             zl[0] += e;
             al[0] += y > t ? e : 0.0;
         }
-        for (int k = 0; k < 8; k++) { *z += zl[k]; *above += al[k]; }
+    }
+    FD_CLONES static void fd_masses_above(const float *a, Py_ssize_t n, float d, float m,
+                                          float t, double *z, double *above) {
+        double zl[16] = {0.0}, al[16] = {0.0};
+        if (d == 1.0f)
+            fd_masses_run(a, n, 1.0f, 0, m, t, zl, al);
+        else
+            fd_masses_run(a, n, d, 1, m, t, zl, al);
+        for (int k = 0; k < 16; k++) { *z += zl[k]; *above += al[k]; }
     }
     """
     int _thread_id "fd_spec_thread_id"() noexcept nogil
