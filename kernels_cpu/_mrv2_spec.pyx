@@ -98,6 +98,27 @@ cdef extern from *:
     #else
     static int fd_spec_thread_id(void) { return 0; }
     #endif
+    /* Two parallel loops with a serial step between them, in one parallel region of nt
+       threads: f1 over [0, n1) (static, one unit at a time: round-robin), then mid on one
+       thread -- it returns the second loop's count -- then f2 over [0, n2) (static). The
+       single's and the first loop's barriers order them: a thread reads nothing of a loop
+       before every thread has left it (Cython's prange inside one parallel() block gives no
+       barrier after its loop). Without OpenMP the three run in turn. */
+    typedef void (*fd_unit_fn)(void *ctx, Py_ssize_t u);
+    typedef Py_ssize_t (*fd_mid_fn)(void *ctx);
+    static void fd_two_loops(int nt, Py_ssize_t n1, fd_unit_fn f1, fd_mid_fn mid,
+                             fd_unit_fn f2, void *ctx) {
+        Py_ssize_t n2 = 0;
+        #pragma omp parallel num_threads(nt)
+        {
+            #pragma omp for schedule(static, 1)
+            for (Py_ssize_t u = 0; u < n1; u++) f1(ctx, u);
+            #pragma omp single
+            n2 = mid(ctx);
+            #pragma omp for schedule(static)
+            for (Py_ssize_t j = 0; j < n2; j++) f2(ctx, j);
+        }
+    }
     static inline float fd_bits_to_float(uint32_t b) { float f; memcpy(&f, &b, 4); return f; }
     /* IEEE half -> float, exactly (every half is a float) */
     static inline float fd_half_to_float(uint16_t h) {
@@ -243,6 +264,10 @@ cdef extern from *:
     }
     """
     int _thread_id "fd_spec_thread_id"() noexcept nogil
+    ctypedef void (*fd_unit_fn)(void* ctx, Py_ssize_t u) noexcept nogil
+    ctypedef Py_ssize_t (*fd_mid_fn)(void* ctx) noexcept nogil
+    void fd_two_loops(int nt, Py_ssize_t n1, fd_unit_fn f1, fd_mid_fn mid, fd_unit_fn f2,
+                      void* ctx) noexcept nogil
     float fd_bits_to_float(uint32_t b) noexcept nogil
     float fd_half_to_float(uint16_t h) noexcept nogil
     float fd_expf(float x) noexcept nogil
@@ -1979,41 +2004,47 @@ cdef void _ahead_masses_unit(const AheadPass* a, Py_ssize_t j) noexcept nogil:
     _ahead_masses(a.z, w.ld.li, a.weigh[j] - q * a.nch, w.d, w.xt, w.ds, a.parts + q * a.nch)
 
 
-cdef int64_t _ahead_batch(const Rej* rj, Lazy* z, int64_t r, const AheadPass* whole, int64_t i0,
-                          int64_t n, float* buf) noexcept nogil:
-    """Candidates ``i0 .. i0 + n`` of ``_accept_ahead``'s (``whole.rows``; request ``r``'s rows
-    from its first) in one parallel loop each: the first takes every row's draft blocks and
-    chunk maxima, the second the masses of every row's chunks that weigh; then the verdicts in
-    order. Returns how many of them, from the first, are surely accepted (the rest unread by
-    the verdicts; a row whose maxima already deny the bound, or whose maximum is not finite,
-    stops the batch before the second loop)."""
-    cdef const Stats* st = z.st
-    cdef AheadPass a = whole[0]
+cdef struct AheadCall:
+    # one batch of ``_ahead_batch``: its loops' pass, the request, the candidates ``i0 .. i0 +
+    # n`` (``a.rows`` from ``i0``), the walker's buffer; ``nq``: the rows the second loop weighs
+    AheadPass a
+    const Rej* rj
+    Lazy* z
+    int64_t r, i0, n, nq
+    float* buf
+
+
+cdef void _ahead_u1(void* ctx, Py_ssize_t u) noexcept nogil:
+    cdef AheadCall* k = <AheadCall*>ctx
+    _ahead_first_unit(&k.a, u, k.z.scratch + _thread_id() * k.z.st.BS)
+
+
+cdef void _ahead_u2(void* ctx, Py_ssize_t j) noexcept nogil:
+    _ahead_masses_unit(&(<AheadCall*>ctx).a, j)
+
+
+cdef Py_ssize_t _ahead_mid(void* ctx) noexcept nogil:
+    """Between ``_ahead_batch``'s loops (one thread): each row's maximum, the test's right side,
+    and the chunks that can weigh -- the second loop's units, their count returned; the others
+    at their bound. Stops at a row whose maximum is not finite, or whose verdict the chunk
+    maxima already deny (``k.nq``: the rows before it)."""
+    cdef AheadCall* k = <AheadCall*>ctx
+    cdef AheadPass* a = &k.a
+    cdef const Rej* rj = k.rj
     cdef AheadRow* w
     cdef Ahead* parts
-    cdef int64_t rs = iget(rj.idx, r), q, li, nq = 0
-    cdef Py_ssize_t units, u, c, j, nw = 0, ln
+    cdef int64_t rs = iget(rj.idx, k.r), q, li
+    cdef Py_ssize_t c, nw = 0, ln
     cdef float temp = _ldr(rj.temp, rs), m, uu, dlp, dlse
-    cdef double zlo, wgt, bound, lz, tlse_hi, tlp_lo, z0, zp
+    cdef double bound, z0, zp
     cdef int nan
-    a.rows = whole.rows + i0
-    units = n * a.per
-    # the draft's blocks and the target's chunk maxima (a draft block and a chunk a unit pair:
-    # interleaved on a team, whose static schedule deals units round-robin)
-    if z.team > 1 and units > 1:
-        for u in prange(units, num_threads=z.team, schedule="static", chunksize=1):
-            _ahead_first_unit(&a, u, z.scratch + _thread_id() * st.BS)
-    else:
-        for u in range(units):
-            _ahead_first_unit(&a, u, z.scratch + _thread_id() * st.BS)
-    for q in range(n):
-        z.drafted[a.rows[q].ld.li] = 1
-    # each row's maximum, the test's right side, and the chunks that can weigh: their
-    # exponentials; the others at their bound
-    while nq < n:
-        w = &a.rows[nq]
+    for q in range(k.n):
+        k.z.drafted[a.rows[q].ld.li] = 1
+    k.nq = 0
+    while k.nq < k.n:
+        w = &a.rows[k.nq]
         li = w.ld.li
-        parts = a.parts + nq * a.nch
+        parts = a.parts + k.nq * a.nch
         m = -INFINITY
         nan = 0
         for c in range(a.nch):
@@ -2024,7 +2055,7 @@ cdef int64_t _ahead_batch(const Rej* rj, Lazy* z, int64_t r, const AheadPass* wh
             break
         w.m = m
         uu = _tl_rand32(iget(rj.seed, rs), iget(rj.pos, li), rj.pos.wide)
-        dlp = _draft_logprob(&rj.g, w.ds, True, li, rs, i0 + nq, temp, buf, &dlse)
+        dlp = _draft_logprob(&rj.g, w.ds, True, li, rs, k.i0 + k.nq, temp, k.buf, &dlse)
         w.rhs = logf(uu) + dlp
         # every chunk holds its maximum: Z >= z0, and the kept mass Zp >= max(1, p Z) (top-p
         # keeps the row's maximum, and at least p of the mass): a row whose draft the test
@@ -2042,29 +2073,78 @@ cdef int64_t _ahead_batch(const Rej* rj, Lazy* z, int64_t r, const AheadPass* wh
         for c in range(a.nch):
             if not (parts[c].m > -INFINITY):
                 continue                        # all -inf: no mass
-            _ahead_chunk(z, li, c, &ln)
+            _ahead_chunk(k.z, li, c, &ln)
             bound = <double>ln * exp(<double>parts[c].m - <double>m) * (1.0 + 1e-6)
             if bound > 1e-6:
-                a.weigh[nw] = nq * a.nch + c
+                a.weigh[nw] = k.nq * a.nch + c
                 nw += 1
             else:
                 w.zhi += bound
                 if parts[c].m >= w.xt:
                     w.ahi += bound
         w.w1 = nw
-        nq += 1
-    if z.team > 1 and nw > 1:
-        for j in prange(nw, num_threads=z.team, schedule="static"):
-            _ahead_masses_unit(&a, j)
+        k.nq += 1
+    return nw
+
+
+cdef bint _ahead_one_region = True
+
+
+def _set_ahead_one_region(bint on):
+    """Whether ``_accept_ahead``'s two loops of a batch share one parallel region
+    (``fd_two_loops``; the default) or take one each, for measurements; returns the previous
+    setting. Not thread-safe: set it while no call runs."""
+    global _ahead_one_region
+    cdef bint was = _ahead_one_region
+    _ahead_one_region = on
+    return was
+
+
+cdef int64_t _ahead_batch(const Rej* rj, Lazy* z, int64_t r, const AheadPass* whole, int64_t i0,
+                          int64_t n, float* buf) noexcept nogil:
+    """Candidates ``i0 .. i0 + n`` of ``_accept_ahead``'s (``whole.rows``; request ``r``'s rows
+    from its first) in two parallel loops, one parallel region on a team (``fd_two_loops``):
+    the first takes every row's draft blocks and chunk maxima (a draft block and a chunk a unit
+    pair, interleaved: the static schedule deals units round-robin), ``_ahead_mid`` between
+    them finds the chunks that weigh, the second takes their masses; then the verdicts in
+    order. Returns how many of the rows, from the first, are surely accepted."""
+    cdef AheadCall k
+    cdef AheadRow* w
+    cdef Ahead* parts
+    cdef int64_t q
+    cdef Py_ssize_t units, u, c, j, nw
+    cdef double zlo, wgt, lz, tlse_hi, tlp_lo
+    k.a = whole[0]
+    k.a.rows = whole.rows + i0
+    k.rj = rj
+    k.z = z
+    k.r = r
+    k.i0 = i0
+    k.n = n
+    k.buf = buf
+    units = n * k.a.per
+    if z.team > 1 and _ahead_one_region:
+        fd_two_loops(z.team, units, _ahead_u1, _ahead_mid, _ahead_u2, &k)
     else:
-        for j in range(nw):
-            _ahead_masses_unit(&a, j)
-    for q in range(nq):
-        w = &a.rows[q]
-        parts = a.parts + q * a.nch
+        if z.team > 1:
+            for u in prange(units, num_threads=z.team, schedule="static", chunksize=1):
+                _ahead_u1(&k, u)
+        else:
+            for u in range(units):
+                _ahead_u1(&k, u)
+        nw = _ahead_mid(&k)
+        if z.team > 1 and nw > 1:
+            for j in prange(nw, num_threads=z.team, schedule="static"):
+                _ahead_u2(&k, j)
+        else:
+            for j in range(nw):
+                _ahead_u2(&k, j)
+    for q in range(k.nq):
+        w = &k.a.rows[q]
+        parts = k.a.parts + q * k.a.nch
         zlo = 0.0
         for j in range(w.w0, w.w1):
-            c = a.weigh[j] - q * a.nch
+            c = k.a.weigh[j] - q * k.a.nch
             wgt = exp(<double>parts[c].m - <double>w.m)
             zlo += parts[c].z * wgt
             w.ahi += parts[c].above * wgt
@@ -2078,7 +2158,7 @@ cdef int64_t _ahead_batch(const Rej* rj, Lazy* z, int64_t r, const AheadPass* wh
         tlp_lo = <double>w.xt - tlse_hi - 1e-5 * (fabs(<double>w.xt) + fabs(tlse_hi))
         if not (tlp_lo > w.rhs):
             return q
-    return nq
+    return k.nq
 
 
 cdef int64_t _accept_ahead(const Rej* rj, Lazy* z, int64_t r, float* buf) noexcept nogil:

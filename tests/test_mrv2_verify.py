@@ -205,14 +205,20 @@ def ahead(request):
     spec._set_accept_ahead(was)
 
 
-@pytest.fixture(params=[0, 1, 2], ids=["row-by-row", "first-then-rest", "all-together"])
+@pytest.fixture(
+    params=[(0, True), (1, True), (2, True), (1, False)],
+    ids=["row-by-row", "first-then-rest", "all-together", "first-then-rest-two-regions"],
+)
 def batching(request):
     """How the one pass batches a request's rows accepted ahead into its parallel loops
     (``_set_ahead_batching``): each row alone, the first alone then the rest (the default), or
-    all together -- the same verdicts whichever."""
-    was = spec._set_ahead_batching(request.param)
+    all together; a batch's two loops in one parallel region (the default) or one each
+    (``_set_ahead_one_region``) -- the same verdicts whichever."""
+    mode, one_region = request.param
+    was = spec._set_ahead_batching(mode), spec._set_ahead_one_region(one_region)
     yield request.param
-    spec._set_ahead_batching(was)
+    spec._set_ahead_batching(was[0])
+    spec._set_ahead_one_region(was[1])
 
 
 @pytest.fixture(params=[1, 4], ids=["one-thread", "team-of-4"])
@@ -492,25 +498,15 @@ def test_a_requests_walk_with_draft_probabilities_on_a_team(team, reject_at, ahe
         _same_tokens(args[:2], _stock(*_args(b), False, apply_temperature, None, b["top_p"]))
 
 
-@pytest.mark.parametrize("p", [0.9, 1.0])
-@pytest.mark.parametrize("apply_temperature", [False, True])
-def test_drafts_with_probabilities_near_their_verdict_get_the_launches_verdict(
-    team, batching, p, apply_temperature
-):
-    """Drafts with probabilities whose acceptance ratio ``p_target / p_draft`` runs from ~0.05
-    to past 1 (the drafter's law the target's but for the draft token, raised or lowered), at
-    top-p 0.9 or none, the draft a likely token or one at top-p's boundary (just kept or just
-    masked; in rows of one value repeated, the kept set the lowest indices; rows peaked far
-    above the rest, whose other chunk counts at its bound): the one pass
-    accepts many of them ahead of processing their rows, from bounds on the processed row's
-    mass, and tests the rest as the launches do -- the verdicts, and so the tokens, are the
-    launches' at every ratio, those near the request's uniform included; drafts are accepted
-    ahead, and both verdicts occur; a request's rows are up to four, batched as the fixture
-    says."""
-    R, K, V = 40, 4, 9000
-    b = _batch(7, R=R, K=K, V=V, idx=torch.int64, dtype=torch.float32, with_draft=True,
+def _near_verdict_batch(seed, R, p, apply_temperature):
+    """A batch of ``R`` requests of 4 drafts with probabilities whose acceptance ratio runs
+    from ~0.05 to past 1 (``test_drafts_with_probabilities_near_their_verdict_...``), run
+    through the one pass and checked against the launches' tokens; returns (accepted drafts
+    per request, their rows accepted ahead)."""
+    K, V = 4, 9000
+    b = _batch(seed, R=R, K=K, V=V, idx=torch.int64, dtype=torch.float32, with_draft=True,
                temps=(0.8, 1.0), accept_bias=0.0, placeholders=False)  # fmt: skip
-    g = torch.Generator().manual_seed(12)
+    g = torch.Generator().manual_seed(seed + 5)
     cu = b["cu"].tolist()
     t, draft = b["target"], b["draft"]
     for r in range(R):
@@ -546,9 +542,35 @@ def test_drafts_with_probabilities_near_their_verdict_get_the_launches_verdict(
     want = _stock(*_args(b), False, apply_temperature, None, b["top_p"])
     _same_tokens(args[:2], want)
     n = want[1].tolist()
-    verdicts = {n[r] > 1 for r in range(R) if cu[r + 1] - cu[r] >= 2}
-    assert verdicts == {True, False}
-    assert _accepted_ahead(processed, cu, n) > 0
+    accepted = [n[r] - 1 for r in range(R) if cu[r + 1] - cu[r] >= 2]
+    return accepted, _accepted_ahead(processed, cu, n)
+
+
+@pytest.mark.parametrize("p", [0.9, 1.0])
+@pytest.mark.parametrize("apply_temperature", [False, True])
+def test_drafts_with_probabilities_near_their_verdict_get_the_launches_verdict(
+    team, batching, p, apply_temperature
+):
+    """Drafts with probabilities whose acceptance ratio ``p_target / p_draft`` runs from ~0.05
+    to past 1 (the drafter's law the target's but for the draft token, raised or lowered), at
+    top-p 0.9 or none, the draft a likely token or one at top-p's boundary (just kept or just
+    masked; in rows of one value repeated, the kept set the lowest indices; rows peaked far
+    above the rest, whose other chunk counts at its bound): the one pass
+    accepts many of them ahead of processing their rows, from bounds on the processed row's
+    mass, and tests the rest as the launches do -- the verdicts, and so the tokens, are the
+    launches' at every ratio, those near the request's uniform included; drafts are accepted
+    ahead, and both verdicts occur. A request's rows are four, batched as the fixture says;
+    one batch of 40 requests (a thread walks each request) and calls of two requests each
+    (fewer than a team of 4: each request's rows split across the team)."""
+    wide, ahead_wide = _near_verdict_batch(7, 40, p, apply_temperature)
+    small, ahead_small = [], 0
+    for seed in range(8):
+        got, ahead = _near_verdict_batch(100 + seed, 2, p, apply_temperature)
+        small += got
+        ahead_small += ahead
+    for accepted in (wide, small):
+        assert 0 in accepted and max(accepted) >= 2  # rejections, and runs of acceptances
+    assert ahead_wide > 0 and ahead_small > 0
 
 
 def _accepted_ahead(processed, cu, num_sampled):
