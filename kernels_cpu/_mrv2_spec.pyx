@@ -1895,18 +1895,24 @@ cdef void _run_probs(const Rej* rj, Lazy* z, int64_t r, int64_t ahead,
 cdef struct Ahead:
     # a target chunk's part of ``_accept_ahead``'s pass: its maximum (NaN set aside), whether it
     # holds a NaN, and (where computed) its masses against that maximum -- all of them, and
-    # those ranked above the draft
+    # those ranked above the draft; ``w``: ``exp(m - row max)`` (0 for a chunk of -inf alone),
+    # its weight against the row (``_ahead_mid``)
     float m
     int nan
-    double z, above
+    double z, above, w
+
+
+cdef inline Py_ssize_t _ahead_len(const Lazy* z, Py_ssize_t c) noexcept nogil:
+    """The length of target chunk ``c``: 8192 values, the last fewer."""
+    cdef Py_ssize_t rest = z.width - c * 8192
+    return rest if rest < 8192 else 8192
 
 
 cdef inline const float* _ahead_chunk(const Lazy* z, int64_t li, Py_ssize_t c,
                                       Py_ssize_t* n) noexcept nogil:
-    """Raw target chunk ``c`` (8192 values, the last fewer) of row ``li``, its length in ``n``."""
-    cdef Py_ssize_t c0 = c * 8192
-    n[0] = z.width - c0 if z.width - c0 < 8192 else 8192
-    return (<const float*>z.raw.p) + _off(&z.raw, li, 0) + c0
+    """Raw target chunk ``c`` of row ``li``, its length (``_ahead_len``) in ``n``."""
+    n[0] = _ahead_len(z, c)
+    return (<const float*>z.raw.p) + _off(&z.raw, li, 0) + c * 8192
 
 
 cdef void _ahead_first(const Stats* st, const Lazy* z, Load* ld, Py_ssize_t c,
@@ -1916,14 +1922,12 @@ cdef void _ahead_first(const Stats* st, const Lazy* z, Load* ld, Py_ssize_t c,
     maximum of the target's raw chunk ``c - NB`` as the row's processing would load it
     (``_peek_chunk``: its load, ``ld``, read without the copy)."""
     cdef Ahead* q
-    cdef Py_ssize_t n
     if c < st.NB:
         if not z.drafted[ld.li]:
             _stats_draft_block(st, ld.li, c, buf)
         return
     q = parts + (c - st.NB)
-    _ahead_chunk(z, ld.li, c - st.NB, &n)
-    q.m = _peek_chunk(ld, (c - st.NB) * 8192, n, &q.nan)
+    q.m = _peek_chunk(ld, (c - st.NB) * 8192, _ahead_len(z, c - st.NB), &q.nan)
     q.z = 0.0
     q.above = 0.0
 
@@ -1993,17 +1997,6 @@ cdef struct AheadPass:
     Py_ssize_t nch, per # per = NB + nch: a row's units in the first loop
 
 
-cdef void _ahead_first_unit(const AheadPass* a, Py_ssize_t u, float* buf) noexcept nogil:
-    cdef Py_ssize_t q = u // a.per
-    _ahead_first(a.st, a.z, &a.rows[q].ld, u - q * a.per, a.parts + q * a.nch, buf)
-
-
-cdef void _ahead_masses_unit(const AheadPass* a, Py_ssize_t j) noexcept nogil:
-    cdef Py_ssize_t q = a.weigh[j] // a.nch
-    cdef const AheadRow* w = &a.rows[q]
-    _ahead_masses(a.z, w.ld.li, a.weigh[j] - q * a.nch, w.d, w.xt, w.ds, a.parts + q * a.nch)
-
-
 cdef struct AheadCall:
     # one batch of ``_ahead_batch``: its loops' pass, the request, the candidates ``i0 .. i0 +
     # n`` (``a.rows`` from ``i0``), the walker's buffer; ``nq``: the rows the second loop weighs
@@ -2015,12 +2008,19 @@ cdef struct AheadCall:
 
 
 cdef void _ahead_u1(void* ctx, Py_ssize_t u) noexcept nogil:
-    cdef AheadCall* k = <AheadCall*>ctx
-    _ahead_first_unit(&k.a, u, k.z.scratch + _thread_id() * k.z.st.BS)
+    """Unit ``u`` of a batch's first loop: unit ``u % per`` of its row ``u // per``."""
+    cdef const AheadPass* a = &(<AheadCall*>ctx).a
+    cdef Py_ssize_t q = u // a.per
+    _ahead_first(a.st, a.z, &a.rows[q].ld, u - q * a.per, a.parts + q * a.nch,
+                 a.z.scratch + _thread_id() * a.st.BS)
 
 
 cdef void _ahead_u2(void* ctx, Py_ssize_t j) noexcept nogil:
-    _ahead_masses_unit(&(<AheadCall*>ctx).a, j)
+    """Unit ``j`` of a batch's second loop: the masses of the chunk ``weigh[j]`` names."""
+    cdef const AheadPass* a = &(<AheadCall*>ctx).a
+    cdef Py_ssize_t q = a.weigh[j] // a.nch
+    cdef const AheadRow* w = &a.rows[q]
+    _ahead_masses(a.z, w.ld.li, a.weigh[j] - q * a.nch, w.d, w.xt, w.ds, a.parts + q * a.nch)
 
 
 cdef Py_ssize_t _ahead_mid(void* ctx) noexcept nogil:
@@ -2034,7 +2034,7 @@ cdef Py_ssize_t _ahead_mid(void* ctx) noexcept nogil:
     cdef AheadRow* w
     cdef Ahead* parts
     cdef int64_t rs = iget(rj.idx, k.r), q, li
-    cdef Py_ssize_t c, nw = 0, ln
+    cdef Py_ssize_t c, nw = 0
     cdef float temp = _ldr(rj.temp, rs), m, uu, dlp, dlse
     cdef double bound, z0, zp
     cdef int nan
@@ -2062,8 +2062,8 @@ cdef Py_ssize_t _ahead_mid(void* ctx) noexcept nogil:
         # rejects even at that bound has no sure acceptance -- its masses are not taken
         z0 = 0.0
         for c in range(a.nch):
-            if parts[c].m > -INFINITY:
-                z0 += exp(<double>parts[c].m - <double>m)
+            parts[c].w = exp(<double>parts[c].m - <double>m) if parts[c].m > -INFINITY else 0.0
+            z0 += parts[c].w
         zp = w.p * z0 * (1.0 - 1e-3)
         if not (<double>w.xt - <double>m - log(zp if zp > 1.0 else 1.0) > <double>w.rhs):
             break
@@ -2073,8 +2073,7 @@ cdef Py_ssize_t _ahead_mid(void* ctx) noexcept nogil:
         for c in range(a.nch):
             if not (parts[c].m > -INFINITY):
                 continue                        # all -inf: no mass
-            _ahead_chunk(k.z, li, c, &ln)
-            bound = <double>ln * exp(<double>parts[c].m - <double>m) * (1.0 + 1e-6)
+            bound = <double>_ahead_len(k.z, c) * parts[c].w * (1.0 + 1e-6)
             if bound > 1e-6:
                 a.weigh[nw] = k.nq * a.nch + c
                 nw += 1
@@ -2113,7 +2112,7 @@ cdef int64_t _ahead_batch(const Rej* rj, Lazy* z, int64_t r, const AheadPass* wh
     cdef Ahead* parts
     cdef int64_t q
     cdef Py_ssize_t units, u, c, j, nw
-    cdef double zlo, wgt, lz, tlse_hi, tlp_lo
+    cdef double zlo, lz, tlse_hi, tlp_lo
     k.a = whole[0]
     k.a.rows = whole.rows + i0
     k.rj = rj
@@ -2145,9 +2144,8 @@ cdef int64_t _ahead_batch(const Rej* rj, Lazy* z, int64_t r, const AheadPass* wh
         zlo = 0.0
         for j in range(w.w0, w.w1):
             c = k.a.weigh[j] - q * k.a.nch
-            wgt = exp(<double>parts[c].m - <double>w.m)
-            zlo += parts[c].z * wgt
-            w.ahi += parts[c].above * wgt
+            zlo += parts[c].z * parts[c].w
+            w.ahi += parts[c].above * parts[c].w
         w.zhi += zlo
         if w.p < 1.0:
             if not (w.ahi < w.p * zlo * (1.0 - 1e-4)):
