@@ -32,6 +32,9 @@ alternated step by step in one process (a shared host's drift falls on every mod
 draft accepted (flat rows, as above; peaked rows, a confident model's) and every first draft
 rejected (the drafter confident in a token outside top-p).
 
+``--fixed`` times each call's own cost: the step with draft probabilities on rows of 16
+values beside the same on full rows.
+
 ``--rounds N`` instead times every thread count in turn, N rounds, and reports each step's
 speed-up over the same round's one-thread time (median and range over rounds) beside the host's
 own ceiling, a step with nothing shared (``_host_reference``): on a shared host whose speed
@@ -108,17 +111,18 @@ def make_step(batch):
     return step, copy_only, read, base
 
 
-def make_verify(batch, case):
+def make_verify(batch, case, vocab=V):
     """The speculative step over ``batch`` requests of ``DRAFTS`` drafts each (``case``:
-    "rejected", "accepted" or "accepted+probs"), and the read of the same target rows."""
+    "rejected", "accepted" or "accepted+probs"; rows of ``vocab`` values), and the read of the
+    same target rows."""
     from kernels_cpu import rejection_sample_one_pass
 
     steps = DRAFTS + 1
     rows = batch * steps
     g = torch.Generator().manual_seed(rows + 7)
-    base = torch.randn(rows, V, generator=g) * 3
+    base = torch.randn(rows, vocab, generator=g) * 3
     top = base.argmax(1)
-    draft_sampled = torch.randint(0, V, (rows,), generator=g)
+    draft_sampled = torch.randint(0, vocab, (rows,), generator=g)
     draft = None
     if case in ("accepted", "peaked+probs"):
         base[torch.arange(rows), top] += 20.0  # a confident model: p(argmax) ~ 1
@@ -126,7 +130,7 @@ def make_verify(batch, case):
         if not case.startswith("rejected") and li % steps < DRAFTS:
             draft_sampled[li + 1] = top[li]  # the draft checked at row li is its argmax
     if case.endswith("+probs"):
-        draft = base.view(batch, steps, V)[:, :DRAFTS].clone()
+        draft = base.view(batch, steps, vocab)[:, :DRAFTS].clone()
     if case == "rejected+probs":  # the drafter sure of a token top-p masks at the target
         for r in range(batch):
             for i in range(DRAFTS):
@@ -209,6 +213,22 @@ def verify_table(threads, batches):
                 )
 
 
+def fixed_table(threads, reps=400):
+    """``--fixed``: each call's own cost -- B1 k4 with draft probabilities, every draft accepted,
+    on rows of 16 values (the arguments' handling, the regions' starts, the walk), against the
+    same step on full rows; medians of ``reps`` calls."""
+    print(f"kernels_cpu OpenMP: {K.openmp_enabled()}; medians of {reps} calls")
+    print("| threads | rows of 16: call us | rows of 128256: call us | share |")
+    print("|---|---|---|---|")
+    small, _ = make_verify(1, "accepted+probs", vocab=16)
+    full, _ = make_verify(1, "accepted+probs")
+    for n in threads:
+        K.set_num_threads(n)
+        torch.set_num_threads(n)
+        a, b = _median_ms(small, reps) * 1e3, _median_ms(full, reps // 10) * 1e3
+        print(f"| {n} | {a:.1f} | {b:.1f} | {a / b:.0%} |")
+
+
 AHEAD_MODES = {"processed": None, "row by row": 0, "first, then rest": 1, "all together": 2}
 
 
@@ -270,6 +290,7 @@ def main(argv=None):
     ap.add_argument(
         "--ahead", action="store_true", help="drafts accepted ahead, per batching (docstring)"
     )
+    ap.add_argument("--fixed", action="store_true", help="each call's own cost (docstring)")
     ap.add_argument(
         "--floor", action="store_true", help="the exponentials of the step with draft probabilities"
     )
@@ -278,6 +299,8 @@ def main(argv=None):
     batches = [int(b) for b in args.batches.split(",")]
     if args.floor:
         return floor_table(threads)
+    if args.fixed:
+        return fixed_table(threads)
     if args.ahead:
         return ahead_table(threads, batches)
     if args.rounds:
