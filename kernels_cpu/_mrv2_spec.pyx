@@ -2086,19 +2086,6 @@ cdef Py_ssize_t _ahead_mid(void* ctx) noexcept nogil:
     return nw
 
 
-cdef bint _ahead_one_region = True
-
-
-def _set_ahead_one_region(bint on):
-    """Whether ``_accept_ahead``'s two loops of a batch share one parallel region
-    (``fd_two_loops``; the default) or take one each, for measurements; returns the previous
-    setting. Not thread-safe: set it while no call runs."""
-    global _ahead_one_region
-    cdef bint was = _ahead_one_region
-    _ahead_one_region = on
-    return was
-
-
 cdef int64_t _ahead_batch(const Rej* rj, Lazy* z, int64_t r, const AheadPass* whole, int64_t i0,
                           int64_t n, float* buf) noexcept nogil:
     """Candidates ``i0 .. i0 + n`` of ``_accept_ahead``'s (``whole.rows``; request ``r``'s rows
@@ -2122,22 +2109,14 @@ cdef int64_t _ahead_batch(const Rej* rj, Lazy* z, int64_t r, const AheadPass* wh
     k.n = n
     k.buf = buf
     units = n * k.a.per
-    if z.team > 1 and _ahead_one_region:
+    if z.team > 1:
         fd_two_loops(z.team, units, _ahead_u1, _ahead_mid, _ahead_u2, &k)
     else:
-        if z.team > 1:
-            for u in prange(units, num_threads=z.team, schedule="static", chunksize=1):
-                _ahead_u1(&k, u)
-        else:
-            for u in range(units):
-                _ahead_u1(&k, u)
+        for u in range(units):
+            _ahead_u1(&k, u)
         nw = _ahead_mid(&k)
-        if z.team > 1 and nw > 1:
-            for j in prange(nw, num_threads=z.team, schedule="static"):
-                _ahead_u2(&k, j)
-        else:
-            for j in range(nw):
-                _ahead_u2(&k, j)
+        for j in range(nw):
+            _ahead_u2(&k, j)
     for q in range(k.nq):
         w = &k.a.rows[q]
         parts = k.a.parts + q * k.a.nch

@@ -205,20 +205,14 @@ def ahead(request):
     spec._set_accept_ahead(was)
 
 
-@pytest.fixture(
-    params=[(0, True), (1, True), (2, True), (1, False)],
-    ids=["row-by-row", "first-then-rest", "all-together", "first-then-rest-two-regions"],
-)
+@pytest.fixture(params=[0, 1, 2], ids=["row-by-row", "first-then-rest", "all-together"])
 def batching(request):
     """How the one pass batches a request's rows accepted ahead into its parallel loops
     (``_set_ahead_batching``): each row alone, the first alone then the rest (the default), or
-    all together; a batch's two loops in one parallel region (the default) or one each
-    (``_set_ahead_one_region``) -- the same verdicts whichever."""
-    mode, one_region = request.param
-    was = spec._set_ahead_batching(mode), spec._set_ahead_one_region(one_region)
+    all together -- the same verdicts whichever."""
+    was = spec._set_ahead_batching(request.param)
     yield request.param
-    spec._set_ahead_batching(was[0])
-    spec._set_ahead_one_region(was[1])
+    spec._set_ahead_batching(was)
 
 
 @pytest.fixture(params=[1, 4], ids=["one-thread", "team-of-4"])
