@@ -3541,16 +3541,17 @@ def rejection_sample_fused(
         required(processed_ptr, "processed_ptr", "with top_k_ptr or top_p_ptr")
         _table(target_logits_ptr, "target_logits_ptr", M_LOGITS, 2, _stride0(target_logits_ptr),
                "target_logits_ptr.stride(0)", None, "", &z.raw)
-        z.width = target_logits_ptr.shape[1]
-        z.proc = <float*>check_tensor(processed_ptr, "processed_ptr", M_FLOAT32, -1, NULL, shp)
-        if (getattr(processed_ptr, "ndim", None) != 2
-                or tuple(processed_ptr.shape) != tuple(target_logits_ptr.shape)
-                or not processed_ptr.is_contiguous()):
+        z.width = z.raw.cols
+        # a contiguous [L, width] fp32 tensor apart from the logits: read from its view (the
+        # attribute reads, several a call, only for the message of a tensor refused)
+        z.proc = <float*>check_tensor(processed_ptr, "processed_ptr", M_FLOAT32, -2, NULL, shp)
+        if (shp[1] != 2 or shp[2] != z.width or shp[0] != L * z.width
+                or (z.width == 0 and processed_ptr.shape[0] != L)):
             raise ValueError(expected("processed_ptr",
                                       f"a contiguous tensor of target_logits_ptr's shape "
                                       f"{tuple(target_logits_ptr.shape)}",
                                       f"shape {tuple(getattr(processed_ptr, 'shape', ()))}"))
-        if processed_ptr.data_ptr() == target_logits_ptr.data_ptr():
+        if L * z.width > 0 and <const char*>z.proc == z.raw.p:
             raise ValueError(expected("processed_ptr", "a buffer apart from target_logits_ptr",
                                       "the same memory"))
         z.eim = eim
