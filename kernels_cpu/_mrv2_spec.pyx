@@ -51,10 +51,10 @@ from kernels_cpu._buffers cimport (
 from kernels_cpu._checks cimport as_flag, as_int, index_at_least, need_min, no_overlap, required
 from kernels_cpu._philox cimport philox4x32_10
 from kernels_cpu._parallel cimport threads_for
-from kernels_cpu._rowmax cimport fd_max_nan
+from kernels_cpu._rowmax cimport fd_first_equal, fd_max_nan, fd_top2_nan
 from kernels_cpu._topk_topp_rows cimport (
     FD_RUN_HOLD, _k_at, _p_at, check_k_at, check_p_at, fd_run_hold, fd_run_row, free_row_scratch,
-    load_mask_row_f32_team, row_peeker, row_scratch, row_then, run_rows_f32_team,
+    load_mask_row_f32_team, row_peeker, row_scratch, row_then, row_top2, run_rows_f32_team,
     run_rows_then_f32_team,
 )
 from kernels_cpu._mrv2_gumbel_argmax cimport (
@@ -1659,6 +1659,18 @@ cdef float _load_scaled(const Tab* raw, int64_t li, Py_ssize_t c0, Py_ssize_t n,
     return fd_max_nan(row + c0, n, nan)
 
 
+def _top2_of(x):
+    """``(maximum, has NaN, first index of the maximum, largest other value)`` of a float32
+    tensor, by ``fd_top2_nan`` and ``fd_first_equal`` as ``_peek_chunk`` reads a chunk (for
+    tests; the index ``len(x)`` where there is none)."""
+    cdef Py_ssize_t shp[3]
+    cdef const float* p = <const float*>check_tensor(x, "x", M_FLOAT32, 1, NULL, shp)
+    cdef int nan = 0
+    cdef float m, second
+    m = fd_top2_nan(p, shp[0], &nan, &second)
+    return m, bool(nan), fd_first_equal(p, shp[0], m), second
+
+
 cdef struct Load:
     # one row's load for ``load_mask_row_f32_team`` (``_load_chunk``, ``_peek_chunk``)
     const Tab* raw
@@ -1684,13 +1696,24 @@ cdef float _load_chunk(void* ctx, Py_ssize_t c0, Py_ssize_t length, float* row,
     return _load_scaled(a.raw, a.li, c0, length, a.temp, row, nan)
 
 
-cdef float _peek_chunk(void* ctx, Py_ssize_t c0, Py_ssize_t length, int* nan) noexcept nogil:
+cdef float _peek_chunk(void* ctx, Py_ssize_t c0, Py_ssize_t length, int* nan,
+                       row_top2* t2) noexcept nogil:
     """``_load_chunk``'s maximum without the copy, for a float32 row at a finite positive
     temperature (``_peeks``): the division keeps the values' order -- a correctly rounded
     quotient is monotone in the dividend -- and their NaN, so the largest loaded value is the
-    largest raw value divided, the same float."""
+    largest raw value divided, the same float; with ``t2``, the chunk's top two likewise (the
+    first raw maximum, the largest other raw value divided)."""
     cdef Load* a = <Load*>ctx
-    cdef float m = fd_max_nan((<const float*>a.raw.p) + _off(a.raw, a.li, 0) + c0, length, nan)
+    cdef const float* x = (<const float*>a.raw.p) + _off(a.raw, a.li, 0) + c0
+    cdef float m, second
+    cdef Py_ssize_t j
+    if t2 == NULL:
+        m = fd_max_nan(x, length, nan)
+    else:
+        m = fd_top2_nan(x, length, nan, &second)
+        j = fd_first_equal(x, length, m)
+        t2.first = c0 + j if j < length else -1
+        t2.second = second / a.temp if _scaled(a.raw, a.temp) else second
     if _scaled(a.raw, a.temp):
         m = m / a.temp
     return m
@@ -1927,7 +1950,7 @@ cdef void _ahead_first(const Stats* st, const Lazy* z, Load* ld, Py_ssize_t c,
             _stats_draft_block(st, ld.li, c, buf)
         return
     q = parts + (c - st.NB)
-    q.m = _peek_chunk(ld, (c - st.NB) * 8192, _ahead_len(z, c - st.NB), &q.nan)
+    q.m = _peek_chunk(ld, (c - st.NB) * 8192, _ahead_len(z, c - st.NB), &q.nan, NULL)
     q.z = 0.0
     q.above = 0.0
 

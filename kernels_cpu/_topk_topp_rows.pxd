@@ -60,10 +60,16 @@ cdef Py_ssize_t mask_row_f32_team(float* row, Py_ssize_t n, int64_t k, double p,
 # temperature) and returns the largest of those values, NaN set aside; nan: whether one is NaN
 ctypedef float (*row_loader)(void* ctx, Py_ssize_t c0, Py_ssize_t length, float* row,
                              int* nan) noexcept nogil
+# A chunk's top two, for a peek asked for them: the first index holding its maximum (-1:
+# none) and the largest of its other values (the maximum again where it occurs twice), of the
+# values the loader would write
+cdef struct row_top2:
+    Py_ssize_t first
+    float second
 # The largest of the values the loader would write to row[c0, c0 + length), NaN set aside
-# (nan: whether one is NaN), read without writing them
+# (nan: whether one is NaN), read without writing them; t2 (NULL: not asked) their top two
 ctypedef float (*row_peeker)(void* ctx, Py_ssize_t c0, Py_ssize_t length,
-                             int* nan) noexcept nogil
+                             int* nan, row_top2* t2) noexcept nogil
 # A caller's work on masked row i, unit b, on its team (load_mask_row_f32_team's then: i 0;
 # run_rows_then_f32_team's: the run's row i)
 ctypedef void (*row_then)(void* ctx, Py_ssize_t i, Py_ssize_t b) noexcept nogil

@@ -903,9 +903,17 @@ cdef extern from *:
        those values (NaN set aside), *nan: whether one is NaN. */
     typedef float (*tkp_loader)(void* ctx, Py_ssize_t c0, Py_ssize_t len, float* row, int* nan);
 
+    /* What a peek of a chunk also reads where asked: the first index holding its maximum (-1:
+       none) and the largest of its other values (the maximum again where it occurs twice: a
+       tie), of the values a loader would write -- the test of the maximum alone without the
+       chunk loaded (tkp_only_top_peeked) */
+    typedef struct { Py_ssize_t first; float second; } tkp_top2;
+
     /* A chunk peeker: the largest of the values a loader would write to row[c0, c0 + len)
-       (NaN set aside; *nan: whether one is NaN), read without writing them */
-    typedef float (*tkp_peeker)(void* ctx, Py_ssize_t c0, Py_ssize_t len, int* nan);
+       (NaN set aside; *nan: whether one is NaN), read without writing them; t2 (NULL: not
+       asked) their top two (tkp_top2) */
+    typedef float (*tkp_peeker)(void* ctx, Py_ssize_t c0, Py_ssize_t len, int* nan,
+                                tkp_top2* t2);
 
     /* A run's describer (tkp_run_top): row i of the run into *out, on every thread */
     typedef void (*tkp_run_at)(void* ctx, Py_ssize_t i, fd_run_row* out);
@@ -914,6 +922,25 @@ cdef extern from *:
     typedef struct { float m; int nan; int mode; Py_ssize_t top; float ref, w; } tkp_plan;
 
     enum { TKP_OTHER = 0, TKP_ONLY_TOP = 1, TKP_BUCKETS = 2 };
+
+    /* tkp_only_top_in for a row peeked, not loaded: its maximum's chunk's top two peeked
+       (tkp_top2) stand for the loaded chunk's -- the same answer, for a loader that divides
+       (a correctly rounded quotient is monotone in the dividend: the loaded chunk's largest
+       other value is the peeked one divided, a tie stays a tie, and two values the division
+       merges are a tie in both) -- where the chunk had been loaded and read three times over
+       on one thread while the team waited */
+    static Py_ssize_t tkp_only_top_peeked(Py_ssize_t n, double p, float m, Py_ssize_t top,
+                                          double rest, tkp_peeker peek, void* ctx) {
+        Py_ssize_t lo = top * TKP_SPAN, cn = n - lo < TKP_SPAN ? n - lo : TKP_SPAN;
+        tkp_top2 t2;
+        int nan = 0;
+        float cm = peek(ctx, lo, cn, &nan, &t2);
+        if (nan || !(cm == m) || t2.first < lo || t2.first >= lo + cn) return -1;
+        if (!(t2.second < m)) return -1;            /* a tie at the maximum */
+        rest += (double)(cn - 1) * (double)expf(t2.second - m);
+        if (!(p * (1.0 + rest * 1.00001) < 0.9999999)) return -1;
+        return t2.first;
+    }
 
     /* The plan's first half, from the chunks' maxima and NaN flags alone: the row's maximum
        and NaN flag into pl (mode TKP_OTHER, top -1), and the chunk that tkp_only_top_chunks
@@ -948,21 +975,26 @@ cdef extern from *:
     }
 
     /* The plan's test of the maximum alone, on one thread: tkp_plan_chunks, then the test
-       within the maximum's chunk (load, NULL where x holds the row: the chunk is not yet
-       written -- cmax and cnan came from a peek -- and is loaded first); TKP_ONLY_TOP and
-       pl->top where it keeps the maximum alone. The rest of the plan (tkp_plan_rest) is for
-       a caller that takes the passes on the row as loaded; the one-thread peek does not. */
+       within the maximum's chunk -- peek (NULL where x holds the row) where cmax and cnan came
+       from a peek: the chunk's top two peeked (tkp_only_top_peeked) and, where the test keeps
+       the maximum, its value alone loaded into x; TKP_ONLY_TOP and pl->top where it keeps
+       the maximum alone. The rest of the plan (tkp_plan_rest) is for a caller that takes the
+       passes on the row as loaded; the one-thread peek does not. */
     static void tkp_plan_top(float* x, Py_ssize_t n, double p, const float* cmax,
-                             const int* cnan, tkp_loader load, void* ctx, tkp_plan* pl) {
+                             const int* cnan, tkp_loader load, tkp_peeker peek, void* ctx,
+                             tkp_plan* pl) {
         double rest;
         Py_ssize_t top = tkp_plan_chunks(n, p, cmax, cnan, pl, &rest);
         if (top < 0) return;
-        if (load) {
-            Py_ssize_t lo = top * TKP_SPAN;
-            int nan = 0;
-            load(ctx, lo, n - lo < TKP_SPAN ? n - lo : TKP_SPAN, x, &nan);
+        if (peek) {
+            pl->top = tkp_only_top_peeked(n, p, pl->m, top, rest, peek, ctx);
+            if (pl->top >= 0) {
+                int nan = 0;
+                load(ctx, pl->top, 1, x, &nan);
+            }
+        } else {
+            pl->top = tkp_only_top_in(x, n, p, pl->m, top, rest);
         }
-        pl->top = tkp_only_top_in(x, n, p, pl->m, top, rest);
         if (pl->top >= 0) pl->mode = TKP_ONLY_TOP;
     }
 
@@ -994,20 +1026,22 @@ cdef extern from *:
     #endif
         for (Py_ssize_t ch = 0; ch < nch; ch++) {
             Py_ssize_t lo = ch * TKP_SPAN, len = n - lo < TKP_SPAN ? n - lo : TKP_SPAN;
-            cmax[ch] = peek ? peek(ctx, lo, len, &cnan[ch]) : load(ctx, lo, len, row, &cnan[ch]);
+            cmax[ch] = peek ? peek(ctx, lo, len, &cnan[ch], NULL)
+                            : load(ctx, lo, len, row, &cnan[ch]);
         }
     }
 
     /* The maximum alone, on the same team (no barrier after it): the thread that holds chunk
-       `top` (the same static schedule as tkp_team_maxima's) loads it where the row was
-       peeked, tests it (tkp_only_top_in, m and rest from tkp_plan_chunks) and masks it around
-       the maximum when the test keeps it alone, writing its answer to *kept (the index, -1);
-       every other thread masks its chunks -- right where the answer is >= 0. lean (a peeked
-       row): nothing is masked, the maximum's chunk loaded alone (load_mask_row_f32_team's
-       lean) */
+       `top` (the same static schedule as tkp_team_maxima's) tests it (tkp_only_top_in, m and
+       rest from tkp_plan_chunks; where the row was peeked -- peek not NULL -- from its peek's
+       top two, tkp_only_top_peeked, then loads the maximum's value alone where the test keeps
+       it, the chunk where it does not) and masks it around the maximum when the test keeps it
+       alone, writing its answer to *kept (the index, -1); every other thread masks its
+       chunks -- right where the answer is >= 0. lean (a peeked row): nothing is masked, the
+       maximum's value alone written (load_mask_row_f32_team's lean) */
     static void tkp_team_only_top(float* row, Py_ssize_t n, double p, float m, Py_ssize_t top,
-                                  double rest, int peeked, int lean, tkp_loader load, void* ctx,
-                                  int64_t* kept) {
+                                  double rest, tkp_peeker peek, int lean, tkp_loader load,
+                                  void* ctx, int64_t* kept) {
         Py_ssize_t nch = (n + TKP_SPAN - 1) / TKP_SPAN;
     #ifdef _OPENMP
         #pragma omp for schedule(static) nowait
@@ -1015,9 +1049,15 @@ cdef extern from *:
         for (Py_ssize_t ch = 0; ch < nch; ch++) {
             Py_ssize_t lo = ch * TKP_SPAN, len = n - lo < TKP_SPAN ? n - lo : TKP_SPAN;
             if (ch == top) {
+                Py_ssize_t j;
                 int nan = 0;
-                if (peeked) load(ctx, lo, len, row, &nan);
-                Py_ssize_t j = tkp_only_top_in(row, n, p, m, top, rest);
+                if (peek) {
+                    j = tkp_only_top_peeked(n, p, m, top, rest, peek, ctx);
+                    if (j >= 0) load(ctx, j, 1, row, &nan);     /* masked around, or lean */
+                    else load(ctx, lo, len, row, &nan);         /* the next pass reads it */
+                } else {
+                    j = tkp_only_top_in(row, n, p, m, top, rest);
+                }
                 if (j >= 0 && !lean) tkp_only_top_fill(row, n, ch, j, -INFINITY);
                 *kept = j;
             } else if (!lean) {
@@ -1075,7 +1115,7 @@ cdef extern from *:
     #endif
         top = tkp_plan_chunks(n, J->p, cmax, cnan, &mine, &rest);
         if (top >= 0) {
-            tkp_team_only_top(row, n, J->p, mine.m, top, rest, peek != NULL,
+            tkp_team_only_top(row, n, J->p, mine.m, top, rest, peek,
                               peek != NULL && J->lean, load, ctx, &J->kept);
     #ifdef _OPENMP
             #pragma omp barrier
@@ -1288,7 +1328,7 @@ cdef extern from *:
                     if (i > 1 && kept[i - 1] != want) break;  /* the tester's, before the barrier */
                     top = tkp_plan_chunks(n, R->p, cm, cn, &mine, &rest);
                     if (top < 0) break;
-                    tkp_team_only_top(R->row, n, R->p, mine.m, top, rest, 1, lean, load,
+                    tkp_team_only_top(R->row, n, R->p, mine.m, top, rest, peek, lean, load,
                                       R->ctx, &kept[i]);
                     want = R->want;
                     if (want < 0 || want / TKP_SPAN != top) { i++; break; }
@@ -1406,8 +1446,11 @@ cdef extern from *:
                        const tkp_rowmax* known) noexcept nogil
     ctypedef float (*tkp_loader)(void* ctx, Py_ssize_t c0, Py_ssize_t length, float* row,
                                  int* nan) noexcept nogil
+    ctypedef struct tkp_top2:
+        Py_ssize_t first
+        float second
     ctypedef float (*tkp_peeker)(void* ctx, Py_ssize_t c0, Py_ssize_t length,
-                                 int* nan) noexcept nogil
+                                 int* nan, tkp_top2* t2) noexcept nogil
     ctypedef void (*tkp_then)(void* ctx, Py_ssize_t i, Py_ssize_t b) noexcept nogil
     Py_ssize_t tkp_row_loaded(float* row, Py_ssize_t n, int64_t k, double p, tkp_scratch* s,
                               int nt, tkp_loader load, tkp_peeker peek, void* ctx, float* cmax,
@@ -1427,7 +1470,7 @@ cdef extern from *:
         Py_ssize_t top
     enum: TKP_ONLY_TOP
     void tkp_plan_top(float* x, Py_ssize_t n, double p, const float* cmax, const int* cnan,
-                      tkp_loader load, void* ctx, tkp_plan* pl) noexcept nogil
+                      tkp_loader load, tkp_peeker peek, void* ctx, tkp_plan* pl) noexcept nogil
     void tkp_only_top_fill_by(float* row, Py_ssize_t n, Py_ssize_t ch, Py_ssize_t j,
                               float maskf, int stream) noexcept nogil
     int tkp_alloc(tkp_scratch* s, Py_ssize_t n, int need_vals) noexcept nogil
@@ -1531,10 +1574,11 @@ cdef Py_ssize_t load_mask_row_f32_team(float* row, Py_ssize_t n, int64_t k, doub
     ``then(tctx, 0, b)`` for ``b < nthen`` (a static schedule) once the row is masked, in the same
     region, and ``then_ran[0]`` is set -- a caller's statistics of the masked row without a
     region of their own (wide teams pay several barriers for one); else the caller does that
-    work itself. ``lean``: a peeked row masked to its maximum alone is not written past its
-    maximum's chunk, as loaded (its maximum at the index returned, the other values of that
-    chunk unmasked, the other chunks as they were), on one thread or a team -- for a caller
-    that reads no other value of such a row, or writes the ones it reads itself."""
+    work itself. ``lean``: a peeked row masked to its maximum alone is written at its maximum
+    alone (at the index returned; every other value as it was), on one thread or a team --
+    for a caller that reads no other value of such a row, or writes the ones it reads
+    itself. A peeked row's test of its maximum reads the peek of the maximum's chunk (its
+    first maximum and the largest other value: ``row_top2``), not the chunk loaded."""
     cdef Py_ssize_t ch, nch = (n + SPAN - 1) // SPAN, top
     cdef float m = -INFINITY
     cdef bint nan = False
@@ -1550,8 +1594,10 @@ cdef Py_ssize_t load_mask_row_f32_team(float* row, Py_ssize_t n, int64_t k, doub
                        &known)
     if peek != NULL:
         for ch in range(nch):
-            chunk_max[ch] = peek(ctx, ch * SPAN, min(n - ch * SPAN, SPAN), &chunk_nan[ch])
-        tkp_plan_top(row, n, p, chunk_max, chunk_nan, <tkp_loader>load, ctx, &pl)
+            chunk_max[ch] = peek(ctx, ch * SPAN, min(n - ch * SPAN, SPAN), &chunk_nan[ch],
+                                 NULL)
+        tkp_plan_top(row, n, p, chunk_max, chunk_nan, <tkp_loader>load, <tkp_peeker>peek, ctx,
+                     &pl)
         if pl.mode == TKP_ONLY_TOP:
             if not lean:
                 for ch in range(nch):

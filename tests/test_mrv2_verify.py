@@ -632,6 +632,18 @@ def _processed_row_holds(got, want, draft, may_be_lean, where):
     return False
 
 
+def _merged_by(temp):
+    """Two adjacent float32 values ``x < y`` (near 30: far above a row of ``randn * 2``) whose
+    quotients by ``temp`` round to one float."""
+    x = torch.tensor(25.7)
+    while x < 32:
+        y = torch.nextafter(x, torch.tensor(float("inf")))
+        if x / temp == y / temp:
+            return float(x), float(y)
+        x = y
+    raise AssertionError("no pair of adjacent floats merges")
+
+
 def _peaked_runs(tails, steps, V, seed):
     """Target rows for ``_fused_args``: one request per tail, its first two rows peaked (the
     maximum alone holds 0.9 of the mass at top-p 0.9), then the tail's row, then a plain bonus
@@ -666,6 +678,11 @@ def _peaked_runs(tails, steps, V, seed):
                 t[li, 9000] = 11.68
             elif tail == "above":
                 t[li, 9000] = first[li] + 0.05
+            elif tail == "merged":
+                # the maximum one float above another value of its chunk, the two one float
+                # once divided by the temperature 0.8: a tie in the row processed, none raw
+                x, y = _merged_by(0.8)
+                t[li, 9000], t[li, 9100] = x, y
     ds = torch.zeros(L, dtype=torch.int64)
     ds[1:] = t[:-1].nan_to_num(nan=-1.0).argmax(1)  # each draft: its row's argmax
     for r, tail in enumerate(tails):
@@ -689,7 +706,8 @@ def test_rows_after_one_masked_to_its_top_token_are_masked_as_top_k_top_p_masks_
     its chunks' maxima (a peek), without the copy: peaked again, it is written once; any other
     row is then loaded chunk by chunk as the passes reach it. Runs of peaked rows followed by
     every other kind -- a plain row (top-p's passes), a NaN, a +inf past the first values, a
-    maximum tied with another value, a maximum just above the first values', a top-k row, a
+    maximum tied with another value (or one float above another, which the temperature's
+    division merges: tied once processed), a maximum just above the first values', a top-k row, a
     row whose chunk maxima alone leave its maximum alone but whose maximum's chunk does not (a
     tie there; values close below it, top-p keeping values of other chunks: on a team, the
     other chunks are masked while that chunk is tested, and loaded again), a peaked row whose
@@ -704,8 +722,9 @@ def test_rows_after_one_masked_to_its_top_token_are_masked_as_top_k_top_p_masks_
     and the tokens the launches'."""
     V, K = 20000, 2  # three chunks: a team splits the row
     tails = ["plain", "nan", "inf", "tie", "above", "topk", "peaked", "tie-in-chunk",
-             "past-its-chunk", "peaked-rejected-in-chunk", "peaked-rejected"]  # fmt: skip
-    temps = [0.8, 1.0, 0.8, 0.0, 0.8, 1.0, 0.8, 0.8, 1.0, 0.8, 1.0]
+             "past-its-chunk", "peaked-rejected-in-chunk", "peaked-rejected",
+             "merged"]  # fmt: skip
+    temps = [0.8, 1.0, 0.8, 0.0, 0.8, 1.0, 0.8, 0.8, 1.0, 0.8, 1.0, 0.8]
     copies = {"one-call-in-the-caches": 4, "one-call-past-the-caches": 20}.get(layout, 1)
     tails, temps = tails * copies, temps * copies
     steps = K + 2  # the run's two rows, the tail's, the bonus row
@@ -776,6 +795,34 @@ def test_rows_after_one_masked_to_its_top_token_are_masked_as_top_k_top_p_masks_
             args[:2],
             _stock(*_args(b), False, apply_temperature, b["top_k"], b["top_p"]),
         )
+
+
+@given(
+    n=st.integers(0, 70),
+    values=st.lists(st.sampled_from([-2.0, -1.0, 0.0, 3.0, 3.5, float("-inf"), float("nan")]),
+                    min_size=70, max_size=70),
+    long=st.booleans(),
+)  # fmt: skip
+def test_a_chunks_top_two_are_its_maximum_and_the_largest_other_value(n, values, long):
+    """The peek of a maximum's chunk (``fd_top2_nan``, ``fd_first_equal``) against a plain
+    reading: the maximum with NaN set aside, whether a NaN occurs, its first index, and the
+    largest other value -- the maximum again where it occurs twice (in one lane of the sixteen
+    or in two, or in the tail past them), -inf where nothing else beats it; few values (the
+    tail alone) and 8192 (a chunk) with the same values at its start and its end."""
+    x = torch.tensor(values[:n], dtype=torch.float32)
+    if long:
+        x = torch.cat([x, torch.full((8192 - 2 * n,), -5.0), x.flip(0)])
+    m, nan, first, second = spec._top2_of(x)
+    finite = x[~x.isnan()]
+    want_m = float(finite.max()) if finite.numel() else float("-inf")
+    assert m == want_m and nan == bool(x.isnan().any())
+    hits = (x == want_m).nonzero().flatten().tolist()
+    assert first == (hits[0] if hits else len(x))
+    if len(hits) > 1 and want_m > float("-inf"):
+        assert second == want_m
+    else:
+        rest = torch.cat([finite[finite != want_m], torch.tensor([float("-inf")])])
+        assert second == float(rest.max())
 
 
 @pytest.mark.parametrize("masks", ["none", "kp"])
