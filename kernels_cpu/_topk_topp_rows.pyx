@@ -743,6 +743,19 @@ cdef extern from *:
         return top;
     }
 
+    /* The test of the maximum m alone within its chunk of cn values, from the maximum's first
+       index j there, the largest of the chunk's other values s2 and whether one is NaN (rest:
+       the other chunks' mass bound): j, or -1 (a NaN, a tie at the maximum, or the bound
+       fails) -- one verdict, whether the chunk was loaded (tkp_only_top_in) or peeked
+       (tkp_only_top_peeked) */
+    static Py_ssize_t tkp_only_top_verdict(Py_ssize_t j, float s2, int nan, Py_ssize_t cn,
+                                           double p, float m, double rest) {
+        if (nan || !(s2 < m)) return -1;            /* a tie at the maximum */
+        rest += (double)(cn - 1) * (double)expf(s2 - m);
+        if (!(p * (1.0 + rest * 1.00001) < 0.9999999)) return -1;
+        return j;
+    }
+
     /* tkp_only_top_find's test within the maximum's chunk `top` (as tkp_only_top_chunks left
        it): the maximum's index, or -1 (a tie at the maximum, or the bound fails) */
     static Py_ssize_t tkp_only_top_in(const float* row, Py_ssize_t n, double p, float m,
@@ -753,11 +766,7 @@ cdef extern from *:
         int nan = 0;
         float a = fd_max_nan(row + lo, j - lo, &nan), b = fd_max_nan(row + j + 1, lo + cn - j - 1,
                                                                       &nan);
-        float s2 = a > b ? a : b;
-        if (nan || !(s2 < m)) return -1;            /* a tie at the maximum */
-        rest += (double)(cn - 1) * (double)expf(s2 - m);
-        if (!(p * (1.0 + rest * 1.00001) < 0.9999999)) return -1;
-        return j;
+        return tkp_only_top_verdict(j, a > b ? a : b, nan, cn, p, m, rest);
     }
 
     static Py_ssize_t tkp_only_top_find(const float* row, Py_ssize_t n, double p,
@@ -935,11 +944,8 @@ cdef extern from *:
         tkp_top2 t2;
         int nan = 0;
         float cm = peek(ctx, lo, cn, &nan, &t2);
-        if (nan || !(cm == m) || t2.first < lo || t2.first >= lo + cn) return -1;
-        if (!(t2.second < m)) return -1;            /* a tie at the maximum */
-        rest += (double)(cn - 1) * (double)expf(t2.second - m);
-        if (!(p * (1.0 + rest * 1.00001) < 0.9999999)) return -1;
-        return t2.first;
+        if (!(cm == m) || t2.first < lo || t2.first >= lo + cn) return -1;
+        return tkp_only_top_verdict(t2.first, t2.second, nan, cn, p, m, rest);
     }
 
     /* The plan's first half, from the chunks' maxima and NaN flags alone: the row's maximum
