@@ -37,8 +37,9 @@ values beside the same on full rows.
 
 ``--rounds N`` instead times every thread count in turn, N rounds, and reports each step's
 speed-up over the same round's one-thread time (median and range over rounds) beside the host's
-own ceiling, a step with nothing shared (``_host_reference``): on a shared host whose speed
-drifts, one-thread and many-thread times from separate passes do not divide.
+own ceiling, a step with nothing shared (``_host_reference``), and with ``--verify`` the read of
+each batch's target rows (the memory system's ceiling): on a shared host whose speed drifts,
+one-thread and many-thread times from separate passes do not divide.
 """
 
 from __future__ import annotations
@@ -354,12 +355,16 @@ def _rounds(threads, batches, rounds, verify=False):
     thread's time moved by half between runs on the lent 16-core host), figures from separate
     passes do not divide. The plain step is reported gross and less the copy that restores its
     logits (the kernels alone); ``verify``: each speculative case (``make_verify``). The host's
-    own ceiling (``_host_reference``) is timed in the same rounds."""
+    own ceiling (``_host_reference``) is timed in the same rounds; with ``verify``, so is the read
+    of each batch's target rows, whose speed-up is the memory system's: a step that reads those
+    rows once and does little else per value scales no better."""
     steps = {}
     for batch in batches:
         if verify:
             for case in ("rejected", "accepted", "accepted+probs"):
-                steps[(batch, case)] = (make_verify(batch, case)[0], None)
+                step, read = make_verify(batch, case)
+                steps[(batch, case)] = (step, None)
+            steps[(batch, "read: amax of its target rows")] = (read, None)
         else:
             step, copy_only, _, base = make_step(batch)
             check(step, base)
