@@ -38,8 +38,9 @@ values beside the same on full rows.
 ``--rounds N`` instead times every thread count in turn, N rounds, and reports each step's
 speed-up over the same round's one-thread time (median and range over rounds) beside the host's
 own ceiling, a step with nothing shared (``_host_reference``), and with ``--verify`` the read of
-each batch's target rows (the memory system's ceiling): on a shared host whose speed drifts,
-one-thread and many-thread times from separate passes do not divide.
+each batch's target rows (the memory system's ceiling) and the V1 runner's one-pass step over
+the same rows (``make_v1``: the step whose scaling V2's is held to): on a shared host whose
+speed drifts, one-thread and many-thread times from separate passes do not divide.
 """
 
 from __future__ import annotations
@@ -112,12 +113,9 @@ def make_step(batch):
     return step, copy_only, read, base
 
 
-def make_verify(batch, case, vocab=V):
-    """The speculative step over ``batch`` requests of ``DRAFTS`` drafts each (``case``:
-    "rejected", "accepted" or "accepted+probs"; rows of ``vocab`` values), and the read of the
-    same target rows."""
-    from kernels_cpu import rejection_sample_one_pass
-
+def _verify_rows(batch, case, vocab):
+    """``make_verify``'s rows: the ``[batch * 5, vocab]`` target logits, the draft logits (None:
+    one-hot drafts) and V2's ``draft_sampled`` (the token drafted for row ``i`` at ``i + 1``)."""
     steps = DRAFTS + 1
     rows = batch * steps
     g = torch.Generator().manual_seed(rows + 7)
@@ -136,6 +134,50 @@ def make_verify(batch, case, vocab=V):
         for r in range(batch):
             for i in range(DRAFTS):
                 draft[r, i, draft_sampled[r * steps + i + 1]] += 20.0
+    return base, draft, draft_sampled
+
+
+def make_v1(batch, case):
+    """The V1 runner's one-pass step (``kernels_cpu.spec_sample_step``, what the plugin's
+    ``RejectionSampler.forward`` runs; no draft probabilities) over ``make_verify``'s rows for a
+    one-hot ``case``: the same requests, drafts, temperature and top-p -- the step whose
+    many-thread scaling the V2 step is held to."""
+    from kernels_cpu._spec_step import spec_sample_step
+
+    steps = DRAFTS + 1
+    base, _, draft_sampled = _verify_rows(batch, case, V)
+    rows = torch.arange(batch * steps).view(batch, steps)
+    target = rows[:, :DRAFTS].reshape(-1)
+    drafts = draft_sampled.view(batch, steps)[:, 1:].reshape(-1)
+    cu = torch.arange(1, batch + 1, dtype=torch.int32) * DRAFTS
+    temp = torch.full((batch,), TEMPERATURE)
+    p = torch.full((batch,), TOP_P)
+    seeds = torch.stack([torch.arange(batch) + 1, torch.zeros(batch, dtype=torch.int64)], 1)
+    out = torch.empty(batch, steps, dtype=torch.int32)
+
+    def step():
+        out.fill_(-1)
+        spec_sample_step(
+            out, base, target, rows[:, DRAFTS].contiguous(), cu, drafts, None, temp, None,
+            None, None, p, seeds, DRAFTS,
+        )  # fmt: skip
+        return out
+
+    got = (step() >= 0).sum(1)
+    want = 1 if case.startswith("rejected") else steps
+    assert got.tolist() == [want] * batch, f"V1 {case}: {got.tolist()} tokens, expected {want}"
+    return step
+
+
+def make_verify(batch, case, vocab=V):
+    """The speculative step over ``batch`` requests of ``DRAFTS`` drafts each (``case``:
+    "rejected", "accepted" or "accepted+probs"; rows of ``vocab`` values), and the read of the
+    same target rows."""
+    from kernels_cpu import rejection_sample_one_pass
+
+    steps = DRAFTS + 1
+    rows = batch * steps
+    base, draft, draft_sampled = _verify_rows(batch, case, vocab)
     req = torch.arange(batch)
     args = (
         base, draft, draft_sampled, torch.arange(0, rows + 1, steps), torch.arange(rows), req,
@@ -365,6 +407,8 @@ def _rounds(threads, batches, rounds, verify=False):
                 step, read = make_verify(batch, case)
                 steps[(batch, case)] = (step, None)
             steps[(batch, "read: amax of its target rows")] = (read, None)
+            for case in ("rejected", "accepted"):
+                steps[(batch, f"V1 one-pass step, {case}")] = (make_v1(batch, case), None)
         else:
             step, copy_only, _, base = make_step(batch)
             check(step, base)
