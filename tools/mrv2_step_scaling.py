@@ -148,6 +148,7 @@ def make_v1(batch, case):
     base, _, draft_sampled = _verify_rows(batch, case, V)
     rows = torch.arange(batch * steps).view(batch, steps)
     target = rows[:, :DRAFTS].reshape(-1)
+    bonus = rows[:, DRAFTS].contiguous()
     drafts = draft_sampled.view(batch, steps)[:, 1:].reshape(-1)
     cu = torch.arange(1, batch + 1, dtype=torch.int32) * DRAFTS
     temp = torch.full((batch,), TEMPERATURE)
@@ -158,7 +159,7 @@ def make_v1(batch, case):
     def step():
         out.fill_(-1)
         spec_sample_step(
-            out, base, target, rows[:, DRAFTS].contiguous(), cu, drafts, None, temp, None,
+            out, base, target, bonus, cu, drafts, None, temp, None,
             None, None, p, seeds, DRAFTS,
         )  # fmt: skip
         return out
